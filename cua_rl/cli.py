@@ -1,0 +1,70 @@
+"""The `cua-rl` command.
+
+Subcommands live next to the code they drive and are imported only when run,
+so `cua-rl --help` stays fast and never imports torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+# name -> "module:attribute" of a click command or group.
+COMMANDS: dict[str, str] = {
+    "vm": "cua_rl.desktop.commands:vm",
+    "bench": "cua_rl.cli:bench",
+}
+
+BENCH_COMMANDS: dict[str, str] = {
+    "guest": "cua_rl.desktop.bench:bench_guest",
+}
+
+
+class LazyGroup(click.Group):
+    """A click group whose subcommands are imported on first use."""
+
+    def __init__(self, *args, lazy: dict[str, str], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = lazy
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.lazy:
+            module, attr = self.lazy[name].split(":")
+            return getattr(importlib.import_module(module), attr)
+        return super().get_command(ctx, name)
+
+
+@click.group(cls=LazyGroup, lazy=COMMANDS)
+@click.version_option(package_name="cua-rl")
+def cli() -> None:
+    """Train and evaluate GUI computer-use agents with asynchronous RL."""
+
+
+@click.group(cls=LazyGroup, lazy=BENCH_COMMANDS)
+def bench() -> None:
+    """Benchmarks that print figures (timing goals live here, not in tests)."""
+
+
+@cli.command(context_settings={"ignore_unknown_options": True})
+@click.argument("config", required=False)
+@click.option("--preset", help="A preset shipped with cua-rl, e.g. quickstart.")
+@click.argument("overrides", nargs=-1, type=click.UNPROCESSED)
+def train(config: str | None, preset: str | None, overrides: tuple[str, ...]) -> None:
+    """Run the whole RL loop (actors, reward pool, learners, task adaptation)."""
+    raise click.ClickException(
+        "`cua-rl train` is not assembled yet: the desktop layer (`cua-rl vm`, "
+        "`cua-rl bench guest`) is built; the fleet, learners and adaptation land "
+        "in the next issues (see README, 'Status')."
+    )
+
+
+def main() -> None:
+    cli()
+
+
+if __name__ == "__main__":
+    main()

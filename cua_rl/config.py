@@ -1,0 +1,120 @@
+"""Typed configuration: pydantic models loaded from YAML plus dotted overrides.
+
+A run is described by one YAML file (or a preset shipped in `cua_rl/configs/`)
+and `a.b.c=value` overrides from the command line, applied in that order.
+Validation errors name the source (file or override) and the dotted field.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from cua_rl.errors import ConfigError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def preset_names() -> list[str]:
+    """Presets shipped with the package (file stems of cua_rl/configs/*.yaml)."""
+    root = resources.files("cua_rl") / "configs"
+    if not root.is_dir():
+        return []
+    return sorted(p.name[: -len(".yaml")] for p in root.iterdir() if p.name.endswith(".yaml"))
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """A YAML mapping from a file, with errors that name the file."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config file ({exc.strerror})") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+    return data
+
+
+def read_preset(name: str) -> dict[str, Any]:
+    resource = resources.files("cua_rl") / "configs" / f"{name}.yaml"
+    if not resource.is_file():
+        known = ", ".join(preset_names()) or "none"
+        raise ConfigError(f"unknown preset {name!r} (known presets: {known})")
+    with resources.as_file(resource) as path:
+        return read_yaml(path)
+
+
+def apply_override(data: dict[str, Any], override: str) -> None:
+    """Set `a.b.c=value` in a nested dict; the value is parsed as YAML."""
+    key, sep, raw = override.partition("=")
+    if not sep or not key or any(not part for part in key.split(".")):
+        raise ConfigError(f"override {override!r}: expected the form dotted.key=value")
+    try:
+        value = yaml.safe_load(raw) if raw else ""
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"override {override!r}: value is not valid YAML: {exc}") from exc
+    node = data
+    parts = key.split(".")
+    for part in parts[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"override {override!r}: {part!r} is not a section")
+        node = child
+    node[parts[-1]] = value
+
+
+def load_config(
+    model: type[M],
+    path: str | Path | None = None,
+    *,
+    preset: str | None = None,
+    overrides: tuple[str, ...] | list[str] = (),
+) -> M:
+    """Build `model` from a preset, then a file, then overrides (later wins)."""
+    data: dict[str, Any] = {}
+    sources: list[str] = []
+    if preset:
+        data = _merge(data, read_preset(preset))
+        sources.append(f"preset {preset}")
+    if path is not None:
+        data = _merge(data, read_yaml(Path(path)))
+        sources.append(str(path))
+    for override in overrides:
+        apply_override(data, override)
+    if overrides:
+        sources.append("overrides")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        where = " + ".join(sources) or "defaults"
+        raise ConfigError(f"{where}: {describe_validation_error(exc)}") from None
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """One line per problem: `field.path: message (got value)`."""
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "<root>"
+        got = err.get("input")
+        shown = f" (got {got!r})" if not isinstance(got, dict | list) else ""
+        lines.append(f"{loc}: {err['msg']}{shown}")
+    return "; ".join(lines)
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out

@@ -1,0 +1,316 @@
+"""Async client for the guest protocol (DESIGN.md section 4.1).
+
+It speaks OSWorld's guest HTTP protocol, so it drives both our own guest server
+(vm/guest, with a bearer token and the fast /act route) and an unmodified
+OSWorld image. Every call has a timeout; a desktop that does not answer raises
+`GuestUnavailable`, which the pool and the actors treat as a dead desktop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import aiohttp
+
+from cua_rl.errors import GuestError, GuestUnavailable
+
+ImageFormat = Literal["png", "jpeg"]
+
+
+@dataclass(frozen=True, slots=True)
+class ExecResult:
+    """Outcome of a command or of pyautogui code run on the desktop."""
+
+    status: str
+    """`success`, `error` or `timeout`."""
+    output: str = ""
+    error: str = ""
+    returncode: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "success" and self.returncode in (0, None)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ExecResult:
+        return cls(
+            status=str(data.get("status", "error")),
+            output=str(data.get("output") or ""),
+            error=str(data.get("error") or data.get("message") or ""),
+            returncode=data.get("returncode"),
+        )
+
+
+# pyautogui code sent through /execute when a guest has no /act route; OSWorld's
+# own harness runs actions the same way.
+_FALLBACK_PRELUDE = "import pyautogui, time; pyautogui.FAILSAFE = False; "
+
+
+class GuestClient:
+    """One desktop's guest server, seen from the host.
+
+    Reuse one client per desktop: it keeps a connection pool open. `has_act`
+    is learned on the first action so OSWorld guests cost one extra 404 once.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        token: str | None = None,
+        *,
+        timeout: float = 30.0,
+        session: aiohttp.ClientSession | None = None,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+        self._session = session
+        self._owns_session = session is None
+        self.has_act: bool | None = None
+
+    async def __aenter__(self) -> GuestClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._session is not None and self._owns_session:
+            await self._session.close()
+        self._session = None
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+            self._session = aiohttp.ClientSession(
+                headers=headers, connector=aiohttp.TCPConnector(limit=8)
+            )
+            self._owns_session = True
+        return self._session
+
+    async def _request(
+        self,
+        method: str,
+        route: str,
+        *,
+        timeout: float | None = None,
+        ok_statuses: tuple[int, ...] = (200,),
+        **kwargs: Any,
+    ) -> tuple[int, bytes, str]:
+        """Send one request; return (status, body, content type).
+
+        Raises GuestUnavailable when the desktop does not answer and GuestError
+        when it answers with a status outside `ok_statuses`.
+        """
+        limit = aiohttp.ClientTimeout(total=timeout or self.timeout)
+        try:
+            async with self._http().request(
+                method, self.url + route, timeout=limit, **kwargs
+            ) as resp:
+                body = await resp.read()
+                ctype = resp.headers.get("Content-Type", "")
+        except (aiohttp.ClientConnectionError, asyncio.TimeoutError, OSError) as exc:
+            raise GuestUnavailable(f"{method} {self.url}{route}: no answer ({exc!r})") from exc
+        if resp.status not in ok_statuses:
+            raise GuestError(
+                f"{method} {self.url}{route}: HTTP {resp.status}: {_error_text(body)}"
+            )
+        return resp.status, body, ctype
+
+    async def _json(self, method: str, route: str, **kwargs: Any) -> Any:
+        _, body, _ = await self._request(method, route, **kwargs)
+        try:
+            return json.loads(body)
+        except ValueError as exc:
+            raise GuestError(f"{method} {self.url}{route}: expected JSON, got {body[:200]!r}") from exc
+
+    # readiness -----------------------------------------------------------------
+
+    async def healthy(self, timeout: float = 3.0) -> bool:
+        """True when the guest answers; OSWorld guests lack /healthz, so
+        /platform stands in for them."""
+        for route in ("/healthz", "/platform"):
+            try:
+                status, _, _ = await self._request(
+                    "GET", route, timeout=timeout, ok_statuses=(200, 404)
+                )
+            except GuestError:
+                return False
+            except GuestUnavailable:
+                return False
+            if status == 200:
+                return True
+        return False
+
+    async def wait_ready(self, deadline_s: float = 60.0, interval_s: float = 0.05) -> None:
+        """Poll until the guest answers, with a deadline (never a fixed sleep)."""
+        end = time.monotonic() + deadline_s
+        while True:
+            if await self.healthy(timeout=min(3.0, max(0.2, end - time.monotonic()))):
+                return
+            if time.monotonic() >= end:
+                raise GuestUnavailable(f"{self.url}: not ready within {deadline_s:.0f} s")
+            await asyncio.sleep(interval_s)
+
+    # observation ---------------------------------------------------------------
+
+    async def screenshot(self, fmt: ImageFormat = "png", quality: int = 90) -> bytes:
+        """The screen as image bytes. OSWorld guests ignore the format and send PNG;
+        callers that care read the magic bytes."""
+        _, body, _ = await self._request(
+            "GET", "/screenshot", params={"format": fmt, "quality": str(quality)}
+        )
+        return body
+
+    async def cursor_position(self) -> tuple[int, int]:
+        data = await self._json("GET", "/cursor_position")
+        if isinstance(data, dict):
+            data = [data.get("x"), data.get("y")]
+        return int(data[0]), int(data[1])
+
+    async def screen_size(self) -> tuple[int, int]:
+        data = await self._json("POST", "/screen_size")
+        return int(data["width"]), int(data["height"])
+
+    async def window_size(self, app_class_name: str) -> dict[str, int] | None:
+        _, body, _ = await self._request(
+            "POST", "/window_size", json={"app_class_name": app_class_name},
+            ok_statuses=(200, 404),
+        )
+        data = _loads_or_none(body)
+        return data if isinstance(data, dict) and "width" in data else None
+
+    async def accessibility_tree(self) -> str | None:
+        data = await self._json("GET", "/accessibility", timeout=max(self.timeout, 60.0))
+        return data.get("AT")
+
+    async def terminal_output(self) -> str | None:
+        data = await self._json("GET", "/terminal")
+        return data.get("output")
+
+    async def list_directory(self, path: str) -> dict[str, Any]:
+        return await self._json("POST", "/list_directory", json={"path": path})
+
+    async def desktop_path(self) -> str:
+        data = await self._json("POST", "/desktop_path")
+        return str(data.get("desktop_path", ""))
+
+    async def wallpaper(self) -> bytes | None:
+        status, body, _ = await self._request("POST", "/wallpaper", ok_statuses=(200, 404))
+        return body if status == 200 else None
+
+    async def platform(self) -> str:
+        _, body, _ = await self._request("GET", "/platform")
+        return body.decode(errors="replace").strip()
+
+    async def get_file(self, path: str) -> bytes | None:
+        """File contents, or None when it does not exist on the desktop."""
+        status, body, _ = await self._request(
+            "POST", "/file", data={"file_path": path}, ok_statuses=(200, 404)
+        )
+        return body if status == 200 else None
+
+    # actions -------------------------------------------------------------------
+
+    async def act(self, code: str, timeout: float = 10.0) -> ExecResult:
+        """Run pyautogui code; /act on our guest, /execute + python -c elsewhere."""
+        if self.has_act is not False:
+            status, body, _ = await self._request(
+                "POST", "/act", json={"code": code, "timeout": timeout},
+                timeout=timeout + 5.0, ok_statuses=(200, 404, 405),
+            )
+            if status == 200:
+                self.has_act = True
+                return ExecResult.from_json(json.loads(body))
+            self.has_act = False
+        return await self.execute(["python3", "-c", _FALLBACK_PRELUDE + code], timeout=timeout)
+
+    async def execute(
+        self, command: list[str] | str, *, shell: bool = False, timeout: float = 120.0
+    ) -> ExecResult:
+        data = await self._json(
+            "POST", "/execute", json={"command": command, "shell": shell, "timeout": timeout},
+            timeout=timeout + 5.0,
+        )
+        return ExecResult.from_json(data)
+
+    async def execute_with_verification(
+        self,
+        command: list[str] | str,
+        *,
+        shell: bool = False,
+        verification: dict[str, Any] | None = None,
+        max_wait_time: float = 10.0,
+        check_interval: float = 1.0,
+    ) -> ExecResult:
+        data = await self._json(
+            "POST", "/execute_with_verification",
+            json={"command": command, "shell": shell, "verification": verification or {},
+                  "max_wait_time": max_wait_time, "check_interval": check_interval},
+            timeout=max_wait_time + 30.0,
+        )
+        return ExecResult.from_json(data)
+
+    async def run_python(self, code: str, timeout: float = 60.0) -> ExecResult:
+        data = await self._json("POST", "/run_python", json={"code": code}, timeout=timeout)
+        return ExecResult.from_json(data)
+
+    async def run_bash_script(
+        self, script: str, *, timeout: float = 100.0, working_dir: str | None = None
+    ) -> ExecResult:
+        body: dict[str, Any] = {"script": script, "timeout": timeout}
+        if working_dir:
+            body["working_dir"] = working_dir
+        data = await self._json("POST", "/run_bash_script", json=body, timeout=timeout + 5.0)
+        return ExecResult.from_json(data)
+
+    # setup routes --------------------------------------------------------------
+
+    async def upload_file(self, path: str, data: bytes) -> None:
+        form = aiohttp.FormData()
+        form.add_field("file_path", path)
+        form.add_field("file_data", data, filename=path.rsplit("/", 1)[-1])
+        await self._request("POST", "/setup/upload", data=form, timeout=max(self.timeout, 120.0))
+
+    async def launch(self, command: list[str] | str, *, shell: bool = False) -> None:
+        await self._request("POST", "/setup/launch", json={"command": command, "shell": shell})
+
+    async def open_file(self, path: str, timeout: float = 90.0) -> None:
+        await self._request("POST", "/setup/open_file", json={"path": path}, timeout=timeout)
+
+    async def activate_window(
+        self, window_name: str, *, strict: bool = False, by_class: bool = False
+    ) -> None:
+        await self._request(
+            "POST", "/setup/activate_window",
+            json={"window_name": window_name, "strict": strict, "by_class": by_class},
+        )
+
+    async def close_window(
+        self, window_name: str, *, strict: bool = False, by_class: bool = False
+    ) -> None:
+        await self._request(
+            "POST", "/setup/close_window",
+            json={"window_name": window_name, "strict": strict, "by_class": by_class},
+        )
+
+    async def change_wallpaper(self, path: str) -> None:
+        await self._request("POST", "/setup/change_wallpaper", json={"path": path})
+
+
+def _loads_or_none(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except ValueError:
+        return None
+
+
+def _error_text(body: bytes) -> str:
+    data = _loads_or_none(body)
+    if isinstance(data, dict):
+        return str(data.get("message") or data.get("error") or data)
+    return body[:300].decode(errors="replace")

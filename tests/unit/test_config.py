@@ -1,0 +1,49 @@
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel, Field
+
+from cua_rl.config import apply_override, load_config
+from cua_rl.errors import ConfigError
+
+
+class Inner(BaseModel):
+    count: int = Field(default=2, ge=1)
+    name: str = "x"
+
+
+class Outer(BaseModel):
+    inner: Inner = Inner()
+    ratio: float = 0.5
+
+
+def test_file_then_overrides_win(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("inner:\n  count: 3\n  name: a\nratio: 0.1\n")
+    out = load_config(Outer, cfg, overrides=["inner.count=7", "ratio=0.9"])
+    assert out.inner.count == 7
+    assert out.inner.name == "a"
+    assert out.ratio == 0.9
+
+
+def test_error_names_file_and_field(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("inner:\n  count: 0\n")
+    with pytest.raises(ConfigError, match=r"c\.yaml: inner\.count: .*greater than or equal to 1"):
+        load_config(Outer, cfg)
+
+
+def test_bad_yaml_and_bad_override(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("inner: [\n")
+    with pytest.raises(ConfigError, match="c.yaml: not valid YAML"):
+        load_config(Outer, cfg)
+    with pytest.raises(ConfigError, match="expected the form dotted.key=value"):
+        apply_override({}, "novalue")
+    with pytest.raises(ConfigError, match="'ratio' is not a section"):
+        apply_override({"ratio": 1}, "ratio.x=2")
+
+
+def test_unknown_preset_lists_known() -> None:
+    with pytest.raises(ConfigError, match="unknown preset 'nope'"):
+        load_config(Outer, preset="nope")
