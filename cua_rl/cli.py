@@ -14,6 +14,7 @@ import click
 COMMANDS: dict[str, str] = {
     "vm": "cua_rl.desktop.commands:vm",
     "bench": "cua_rl.cli:bench",
+    "runs": "cua_rl.store.commands:runs",
 }
 
 BENCH_COMMANDS: dict[str, str] = {

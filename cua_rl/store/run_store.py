@@ -1,0 +1,263 @@
+"""The run store: SQLite (WAL) plus screenshot files named by content hash.
+
+`RunStore` is the synchronous core; `AsyncRunStore` runs it on one dedicated
+thread so the event loop never blocks on disk and writes from one process are
+serialized. Several processes of the same run may write at once: WAL mode and a
+busy timeout make SQLite queue them. Writes are idempotent by primary key, so a
+trajectory saved twice (e.g. after a resume) is stored once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import sqlite3
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from cua_rl.store.codec import step_from_row, step_to_row
+from cua_rl.store.schema import SCHEMA, SCHEMA_VERSION
+from cua_rl.types import StepVerdict, TaskVariant, Trajectory, TrajectoryStatus, Vote
+
+T = TypeVar("T")
+
+DB_NAME = "run.sqlite"
+SHOTS_DIR = "screenshots"
+
+
+def screenshot_hash(data: bytes) -> str:
+    """Content hash + extension from the magic bytes, e.g. `3fa9...c1.png`."""
+    ext = "png" if data[:8] == b"\x89PNG\r\n\x1a\n" else "jpg" if data[:2] == b"\xff\xd8" else "bin"
+    return f"{hashlib.sha256(data).hexdigest()[:40]}.{ext}"
+
+
+class RunStore:
+    """One run directory. Open it again to continue a run."""
+
+    def __init__(self, run_dir: str | Path, run_id: str | None = None) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / SHOTS_DIR).mkdir(exist_ok=True)
+        self._db = sqlite3.connect(
+            self.run_dir / DB_NAME, timeout=30.0, isolation_level=None, check_same_thread=False
+        )
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(SCHEMA)
+        self._db.execute(
+            "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)",
+            (str(SCHEMA_VERSION),),
+        )
+        self.run_id = run_id or self._existing_run_id() or uuid.uuid4().hex[:12]
+        self._db.execute(
+            "INSERT OR IGNORE INTO runs(run_id, created_at) VALUES (?, ?)", (self.run_id, time.time())
+        )
+
+    def _existing_run_id(self) -> str | None:
+        row = self._db.execute("SELECT run_id FROM runs ORDER BY created_at LIMIT 1").fetchone()
+        return row[0] if row else None
+
+    def close(self) -> None:
+        self._db.close()
+
+    def _tx(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            out = fn(self._db)
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+        return out
+
+    # screenshots ---------------------------------------------------------------
+
+    def put_screenshot(self, data: bytes) -> str:
+        name = screenshot_hash(data)
+        path = self.screenshot_path(name)
+        if not path.exists():
+            path.parent.mkdir(exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.{uuid.uuid4().hex[:6]}.tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, path)
+        return name
+
+    def screenshot_path(self, name: str) -> Path:
+        return self.run_dir / SHOTS_DIR / name[:2] / name
+
+    # records -------------------------------------------------------------------
+
+    def save_config(self, config: dict[str, Any]) -> None:
+        self._db.execute(
+            "UPDATE runs SET config_json = ? WHERE run_id = ?", (json.dumps(config), self.run_id)
+        )
+
+    def add_variant(self, variant: TaskVariant) -> None:
+        self._db.execute(
+            "INSERT OR IGNORE INTO variants VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (variant.variant_id, self.run_id, variant.task_id, variant.domain,
+             variant.evaluator_name, variant.instruction,
+             json.dumps({"config": list(variant.config), "evaluator": variant.evaluator,
+                         "related_apps": list(variant.related_apps),
+                         "snapshot": variant.snapshot}),
+             time.time()),
+        )
+
+    def save_trajectory(
+        self, traj: Trajectory, *, group_id: str = "", error: str = "", started_at: float = 0.0
+    ) -> None:
+        """Store a trajectory and all its steps in one transaction."""
+
+        def write(db: sqlite3.Connection) -> None:
+            db.execute(
+                "INSERT OR REPLACE INTO trajectories VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (traj.id, self.run_id, traj.variant_id, group_id, str(traj.status), traj.score,
+                 traj.outcome, traj.policy_version_at_start, len(traj.steps), error,
+                 started_at or time.time(), time.time()),
+            )
+            db.execute("DELETE FROM steps WHERE trajectory_id = ?", (traj.id,))
+            db.executemany(
+                "INSERT INTO steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(traj.id, s.index, self.run_id, *step_to_row(s)) for s in traj.steps],
+            )
+
+        self._tx(write)
+
+    def save_verdict(self, verdict: StepVerdict) -> None:
+        rows = [
+            (verdict.trajectory_id, verdict.step_index, i, self.run_id, v.score, v.text,
+             json.dumps(list(v.token_ids)), json.dumps(list(v.logprobs)), verdict.prm_version)
+            for i, v in enumerate(verdict.votes)
+        ]
+        self._tx(lambda db: db.executemany(
+            "INSERT OR REPLACE INTO votes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows))
+
+    def incr(self, name: str, by: float = 1) -> None:
+        self._db.execute(
+            "INSERT INTO counters(run_id, name, value) VALUES (?, ?, ?) "
+            "ON CONFLICT(run_id, name) DO UPDATE SET value = value + excluded.value",
+            (self.run_id, name, by),
+        )
+
+    def add_event(self, kind: str, subject: str, data: dict[str, Any]) -> None:
+        self._db.execute(
+            "INSERT INTO events(run_id, kind, subject, data_json, created_at) VALUES (?, ?, ?, ?, ?)",
+            (self.run_id, kind, subject, json.dumps(data), time.time()),
+        )
+
+    # reads ---------------------------------------------------------------------
+
+    def counters(self) -> dict[str, float]:
+        rows = self._db.execute("SELECT name, value FROM counters WHERE run_id = ?", (self.run_id,))
+        return {name: value for name, value in rows}
+
+    def events(self, kind: str | None = None) -> list[dict[str, Any]]:
+        sql = "SELECT kind, subject, data_json, created_at FROM events"
+        rows = self._db.execute(sql + (" WHERE kind = ?" if kind else "") + " ORDER BY id",
+                                (kind,) if kind else ())
+        return [{"kind": k, "subject": s, "data": json.loads(d), "created_at": t}
+                for k, s, d, t in rows]
+
+    def load_trajectory(self, trajectory_id: str) -> Trajectory:
+        row = self._db.execute(
+            "SELECT variant_id, status, score, policy_version_at_start FROM trajectories "
+            "WHERE trajectory_id = ?", (trajectory_id,),
+        ).fetchone()
+        if row is None:
+            raise KeyError(f"trajectory {trajectory_id!r} is not in {self.run_dir}")
+        steps = self._db.execute(
+            "SELECT step_index, screenshot_before, screenshot_after, response, actions_json, "
+            "parse_error_json, code, token_ids_json, logprobs_json, policy_version, timings_json "
+            "FROM steps WHERE trajectory_id = ? ORDER BY step_index", (trajectory_id,),
+        ).fetchall()
+        return Trajectory(
+            id=trajectory_id, variant_id=row[0], status=TrajectoryStatus(row[1]), score=row[2],
+            policy_version_at_start=row[3], steps=tuple(step_from_row(r) for r in steps),
+        )
+
+    def load_verdicts(self, trajectory_id: str) -> list[StepVerdict]:
+        rows = self._db.execute(
+            "SELECT step_index, score, text, token_ids_json, logprobs_json, prm_version FROM votes "
+            "WHERE trajectory_id = ? ORDER BY step_index, vote_index", (trajectory_id,),
+        ).fetchall()
+        by_step: dict[int, list[tuple[Any, ...]]] = {}
+        for r in rows:
+            by_step.setdefault(r[0], []).append(r)
+        return [
+            StepVerdict(
+                trajectory_id=trajectory_id, step_index=idx, prm_version=votes[0][5],
+                votes=tuple(Vote(score=v[1], text=v[2], token_ids=tuple(json.loads(v[3])),
+                                 logprobs=tuple(json.loads(v[4]))) for v in votes),
+            )
+            for idx, votes in sorted(by_step.items())
+        ]
+
+    def finished_trajectory_ids(self, variant_id: str | None = None) -> list[str]:
+        sql = "SELECT trajectory_id FROM trajectories WHERE status != 'aborted'"
+        args: tuple[Any, ...] = ()
+        if variant_id is not None:
+            sql, args = sql + " AND variant_id = ?", (variant_id,)
+        return [r[0] for r in self._db.execute(sql + " ORDER BY finished_at", args)]
+
+    def summary(self) -> dict[str, Any]:
+        """What `cua-rl runs show` prints: counts, counters and success per task."""
+        one = lambda sql: self._db.execute(sql).fetchone()[0]  # noqa: E731
+        counters = self.counters()
+        per_task: dict[str, dict[str, Any]] = {}
+        for variant_id, n, wins in self._db.execute(
+            "SELECT variant_id, COUNT(*), SUM(outcome = 1) FROM trajectories "
+            "WHERE status != 'aborted' GROUP BY variant_id ORDER BY variant_id"
+        ):
+            per_task[variant_id] = {"trajectories": n, "success_rate": (wins or 0) / n}
+        out: dict[str, Any] = {
+            "run_id": self.run_id,
+            "trajectories": one("SELECT COUNT(*) FROM trajectories WHERE status != 'aborted'"),
+            "steps": one("SELECT COUNT(*) FROM steps"),
+            "verdicts": one("SELECT COUNT(*) FROM (SELECT DISTINCT trajectory_id, step_index "
+                            "FROM votes)"),
+            "aborted": one("SELECT COUNT(*) FROM trajectories WHERE status = 'aborted'"),
+        }
+        for name in ("policy_updates", "prm_updates", "weight_syncs",
+                     "adapt_proposals", "adapt_accepted"):
+            out[name] = int(counters.get(name, 0))
+        out["counters"] = counters
+        out["tasks"] = per_task
+        return out
+
+
+class AsyncRunStore:
+    """`RunStore` for asyncio code: every call runs on the store's own thread."""
+
+    def __init__(self, store: RunStore) -> None:
+        self.sync = store
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="run-store")
+
+    @classmethod
+    def open(cls, run_dir: str | Path, run_id: str | None = None) -> AsyncRunStore:
+        return cls(RunStore(run_dir, run_id))
+
+    async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, lambda: fn(*args, **kwargs))
+
+    async def put_screenshot(self, data: bytes) -> str:
+        return await self.call(self.sync.put_screenshot, data)
+
+    async def save_trajectory(self, traj: Trajectory, **kwargs: Any) -> None:
+        await self.call(self.sync.save_trajectory, traj, **kwargs)
+
+    async def save_verdict(self, verdict: StepVerdict) -> None:
+        await self.call(self.sync.save_verdict, verdict)
+
+    async def incr(self, name: str, by: float = 1) -> None:
+        await self.call(self.sync.incr, name, by)
+
+    async def close(self) -> None:
+        await self.call(self.sync.close)
+        self._executor.shutdown(wait=True)

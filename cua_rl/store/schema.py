@@ -1,0 +1,93 @@
+"""SQLite schema of the run store.
+
+One database per run directory, in WAL mode so several writer processes of the
+same run (fleet workers, learners) and a reader (the viewer) can share it.
+Every row carries the run id and the model versions that produced it, so a run
+can be resumed and audited. Screenshots are not in the database: they are files
+named by content hash next to it.
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    created_at REAL NOT NULL,
+    config_json TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE IF NOT EXISTS variants (
+    variant_id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    domain TEXT NOT NULL,
+    evaluator_name TEXT NOT NULL,
+    instruction TEXT NOT NULL,
+    spec_json TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS trajectories (
+    trajectory_id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    variant_id TEXT NOT NULL,
+    group_id TEXT NOT NULL DEFAULT '',
+    status TEXT NOT NULL,
+    score REAL,
+    outcome INTEGER,
+    policy_version_at_start INTEGER NOT NULL,
+    n_steps INTEGER NOT NULL,
+    error TEXT NOT NULL DEFAULT '',
+    started_at REAL NOT NULL,
+    finished_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS trajectories_by_variant ON trajectories(variant_id);
+CREATE INDEX IF NOT EXISTS trajectories_by_group ON trajectories(group_id);
+CREATE TABLE IF NOT EXISTS steps (
+    trajectory_id TEXT NOT NULL,
+    step_index INTEGER NOT NULL,
+    run_id TEXT NOT NULL,
+    screenshot_before TEXT NOT NULL,
+    screenshot_after TEXT NOT NULL,
+    response TEXT NOT NULL,
+    actions_json TEXT NOT NULL,
+    parse_error_json TEXT,
+    code TEXT NOT NULL,
+    token_ids_json TEXT NOT NULL,
+    logprobs_json TEXT NOT NULL,
+    policy_version INTEGER NOT NULL,
+    timings_json TEXT NOT NULL,
+    PRIMARY KEY (trajectory_id, step_index)
+);
+CREATE TABLE IF NOT EXISTS votes (
+    trajectory_id TEXT NOT NULL,
+    step_index INTEGER NOT NULL,
+    vote_index INTEGER NOT NULL,
+    run_id TEXT NOT NULL,
+    score INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    token_ids_json TEXT NOT NULL,
+    logprobs_json TEXT NOT NULL,
+    prm_version INTEGER NOT NULL,
+    PRIMARY KEY (trajectory_id, step_index, vote_index)
+);
+CREATE TABLE IF NOT EXISTS counters (
+    run_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    value REAL NOT NULL,
+    PRIMARY KEY (run_id, name)
+);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    data_json TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_by_kind ON events(kind, subject);
+"""
