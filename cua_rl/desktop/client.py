@@ -113,7 +113,7 @@ class GuestClient:
             ) as resp:
                 body = await resp.read()
                 ctype = resp.headers.get("Content-Type", "")
-        except (aiohttp.ClientConnectionError, asyncio.TimeoutError, OSError) as exc:
+        except (TimeoutError, aiohttp.ClientConnectionError, OSError) as exc:
             raise GuestUnavailable(f"{method} {self.url}{route}: no answer ({exc!r})") from exc
         if resp.status not in ok_statuses:
             raise GuestError(
@@ -126,7 +126,9 @@ class GuestClient:
         try:
             return json.loads(body)
         except ValueError as exc:
-            raise GuestError(f"{method} {self.url}{route}: expected JSON, got {body[:200]!r}") from exc
+            raise GuestError(
+                f"{method} {self.url}{route}: expected JSON, got {body[:200]!r}"
+            ) from exc
 
     # readiness -----------------------------------------------------------------
 

@@ -56,7 +56,8 @@ class RunStore:
         )
         self.run_id = run_id or self._existing_run_id() or uuid.uuid4().hex[:12]
         self._db.execute(
-            "INSERT OR IGNORE INTO runs(run_id, created_at) VALUES (?, ?)", (self.run_id, time.time())
+            "INSERT OR IGNORE INTO runs(run_id, created_at) VALUES (?, ?)",
+            (self.run_id, time.time()),
         )
 
     def _existing_run_id(self) -> str | None:
@@ -147,7 +148,8 @@ class RunStore:
 
     def add_event(self, kind: str, subject: str, data: dict[str, Any]) -> None:
         self._db.execute(
-            "INSERT INTO events(run_id, kind, subject, data_json, created_at) VALUES (?, ?, ?, ?, ?)",
+            "INSERT INTO events(run_id, kind, subject, data_json, created_at) "
+            "VALUES (?, ?, ?, ?, ?)",
             (self.run_id, kind, subject, json.dumps(data), time.time()),
         )
 
