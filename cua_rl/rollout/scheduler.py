@@ -1,0 +1,169 @@
+"""Task groups of G rollouts, handed out one ticket at a time with no batch barrier.
+
+Invariants:
+- every ticket handed out comes back exactly once, through `complete` or `abort`;
+- an aborted rollout is re-queued at the front (same group, same slot, next
+  attempt) and never counts as a failure;
+- a group is emitted exactly once, when all G of its slots have completed;
+- a rollout starts only while the serving policy is fresh enough
+  (`VersionGate`, DESIGN.md section 5).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from cua_rl.types import TaskVariant, Trajectory
+
+TaskSource = Callable[[], Awaitable[TaskVariant | None]]
+"""Yields the variant of the next task group; None when there is no more work."""
+
+
+class VersionGate:
+    """Staleness control between the learner and the serving policy.
+
+    A rollout may start only while `serving >= learner - eta`; samples whose
+    policy version is older than `learner - eta` when consumed are stale.
+    """
+
+    def __init__(self, eta: int = 2) -> None:
+        self.eta = eta
+        self.learner_version = 0
+        self.serving_version = 0
+        self._changed = asyncio.Condition()
+
+    def fresh(self, version: int) -> bool:
+        return version >= self.learner_version - self.eta
+
+    async def wait_fresh(self) -> int:
+        """Block until the serving version may start a rollout; return it."""
+        async with self._changed:
+            await self._changed.wait_for(lambda: self.fresh(self.serving_version))
+            return self.serving_version
+
+    async def set_versions(self, *, learner: int | None = None, serving: int | None = None) -> None:
+        async with self._changed:
+            if learner is not None:
+                self.learner_version = learner
+            if serving is not None:
+                self.serving_version = serving
+            self._changed.notify_all()
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutTicket:
+    group_id: str
+    variant: TaskVariant
+    slot: int
+    attempt: int = 0
+
+
+@dataclass
+class TaskGroup:
+    """The G rollouts of one task variant, scored together (advantages, accuracy)."""
+
+    group_id: str
+    variant: TaskVariant
+    size: int
+    trajectories: dict[int, Trajectory] = field(default_factory=dict)
+
+    @property
+    def done(self) -> bool:
+        return len(self.trajectories) == self.size
+
+    @property
+    def accuracy(self) -> float:
+        wins = sum(1 for t in self.trajectories.values() if t.outcome == 1)
+        return wins / len(self.trajectories) if self.trajectories else 0.0
+
+
+class GroupScheduler:
+    """Hands out rollout tickets; collects finished rollouts into groups."""
+
+    def __init__(self, source: TaskSource, group_size: int, *, max_groups: int | None = None,
+                 group_ids: Callable[[], str] | None = None) -> None:
+        if group_size < 1:
+            raise ValueError(f"group_size must be >= 1, got {group_size}")
+        self.source = source
+        self.group_size = group_size
+        self.max_groups = max_groups
+        counter = itertools.count()
+        self._new_group_id = group_ids or (lambda: f"g{next(counter):06d}")
+        self._pending: deque[RolloutTicket] = deque()
+        self._groups: dict[str, TaskGroup] = {}
+        self._started_groups = 0
+        self._exhausted = False
+        self._changed = asyncio.Condition()
+        self.requeued = 0
+
+    @property
+    def open_groups(self) -> int:
+        return len(self._groups)
+
+    @property
+    def queued(self) -> int:
+        return len(self._pending)
+
+    async def next_ticket(self) -> RolloutTicket | None:
+        """The next rollout to run, or None once all work is done.
+
+        While the source is exhausted but rollouts are still in flight, this
+        waits: one of them may abort and come back as a re-queued ticket.
+        """
+        async with self._changed:
+            while True:
+                if not self._pending and not self._exhausted:
+                    await self._open_group()
+                if self._pending:
+                    return self._pending.popleft()
+                if self.drained:
+                    return None
+                await self._changed.wait()
+
+    async def _open_group(self) -> None:
+        if self.max_groups is not None and self._started_groups >= self.max_groups:
+            self._exhausted = True
+            return
+        variant = await self.source()
+        if variant is None:
+            self._exhausted = True
+            return
+        group = TaskGroup(self._new_group_id(), variant, self.group_size)
+        self._groups[group.group_id] = group
+        self._started_groups += 1
+        self._pending.extend(
+            RolloutTicket(group.group_id, variant, slot) for slot in range(self.group_size)
+        )
+
+    async def complete(self, ticket: RolloutTicket, trajectory: Trajectory) -> TaskGroup | None:
+        """Record a finished rollout; return its group when that completes it."""
+        async with self._changed:
+            group = self._groups[ticket.group_id]
+            if ticket.slot in group.trajectories:
+                raise RuntimeError(
+                    f"slot {ticket.slot} of group {ticket.group_id} completed twice"
+                )
+            group.trajectories[ticket.slot] = trajectory
+            self._changed.notify_all()
+            if group.done:
+                del self._groups[ticket.group_id]
+                return group
+            return None
+
+    async def abort(self, ticket: RolloutTicket) -> None:
+        """Re-queue an aborted rollout ahead of new work."""
+        async with self._changed:
+            self.requeued += 1
+            self._pending.appendleft(
+                RolloutTicket(ticket.group_id, ticket.variant, ticket.slot, ticket.attempt + 1)
+            )
+            self._changed.notify_all()
+
+    @property
+    def drained(self) -> bool:
+        """True once no ticket is pending, no group is open and no new one will be."""
+        return self._exhausted and not self._pending and not self._groups
