@@ -14,6 +14,10 @@ import click
 COMMANDS: dict[str, str] = {
     "vm": "cua_rl.desktop.commands:vm",
     "bench": "cua_rl.cli:bench",
+    "tasks": "cua_rl.tasks.commands:tasks",
+    "templates": "cua_rl.tasks.commands:templates",
+    "tiny-model": "cua_rl.inference.commands:tiny_model",
+    "serve": "cua_rl.inference.commands:serve",
     "runs": "cua_rl.store.commands:runs",
 }
 

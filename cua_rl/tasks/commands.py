@@ -1,0 +1,297 @@
+"""`cua-rl tasks ...` and `cua-rl templates ...`: inspect and check task inputs.
+
+Problem lines go to stdout as `file: $.json.path: what was expected`, one per
+problem, so they can be grepped and fixed one by one; a summary goes to stderr.
+The exit status is 1 when any structural problem was found. Metric/getter names
+the evaluation registry does not implement are listed by `tasks validate` but
+are not fatal there (a coverage gap, not a malformed file); `templates
+validate` counts them as problems because a pair that cannot be scored is not
+finished.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+
+import click
+
+from cua_rl.errors import TaskFormatError
+from cua_rl.tasks.osworld import (
+    TaskLoad,
+    examples_dir,
+    load_osworld,
+    load_tasks,
+    read_test_split,
+)
+from cua_rl.tasks.pairs import check_pair, load_variants, pair_task_ids, template_path
+from cua_rl.tasks.splits import read_split
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+"""The source checkout (when installed from one): holds templates/, evaluators/, osworld_tasks/."""
+
+NAMES_UNCHECKED = (
+    "note: metric/getter names were not checked (cua_rl.evaluation.registry is not available yet)"
+)
+
+
+def _load(source: str, split: str | None) -> TaskLoad:
+    """Tasks of `--source osworld:PATH|local`, restricted to `--split` when given."""
+    try:
+        if source.startswith("osworld:"):
+            checkout = Path(source.removeprefix("osworld:")).expanduser()
+            ids = _split_ids(split, checkout)
+            return load_osworld(checkout, ids, split or "")
+        ids = read_split(split) if split else None
+        if source == "local":
+            local = PROJECT_ROOT / "osworld_tasks" / "local"
+            if not local.is_dir():
+                raise click.ClickException(
+                    f"no local task suite at {local} (it is not written yet); "
+                    "use --source osworld:PATH_TO_OSWORLD"
+                )
+            # the suite may be laid out like a checkout or be a bare folder of domains
+            has_examples = (local / "examples").is_dir() or (local / "evaluation_examples").is_dir()
+            folder = examples_dir(local) / "examples" if has_examples else local
+            return load_tasks(folder, ids, split or "")
+    except TaskFormatError as exc:
+        raise click.ClickException(str(exc)) from exc
+    raise click.BadParameter(f"{source!r}: expected osworld:PATH or local", param_hint="--source")
+
+
+def _split_ids(split: str | None, checkout: Path) -> list[str] | None:
+    """A shipped split or file, else one of the checkout's own (`test_small`, ...)."""
+    if not split:
+        return None
+    try:
+        return read_split(split)
+    except TaskFormatError:
+        if not (examples_dir(checkout) / f"{split.removesuffix('.json')}.json").is_file():
+            raise
+        return read_test_split(checkout, split)
+
+
+def _report(load: TaskLoad) -> None:
+    for problem in load.problems:
+        click.echo(str(problem))
+    if load.problems:
+        click.echo(f"{len(load.problems)} problem(s); those task files are skipped", err=True)
+
+
+def _source_options(command: Callable[..., None]) -> Callable[..., None]:
+    """The options every `tasks` subcommand shares."""
+    command = click.option(
+        "--templates-root",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=PROJECT_ROOT,
+        show_default=True,
+        help="Folder with templates/ and evaluators/ (task variants).",
+    )(command)
+    command = click.option("--split", help="A shipped split name or a .txt/.json split file.")(
+        command
+    )
+    return click.option(
+        "--source",
+        required=True,
+        help="osworld:PATH (checkout or its evaluation_examples) or local.",
+    )(command)
+
+
+@click.group()
+def tasks() -> None:
+    """List, show and check task files (OSWorld checkout or the local suite)."""
+
+
+@tasks.command("list")
+@_source_options
+@click.option(
+    "--json", "as_json", is_flag=True, help="Objects with id, domain, instruction, variants."
+)
+def list_tasks(source: str, split: str | None, templates_root: Path, as_json: bool) -> None:
+    """Print one task id per line."""
+    load = _load(source, split)
+    rows = []
+    for task in load.tasks:
+        if not as_json:
+            click.echo(task.task_id)
+            continue
+        try:
+            variants = [v.evaluator_name for v in load_variants(task, templates_root)]
+        except TaskFormatError as exc:
+            click.echo(str(exc), err=True)
+            variants = []
+        rows.append(
+            {
+                "id": task.task_id,
+                "domain": task.domain,
+                "instruction": task.instruction,
+                "variants": variants,
+            }
+        )
+    if as_json:
+        click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+    _report(load)
+    if load.problems:
+        raise SystemExit(1)
+
+
+@tasks.command("show")
+@click.argument("task_id")
+@_source_options
+def show_task(task_id: str, source: str, split: str | None, templates_root: Path) -> None:
+    """Print one task and its variants as JSON."""
+    load = _load(source, split)
+    task = next((t for t in load.tasks if t.task_id == task_id), None)
+    if task is None:
+        _report(load)
+        raise click.ClickException(
+            f"task {task_id!r} not found in {source}" + (f" (split {split})" if split else "")
+        )
+    try:
+        variants = load_variants(task, templates_root)
+    except TaskFormatError as exc:
+        raise click.ClickException(str(exc)) from exc
+    shown = {k: v for k, v in asdict(task).items() if k != "evaluator_name"}
+    shown["variants"] = [
+        {"name": v.evaluator_name, "instruction": v.instruction, "evaluator": v.evaluator}
+        for v in variants
+    ]
+    click.echo(json.dumps(shown, indent=2, ensure_ascii=False))
+
+
+@tasks.command("validate")
+@_source_options
+def validate_tasks(source: str, split: str | None, templates_root: Path) -> None:
+    """Report malformed tasks (exit 1) and evaluator names not implemented yet."""
+    load = _load(source, split)
+    _report(load)
+    gaps = 0
+    variants = 0
+    problems = len(load.problems)
+    for task in load.tasks:
+        names = dict.fromkeys(load.unimplemented.get(task.task_id, []))
+        if not template_path(templates_root, task.task_id).is_file():
+            variants += 1
+        else:
+            found, checks = check_pair(templates_root, task.task_id, unimplemented_is_problem=False)
+            for problem in checks.problems:
+                click.echo(str(problem))
+            problems += len(checks.problems)
+            names = dict.fromkeys([*names, *checks.unimplemented])
+            variants += len(found)
+            load.names_checked = load.names_checked and checks.deep
+        if names:
+            gaps += 1
+            click.echo(f"{task.source_path}: not implemented yet: {', '.join(names)}")
+    click.echo(
+        f"{len(load.tasks)} tasks loaded ({variants} variants), {problems} structural "
+        f"problem(s), {gaps} task(s) use metrics, getters or setup steps not implemented yet",
+        err=True,
+    )
+    if not load.names_checked:
+        click.echo(NAMES_UNCHECKED, err=True)
+    if problems:
+        raise SystemExit(1)
+
+
+@click.group()
+def templates() -> None:
+    """Check and import template/evaluator pairs (templates/, evaluators/)."""
+
+
+def _targets(paths: tuple[Path, ...], root: Path | None) -> list[tuple[Path, str]]:
+    """(root, task id) pairs named by the PATHS arguments (see `templates validate`)."""
+    if not paths:
+        base = root or PROJECT_ROOT
+        return [(base, task_id) for task_id in pair_task_ids(base)]
+    targets = []
+    for path in paths:
+        if path.is_file() and path.parent.name == "templates":
+            targets.append((path.parent.parent, path.stem))
+        elif path.is_file() and path.parent.parent.name == "evaluators":
+            targets.append((path.parent.parent.parent, path.parent.name))
+        elif path.is_dir() and path.parent.name == "evaluators":
+            targets.append((path.parent.parent, path.name))
+        elif (path / "templates").is_dir() or (path / "evaluators").is_dir():
+            targets += [(path, task_id) for task_id in pair_task_ids(path)]
+        elif root is not None and not path.exists():
+            targets.append((root, str(path)))  # a bare task id under --root
+        else:
+            raise click.BadParameter(
+                f"{path}: expected templates/<id>.json, evaluators/<id>[/<name>.json], a folder "
+                "with templates/ or evaluators/, or (with --root) a task id",
+                param_hint="PATHS",
+            )
+    return list(dict.fromkeys(targets))
+
+
+@templates.command("validate")
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option(
+    "--root",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder with templates/ and evaluators/ (default: this project's).",
+)
+@click.option(
+    "--on-desktop",
+    is_flag=True,
+    help="Also run each variant's golden solution (score 1) and initial state (0).",
+)
+def validate_templates(paths: tuple[Path, ...], root: Path | None, on_desktop: bool) -> None:
+    """Check template/evaluator pairs: shape, pairing, metric and getter names.
+
+    PATHS are template files, evaluator files or folders, folders holding
+    templates/ and evaluators/, or task ids under --root; none means all pairs
+    under --root (default: this project's templates/ and evaluators/).
+    """
+    if on_desktop:
+        raise click.ClickException(
+            "--on-desktop is not available yet: it needs the desktop "
+            "evaluation runner; run without it for the static checks"
+        )
+    targets = _targets(paths, root)
+    if not targets:
+        click.echo(f"nothing to check: no templates/ or evaluators/ under {root or PROJECT_ROOT}")
+        return
+    problems = variants = 0
+    names_checked = True
+    for pair_root, task_id in targets:
+        found, checks = check_pair(pair_root, task_id, unimplemented_is_problem=True)
+        for problem in checks.problems:
+            click.echo(str(problem))
+        problems += len(checks.problems)
+        variants += len(found)
+        names_checked = names_checked and checks.deep
+    click.echo(
+        f"checked {len(targets)} task(s): {variants} valid variant(s), {problems} problem(s)",
+        err=True,
+    )
+    if not names_checked:
+        click.echo(NAMES_UNCHECKED, err=True)
+    if problems:
+        raise SystemExit(1)
+
+
+@templates.command("import-openagentrl")
+@click.argument("source", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder to write templates/ and evaluators/ into.",
+)
+def import_openagentrl_command(source: Path, out: Path) -> None:
+    """Convert the RLAnything release (new_examples or its parent) into pairs."""
+    from cua_rl.tasks.openagentrl import import_openagentrl
+
+    try:
+        summary = import_openagentrl(source, out)
+    except TaskFormatError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(
+        f"wrote {summary.tasks} template file(s) and {summary.variants} evaluator "
+        f"file(s) under {out} ({summary.skipped} task file(s) without a template "
+        f"skipped); check them with: cua-rl templates validate --root {out}"
+    )
