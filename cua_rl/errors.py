@@ -33,3 +33,20 @@ class SetupStepError(CuaRlError):
 
 class TaskFormatError(CuaRlError):
     """A task, template or evaluator JSON file does not have the expected shape."""
+
+
+class InferenceError(CuaRlError):
+    """A model server could not serve a request."""
+
+
+class InferenceUnavailable(InferenceError):
+    """The replica failed (connection, timeout, 5xx) or no replica came back in time."""
+
+
+class InferenceRequestError(InferenceError):
+    """The server rejected the request (4xx); `param` names the offending field."""
+
+    def __init__(self, message: str, status: int, param: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.param = param

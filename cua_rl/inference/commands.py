@@ -1,0 +1,63 @@
+"""`cua-rl tiny-model` and `cua-rl serve`: thin entry points, heavy imports inside."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+
+@click.command("tiny-model")
+@click.argument("out_dir", type=click.Path(file_okay=False))
+@click.option("--seed", default=0, show_default=True, help="Weight initialization seed.")
+def tiny_model(out_dir: str, seed: int) -> None:
+    """Build the tiny random Qwen3-VL checkpoint into OUT_DIR (no download)."""
+    from cua_rl.inference.tiny_model import build_tiny_model
+
+    start = time.monotonic()
+    built = build_tiny_model(out_dir, seed=seed)
+    click.echo(
+        f"tiny Qwen3-VL checkpoint ({built.num_parameters:,} parameters, seed {seed}) "
+        f"written to {built.path} in {time.monotonic() - start:.1f} s"
+    )
+
+
+@click.command("serve")
+@click.option("--engine", type=click.Choice(["hf", "vllm"]), default="hf", show_default=True)
+@click.option("--model", "model_dir", required=True, help="Checkpoint directory (HF layout).")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8000, show_default=True, type=int)
+@click.option(
+    "--version",
+    "version",
+    default=0,
+    show_default=True,
+    type=int,
+    help="Weight version reported in x-model-version until the first update.",
+)
+@click.option("--threads", default=None, type=int, help="torch CPU threads (hf engine).")
+@click.option(
+    "--max-batch-rows",
+    default=16,
+    show_default=True,
+    type=int,
+    help="hf engine: sampled rows (sum of n) decoded together.",
+)
+def serve(
+    engine: str,
+    model_dir: str,
+    host: str,
+    port: int,
+    version: int,
+    threads: int | None,
+    max_batch_rows: int,
+) -> None:
+    """Serve MODEL over the OpenAI-compatible inference protocol (DESIGN.md 4.2)."""
+    if engine == "hf":
+        from cua_rl.inference.hf_server import run_hf_server
+
+        run_hf_server(model_dir, host, port, version, threads, max_batch_rows)
+        return
+    from cua_rl.inference.vllm_engine import VllmEngineConfig, exec_vllm
+
+    exec_vllm(VllmEngineConfig(model=model_dir, host=host, port=port))

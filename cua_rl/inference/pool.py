@@ -1,0 +1,173 @@
+"""A pool of model-server replicas with sticky, least-loaded routing and failover.
+
+Routing (DESIGN.md section 5): a request with a `session_key` (one episode)
+goes to the replica that served that key before while it is healthy, so the
+server's prefix cache is reused; a request without a key (PRM votes) goes to
+the healthy replica with the fewest requests in flight (ties: the one picked
+least recently).
+
+Failure rules (DESIGN.md section 9): a replica that fails a request
+(connection error, timeout, 5xx) is marked down and the request is retried on
+another replica; a background probe polls its `/health` and puts it back.
+When no replica is healthy, requests wait for one to come back until their
+deadline, then raise `InferenceUnavailable`. Request errors (4xx) are never
+retried. Every call ends in exactly one result or one exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from cua_rl.inference.base import ChatResult, InferenceUnavailable
+from cua_rl.inference.client import InferenceClient
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)
+class _Replica:
+    url: str
+    client: InferenceClient
+    in_flight: int = 0
+    healthy: bool = True
+    last_pick: int = -1
+    probe: asyncio.Task[None] | None = field(default=None, repr=False)
+
+
+class InferencePool:
+    """Route chat requests over several OpenAI-compatible replicas (see module doc)."""
+
+    def __init__(
+        self,
+        urls: list[str],
+        timeout_s: float = 300.0,
+        wait_for_replica_s: float = 600.0,
+        probe_interval_s: float = 1.0,
+        probe_timeout_s: float = 5.0,
+        max_attempts: int = 10,
+    ) -> None:
+        if not urls:
+            raise ValueError("InferencePool needs at least one replica URL")
+        self._replicas = {
+            url.rstrip("/"): _Replica(url.rstrip("/"), InferenceClient(url, timeout_s))
+            for url in urls
+        }
+        self.wait_for_replica_s = wait_for_replica_s
+        self.probe_interval_s = probe_interval_s
+        self.probe_timeout_s = probe_timeout_s
+        self.max_attempts = max_attempts
+        self._sticky: dict[str, str] = {}
+        self._picks = itertools.count()
+        self._replica_up = asyncio.Event()
+        self._closed = False
+
+    @property
+    def healthy_urls(self) -> list[str]:
+        return [r.url for r in self._replicas.values() if r.healthy]
+
+    def in_flight(self) -> dict[str, int]:
+        return {r.url: r.in_flight for r in self._replicas.values()}
+
+    def end_session(self, session_key: str) -> None:
+        """Forget a finished episode's replica so the map does not grow forever."""
+        self._sticky.pop(session_key, None)
+
+    async def chat(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        session_key: str | None = None,
+        wait_for_replica_s: float | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        """Serve one chat request somewhere; kwargs are those of `InferenceClient.chat`."""
+        loop = asyncio.get_running_loop()
+        wait = self.wait_for_replica_s if wait_for_replica_s is None else wait_for_replica_s
+        deadline = loop.time() + wait
+        last_error: Exception | None = None
+        for _ in range(self.max_attempts):
+            replica = await self._pick(session_key, deadline)
+            replica.in_flight += 1
+            try:
+                return await replica.client.chat(messages, **kwargs)
+            except InferenceUnavailable as exc:
+                last_error = exc
+                self._mark_down(replica, exc)
+            finally:
+                replica.in_flight -= 1
+        raise InferenceUnavailable(
+            f"request failed on {self.max_attempts} attempts; last error: {last_error}"
+        )
+
+    async def _pick(self, session_key: str | None, deadline: float) -> _Replica:
+        loop = asyncio.get_running_loop()
+        while True:
+            if session_key is not None:
+                sticky = self._replicas.get(self._sticky.get(session_key, ""))
+                if sticky is not None and sticky.healthy:
+                    return sticky
+            healthy = [r for r in self._replicas.values() if r.healthy]
+            if healthy:
+                chosen = min(healthy, key=lambda r: (r.in_flight, r.last_pick))
+                chosen.last_pick = next(self._picks)
+                if session_key is not None:
+                    self._sticky[session_key] = chosen.url
+                return chosen
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise InferenceUnavailable(
+                    f"no healthy replica among {list(self._replicas)} before the deadline"
+                )
+            event = self._replica_up
+            try:
+                await asyncio.wait_for(event.wait(), remaining)
+            except TimeoutError:
+                continue  # re-check, then raise on the deadline
+
+    def _mark_down(self, replica: _Replica, reason: Exception) -> None:
+        if not replica.healthy:
+            return
+        replica.healthy = False
+        log.warning("replica %s marked down: %s", replica.url, reason)
+        if not self._closed:
+            replica.probe = asyncio.create_task(self._probe(replica), name=f"probe {replica.url}")
+
+    async def _probe(self, replica: _Replica) -> None:
+        while not self._closed:
+            if await replica.client.health(self.probe_timeout_s):
+                replica.healthy = True
+                log.warning("replica %s is back", replica.url)
+                self._replica_up.set()  # wake every waiter, then re-arm
+                self._replica_up = asyncio.Event()
+                return
+            await asyncio.sleep(self.probe_interval_s)
+
+    async def wait_until_healthy(self, timeout_s: float, min_replicas: int = 1) -> list[str]:
+        """Poll every replica's `/health` until `min_replicas` answer (no fixed sleep)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            replicas = list(self._replicas.values())
+            ok = await asyncio.gather(*(r.client.health(self.probe_timeout_s) for r in replicas))
+            for replica, up in zip(replicas, ok, strict=True):
+                if not up:
+                    self._mark_down(replica, InferenceUnavailable("not ready"))
+            ready = [r.url for r, up in zip(replicas, ok, strict=True) if up]
+            if len(ready) >= min_replicas:
+                return ready
+            if loop.time() >= deadline:
+                raise InferenceUnavailable(f"only {ready} of {list(self._replicas)} became healthy")
+            await asyncio.sleep(self.probe_interval_s)
+
+    async def close(self) -> None:
+        self._closed = True
+        probes = [r.probe for r in self._replicas.values() if r.probe and not r.probe.done()]
+        for probe in probes:
+            probe.cancel()
+        await asyncio.gather(*probes, return_exceptions=True)
+        for replica in self._replicas.values():
+            await replica.client.close()
