@@ -10,7 +10,9 @@ SUDO=""
 
 APT_PACKAGES=(
   # the desktop itself
-  xvfb openbox xdotool wmctrl x11-utils xauth util-linux procps
+  xvfb openbox xdotool wmctrl x11-utils xauth util-linux procps xdg-utils
+  # accessibility tree (/accessibility, /terminal) needs AT-SPI on a D-Bus session
+  at-spi2-core dbus python3-pyatspi
   # apps the local task suite drives
   libreoffice-calc libreoffice-writer libreoffice-impress mousepad
   # fonts so screenshots have real text

@@ -1,0 +1,163 @@
+"""A real desktop for the guest server tests: Xvfb (+ openbox) and `python -m cua_guest`.
+
+One display and one server per test module. Readiness is decided by polling
+/healthz against a deadline; every process runs in its own session and its whole
+group is killed at teardown, so nothing outlives the tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+START_DEADLINE_S = 60.0
+TOKEN = "test-token-0123456789"
+
+
+@dataclass(frozen=True)
+class Guest:
+    """A running guest server."""
+
+    url: str
+    token: str
+    display: str
+    home: Path
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=10)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _start_xvfb(log: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """Xvfb on a display number it picks itself (-displayfd), so runs never collide."""
+    read_fd, write_fd = os.pipe()
+    proc = subprocess.Popen(
+        ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "1920x1080x24", "-nolisten", "tcp"],
+        pass_fds=(write_fd,),
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("wb"),
+        start_new_session=True,
+    )
+    os.close(write_fd)
+    with os.fdopen(read_fd) as pipe:
+        number = pipe.readline().strip()  # blocks until Xvfb is accepting connections
+    if not number:
+        _kill_group(proc)
+        pytest.fail(f"Xvfb did not report a display number; see {log}")
+    return proc, f":{number}"
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + START_DEADLINE_S
+    request = urllib.request.Request(url + "/healthz", headers={"Authorization": f"Bearer {TOKEN}"})
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"guest exited with {proc.returncode}: {log.read_text()[-2000:]}")
+        try:
+            with urllib.request.urlopen(request, timeout=2) as response:
+                if json.load(response).get("status") == "ok":
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.05)
+    pytest.fail(f"guest not healthy within {START_DEADLINE_S} s: {log.read_text()[-2000:]}")
+
+
+@pytest.fixture(scope="module")
+def guest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Guest]:
+    if shutil.which("Xvfb") is None:
+        pytest.skip("Xvfb is not installed (apt-get install xvfb)")
+    tmp = tmp_path_factory.mktemp("guest")
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        xvfb, display = _start_xvfb(tmp / "xvfb.log")
+        procs.append(xvfb)
+        home = tmp / "home"
+        home.mkdir()
+        # Own HOME: single-instance apps (LibreOffice) must not hand files to another display.
+        env = {**os.environ, "DISPLAY": display, "HOME": str(home)}
+        env.pop("CUA_GUEST_TOKEN", None)
+        if shutil.which("openbox"):
+            procs.append(
+                subprocess.Popen(
+                    ["openbox"],
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            )
+        token_file = tmp / "token"
+        token_file.write_text(TOKEN + "\n")
+        port = _free_port()
+        log = tmp / "guest.log"
+        # A private D-Bus session, when available, lets /accessibility reach AT-SPI.
+        session = ["dbus-run-session", "--"] if shutil.which("dbus-run-session") else []
+        server = subprocess.Popen(
+            [
+                *session,
+                sys.executable,
+                "-m",
+                "cua_guest",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--token-file",
+                str(token_file),
+                "--act-timeout",
+                "10",
+            ],
+            env=env,
+            stdout=log.open("wb"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        procs.append(server)
+        url = f"http://127.0.0.1:{port}"
+        _wait_healthy(url, server, log)
+        yield Guest(url=url, token=TOKEN, display=display, home=tmp)
+    finally:
+        for proc in reversed(procs):
+            _kill_group(proc)
+
+
+@pytest.fixture
+async def client(guest: Guest) -> AsyncIterator[aiohttp.ClientSession]:
+    """An authenticated session against the module's guest server."""
+    timeout = aiohttp.ClientTimeout(total=120)
+    async with aiohttp.ClientSession(
+        base_url=guest.url, headers={"Authorization": f"Bearer {guest.token}"}, timeout=timeout
+    ) as session:
+        yield session
+
+
+@pytest.fixture
+async def anon(guest: Guest) -> AsyncIterator[aiohttp.ClientSession]:
+    """A session without credentials."""
+    async with aiohttp.ClientSession(base_url=guest.url) as session:
+        yield session

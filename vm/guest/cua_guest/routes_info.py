@@ -1,0 +1,116 @@
+"""Observing the desktop: /healthz, /screenshot, sizes, pointer, platform, a11y tree.
+
+/screenshot is the hot path: capture and encoding run in capture threads; the
+default stays PNG (OSWorld's format) and `?format=jpeg&quality=N` is the fast
+transport. /cursor_position returns [x, y] like OSWorld's jsonify(x, y).
+"""
+
+from __future__ import annotations
+
+import platform
+
+from aiohttp import web
+
+from cua_guest.accessibility import AccessibilityUnavailable
+from cua_guest.bodies import BadRequest, json_error, read_fields
+from cua_guest.state import GUEST
+from cua_guest.x11 import DisplayUnavailable
+
+routes = web.RouteTableDef()
+
+_FORMATS = {"png": "png", "jpeg": "jpeg", "jpg": "jpeg"}
+DEFAULT_JPEG_QUALITY = 90
+
+
+@routes.get("/healthz")
+async def healthz(request: web.Request) -> web.Response:
+    """200 once the X display answers; 503 otherwise (the host polls this)."""
+    try:
+        await request.app[GUEST].x11.ping()
+    except DisplayUnavailable as exc:
+        return json_error(503, str(exc))
+    return web.json_response({"status": "ok"})
+
+
+def _screenshot_options(request: web.Request) -> tuple[str, int]:
+    raw_format = request.query.get("format", "png").lower()
+    fmt = _FORMATS.get(raw_format)
+    if fmt is None:
+        raise BadRequest(f"format: expected png or jpeg, got {raw_format!r}")
+    raw_quality = request.query.get("quality", str(DEFAULT_JPEG_QUALITY))
+    try:
+        quality = int(raw_quality)
+    except ValueError:
+        raise BadRequest(f"quality: expected an integer 1-100, got {raw_quality!r}") from None
+    if not 1 <= quality <= 100:
+        raise BadRequest(f"quality: expected an integer 1-100, got {quality}")
+    return fmt, quality
+
+
+@routes.get("/screenshot")
+async def screenshot(request: web.Request) -> web.Response:
+    fmt, quality = _screenshot_options(request)
+    try:
+        data = await request.app[GUEST].capturer.screenshot(fmt, quality)  # type: ignore[arg-type]
+    except Exception as exc:  # noqa: BLE001 - mss raises ScreenShotError and ctypes errors
+        return json_error(503, f"screen capture failed: {exc}")
+    return web.Response(body=data, content_type=f"image/{fmt}")
+
+
+@routes.post("/screen_size")
+async def screen_size(request: web.Request) -> web.Response:
+    try:
+        width, height = await request.app[GUEST].x11.ping()
+    except DisplayUnavailable as exc:
+        return json_error(503, str(exc))
+    return web.json_response({"width": width, "height": height})
+
+
+@routes.post("/window_size")
+async def window_size(request: web.Request) -> web.Response:
+    """Size of the first window whose WM_CLASS matches the field app_class_name."""
+    fields = await read_fields(request)
+    app_class = fields.get("app_class_name")
+    if not isinstance(app_class, str) or not app_class:
+        raise BadRequest("app_class_name: expected a non-empty string (form or JSON field)")
+    try:
+        size = await request.app[GUEST].x11.window_size(app_class)
+    except DisplayUnavailable as exc:
+        return json_error(503, str(exc))
+    if size is None:
+        return json_error(404, f"app_class_name: no window with class {app_class!r}")
+    return web.json_response({"width": size[0], "height": size[1]})
+
+
+@routes.get("/cursor_position")
+async def cursor_position(request: web.Request) -> web.Response:
+    try:
+        x, y = await request.app[GUEST].x11.pointer()
+    except DisplayUnavailable as exc:
+        return json_error(503, str(exc))
+    return web.json_response([x, y])
+
+
+@routes.get("/platform")
+async def get_platform(request: web.Request) -> web.Response:
+    return web.Response(text=platform.system())
+
+
+@routes.get("/accessibility")
+async def accessibility(request: web.Request) -> web.Response:
+    """{"AT": xml} from AT-SPI; 501 when no interpreter has pyatspi."""
+    try:
+        tree = await request.app[GUEST].atspi.run("tree")
+    except AccessibilityUnavailable as exc:
+        return json_error(501, str(exc))
+    return web.json_response({"AT": tree.get("AT")})
+
+
+@routes.get("/terminal")
+async def terminal(request: web.Request) -> web.Response:
+    """{"output": text or null} of the focused gnome-terminal, via AT-SPI."""
+    try:
+        result = await request.app[GUEST].atspi.run("terminal")
+    except AccessibilityUnavailable as exc:
+        return json_error(501, str(exc))
+    return web.json_response({"output": result.get("output"), "status": "success"})
