@@ -1,0 +1,1 @@
+"""Host side of desktops: the guest-protocol client, providers, the pool and task setup steps."""

@@ -1,0 +1,249 @@
+"""A fixed-size pool of desktops that actors lease one at a time.
+
+Invariants:
+- a leased desktop is never handed out twice: a slot is in the idle queue, or
+  leased, or being replaced, never two of these at once;
+- a dead desktop is replaced, never returned: a slot that fails its health
+  check (or is released with `healthy=False`) is stopped and restarted under
+  the same id before it goes back to the idle queue; one found dead while
+  leased is replaced when its lessee releases it.
+All state changes happen on the event loop between awaits, so no lock is needed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections import deque
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from cua_rl.desktop.client import GuestClient
+from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider
+from cua_rl.errors import DesktopError, GuestUnavailable
+
+log = logging.getLogger(__name__)
+
+
+class LeasedDesktop(NamedTuple):
+    """What `lease()` yields: unpack as `(handle, client)`."""
+
+    handle: DesktopHandle
+    client: GuestClient
+
+
+@dataclass(slots=True, eq=False)
+class _Slot:
+    desktop_id: str
+    handle: DesktopHandle | None = None
+    client: GuestClient | None = None
+    leased: bool = False
+    replacing: bool = False
+    dead: bool = False
+    failures: int = 0
+
+
+class DesktopPool:
+    """`size` desktops of one provider, leased exclusively and kept alive."""
+
+    def __init__(
+        self,
+        provider: DesktopProvider,
+        size: int,
+        *,
+        id_prefix: str | None = None,
+        health_interval_s: float = 5.0,
+        failures_to_replace: int = 2,
+        retry_backoff_s: float = 2.0,
+    ) -> None:
+        if size < 1:
+            raise ValueError(f"DesktopPool size: expected >= 1, got {size}")
+        self.provider = provider
+        self.size = size
+        self.health_interval_s = health_interval_s
+        # One missed /healthz can be a busy desktop (an app starting); a dead
+        # launcher fails every check, so two in a row tell them apart.
+        self.failures_to_replace = failures_to_replace
+        self.retry_backoff_s = retry_backoff_s
+        prefix = id_prefix or f"pool-{secrets.token_hex(3)}"
+        self._slots = [_Slot(f"{prefix}-{i}") for i in range(size)]
+        self._idle: deque[_Slot] = deque()
+        self._available = asyncio.Event()
+        self._tasks: set[asyncio.Task] = set()
+        self._health_task: asyncio.Task | None = None
+        self._closed = False
+        self.replacements = 0
+        """Desktops replaced since start (dead or released unhealthy)."""
+
+    async def __aenter__(self) -> DesktopPool:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def idle_count(self) -> int:
+        return len(self._idle)
+
+    async def start(self) -> None:
+        """Start every desktop in parallel; if one fails, stop all and raise."""
+        try:
+            async with asyncio.TaskGroup() as group:
+                for slot in self._slots:
+                    group.create_task(self._start_slot(slot))
+        except* Exception as failed:
+            await self.close()
+            first = failed.exceptions[0]
+            raise DesktopError(f"desktop pool: {len(failed.exceptions)} of {self.size} "
+                               f"desktops failed to start; first: {first}") from first
+        self._health_task = asyncio.create_task(self._health_loop(), name="pool-health")
+
+    @asynccontextmanager
+    async def lease(self) -> AsyncIterator[LeasedDesktop]:
+        """Wait for an idle desktop and hold it for the block. A GuestUnavailable
+        or DesktopError (e.g. a failed reset) escaping the block marks the desktop
+        dead, so it is replaced; other errors are the task's, not the desktop's."""
+        leased = await self.acquire()
+        handle = leased.handle
+        healthy = True
+        try:
+            yield leased
+        except (GuestUnavailable, DesktopError):
+            healthy = False
+            raise
+        finally:
+            self.release(handle, healthy)
+
+    async def acquire(self) -> LeasedDesktop:
+        """Take an idle desktop (waits while none is idle); pair with `release`."""
+        while True:
+            if self._closed:
+                raise DesktopError("desktop pool is closed")
+            if self._idle:
+                slot = self._idle.popleft()
+                slot.leased = True
+                assert slot.handle is not None and slot.client is not None
+                return LeasedDesktop(slot.handle, slot.client)
+            self._available.clear()
+            await self._available.wait()
+
+    def release(self, handle: DesktopHandle, healthy: bool) -> None:
+        """Give a leased desktop back; `healthy=False` has it replaced first."""
+        slot = self._slot_of(handle)
+        if not slot.leased:
+            raise DesktopError(f"desktop {handle.id!r} released but not leased")
+        slot.leased = False
+        if self._closed:
+            return
+        if healthy and not slot.dead:
+            self._idle.append(slot)
+            self._available.set()
+        else:
+            self._replace(slot)
+
+    async def reset(self, handle: DesktopHandle) -> LeasedDesktop:
+        """Reset a leased desktop to its initial state; use the returned pair."""
+        slot = self._slot_of(handle)
+        if not slot.leased or slot.handle is None:
+            raise DesktopError(f"desktop {handle.id!r} reset but not leased")
+        slot.handle = await self.provider.reset(slot.handle)
+        await self._set_client(slot)
+        return LeasedDesktop(slot.handle, slot.client)  # type: ignore[arg-type]
+
+    async def close(self) -> None:
+        """Stop every desktop and the background tasks; waiters get DesktopError."""
+        self._closed = True
+        self._available.set()
+        tasks = [t for t in (self._health_task, *self._tasks) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        results = await asyncio.gather(
+            *(self.provider.stop(s.handle) for s in self._slots if s.handle is not None),
+            return_exceptions=True,
+        )
+        for result in results:
+            if isinstance(result, BaseException):
+                log.warning("desktop pool: stop failed: %r", result)
+        for slot in self._slots:
+            if slot.client is not None:
+                await slot.client.close()
+            slot.handle = slot.client = None
+        self._idle.clear()
+
+    # internals --------------------------------------------------------------------
+
+    def _slot_of(self, handle: DesktopHandle) -> _Slot:
+        for slot in self._slots:
+            if slot.desktop_id == handle.id:
+                return slot
+        raise DesktopError(f"desktop {handle.id!r} does not belong to this pool")
+
+    async def _set_client(self, slot: _Slot) -> None:
+        if slot.client is not None:
+            await slot.client.close()
+        assert slot.handle is not None
+        slot.client = GuestClient(slot.handle.url, slot.handle.token)
+
+    async def _start_slot(self, slot: _Slot) -> None:
+        slot.handle = await self.provider.start(slot.desktop_id)
+        await self._set_client(slot)
+        slot.dead, slot.failures = False, 0
+        self._idle.append(slot)
+        self._available.set()
+
+    def _replace(self, slot: _Slot) -> None:
+        if slot.replacing:
+            return
+        slot.replacing = True
+        task = asyncio.create_task(self._replace_slot(slot), name=f"replace-{slot.desktop_id}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _replace_slot(self, slot: _Slot) -> None:
+        """Stop the dead desktop and start a new one under the same id; retries
+        with a backoff until it works or the pool closes."""
+        log.warning("desktop pool: replacing %s", slot.desktop_id)
+        if slot.handle is not None:
+            try:
+                await self.provider.stop(slot.handle)
+            except Exception as exc:  # a dead desktop may fail to stop cleanly
+                log.warning("desktop pool: stopping %s failed: %r", slot.desktop_id, exc)
+        while not self._closed:
+            try:
+                await self._start_slot(slot)
+                break
+            except DesktopError as exc:
+                log.error("desktop pool: restarting %s failed: %s", slot.desktop_id, exc)
+                await asyncio.sleep(self.retry_backoff_s)
+        slot.replacing = False
+        self.replacements += 1
+
+    async def _health_loop(self) -> None:
+        while not self._closed:
+            await asyncio.sleep(self.health_interval_s)
+            await asyncio.gather(*(self._check(s) for s in self._slots))
+
+    async def _check(self, slot: _Slot) -> None:
+        if slot.replacing or slot.handle is None:
+            return
+        handle = slot.handle
+        with suppress(GuestUnavailable):
+            if await self.provider.health(handle):
+                slot.failures = 0
+                return
+        # The slot may have changed hands while we awaited; judge its state now.
+        if slot.replacing or slot.handle is not handle:
+            return
+        slot.failures += 1
+        if slot.failures < self.failures_to_replace:
+            return
+        if slot.leased:
+            slot.dead = True  # replaced when its lessee releases it
+        elif slot in self._idle:
+            self._idle.remove(slot)
+            self._replace(slot)

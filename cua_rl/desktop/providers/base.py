@@ -1,0 +1,98 @@
+"""The provider contract: how the host gets, resets and gives back desktops.
+
+A provider turns a desktop id into a running desktop whose guest server speaks
+the guest protocol (DESIGN.md section 4.1) and returns a `DesktopHandle`, the
+only thing the pool, the actors and the CLI keep. Implementations (local,
+docker, qemu, aws) live beside this file; `make_provider` picks one from the
+`type` of a `ProviderConfig`, so a new provider is one module plus one union
+member.
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from cua_rl.desktop.providers.local_config import LocalProviderConfig
+from cua_rl.errors import DesktopError
+
+
+@dataclass(frozen=True, slots=True)
+class DesktopHandle:
+    """A running desktop as seen from the host; cheap to copy and to send."""
+
+    id: str
+    """Unique among the provider's live desktops; a pool slot reuses it."""
+    url: str
+    """Base URL of the guest server, e.g. `http://127.0.0.1:41234`."""
+    token: str | None
+    """Bearer token of our guest server; None for guests without auth."""
+    provider: str
+    """The `type` of the provider that owns it."""
+    info: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    """Provider details for humans and debugging (display, pid, home, ...)."""
+
+
+class DesktopProvider(ABC):
+    """Starts, resets and stops desktops of one kind.
+
+    Every method may be awaited concurrently for different desktops; a call
+    for one desktop never blocks the event loop for long (slow steps run in a
+    thread or a subprocess).
+    """
+
+    type: str
+
+    @abstractmethod
+    async def start(self, desktop_id: str) -> DesktopHandle:
+        """Start a desktop and return once its guest answers; DesktopError otherwise."""
+
+    @abstractmethod
+    async def reset(self, handle: DesktopHandle) -> DesktopHandle:
+        """Bring the desktop back to its initial state; the returned handle replaces
+        the given one (the url or token may change)."""
+
+    @abstractmethod
+    async def stop(self, handle: DesktopHandle) -> None:
+        """Stop the desktop and free everything it held; idempotent."""
+
+    @abstractmethod
+    async def health(self, handle: DesktopHandle) -> bool:
+        """True when the desktop is alive and its guest answers."""
+
+    async def list(self) -> list[DesktopHandle]:
+        """Desktops this provider knows about, including ones started by earlier
+        processes (so `cua-rl vm list/down` work across invocations)."""
+        return []
+
+    async def get(self, desktop_id: str) -> DesktopHandle:
+        """The handle of a known desktop by id; DesktopError when there is none."""
+        for handle in await self.list():
+            if handle.id == desktop_id:
+                return handle
+        raise DesktopError(f"{self.type} provider: no desktop {desktop_id!r}")
+
+    async def close(self) -> None:
+        """Release the provider's own resources (HTTP sessions); desktops stay up."""
+        return None
+
+
+# The union grows one member per provider (docker, qemu, aws come later); the
+# `type` field selects the member, so YAML reads `provider: {type: local, ...}`.
+ProviderConfig = Annotated[LocalProviderConfig, Field(discriminator="type")]
+
+# type -> "module:class" so that a provider's heavy imports happen only when used.
+_PROVIDERS: dict[str, str] = {
+    "local": "cua_rl.desktop.providers.local:LocalProvider",
+}
+
+
+def make_provider(config: ProviderConfig) -> DesktopProvider:
+    """The provider that `config.type` names, configured by `config`."""
+    module, attr = _PROVIDERS[config.type].split(":")
+    cls = getattr(importlib.import_module(module), attr)
+    return cls(config)

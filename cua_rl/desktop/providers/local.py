@@ -1,0 +1,275 @@
+"""The `local` provider: desktops on this machine, each Xvfb + a window manager +
+our guest server in a private mount namespace (see `local_session`).
+
+Every desktop is recorded in the state dir (`local_state`) as soon as its guest
+answers, so a desktop outlives the process that started it and any later
+process can list, reset or stop it. Stopping kills the session's process group
+and then every process still in its mount namespace, and waits until they are
+gone: the namespace, its mounts and its X display number go with them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from cua_rl.desktop.client import GuestClient
+from cua_rl.desktop.providers import local_state as st
+from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider
+from cua_rl.desktop.providers.local_config import LocalProviderConfig
+from cua_rl.desktop.providers.local_session import (
+    STOP_DEADLINE_S,
+    kill_session,
+    process_start_time,
+)
+from cua_rl.errors import DesktopError, GuestUnavailable
+
+UNSHARE = ["unshare", "--mount", "--propagation", "private", "--"]
+
+
+def record_alive(record: st.DesktopRecord) -> bool:
+    """True while the launcher that the record names still runs (not a reused pid)."""
+    return process_start_time(record.pid) == record.start_time
+
+
+class LocalProvider(DesktopProvider):
+    """Starts desktops as session launchers under `unshare`; see the module docstring."""
+
+    type = "local"
+
+    def __init__(self, config: LocalProviderConfig | None = None) -> None:
+        self.config = config or LocalProviderConfig()
+        self.state_dir = Path(self.config.state_dir).expanduser()
+        self._procs: dict[str, subprocess.Popen] = {}
+        self._clients: dict[str, GuestClient] = {}
+        self._ports: set[int] = set()
+        self._checked = False
+
+    # public API -------------------------------------------------------------------
+
+    async def start(self, desktop_id: str) -> DesktopHandle:
+        st.check_desktop_id(desktop_id)
+        self._check_host()
+        ddir = self.state_dir / desktop_id
+        old = st.DesktopRecord.load(ddir)
+        if old is not None and record_alive(old):
+            raise DesktopError(f"desktop {desktop_id!r} is already running ({ddir})")
+        await asyncio.to_thread(self._prepare, ddir)
+        token = st.write_token(ddir / "token")
+        try:
+            return await self._launch(desktop_id, token, prefer_display=None, prefer_port=None)
+        except BaseException:  # nothing of a desktop that never ran is worth keeping
+            await asyncio.shield(asyncio.to_thread(shutil.rmtree, ddir, True))
+            raise
+
+    async def reset(self, handle: DesktopHandle) -> DesktopHandle:
+        """Kill the session, restore the home from the template, start it again."""
+        began = time.monotonic()
+        record = self._record(handle.id)
+        await asyncio.to_thread(self._kill, record)
+        await asyncio.to_thread(st.restore_home, self._template(), Path(record.home))
+        new = await self._launch(record.id, record.token, prefer_display=record.display,
+                                 prefer_port=record.port)
+        new.info["reset_s"] = round(time.monotonic() - began, 3)
+        return new
+
+    async def stop(self, handle: DesktopHandle) -> None:
+        await self.stop_id(handle.id)
+
+    async def stop_id(self, desktop_id: str) -> None:
+        """Stop by id (also desktops of earlier processes) and delete their files."""
+        client = self._clients.pop(desktop_id, None)
+        if client is not None:
+            await client.close()
+        ddir = self.state_dir / st.check_desktop_id(desktop_id)
+        record = st.DesktopRecord.load(ddir)
+        if record is not None:
+            await asyncio.to_thread(self._kill, record)
+        self._reap(desktop_id)
+        await asyncio.to_thread(shutil.rmtree, ddir, True)
+
+    async def health(self, handle: DesktopHandle) -> bool:
+        record = st.DesktopRecord.load(self.state_dir / handle.id)
+        if record is None or not record_alive(record):
+            return False
+        return await self.client(handle).healthy(timeout=3.0)
+
+    async def list(self) -> list[DesktopHandle]:
+        return [self._handle(r) for r in st.list_records(self.state_dir)]
+
+    async def get(self, desktop_id: str) -> DesktopHandle:
+        """The handle of a recorded desktop; DesktopError naming the state dir if none."""
+        return self._handle(self._record(desktop_id))
+
+    def client(self, handle: DesktopHandle) -> GuestClient:
+        """A cached client per desktop (one connection pool each)."""
+        client = self._clients.get(handle.id)
+        if client is None or client.url != handle.url.rstrip("/"):
+            client = self._clients[handle.id] = GuestClient(handle.url, handle.token)
+        return client
+
+    async def close(self) -> None:
+        for client in self._clients.values():
+            await client.close()
+        self._clients.clear()
+
+    # internals ------------------------------------------------------------------------
+
+    def _check_host(self) -> None:
+        """Fail early and clearly when this machine cannot run local desktops."""
+        if self._checked:
+            return
+        for tool in ("unshare", "Xvfb"):
+            if shutil.which(tool) is None:
+                raise DesktopError(f"local provider: `{tool}` not found on PATH (apt-get "
+                                   "install util-linux xvfb, or run ./setup.sh)")
+        probe = subprocess.run([*UNSHARE, "true"], capture_output=True, text=True)
+        if probe.returncode != 0:
+            raise DesktopError(
+                "local provider: cannot create a mount namespace (`unshare --mount "
+                f"--propagation private` failed: {probe.stderr.strip()}); run as root or "
+                "with CAP_SYS_ADMIN, e.g. a container started with --privileged"
+            )
+        self._checked = True
+
+    def _template(self) -> Path:
+        if self.config.home_template is not None:
+            path = Path(self.config.home_template).expanduser()
+            if not path.is_dir():
+                raise DesktopError(f"home_template {path}: not a directory")
+            return path
+        return st.ensure_home_template(self.state_dir / "home-template")
+
+    def _prepare(self, ddir: Path) -> None:
+        if ddir.exists():  # a stale record of a desktop that died: start clean
+            shutil.rmtree(ddir)
+        ddir.mkdir(parents=True)
+        st.restore_home(self._template(), ddir / "home")
+
+    def _record(self, desktop_id: str) -> st.DesktopRecord:
+        record = st.DesktopRecord.load(self.state_dir / st.check_desktop_id(desktop_id))
+        if record is None:
+            raise DesktopError(f"no local desktop {desktop_id!r} in {self.state_dir}")
+        return record
+
+    def _handle(self, record: st.DesktopRecord) -> DesktopHandle:
+        return DesktopHandle(
+            id=record.id, url=record.url, token=record.token, provider=self.type,
+            info={"display": f":{record.display}", "pid": record.pid, "home": record.home,
+                  "log": record.log, "alive": record_alive(record)},
+        )
+
+    def _port(self, prefer: int | None) -> int:
+        """A free port not handed to another desktop of this process meanwhile."""
+        for _ in range(50):
+            port = st.free_port(prefer)
+            if port not in self._ports or port == prefer:
+                self._ports.add(port)
+                return port
+            prefer = None
+        raise DesktopError("no free TCP port on 127.0.0.1 for a guest server")
+
+    async def _launch(self, desktop_id: str, token: str, *, prefer_display: int | None,
+                      prefer_port: int | None) -> DesktopHandle:
+        """Start the session launcher and wait for its guest; record it on success."""
+        ddir = self.state_dir / desktop_id
+        lock = st.allocate_display(self.state_dir, self.config.first_display,
+                                   prefer=prefer_display)
+        port = self._port(prefer_port)
+        spec = {"id": desktop_id, "display": lock.number, "port": port,
+                "width": self.config.width, "height": self.config.height,
+                "window_manager": self.config.window_manager,
+                "guest_python": self.config.guest_python,
+                "home": str(ddir / "home"), "token_file": str(ddir / "token")}
+        spec_path = ddir / "session.json"
+        spec_path.write_text(json.dumps(spec))
+        log_path = ddir / "session.log"
+        try:
+            proc = await asyncio.to_thread(_spawn, spec_path, log_path, lock.fd)
+        finally:
+            lock.release()  # the launcher holds its own copy of the locked descriptor
+        self._procs[desktop_id] = proc
+        url = f"http://127.0.0.1:{port}"
+        stale = self._clients.pop(desktop_id, None)  # its connections died with the guest
+        if stale is not None:
+            await stale.close()
+        client = self.client(DesktopHandle(desktop_id, url, token, self.type))
+        try:
+            await self._wait_ready(proc, client)
+            record = st.DesktopRecord(
+                id=desktop_id, url=url, token=token, port=port, display=lock.number,
+                pid=proc.pid, pgid=proc.pid, start_time=process_start_time(proc.pid) or 0.0,
+                mnt_ns=os.readlink(f"/proc/{proc.pid}/ns/mnt"), home=spec["home"],
+                log=str(log_path),
+            )
+        except (DesktopError, OSError) as exc:
+            await asyncio.to_thread(self._kill_proc, proc)
+            await self._clients.pop(desktop_id, client).close()
+            raise DesktopError(f"desktop {desktop_id!r} did not start: {exc}\n"
+                               f"--- {log_path} (tail) ---\n{_tail(log_path)}") from exc
+        except BaseException:  # cancelled while starting: leave nothing running
+            self._kill_proc(proc)
+            raise
+        finally:
+            self._ports.discard(port)
+        record.save(ddir)
+        return self._handle(record)
+
+    async def _wait_ready(self, proc: subprocess.Popen, client: GuestClient) -> None:
+        """Poll /healthz with a deadline while watching the launcher, so a session
+        that dies while starting fails at once instead of at the deadline."""
+        ready = asyncio.create_task(client.wait_ready(self.config.ready_timeout_s))
+        try:
+            while not ready.done():
+                if proc.poll() is not None:
+                    raise DesktopError(f"session launcher exited with {proc.returncode}")
+                await asyncio.wait({ready}, timeout=0.1)
+            ready.result()
+        except GuestUnavailable as exc:
+            raise DesktopError(str(exc)) from exc
+        finally:
+            ready.cancel()
+
+    def _kill_proc(self, proc: subprocess.Popen) -> None:
+        """Kill a launcher that never became ready (its namespace may be half set up)."""
+        kill_session(proc.pid, process_start_time(proc.pid))
+        proc.wait(timeout=STOP_DEADLINE_S)
+
+    def _kill(self, record: st.DesktopRecord) -> None:
+        """Kill the session (group, then namespace stragglers) and wait until gone."""
+        if record_alive(record):
+            kill_session(record.pgid, record.start_time)
+        self._reap(record.id)
+
+    def _reap(self, desktop_id: str) -> None:
+        proc = self._procs.pop(desktop_id, None)
+        if proc is not None:
+            try:
+                proc.wait(timeout=STOP_DEADLINE_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def _spawn(spec_path: Path, log_path: Path, lock_fd: int) -> subprocess.Popen:
+    """Start the session launcher as the leader of a new session, so it survives
+    the CLI that started it and its process group is the desktop."""
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(
+            [*UNSHARE, sys.executable, "-m", "cua_rl.desktop.providers.local_session",
+             str(spec_path)],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            pass_fds=(lock_fd,), start_new_session=True, cwd="/",
+        )
+
+
+def _tail(path: Path, size: int = 3000) -> str:
+    try:
+        return path.read_bytes()[-size:].decode(errors="replace")
+    except OSError:
+        return "(no log)"

@@ -1,0 +1,267 @@
+"""Session launcher of one local desktop: runs as the leader of its own session,
+inside a private mount namespace, and supervises Xvfb, the window manager and
+the guest server.
+
+Started by `LocalProvider` as
+
+    unshare --mount --propagation private -- PYTHON -m cua_rl.desktop.providers.local_session SPEC
+
+so every mount below is invisible to the host and vanishes with the namespace:
+
+    mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /tmp      (private /tmp)
+    mount -t tmpfs -o mode=755 tmpfs /home                   (hide host homes)
+    mount --bind <state_dir>/<id>/home /home/user            (this desktop's home)
+
+Invariant: when this process ends, for whatever reason short of SIGKILL, every
+process of its namespace ends with it; a dead Xvfb or guest server ends it, so
+a broken desktop never looks half alive. It also holds the display's flock
+(inherited descriptor), which the kernel drops when it exits. Stdlib only: it
+starts on every (re)start, so it must start fast.
+
+The provider-side half of the lifecycle, stopping a session from outside
+(`kill_session`), lives here too, beside the namespace helpers both halves use.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from cua_rl.errors import DesktopError
+
+_MS_NOSUID, _MS_NODEV, _MS_BIND = 2, 4, 4096
+_PR_SET_CHILD_SUBREAPER = 36
+_XVFB_READY_S = 20.0
+STOP_DEADLINE_S = 10.0
+TERM_GRACE_S = 3.0
+
+
+def namespace_pids(mnt_ns: str, exclude: tuple[int, ...] = ()) -> list[int]:
+    """Pids of every process whose mount namespace is `mnt_ns` (`mnt:[inode]`)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) in exclude:
+            continue
+        try:
+            if os.readlink(f"/proc/{entry}/ns/mnt") == mnt_ns:
+                pids.append(int(entry))
+        except OSError:  # exited meanwhile, or a kernel thread
+            continue
+    return pids
+
+
+def kill_namespace(mnt_ns: str, exclude: tuple[int, ...] = ()) -> list[int]:
+    """SIGKILL every process of the namespace, including ones that left the
+    session's process group (apps that daemonize with setsid)."""
+    pids = namespace_pids(mnt_ns, exclude)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return pids
+
+
+def _mount(source: str, target: str, fstype: str | None, flags: int, data: str | None) -> None:
+    def enc(text: str | None) -> bytes | None:
+        return text.encode() if text is not None else None
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount {source} on {target}: {os.strerror(err)}")
+
+
+def _isolate(home: str, desktop_id: str, token: str) -> str:
+    """Private /tmp and /home/user; returns the token path inside the desktop."""
+    # Opened before the tmpfs mounts hide it (the home may live under /tmp or
+    # /home); mount(2) follows the /proc magic link to the directory itself.
+    home_fd = os.open(home, os.O_PATH | os.O_DIRECTORY)
+    _mount("tmpfs", "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=1777")
+    os.makedirs("/home", exist_ok=True)
+    _mount("tmpfs", "/home", "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=755")
+    os.mkdir("/home/user", 0o755)
+    _mount(f"/proc/self/fd/{home_fd}", "/home/user", None, _MS_BIND, None)
+    os.close(home_fd)
+    for path, mode in (("/tmp/.X11-unix", 0o1777), ("/tmp/.ICE-unix", 0o1777),
+                       ("/tmp/runtime-user", 0o700), ("/tmp/.cua-guest", 0o700)):
+        os.mkdir(path)
+        os.chmod(path, mode)
+    token_path = f"/tmp/.cua-guest/{desktop_id}.token"
+    fd = os.open(token_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(token)
+    return token_path
+
+
+def _start_xvfb(display: int, width: int, height: int, env: dict[str, str]) -> subprocess.Popen:
+    """Start Xvfb and return once it accepts connections (-displayfd reports that)."""
+    read_fd, write_fd = os.pipe()
+    proc = subprocess.Popen(
+        ["Xvfb", f":{display}", "-screen", "0", f"{width}x{height}x24", "-nolisten", "tcp",
+         "-noreset", "-displayfd", str(write_fd)],
+        pass_fds=(write_fd,), env=env,
+    )
+    os.close(write_fd)
+    deadline = time.monotonic() + _XVFB_READY_S
+    got = b""
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([read_fd], [], [], 0.1)
+            # Xvfb writes the number and the newline separately; closing the pipe
+            # before the newline arrives makes its second write fail fatally.
+            if ready:
+                got += os.read(read_fd, 32)
+                if got.endswith(b"\n"):
+                    return proc
+            if proc.poll() is not None:
+                raise RuntimeError(f"Xvfb :{display} exited with {proc.returncode}")
+        raise RuntimeError(f"Xvfb :{display} not ready within {_XVFB_READY_S:.0f} s")
+    finally:
+        os.close(read_fd)
+
+
+class _Stop(Exception):
+    pass
+
+
+def _on_term(signum: int, frame: object) -> None:
+    raise _Stop(signal.Signals(signum).name)
+
+
+def run(spec: dict) -> int:
+    """Set up, supervise until a critical child dies or we are told to stop, tear down."""
+    signal.signal(signal.SIGTERM, _on_term)
+    signal.signal(signal.SIGINT, _on_term)
+    libc = ctypes.CDLL(None, use_errno=True)
+    # Daemonizing descendants re-parent to us, so we reap them and they stay ours.
+    libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    my_ns = os.readlink("/proc/self/ns/mnt")
+    log = lambda msg: print(f"[session {spec['id']}] {msg}", file=sys.stderr, flush=True)  # noqa: E731
+    try:
+        token = Path(spec["token_file"]).read_text().strip()
+        token_path = _isolate(spec["home"], spec["id"], token)
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("XAUTHORITY", "SESSION_MANAGER", "DBUS_SESSION_BUS_ADDRESS")}
+        env.update(DISPLAY=f":{spec['display']}", HOME="/home/user", TMPDIR="/tmp",
+                   XDG_RUNTIME_DIR="/tmp/runtime-user", CUA_RL_DESKTOP_ID=spec["id"])
+        xvfb = _start_xvfb(spec["display"], spec["width"], spec["height"], env)
+        if spec.get("window_manager"):
+            subprocess.Popen(spec["window_manager"].split(), env=env, cwd="/home/user")
+        guest = subprocess.Popen(
+            [spec["guest_python"], "-m", "cua_guest", "--host", "127.0.0.1",
+             "--port", str(spec["port"]), "--token-file", token_path],
+            env=env, cwd="/home/user",
+        )
+        critical = {xvfb.pid: "Xvfb", guest.pid: "guest server"}
+        log(f"up: display :{spec['display']} port {spec['port']} ns {my_ns}")
+        while True:
+            pid, status = os.wait()
+            if pid in critical:
+                log(f"{critical[pid]} exited ({status:#x}); stopping the desktop")
+                return 1
+    except _Stop as stop:
+        log(f"stopping on {stop}")
+        return 0
+    except Exception as exc:  # report any setup failure in the log the host reads
+        log(f"failed: {exc!r}")
+        return 1
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        _end_namespace(my_ns)
+
+
+def _end_namespace(my_ns: str, deadline_s: float = 5.0) -> None:
+    """Kill every other process of the namespace and reap them, so that no zombie
+    is left to an init that may not reap (some containers)."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        kill_namespace(my_ns, exclude=(os.getpid(),))
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return  # no children left; as subreaper we also inherited the orphans
+        if pid == 0:
+            time.sleep(0.005)
+
+
+# stopping a session from outside (the provider) -----------------------------------
+
+
+def process_start_time(pid: int) -> float | None:
+    """Start time (clock ticks since boot) of a live, non-zombie process, else None."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    return None if fields[0] in ("Z", "X") else float(fields[19])
+
+
+def kill_session(pid: int, start_time: float | None) -> None:
+    """Stop the launcher (SIGTERM, then SIGKILL to its process group), then kill
+    everything left in its namespace.
+
+    The namespace is pinned by an open descriptor while we scan: a namespace whose
+    last process died frees its inode number, and the next desktop's namespace
+    may get it, so an unpinned `mnt:[inode]` could name someone else's desktop.
+    """
+    try:
+        ns_fd = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY)
+    except OSError:
+        ns_fd = None
+    try:
+        if start_time is None or process_start_time(pid) != start_time:
+            return  # gone already, or the pid now names another process
+        mnt_ns = os.readlink(f"/proc/{pid}/ns/mnt") if ns_fd is not None else None
+        # SIGTERM first: the launcher then kills and reaps its whole namespace.
+        os.kill(pid, signal.SIGTERM)
+        end = time.monotonic() + TERM_GRACE_S
+        while process_start_time(pid) == start_time and time.monotonic() < end:
+            time.sleep(0.005)
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        if mnt_ns and mnt_ns not in _host_namespaces():
+            _wait_gone(mnt_ns)
+    finally:
+        if ns_fd is not None:
+            os.close(ns_fd)
+
+
+def _host_namespaces() -> set[str]:
+    """Namespaces never to sweep: ours and init's (a launcher not yet unshared)."""
+    found = set()
+    for path in ("/proc/self/ns/mnt", "/proc/1/ns/mnt"):
+        try:
+            found.add(os.readlink(path))
+        except OSError:  # pid 1 may be hidden from us (sandboxes)
+            pass
+    return found
+
+
+def _wait_gone(mnt_ns: str) -> None:
+    """Kill what is left in the namespace until nothing is (apps that setsid)."""
+    deadline = time.monotonic() + STOP_DEADLINE_S
+    while kill_namespace(mnt_ns):
+        if time.monotonic() > deadline:
+            raise DesktopError(f"processes of {mnt_ns} survive SIGKILL: "
+                               f"{namespace_pids(mnt_ns)}")
+        time.sleep(0.02)
+
+
+def main() -> None:
+    spec = json.loads(Path(sys.argv[1]).read_text())
+    sys.exit(run(spec))
+
+
+if __name__ == "__main__":
+    main()

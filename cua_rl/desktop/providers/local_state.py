@@ -1,0 +1,235 @@
+"""On-disk state of local desktops: records, display locks, ports, templates.
+
+Layout under the state dir (shared by every `cua-rl` process on the machine):
+
+    locks/display-<n>.lock   flock held by the session launcher of display :n
+    home-template/           default home template, built on first use
+    <id>/state.json          `DesktopRecord` of a running desktop
+    <id>/token               guest bearer token (0600)
+    <id>/home/               the desktop's /home/user
+    <id>/session.log         launcher, Xvfb, window manager and guest output
+
+A display lock is an flock, not a pid file: the launcher inherits the locked
+descriptor and the kernel drops the lock when the launcher dies, so a crashed
+desktop never leaks its display number.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import secrets
+import shutil
+import socket
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+# Home directories every desktop starts with (XDG names apps and OSWorld tasks use).
+TEMPLATE_DIRS = ("Desktop", "Documents", "Downloads", "Music", "Pictures", "Public",
+                 "Templates", "Videos")
+
+# LibreOffice otherwise greets a fresh profile with a "Tip of the Day" dialog that
+# covers the document; tasks and benchmarks expect the document itself.
+_LO_SETTINGS = (
+    ("/org.openoffice.Office.Common/Misc", "ShowTipOfTheDay", "false"),
+    ("/org.openoffice.Office.Common/Misc", "FirstRun", "false"),
+    ("/org.openoffice.Setup/Office", "ooSetupInstCompleted", "true"),
+)
+_LO_REGISTRY = (
+    '<?xml version="1.0" encoding="UTF-8"?>\n'
+    '<oor:items xmlns:oor="http://openoffice.org/2001/registry" '
+    'xmlns:xs="http://www.w3.org/2001/XMLSchema" '
+    'xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">\n'
+    + "".join(f'<item oor:path="{path}"><prop oor:name="{name}" oor:op="fuse">'
+              f"<value>{value}</value></prop></item>\n" for path, name, value in _LO_SETTINGS)
+    + "</oor:items>\n"
+)
+
+
+def check_desktop_id(desktop_id: str) -> str:
+    """Ids name directories, so only a safe subset of characters is allowed."""
+    if not _ID_RE.match(desktop_id):
+        raise ValueError(
+            f"desktop id {desktop_id!r}: expected 1-64 of [A-Za-z0-9_.-], not starting "
+            "with '.', '_' or '-'"
+        )
+    return desktop_id
+
+
+@dataclass(slots=True)
+class DesktopRecord:
+    """What a later `cua-rl` process needs to find, reach and stop a desktop."""
+
+    id: str
+    url: str
+    token: str
+    port: int
+    display: int
+    pid: int
+    """Session launcher pid; also its process group id (it leads a new session)."""
+    pgid: int
+    start_time: float
+    """Launcher start time (psutil create_time) so a reused pid is not mistaken for it."""
+    mnt_ns: str
+    """`mnt:[inode]` of the desktop's mount namespace; finds escaped processes."""
+    home: str
+    log: str
+
+    def save(self, desktop_dir: Path) -> None:
+        """Write atomically so a concurrent `vm list` never reads half a record."""
+        tmp = desktop_dir / "state.json.tmp"
+        tmp.write_text(json.dumps(asdict(self), indent=2))
+        tmp.replace(desktop_dir / "state.json")
+
+    @classmethod
+    def load(cls, desktop_dir: Path) -> DesktopRecord | None:
+        try:
+            data = json.loads((desktop_dir / "state.json").read_text())
+            return cls(**data)
+        except (OSError, ValueError, TypeError):
+            return None
+
+
+def list_records(state_dir: Path) -> list[DesktopRecord]:
+    """Every recorded desktop (alive or not), sorted by id."""
+    if not state_dir.is_dir():
+        return []
+    records = (DesktopRecord.load(d) for d in sorted(state_dir.iterdir()) if d.is_dir())
+    return [r for r in records if r is not None]
+
+
+def write_token(path: Path) -> str:
+    """A fresh random token in a file only root can read (created 0600, never wider)."""
+    token = secrets.token_urlsafe(24)
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(token)
+    return token
+
+
+# displays -----------------------------------------------------------------------
+
+
+def x_displays_in_use() -> set[int]:
+    """Display numbers whose X socket exists anywhere on the machine.
+
+    The abstract socket namespace is per network namespace, not per mount
+    namespace, so /proc/net/unix shows every X server, ours and others'.
+    """
+    try:
+        used = parse_x_sockets(Path("/proc/net/unix").read_text())
+    except OSError:
+        used = set()
+    for lock in Path("/tmp").glob(".X*-lock"):
+        if lock.name[2:-5].isdigit():
+            used.add(int(lock.name[2:-5]))
+    return used
+
+
+def parse_x_sockets(proc_net_unix: str) -> set[int]:
+    """Display numbers of the X sockets (`@/tmp/.X11-unix/X<n>` or the path form)
+    listed in the text of /proc/net/unix."""
+    return {int(m.group(1)) for m in re.finditer(r"/tmp/\.X11-unix/X(\d+)$", proc_net_unix,
+                                                  re.MULTILINE)}
+
+
+class DisplayLock:
+    """An exclusively flocked lock file for one X display number."""
+
+    def __init__(self, number: int, fd: int) -> None:
+        self.number = number
+        self.fd = fd
+
+    def release(self) -> None:
+        """Close our descriptor; the lock persists while the launcher holds its copy."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def allocate_display(
+    state_dir: Path, first: int, *, prefer: int | None = None, count: int = 2000
+) -> DisplayLock:
+    """Lock the lowest free display number >= first (or `prefer` when free)."""
+    lock_dir = state_dir / "locks"
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    in_use = x_displays_in_use()
+    candidates = range(first, first + count)
+    if prefer is not None:
+        candidates = [prefer, *candidates]
+    for number in candidates:
+        if number in in_use:
+            continue
+        fd = os.open(lock_dir / f"display-{number}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        return DisplayLock(number, fd)
+    raise RuntimeError(f"no free X display number in {first}..{first + count - 1}")
+
+
+def display_locked(state_dir: Path, number: int) -> bool:
+    """True while some process holds the lock of display :number."""
+    path = state_dir / "locks" / f"display-{number}.lock"
+    if not path.exists():
+        return False
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+# ports and homes ------------------------------------------------------------------
+
+
+def free_port(prefer: int | None = None) -> int:
+    """A TCP port on 127.0.0.1 that can be bound now (`prefer` when it can).
+
+    Bound with SO_REUSEADDR like the guest server's listener, so a port of a
+    just-killed guest (TIME_WAIT) counts as free and a reset keeps its URL.
+    """
+    for port in ([prefer] if prefer else []) + [0]:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return sock.getsockname()[1]
+    raise RuntimeError("no free TCP port on 127.0.0.1")
+
+
+def ensure_home_template(path: Path) -> Path:
+    """Build the default template at `path` unless it exists (atomic rename, so
+    concurrent first starts never see half a template)."""
+    if path.is_dir():
+        return path
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    for name in TEMPLATE_DIRS:
+        (tmp / name).mkdir(parents=True)
+    lo_user = tmp / ".config" / "libreoffice" / "4" / "user"
+    lo_user.mkdir(parents=True)
+    (lo_user / "registrymodifications.xcu").write_text(_LO_REGISTRY)
+    try:
+        tmp.rename(path)
+    except OSError:  # another process built it first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return path
+
+
+def restore_home(template: Path, home: Path) -> None:
+    """Replace `home` with a copy of `template` (symlinks kept as links)."""
+    if home.exists():
+        shutil.rmtree(home)
+    shutil.copytree(template, home, symlinks=True)

@@ -1,0 +1,1 @@
+"""The run store: SQLite (WAL) records plus content-addressed screenshots."""
