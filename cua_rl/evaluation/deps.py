@@ -1,0 +1,31 @@
+"""Late imports of the format libraries metrics need (the optional `eval` extra).
+
+The core install must not pull openpyxl, python-docx, pandas & co, and
+importing `cua_rl.evaluation` must stay cheap, so metric bodies import their
+libraries through `require` at call time; a missing one fails with the install
+command instead of a bare ImportError.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from cua_rl.errors import CuaRlError
+
+EXTRA_HINT = "pip install 'cua-rl[eval]'"
+
+
+class EvalExtraMissing(CuaRlError):
+    """A metric needs a format library of the `eval` extra that is not installed."""
+
+
+def require(module: str, package: str, *, metric: str) -> ModuleType:
+    """Import `module` or raise EvalExtraMissing naming the package and the extra."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        raise EvalExtraMissing(
+            f"metric {metric!r} needs the Python package {package!r} (module {module!r}), "
+            f"which is not installed; install the evaluation extra: {EXTRA_HINT}"
+        ) from exc

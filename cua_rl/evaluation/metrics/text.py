@@ -1,0 +1,143 @@
+"""Metrics on values a getter returned directly (strings, lists, JSON objects).
+
+Semantics follow OSWorld's `metrics/general.py`: `rules` is the `rules` object
+of a `rule` getter, most metrics read `rules["expected"]`. Where OSWorld would
+crash on an agent-produced value (None, unparsable JSON) we score 0 instead:
+a malformed answer is a failed task, not a broken evaluator.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from cua_rl.evaluation.deps import require
+from cua_rl.evaluation.registry import metric
+
+log = logging.getLogger(__name__)
+
+
+@metric("exact_match")
+def exact_match(result: Any, rules: Mapping[str, Any]) -> float:
+    """1 when the result equals `rules.expected` (Python equality, types matter)."""
+    return float(result == rules["expected"])
+
+
+@metric("match_in_list")
+def match_in_list(result: Any, rules: Mapping[str, Any]) -> float:
+    """1 when the result is one of the accepted values in `rules.expected`."""
+    try:
+        return float(result in rules["expected"])
+    except TypeError:
+        return 0.0
+
+
+@metric("is_in_list")
+def is_in_list(result: Any, rules: Mapping[str, Any]) -> float:
+    """1 when `rules.expected` is an element (or substring) of the result."""
+    try:
+        return float(rules["expected"] in result)
+    except TypeError:  # result None or not a container
+        return 0.0
+
+
+@metric("fuzzy_match")
+def fuzzy_match(result: Any, rules: Mapping[str, Any]) -> float:
+    """Levenshtein similarity ratio in [0, 1] between result and `rules.expected`."""
+    fuzz = require("rapidfuzz.fuzz", "rapidfuzz", metric="fuzzy_match")
+    if result is None:
+        return 0.0
+    return fuzz.ratio(str(result), str(rules["expected"])) / 100.0
+
+
+@metric("literal_match")
+def literal_match(
+    result: Any, expected: Any, *, type: str = "str", ignore_case: bool = False
+) -> float:
+    """String (or list-of-strings) equality of two values, optionally case-blind."""
+
+    def norm(value: Any) -> str:
+        return str(value).lower() if ignore_case else str(value)
+
+    if type == "str":
+        return float(norm(result) == norm(expected))
+    if type == "list":
+        if not isinstance(result, list | tuple) or not isinstance(expected, list | tuple):
+            return 0.0
+        return float([norm(v) for v in result] == [norm(v) for v in expected])
+    raise ValueError(f"literal_match: option 'type' must be 'str' or 'list', got {type!r}")
+
+
+@metric("check_include_exclude")
+def check_include_exclude(result: Any, rules: Mapping[str, Any]) -> float:
+    """1 when every `include` string occurs in the result and no `exclude` string does."""
+    if result is None:
+        return 0.0
+    include = rules.get("include", [])
+    exclude = rules.get("exclude", [])
+    return float(all(s in result for s in include) and all(s not in result for s in exclude))
+
+
+def _as_json_object(result: Any) -> Any:
+    """OSWorld accepts a dict or its printed form (single quotes turned double)."""
+    if isinstance(result, str):
+        try:
+            return json.loads(result.strip().replace("'", '"'))
+        except ValueError:
+            return None
+    return result
+
+
+@metric("check_direct_json_object")
+def check_direct_json_object(result: Any, rules: Mapping[str, Any]) -> float:
+    """Compare selected keys of a JSON object with `rules.expected`.
+
+    Default: every expected key must have an equal value (`ignore_list_order`
+    in `expected` compares list values sorted; OSWorld also compares that flag
+    as if it were a key and so always fails, which we do not copy).
+    With `expect_in_result`: a list expected value means "any of these is in
+    the result's list or equals its string"; a string means "is a substring".
+    """
+    data = _as_json_object(result)
+    if not isinstance(data, Mapping):
+        return 0.0
+    expected = rules["expected"]
+    try:
+        if not rules.get("expect_in_result", False):
+            unordered = bool(expected.get("ignore_list_order", False))
+            for key, want in expected.items():
+                if key == "ignore_list_order":
+                    continue
+                got = data.get(key)
+                if unordered and isinstance(want, list):
+                    if not isinstance(got, list) or sorted(want) != sorted(got):
+                        return 0.0
+                elif want != got:
+                    return 0.0
+            return 1.0
+        for key, want in expected.items():
+            got = data.get(key)
+            if isinstance(want, list):
+                hit = any(
+                    (isinstance(got, list) and w in got) or (isinstance(got, str) and w == got)
+                    for w in want
+                )
+                if not hit:
+                    return 0.0
+            elif isinstance(want, str):
+                if not isinstance(got, str) or want not in got:
+                    return 0.0
+            else:
+                return 0.0
+        return 1.0
+    except TypeError:  # unorderable lists, odd value types from the agent's page
+        return 0.0
+
+
+@metric("infeasible")
+def infeasible(*_: Any, **__: Any) -> float:
+    """Placeholder: `evaluate` scores infeasible tasks from the agent's last action
+    (1 only for `terminate` with status failure) and never calls this."""
+    raise RuntimeError("'infeasible' is scored by evaluate() from the last action")

@@ -1,0 +1,116 @@
+"""A real desktop for the getter tests: Xvfb on a free display plus `python -m cua_guest`.
+
+One desktop per module. Readiness is `GuestClient.wait_ready` against a
+deadline (never a fixed sleep); every process runs in its own session and its
+whole group is killed at teardown, so nothing outlives the tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from cua_rl.desktop.client import GuestClient
+from cua_rl.errors import GuestUnavailable
+
+TOKEN = "evaluation-test-token-0123456789"
+
+
+@dataclass(frozen=True)
+class Desktop:
+    url: str
+    token: str
+    display: str
+    root: Path
+    """A scratch folder both the tests and the guest see (same machine)."""
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=10)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _start_xvfb(log: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """Xvfb picks a free display itself (-displayfd) and reports it once it accepts
+    connections, so parallel runs never collide and no sleep is needed."""
+    read_fd, write_fd = os.pipe()
+    proc = subprocess.Popen(
+        ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "1920x1080x24", "-nolisten", "tcp"],
+        pass_fds=(write_fd,), stdout=subprocess.DEVNULL, stderr=log.open("wb"),
+        start_new_session=True,
+    )
+    os.close(write_fd)
+    with os.fdopen(read_fd) as pipe:
+        number = pipe.readline().strip()
+    if not number:
+        _kill_group(proc)
+        pytest.fail(f"Xvfb did not report a display number; see {log}")
+    return proc, f":{number}"
+
+
+async def _ready(url: str) -> bool:
+    async with GuestClient(url, TOKEN, timeout=5.0) as client:
+        try:
+            await client.wait_ready(deadline_s=60.0)
+        except GuestUnavailable:
+            return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def desktop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Desktop]:
+    if importlib.util.find_spec("cua_guest") is None:
+        pytest.skip("cua_guest is not importable (pip install -e ./vm/guest, or run ./setup.sh)")
+    if shutil.which("Xvfb") is None:
+        pytest.skip("Xvfb is not installed (apt-get install xvfb)")
+    root = tmp_path_factory.mktemp("eval-desktop")
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        xvfb, display = _start_xvfb(root / "xvfb.log")
+        procs.append(xvfb)
+        env = {**os.environ, "DISPLAY": display}
+        env.pop("CUA_GUEST_TOKEN", None)
+        token_file = root / "token"
+        token_file.write_text(TOKEN + "\n")
+        port = _free_port()
+        log = root / "guest.log"
+        server = subprocess.Popen(
+            [sys.executable, "-m", "cua_guest", "--host", "127.0.0.1", "--port", str(port),
+             "--token-file", str(token_file)],
+            env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        procs.append(server)
+        url = f"http://127.0.0.1:{port}"
+        if not asyncio.run(_ready(url)):
+            pytest.fail(f"guest not ready within 60 s (exit status {server.poll()}): "
+                        f"{log.read_text()[-2000:]}")
+        yield Desktop(url=url, token=TOKEN, display=display, root=root)
+    finally:
+        for proc in reversed(procs):
+            _kill_group(proc)
+
+
+@pytest.fixture
+async def client(desktop: Desktop) -> AsyncIterator[GuestClient]:
+    async with GuestClient(desktop.url, desktop.token) as c:
+        yield c
