@@ -19,6 +19,7 @@ COMMANDS: dict[str, str] = {
     "tiny-model": "cua_rl.inference.commands:tiny_model",
     "serve": "cua_rl.inference.commands:serve",
     "runs": "cua_rl.store.commands:runs",
+    "rollout": "cua_rl.rollout.commands:rollout",
 }
 
 BENCH_COMMANDS: dict[str, str] = {

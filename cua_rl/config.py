@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from cua_rl.errors import ConfigError
 
@@ -118,3 +118,59 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
         else:
             out[key] = value
     return out
+
+
+# --- the run ----------------------------------------------------------------
+# Imported late in this file so the generic loader above stays dependency-free.
+from cua_rl.desktop.providers.base import ProviderConfig  # noqa: E402
+from cua_rl.desktop.providers.local_config import LocalProviderConfig  # noqa: E402
+from cua_rl.inference.launcher import ModelServersConfig  # noqa: E402
+from cua_rl.rollout.config import EpisodeConfig, FleetConfig, JudgeConfig  # noqa: E402
+
+
+class TasksConfig(BaseModel):
+    """Which tasks a run samples."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: str = "local"
+    """`local` (the project's suite) or `osworld:PATH` (a user's OSWorld checkout)."""
+    split: str | None = None
+    """A shipped split name or file; None: every task of the source."""
+    ids: list[str] = Field(default_factory=list)
+    """Restrict to these task ids (in this order)."""
+    templates_root: Path | None = None
+    """Folder with templates/ + evaluators/ (None: the project's own)."""
+
+
+class DesktopsConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    provider: ProviderConfig = Field(default_factory=LocalProviderConfig)
+    """Where desktops come from (`type: local` by default)."""
+    count: int = Field(2, ge=1)
+    """Desktops started for the run (usually equal to fleet.actors)."""
+
+    @field_validator("provider", mode="before")
+    @classmethod
+    def _local_by_default(cls, value: object) -> object:
+        # `desktops.provider.state_dir=...` alone should mean the local provider.
+        if isinstance(value, dict) and "type" not in value:
+            return {"type": "local", **value}
+        return value
+
+
+class RunConfig(BaseModel):
+    """Everything one `cua-rl rollout|train|eval` run is made of."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tasks: TasksConfig = Field(default_factory=TasksConfig)
+    desktops: DesktopsConfig = Field(default_factory=DesktopsConfig)
+    policy: ModelServersConfig = Field(default_factory=ModelServersConfig)
+    prm: ModelServersConfig = Field(default_factory=ModelServersConfig)
+    episode: EpisodeConfig = Field(default_factory=EpisodeConfig)
+    judge: JudgeConfig = Field(default_factory=JudgeConfig)
+    fleet: FleetConfig = Field(default_factory=FleetConfig)
+    tiny_model_dir: Path | None = None
+    """Where the tiny model is built/reused (None: $CUA_RL_TINY_MODEL or ~/.cache)."""

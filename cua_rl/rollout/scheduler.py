@@ -163,6 +163,18 @@ class GroupScheduler:
             )
             self._changed.notify_all()
 
+    async def give_up(self, ticket: RolloutTicket) -> TaskGroup | None:
+        """Drop a rollout that keeps aborting; its group shrinks by one and is
+        returned if that completes it (an empty group is dropped)."""
+        async with self._changed:
+            group = self._groups[ticket.group_id]
+            group.size -= 1
+            self._changed.notify_all()
+            if group.done:
+                del self._groups[ticket.group_id]
+                return group if group.size else None
+            return None
+
     @property
     def drained(self) -> bool:
         """True once no ticket is pending, no group is open and no new one will be."""

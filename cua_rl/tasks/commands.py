@@ -19,18 +19,9 @@ from pathlib import Path
 import click
 
 from cua_rl.errors import TaskFormatError
-from cua_rl.tasks.osworld import (
-    TaskLoad,
-    examples_dir,
-    load_osworld,
-    load_tasks,
-    read_test_split,
-)
+from cua_rl.tasks.osworld import TaskLoad
 from cua_rl.tasks.pairs import check_pair, load_variants, pair_task_ids, template_path
-from cua_rl.tasks.splits import read_split
-
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-"""The source checkout (when installed from one): holds templates/, evaluators/, osworld_tasks/."""
+from cua_rl.tasks.sources import PROJECT_ROOT, load_source
 
 NAMES_UNCHECKED = (
     "note: metric/getter names were not checked (cua_rl.evaluation.registry is not available yet)"
@@ -40,37 +31,9 @@ NAMES_UNCHECKED = (
 def _load(source: str, split: str | None) -> TaskLoad:
     """Tasks of `--source osworld:PATH|local`, restricted to `--split` when given."""
     try:
-        if source.startswith("osworld:"):
-            checkout = Path(source.removeprefix("osworld:")).expanduser()
-            ids = _split_ids(split, checkout)
-            return load_osworld(checkout, ids, split or "")
-        ids = read_split(split) if split else None
-        if source == "local":
-            local = PROJECT_ROOT / "osworld_tasks" / "local"
-            if not local.is_dir():
-                raise click.ClickException(
-                    f"no local task suite at {local} (it is not written yet); "
-                    "use --source osworld:PATH_TO_OSWORLD"
-                )
-            # the suite may be laid out like a checkout or be a bare folder of domains
-            has_examples = (local / "examples").is_dir() or (local / "evaluation_examples").is_dir()
-            folder = examples_dir(local) / "examples" if has_examples else local
-            return load_tasks(folder, ids, split or "")
+        return load_source(source, split)
     except TaskFormatError as exc:
         raise click.ClickException(str(exc)) from exc
-    raise click.BadParameter(f"{source!r}: expected osworld:PATH or local", param_hint="--source")
-
-
-def _split_ids(split: str | None, checkout: Path) -> list[str] | None:
-    """A shipped split or file, else one of the checkout's own (`test_small`, ...)."""
-    if not split:
-        return None
-    try:
-        return read_split(split)
-    except TaskFormatError:
-        if not (examples_dir(checkout) / f"{split.removesuffix('.json')}.json").is_file():
-            raise
-        return read_test_split(checkout, split)
 
 
 def _report(load: TaskLoad) -> None:

@@ -15,14 +15,6 @@ from pathlib import Path
 import pytest
 
 
-@pytest.fixture(scope="session")
-def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    pytest.importorskip("transformers")
-    from cua_rl.inference.tiny_model import build_tiny_model
-
-    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model", seed=0).path
-
-
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -1,0 +1,158 @@
+"""Start and stop the model-server replicas a run needs.
+
+`hf` replicas are `cua-rl serve --engine hf` child processes on free ports, each
+in its own process group so that stopping a run never leaves one behind.
+Readiness is polled on /health with a deadline. Servers given as `urls` are
+used as they are (e.g. a vLLM deployment managed elsewhere).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cua_rl.errors import ConfigError, InferenceUnavailable
+from cua_rl.inference.client import InferenceClient
+
+TINY = "tiny"
+"""Model name that selects the locally built tiny Qwen3-VL checkpoint."""
+
+
+class ModelServersConfig(BaseModel):
+    """One model role's inference pool (policy or reward model)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    engine: Literal["hf", "vllm"] = "hf"
+    """`hf`: transformers server (CPU, tests, small models); `vllm`: production."""
+    model: str = TINY
+    """Checkpoint directory, `tiny` (built on first use), or a hub id for vllm."""
+    replicas: int = Field(1, ge=1, le=64)
+    """Replicas to start on this machine (ignored when `urls` is set)."""
+    urls: list[str] = Field(default_factory=list)
+    """Use these running servers instead of starting any."""
+    threads: int = Field(1, ge=1)
+    """CPU threads per hf replica."""
+    ready_timeout_s: float = Field(300.0, gt=0)
+    """Deadline for a replica to answer /health after start."""
+
+
+def default_tiny_dir() -> Path:
+    return Path(os.environ.get("CUA_RL_TINY_MODEL", Path.home() / ".cache/cua-rl/tiny-qwen3-vl"))
+
+
+async def ensure_tiny_model(path: Path) -> Path:
+    """Build the tiny checkpoint once (seed 0); later runs reuse it."""
+    if (path / "config.json").is_file():
+        return path
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "cua_rl.cli", "tiny-model", str(path),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await proc.communicate()
+    if proc.returncode != 0:
+        raise ConfigError(f"building the tiny model in {path} failed:\n{out.decode()[-2000:]}")
+    return path
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def resolve_model(cfg: ModelServersConfig, tiny_dir: Path) -> str:
+    if cfg.model == TINY:
+        return str(tiny_dir)
+    if cfg.engine == "hf" and not Path(cfg.model).expanduser().is_dir():
+        raise ConfigError(
+            f"model {cfg.model!r}: the hf engine needs a checkpoint directory that exists "
+            "(no downloads at run time); use `tiny` or a local path"
+        )
+    return str(Path(cfg.model).expanduser()) if cfg.engine == "hf" else cfg.model
+
+
+@contextlib.asynccontextmanager
+async def model_servers(
+    cfg: ModelServersConfig, *, name: str, log_dir: Path, tiny_dir: Path | None = None,
+    version: int = 0,
+) -> AsyncIterator[list[str]]:
+    """Yield the base URLs of a ready pool; stop what was started on exit."""
+    if cfg.urls:
+        yield list(cfg.urls)
+        return
+    if cfg.engine == "vllm":
+        raise ConfigError(
+            f"{name}: engine vllm: start the servers with `cua-rl serve --engine vllm` on GPU "
+            f"nodes and list them in {name}.urls (this machine launches only hf replicas)"
+        )
+    tiny = tiny_dir or default_tiny_dir()
+    if cfg.model == TINY:
+        await ensure_tiny_model(tiny)
+    model = resolve_model(cfg, tiny)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    procs: list[asyncio.subprocess.Process] = []
+    urls: list[str] = []
+    try:
+        for i in range(cfg.replicas):
+            port = free_port()
+            log = open(log_dir / f"{name}-{i}.log", "ab")  # noqa: SIM115 - lives with the process
+            env = {**os.environ, "OMP_NUM_THREADS": str(cfg.threads),
+                   "TOKENIZERS_PARALLELISM": "false"}
+            procs.append(await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "cua_rl.cli", "serve", "--engine", "hf", "--model", model,
+                "--port", str(port), "--threads", str(cfg.threads), "--version", str(version),
+                stdout=log, stderr=asyncio.subprocess.STDOUT, env=env, start_new_session=True,
+            ))
+            log.close()
+            urls.append(f"http://127.0.0.1:{port}")
+        await asyncio.gather(*(
+            _wait_healthy(url, proc, cfg.ready_timeout_s, log_dir / f"{name}-{i}.log")
+            for i, (url, proc) in enumerate(zip(urls, procs, strict=True))
+        ))
+        yield urls
+    finally:
+        await asyncio.gather(*(stop_process(p) for p in procs))
+
+
+async def _wait_healthy(
+    url: str, proc: asyncio.subprocess.Process, deadline_s: float, log: Path
+) -> None:
+    client = InferenceClient(url, timeout_s=5.0)
+    loop = asyncio.get_running_loop()
+    end = loop.time() + deadline_s
+    try:
+        while not await client.health(timeout_s=2.0):
+            if proc.returncode is not None:
+                raise InferenceUnavailable(
+                    f"model server {url} exited ({proc.returncode}):\n"
+                    f"{log.read_text(errors='replace')[-2000:]}"
+                )
+            if loop.time() > end:
+                raise InferenceUnavailable(f"model server {url} not healthy after {deadline_s} s")
+            await asyncio.sleep(0.2)  # poll interval, not a readiness guess
+    finally:
+        await client.close()
+
+
+async def stop_process(proc: asyncio.subprocess.Process, grace_s: float = 5.0) -> None:
+    """SIGTERM the process group, SIGKILL it after a grace period."""
+    if proc.returncode is not None:
+        return
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        try:
+            await asyncio.wait_for(proc.wait(), grace_s)
+            return
+        except TimeoutError:
+            continue

@@ -1,0 +1,1 @@
+"""Rewards: the streaming reward-model judge, integrated step rewards and advantages."""

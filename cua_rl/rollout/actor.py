@@ -1,0 +1,156 @@
+"""One episode: screenshot -> policy -> parse -> act -> screenshot, until the
+agent terminates or the step limit, then evaluate.
+
+Each call of `run_episode` returns exactly one Trajectory or raises
+EpisodeAborted (or CancelledError): never both, never neither. A response that
+does not parse becomes a recorded no-op step (DESIGN.md section 9); every step
+is handed to the judge as soon as it exists, so reward-model votes arrive while
+the episode goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from functools import partial
+from typing import Protocol
+
+from cua_rl.agent import action_sentence, parse_response, policy_messages, to_pyautogui
+from cua_rl.agent.images import encode_image, resized_image_size
+from cua_rl.errors import GuestError, InferenceError, SetupStepError
+from cua_rl.rollout.base import ChatBackend, EpisodeAborted, EpisodeDesktop
+from cua_rl.rollout.config import EpisodeConfig
+from cua_rl.store.run_store import AsyncRunStore
+from cua_rl.types import (
+    Action,
+    Step,
+    StepTimings,
+    TaskVariant,
+    Trajectory,
+    TrajectoryStatus,
+)
+
+NO_OP_HISTORY = "Action: (the response could not be parsed; nothing was done)"
+
+
+class StepSink(Protocol):
+    """Receives each finished step (the streaming judge implements this)."""
+
+    def submit(
+        self,
+        trajectory_id: str,
+        variant: TaskVariant,
+        step: Step,
+        prior_actions: list[str],
+        before_url: str,
+        after_url: str,
+    ) -> None: ...
+
+
+class EpisodeImages:
+    """Screenshots of one episode: stored by hash, encoded for the model once."""
+
+    def __init__(self, store: AsyncRunStore, cfg: EpisodeConfig) -> None:
+        self.store = store
+        self.cfg = cfg
+
+    async def add(self, data: bytes) -> tuple[str, str]:
+        """(content hash, data URL); encoding runs off the event loop."""
+        loop = asyncio.get_running_loop()
+        encode = partial(encode_image, data, min_pixels=self.cfg.min_pixels,
+                         max_pixels=self.cfg.max_pixels)
+        url_future = loop.run_in_executor(None, encode)
+        name = await self.store.put_screenshot(data)
+        return name, await url_future
+
+
+async def run_episode(
+    variant: TaskVariant,
+    desktop: EpisodeDesktop,
+    policy: ChatBackend,
+    store: AsyncRunStore,
+    cfg: EpisodeConfig,
+    *,
+    judge: StepSink | None = None,
+    trajectory_id: str | None = None,
+    group_id: str = "",
+    policy_version: int = 0,
+) -> Trajectory:
+    """Run one episode of `variant` on a reset desktop and store it.
+
+    On a desktop, model-server or setup failure the partial trajectory is stored
+    as `aborted` (for audit; it is never trained on) and EpisodeAborted raised.
+    """
+    tid = trajectory_id or uuid.uuid4().hex
+    images = EpisodeImages(store, cfg)
+    started = time.time()
+    steps: list[Step] = []
+    try:
+        await desktop.prepare(variant)
+        image_size = resized_image_size(desktop.screen, min_pixels=cfg.min_pixels,
+                                        max_pixels=cfg.max_pixels)
+        shot_hash, shot_url = await images.add(await desktop.screenshot())
+        urls, history, responses = [shot_url], [], []
+        last_action: Action | None = None
+        status = TrajectoryStatus.STEP_LIMIT
+        for index in range(cfg.max_steps):
+            t0 = time.perf_counter()
+            messages = policy_messages(
+                variant.instruction, history, urls[-cfg.history_images:], desktop.screen,
+                cfg.coords, responses=responses, image_size=image_size,
+                max_images=cfg.history_images,
+            )
+            result = await policy.chat(
+                messages, session_key=tid, temperature=cfg.temperature, top_p=cfg.top_p,
+                max_tokens=cfg.max_tokens,
+            )
+            choice = result.choices[0]
+            t1 = time.perf_counter()
+            actions, error = parse_response(choice.text, desktop.screen, cfg.coords, image_size)
+            code = to_pyautogui(actions) if error is None else ""
+            if code:
+                await desktop.act(code)
+            if cfg.wait_after_action_s:
+                await asyncio.sleep(cfg.wait_after_action_s)
+            t2 = time.perf_counter()
+            after_hash, after_url = await images.add(await desktop.screenshot())
+            step = Step(
+                index=index, screenshot_before=shot_hash, response=choice.text,
+                actions=tuple(actions), parse_error=error, code=code,
+                screenshot_after=after_hash, token_ids=choice.token_ids,
+                logprobs=choice.logprobs,
+                policy_version=result.model_version if result.model_version is not None
+                else policy_version,
+                timings=StepTimings(policy_s=t1 - t0, act_s=t2 - t1,
+                                    screenshot_s=time.perf_counter() - t2),
+            )
+            steps.append(step)
+            if judge is not None:
+                judge.submit(tid, variant, step, list(history), urls[-1], after_url)
+            history.append(action_sentence(choice.text) if error is None else NO_OP_HISTORY)
+            responses.append(choice.text)
+            urls.append(after_url)
+            shot_hash = after_hash
+            if actions:
+                last_action = actions[-1]
+            if last_action is not None and last_action.kind == "terminate":
+                status = TrajectoryStatus.FINISHED
+                break
+        score = await desktop.evaluate(variant, last_action)
+    except (GuestError, InferenceError, SetupStepError) as exc:
+        aborted = Trajectory(
+            id=tid, variant_id=variant.variant_id, steps=tuple(steps),
+            status=TrajectoryStatus.ABORTED, policy_version_at_start=policy_version,
+        )
+        await store.save_trajectory(aborted, group_id=group_id, error=str(exc),
+                                    started_at=started)
+        raise EpisodeAborted(f"{variant.variant_id}: {exc}") from exc
+    finally:
+        policy.end_session(tid)
+    trajectory = Trajectory(
+        id=tid, variant_id=variant.variant_id, steps=tuple(steps), status=status,
+        score=score, policy_version_at_start=policy_version,
+    )
+    await store.save_trajectory(trajectory, group_id=group_id, started_at=started)
+    return trajectory

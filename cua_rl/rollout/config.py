@@ -1,0 +1,67 @@
+"""Typed settings of actors, the fleet and the streaming reward-model judge."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class EpisodeConfig(BaseModel):
+    """How one episode talks to the policy and the desktop."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_steps: int = Field(15, ge=1, le=500)
+    """Step limit; an episode that reaches it ends with status step_limit."""
+    temperature: float = Field(1.0, ge=0.0)
+    """Policy sampling temperature (0 = greedy, the evaluation protocol)."""
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    """Keep 1.0 for training: engines agree on logprobs exactly only then."""
+    max_tokens: int = Field(512, ge=1)
+    """Response token budget per step."""
+    coords: Literal["relative", "absolute"] = "relative"
+    """Qwen3-VL coordinate convention: 0..1000 relative, or resized-image pixels."""
+    history_images: int = Field(3, ge=1, le=16)
+    """Screenshots shown as image turns; older steps appear as text history."""
+    wait_after_action_s: float = Field(0.0, ge=0.0)
+    """Pause after each action before the next screenshot (OSWorld eval: 5 s)."""
+    screenshot_format: Literal["jpeg", "png"] = "jpeg"
+    """Transport format of screenshots from the guest (JPEG is ~7x faster)."""
+    screenshot_quality: int = Field(90, ge=10, le=100)
+    min_pixels: int = Field(65536, ge=1024)
+    """Smart-resize lower bound of an image given to a model."""
+    max_pixels: int = Field(1310720, ge=1024)
+    """Smart-resize upper bound (1920x1080 becomes 1504x832 by default)."""
+
+
+class JudgeConfig(BaseModel):
+    """The streaming process reward model."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    """Judge every step; off for evaluation runs."""
+    votes: int = Field(3, ge=1, le=16)
+    """m: votes per step, sampled with `n` in one request."""
+    temperature: float = Field(0.8, ge=0.0)
+    max_tokens: int = Field(512, ge=1)
+    max_in_flight: int = Field(256, ge=1)
+    """Cap on concurrent judge requests of one process (backpressure)."""
+
+
+class FleetConfig(BaseModel):
+    """Actors and task groups."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    actors: int = Field(2, ge=1)
+    """Concurrent episodes in this process (usually the number of desktops)."""
+    group_size: int = Field(2, ge=1)
+    """G: rollouts per task group, scored together."""
+    max_groups: int | None = Field(None, ge=1)
+    """Stop after this many groups (None: until the task source is exhausted)."""
+    eta: int = Field(2, ge=0)
+    """Staleness bound: start only while serving >= learner - eta."""
+    max_attempts: int = Field(3, ge=1)
+    """Aborted attempts of one rollout before it is given up (and counted)."""

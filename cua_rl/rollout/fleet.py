@@ -1,0 +1,144 @@
+"""The actor fleet: many episodes as asyncio tasks in one process, no batch barrier.
+
+Each actor loops: take a ticket, wait for a fresh-enough policy, lease a desktop,
+run the episode, hand the desktop back, and take the next ticket at once. The
+trajectory is finished in the background (its reward-model verdicts collected,
+its group completed) so a desktop never waits for the judge.
+
+Invariants: every ticket ends in exactly one of complete / abort (re-queued) /
+give_up; a desktop whose episode aborted goes back unhealthy and is replaced by
+its pool; a group is emitted once, with the verdicts of all its trajectories.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from cua_rl.reward.judge import StreamingJudge
+from cua_rl.rollout.actor import run_episode
+from cua_rl.rollout.base import ChatBackend, EpisodeAborted, EpisodeDesktop
+from cua_rl.rollout.config import EpisodeConfig, FleetConfig
+from cua_rl.rollout.scheduler import GroupScheduler, RolloutTicket, TaskGroup, VersionGate
+from cua_rl.store.run_store import AsyncRunStore
+from cua_rl.types import StepVerdict, Trajectory
+
+
+class DesktopSource(Protocol):
+    """Leases desktops; an exception escaping the lease marks the desktop dead."""
+
+    def lease(self) -> AbstractAsyncContextManager[EpisodeDesktop]: ...
+
+
+@dataclass
+class FinishedGroup:
+    """A completed task group with every trajectory's verdicts."""
+
+    group: TaskGroup
+    verdicts: dict[str, list[StepVerdict]] = field(default_factory=dict)
+
+
+GroupHandler = Callable[[FinishedGroup], Awaitable[None]]
+
+
+class Fleet:
+    """Runs `cfg.actors` concurrent episodes until the scheduler is drained."""
+
+    def __init__(
+        self,
+        scheduler: GroupScheduler,
+        desktops: DesktopSource,
+        policy: ChatBackend,
+        store: AsyncRunStore,
+        episode: EpisodeConfig,
+        cfg: FleetConfig,
+        *,
+        judge: StreamingJudge | None = None,
+        gate: VersionGate | None = None,
+        on_group: GroupHandler | None = None,
+    ) -> None:
+        self.scheduler = scheduler
+        self.desktops = desktops
+        self.policy = policy
+        self.store = store
+        self.episode = episode
+        self.cfg = cfg
+        self.judge = judge
+        self.gate = gate or VersionGate(cfg.eta)
+        self.on_group = on_group
+        self.counts: Counter[str] = Counter()
+        self.busy_s = 0.0
+        """Desktop-seconds spent inside episodes (for utilization)."""
+        self._verdicts: dict[str, list[StepVerdict]] = {}
+
+    async def run(self) -> Counter[str]:
+        started = time.perf_counter()
+        async with asyncio.TaskGroup() as finishing:
+            async with asyncio.TaskGroup() as actors:
+                for k in range(self.cfg.actors):
+                    actors.create_task(self._actor(finishing), name=f"actor-{k}")
+        self.counts["wall_s"] = time.perf_counter() - started
+        return self.counts
+
+    async def _actor(self, finishing: asyncio.TaskGroup) -> None:
+        while (ticket := await self.scheduler.next_ticket()) is not None:
+            version = await self.gate.wait_fresh()
+            tid = uuid.uuid4().hex
+            t0 = time.perf_counter()
+            try:
+                async with self.desktops.lease() as desktop:
+                    traj = await run_episode(
+                        ticket.variant, desktop, self.policy, self.store, self.episode,
+                        judge=self.judge, trajectory_id=tid, group_id=ticket.group_id,
+                        policy_version=version,
+                    )
+            except EpisodeAborted:
+                self.busy_s += time.perf_counter() - t0
+                await self._aborted(ticket, tid, finishing)
+                continue
+            self.busy_s += time.perf_counter() - t0
+            finishing.create_task(self._finish(ticket, traj), name=f"finish-{tid}")
+
+    async def _aborted(
+        self, ticket: RolloutTicket, tid: str, finishing: asyncio.TaskGroup
+    ) -> None:
+        self.counts["aborted"] += 1
+        await self.store.incr("aborted_attempts")
+        if self.judge is not None:
+            self.judge.discard(tid)
+        if ticket.attempt + 1 < self.cfg.max_attempts:
+            self.counts["requeued"] += 1
+            await self.scheduler.abort(ticket)
+            return
+        self.counts["gave_up"] += 1
+        group = await self.scheduler.give_up(ticket)
+        if group is not None:
+            finishing.create_task(self._emit(group))
+
+    async def _finish(self, ticket: RolloutTicket, traj: Trajectory) -> None:
+        verdicts = await self.judge.collect(traj.id) if self.judge is not None else []
+        self._verdicts[traj.id] = verdicts
+        parse_errors = sum(1 for s in traj.steps if s.parse_error)
+        self.counts["episodes"] += 1
+        self.counts["steps"] += len(traj.steps)
+        self.counts["parse_errors"] += parse_errors
+        self.counts["successes"] += traj.outcome == 1
+        if parse_errors:
+            await self.store.incr("parse_errors", parse_errors)
+        group = await self.scheduler.complete(ticket, traj)
+        if group is not None:
+            await self._emit(group)
+
+    async def _emit(self, group: TaskGroup) -> None:
+        finished = FinishedGroup(group, {
+            t.id: self._verdicts.pop(t.id, []) for t in group.trajectories.values()
+        })
+        self.counts["groups"] += 1
+        if self.on_group is not None:
+            await self.on_group(finished)

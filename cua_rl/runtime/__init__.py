@@ -1,0 +1,1 @@
+"""Placing a run's components on one machine (and, later, on Ray)."""

@@ -1,0 +1,95 @@
+"""Placing a run's components on one machine: the store, the policy and
+reward-model servers, the desktop pool, the streaming judge.
+
+`local_components` is an async context manager: whatever it started is stopped
+on exit, in reverse order, also on error or cancellation (no stray desktops or
+model servers after a run).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from cua_rl.config import RunConfig
+from cua_rl.desktop.file_cache import FileCache
+from cua_rl.desktop.pool import DesktopPool
+from cua_rl.desktop.providers.base import make_provider
+from cua_rl.inference.launcher import default_tiny_dir, model_servers
+from cua_rl.inference.pool import InferencePool
+from cua_rl.reward.judge import StreamingJudge
+from cua_rl.rollout.guest_desktop import PoolDesktops
+from cua_rl.rollout.scheduler import TaskSource
+from cua_rl.store.run_store import AsyncRunStore
+from cua_rl.tasks.sources import PROJECT_ROOT, load_task_set
+from cua_rl.types import TaskVariant
+
+
+@dataclass
+class Components:
+    store: AsyncRunStore
+    policy: InferencePool
+    prm: InferencePool | None
+    pool: DesktopPool
+    desktops: PoolDesktops
+    judge: StreamingJudge | None
+    task_set: list[list[TaskVariant]]
+    """Variants of every task in scope; the first of each is where a run starts."""
+
+
+def host_cache_dir() -> Path:
+    return Path.home() / ".cache" / "cua-rl" / "files"
+
+
+def load_run_tasks(cfg: RunConfig) -> list[list[TaskVariant]]:
+    """Every task of the run, checked before anything starts."""
+    return load_task_set(cfg.tasks.source, cfg.tasks.split, cfg.tasks.ids,
+                         cfg.tasks.templates_root or PROJECT_ROOT)
+
+
+@contextlib.asynccontextmanager
+async def local_components(cfg: RunConfig, run_dir: Path) -> AsyncIterator[Components]:
+    task_set = load_run_tasks(cfg)
+    store = AsyncRunStore.open(run_dir)
+    await store.call(store.sync.save_config, cfg.model_dump(mode="json"))
+    for variants in task_set:
+        for variant in variants:
+            await store.call(store.sync.add_variant, variant)
+    tiny = cfg.tiny_model_dir or default_tiny_dir()
+    logs = run_dir / "logs"
+    async with contextlib.AsyncExitStack() as stack:
+        stack.push_async_callback(store.close)
+        policy_urls = await stack.enter_async_context(
+            model_servers(cfg.policy, name="policy", log_dir=logs, tiny_dir=tiny))
+        policy = InferencePool(policy_urls)
+        stack.push_async_callback(policy.close)
+        prm = judge = None
+        if cfg.judge.enabled:
+            prm_urls = await stack.enter_async_context(
+                model_servers(cfg.prm, name="prm", log_dir=logs, tiny_dir=tiny))
+            prm = InferencePool(prm_urls)
+            stack.push_async_callback(prm.close)
+            judge = StreamingJudge(prm, store, cfg.judge)
+            stack.push_async_callback(judge.close)
+        pool = DesktopPool(make_provider(cfg.desktops.provider), cfg.desktops.count)
+        await pool.start()
+        stack.push_async_callback(pool.close)
+        desktops = PoolDesktops(pool, cache=FileCache(host_cache_dir()),
+                                work_root=run_dir / "work", cfg=cfg.episode)
+        yield Components(store, policy, prm, pool, desktops, judge, task_set)
+
+
+def task_cycle(variants: Sequence[TaskVariant], max_groups: int | None) -> TaskSource:
+    """Each variant once in order, or round-robin up to `max_groups` groups."""
+    if max_groups is None:
+        stream = iter(variants)
+    else:
+        stream = itertools.islice(itertools.cycle(variants), max_groups)
+
+    async def next_variant() -> TaskVariant | None:
+        return next(stream, None)
+
+    return next_variant

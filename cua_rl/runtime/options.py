@@ -1,0 +1,43 @@
+"""Options shared by the commands that run something (rollout, train, eval)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from cua_rl.errors import ConfigError
+
+
+def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """CONFIG|--preset NAME, --out RUN_DIR, --json and dotted overrides."""
+    for option in reversed([
+        click.argument("config", required=False),
+        click.option("--preset", help="A preset shipped with cua-rl (e.g. quickstart)."),
+        click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+                     help="Run directory (default: runs/<kind>-<time>)."),
+        click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON."),
+        click.argument("overrides", nargs=-1, type=click.UNPROCESSED),
+    ]):
+        command = option(command)
+    return command
+
+
+def load_run_config(config: str | None, preset: str | None, overrides: tuple[str, ...]):
+    """The RunConfig of a command line (defaults when neither CONFIG nor --preset
+    is given); a bad file or override is reported, not raised as a traceback."""
+    from cua_rl.config import RunConfig, load_config
+
+    if config and "=" in config:  # an override given without a config file
+        overrides, config = (config, *overrides), None
+    try:
+        return load_config(RunConfig, config, preset=preset, overrides=overrides)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def new_run_dir(kind: str) -> Path:
+    return Path("runs") / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}"

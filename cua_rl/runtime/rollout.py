@@ -1,0 +1,23 @@
+"""A rollout run: the fleet over the task set, verdicts streamed, nothing trained."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from cua_rl.config import RunConfig
+from cua_rl.rollout.fleet import Fleet
+from cua_rl.rollout.scheduler import GroupScheduler
+from cua_rl.runtime.local import local_components, task_cycle
+
+
+async def run_rollouts(cfg: RunConfig, run_dir: Path) -> Counter[str]:
+    async with local_components(cfg, run_dir) as parts:
+        starts = [variants[0] for variants in parts.task_set]
+        scheduler = GroupScheduler(task_cycle(starts, cfg.fleet.max_groups),
+                                   cfg.fleet.group_size, max_groups=cfg.fleet.max_groups)
+        fleet = Fleet(scheduler, parts.desktops, parts.policy, parts.store, cfg.episode,
+                      cfg.fleet, judge=parts.judge)
+        counts = await fleet.run()
+        counts["desktop_replacements"] = parts.pool.replacements
+        return counts
