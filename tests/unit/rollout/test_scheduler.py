@@ -72,3 +72,15 @@ async def test_max_groups_and_version_gate() -> None:
     assert not blocked.done() and not gate.fresh(0) and gate.fresh(1)
     await gate.set_versions(serving=1)
     assert await asyncio.wait_for(blocked, 1.0) == 1
+
+
+async def test_give_up_shrinks_group() -> None:
+    sched = GroupScheduler(_source(2), group_size=2)
+    a, b = await sched.next_ticket(), await sched.next_ticket()
+    assert await sched.complete(a, _traj("a", 1.0)) is None
+    group = await sched.give_up(b)
+    assert group is not None and group.size == 1 and group.accuracy == 1.0
+    c, d = await sched.next_ticket(), await sched.next_ticket()
+    assert await sched.give_up(c) is None
+    assert await sched.give_up(d) is None  # an empty group is dropped, not emitted
+    assert await sched.next_ticket() is None
