@@ -1,5 +1,12 @@
-"""Built-in getters; importing this package registers them by name."""
+"""Built-in getters; importing this package registers them by name.
 
-from cua_rl.evaluation.getters import desktop, files
+Every module in this folder is imported, so a new family of getters is one new
+file.
+"""
 
-__all__ = ["desktop", "files"]
+import importlib
+import pkgutil
+
+__all__ = [m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")]
+for _name in __all__:
+    importlib.import_module(f"{__name__}.{_name}")

@@ -1,5 +1,12 @@
-"""Built-in metrics; importing this package registers them by name."""
+"""Built-in metrics; importing this package registers them by name.
 
-from cua_rl.evaluation.metrics import docs, files, images, slides, table, text
+Every module in this folder is imported, so a new family of metrics is one new
+file (its heavy format libraries are imported inside the metric bodies).
+"""
 
-__all__ = ["docs", "files", "images", "slides", "table", "text"]
+import importlib
+import pkgutil
+
+__all__ = [m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")]
+for _name in __all__:
+    importlib.import_module(f"{__name__}.{_name}")
