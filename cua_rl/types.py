@@ -138,10 +138,14 @@ class TaskVariant:
     snapshot: str = ""
     source_path: str = ""
     """File the task was loaded from, for error messages."""
+    revision: int = 0
+    """Bumped by task adaptation when it rewrites the instruction of the same
+    evaluator (hints added or removed), so every distinct variant has its own id."""
 
     @property
     def variant_id(self) -> str:
-        return f"{self.task_id}:{self.evaluator_name}"
+        base = f"{self.task_id}:{self.evaluator_name}"
+        return f"{base}@{self.revision}" if self.revision else base
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,101 @@
+"""Critique summaries: what the reward model saw going wrong in a task group.
+
+For every step with at least one -1 vote, a step summary (at most 2 sentences)
+is written from the reward model's own reasoning texts; then one trajectory
+summary names the recurring failure modes once. These summaries are what the
+rewriter reads when it adds hints (easier) or removes them (harder). Answers
+are read from \\boxed{...}; an unusable answer is skipped and counted, never
+fatal: adaptation then works from fewer summaries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections import Counter
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cua_rl.agent.messages import (
+    boxed_answer,
+    critique_step_messages,
+    critique_trajectory_messages,
+)
+from cua_rl.errors import InferenceError
+from cua_rl.rollout.base import ChatBackend
+from cua_rl.types import StepVerdict, TaskVariant, Trajectory
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+class CritiqueConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    temperature: float = Field(0.0, ge=0.0)
+    """Summaries should be stable: greedy by default."""
+    max_tokens: int = Field(256, ge=1)
+    max_flagged_steps: int = Field(8, ge=1)
+    """Summarize at most this many flagged steps per trajectory (latest first)."""
+
+
+def at_most_two_sentences(text: str) -> str:
+    parts = [p for p in _SENTENCE_END.split(text.strip()) if p]
+    return " ".join(parts[:2])
+
+
+class Critic:
+    """Writes step and trajectory summaries through a model pool (default: the PRM's)."""
+
+    def __init__(self, model: ChatBackend, cfg: CritiqueConfig | None = None) -> None:
+        self.model = model
+        self.cfg = cfg or CritiqueConfig()
+        self.counts: Counter[str] = Counter()
+
+    async def _ask(self, messages: list[dict]) -> str | None:
+        try:
+            result = await self.model.chat(messages, temperature=self.cfg.temperature,
+                                           max_tokens=self.cfg.max_tokens)
+        except InferenceError:
+            self.counts["critique_failures"] += 1
+            return None
+        answer = boxed_answer(result.choices[0].text)
+        if not answer:
+            self.counts["critique_unusable"] += 1
+            return None
+        return at_most_two_sentences(answer)
+
+    async def summarize(
+        self, variant: TaskVariant, trajectory: Trajectory, verdicts: list[StepVerdict]
+    ) -> str | None:
+        """One trajectory's summary, or None when nothing was flagged or usable."""
+        by_step = {s.index: s for s in trajectory.steps}
+        flagged = [v for v in verdicts if any(vote.score == -1 for vote in v.votes)]
+        flagged = flagged[-self.cfg.max_flagged_steps:]
+        if not flagged:
+            return None
+        step_summaries = await asyncio.gather(*(
+            self._ask(critique_step_messages(
+                variant.instruction, v.step_index,
+                by_step[v.step_index].response if v.step_index in by_step else "",
+                [vote.text for vote in v.votes if vote.score == -1],
+            ))
+            for v in flagged
+        ))
+        usable = [s for s in step_summaries if s]
+        if not usable:
+            return None
+        self.counts["step_summaries"] += len(usable)
+        summary = await self._ask(
+            critique_trajectory_messages(variant.instruction, usable, trajectory.outcome))
+        if summary:
+            self.counts["trajectory_summaries"] += 1
+        return summary
+
+    async def summarize_group(
+        self, variant: TaskVariant, trajectories: list[Trajectory],
+        verdicts: dict[str, list[StepVerdict]],
+    ) -> list[str]:
+        summaries = await asyncio.gather(*(
+            self.summarize(variant, t, verdicts.get(t.id, [])) for t in trajectories
+        ))
+        return [s for s in summaries if s]
