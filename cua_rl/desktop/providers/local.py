@@ -179,7 +179,7 @@ class LocalProvider(DesktopProvider):
                       prefer_port: int | None) -> DesktopHandle:
         """Start the session launcher and wait for its guest; record it on success."""
         ddir = self.state_dir / desktop_id
-        lock = st.allocate_display(self.state_dir, self.config.first_display,
+        lock = st.allocate_display(st.display_lock_root(), self.config.first_display,
                                    prefer=prefer_display)
         port = self._port(prefer_port)
         spec = {"id": desktop_id, "display": lock.number, "port": port,

@@ -2,7 +2,7 @@
 
 Layout under the state dir (shared by every `cua-rl` process on the machine):
 
-    locks/display-<n>.lock   flock held by the session launcher of display :n
+    (display locks live machine-wide under display_lock_root(), not here)
     home-template/           default home template, built on first use
     <id>/state.json          `DesktopRecord` of a running desktop
     <id>/token               guest bearer token (0600)
@@ -23,6 +23,7 @@ import re
 import secrets
 import shutil
 import socket
+import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -150,6 +151,13 @@ class DisplayLock:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+
+def display_lock_root() -> Path:
+    """Machine-wide root of the display locks: every provider on this machine,
+    whatever its state dir, must see the same locks, or two runs race for :n."""
+    env = os.environ.get("CUA_RL_DISPLAY_LOCKS")
+    return Path(env) if env else Path(tempfile.gettempdir()) / "cua-rl-displays"
 
 
 def allocate_display(
