@@ -21,7 +21,7 @@ import asyncio
 import logging
 import re
 import shlex
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -185,7 +185,7 @@ def _describe(exc: ValidationError) -> str:
 
 async def run_setup_steps(
     client: GuestClient,
-    steps: list[dict[str, Any]] | tuple[dict[str, Any], ...],
+    steps: Sequence[Mapping[str, Any]],
     *,
     task_id: str,
     cache: FileCache,

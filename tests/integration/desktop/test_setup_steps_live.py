@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,13 +83,26 @@ def _start_xvfb(deadline_s: float = 20.0) -> tuple[subprocess.Popen[bytes], str]
         )
         os.close(write_fd)
         try:
-            ready, _, _ = select.select([read_fd], [], [], deadline_s)
-            if ready and os.read(read_fd, 16).strip() == str(n).encode():
+            if _read_line(read_fd, deadline_s) == str(n):
                 return proc, f":{n}"
         finally:
             os.close(read_fd)
         _kill_group(proc)  # display taken meanwhile, or Xvfb failed: try another
     raise RuntimeError("could not start Xvfb on a free display")
+
+
+def _read_line(fd: int, deadline_s: float) -> str:
+    """Read up to the newline: Xvfb writes the number and the newline separately and
+    dies of SIGPIPE if the pipe is closed between the two writes."""
+    data = b""
+    end = time.monotonic() + deadline_s
+    while not data.endswith(b"\n"):
+        ready, _, _ = select.select([fd], [], [], max(0.0, end - time.monotonic()))
+        chunk = os.read(fd, 16) if ready else b""
+        if not chunk:
+            break
+        data += chunk
+    return data.decode().strip()
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
