@@ -94,6 +94,17 @@ class InferenceClient:
         )
         return int(payload["version"])
 
+    async def update_weights_collective(
+        self, version: int, host: str, port: int, manifest: list[dict[str, Any]],
+        timeout_s: float = 600.0,
+    ) -> int:
+        """Ask the replica to receive `manifest` over a gloo link the caller hosts
+        on host:port (the caller broadcasts meanwhile); returns the new version."""
+        body = {"version": version,
+                "collective": {"host": host, "port": port, "manifest": manifest}}
+        payload, _ = await self._request("POST", "/update_weights", body, timeout_s)
+        return int(payload["version"])
+
     async def _request(
         self, method: str, route: str, body: Any, timeout_s: float | None
     ) -> tuple[Any, dict[str, str]]:

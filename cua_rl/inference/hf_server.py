@@ -1,7 +1,9 @@
 """The `hf` engine's HTTP server: OpenAI-compatible chat completions on transformers.
 
 Routes: `POST /v1/chat/completions` (openai_schema.py), `GET /health`,
-`POST /update_weights {version, path}`, `GET /v1/models`. Every response
+`POST /update_weights {version, path}` or `{version, collective: {host, port,
+manifest}}` (weights broadcast by the learner over a two-party gloo link, see
+weight_transfer.py), `GET /v1/models`. Every response
 carries `x-model-version`; for a completion it is the version of the weights
 that produced every one of its tokens.
 
@@ -174,17 +176,22 @@ class HFServer:
     async def update_weights(self, request: web.Request) -> web.Response:
         try:
             body = await _json(request)
-            version, path = _update_fields(body)
+            version, source = _update_fields(body)
         except RequestError as exc:
             return web.json_response(error_body(exc.message, exc.param), status=400)
         loop = asyncio.get_running_loop()
-        model = await loop.run_in_executor(
-            self._load_pool, load_model, path, self.engine.attn_implementation
-        )
+        try:
+            if isinstance(source, Path):
+                model = await loop.run_in_executor(
+                    self._load_pool, load_model, source, self.engine.attn_implementation)
+            else:
+                model = await loop.run_in_executor(self._load_pool, self._receive, source)
+        except RequestError as exc:
+            return web.json_response(error_body(exc.message, exc.param), status=400)
         async with self._gate:  # waits for the running batch; the next one uses new weights
             self.engine.swap_model(model)
             self.version = version
-        log.info("weights updated to version %d from %s", version, path)
+        log.info("weights updated to version %d from %s", version, source)
         return web.json_response({"version": version}, headers={VERSION_HEADER: str(version)})
 
     async def _serve_batches(self) -> None:
@@ -220,6 +227,26 @@ class HFServer:
                 pending.future.set_result((result, version))
 
 
+    def _receive(self, source: dict[str, Any]) -> Any:
+        """A copy of the served model with the broadcast tensors loaded (blocking)."""
+        import copy
+
+        from cua_rl.inference import weight_transfer
+
+        items = source["manifest"]
+        known = dict(self.engine.model.named_parameters())
+        unknown = [i["name"] for i in items if i["name"] not in known]
+        missing = sorted(set(known) - {i["name"] for i in items})
+        if unknown or missing:
+            raise RequestError("collective.manifest", f"expected exactly the model's parameters; "
+                               f"unknown {unknown[:5]}, missing {missing[:5]}")
+        group = weight_transfer.open_link(source["host"], source["port"], rank=1)
+        tensors = weight_transfer.receive(group, items)
+        model = copy.deepcopy(self.engine.model)
+        model.load_state_dict(tensors, strict=False)
+        return model.eval()
+
+
 def _fail(pending: _Pending, exc: Exception) -> None:
     if pending.future.done():
         return
@@ -238,12 +265,20 @@ async def _json(request: web.Request) -> Any:
         raise RequestError("body", "expected a JSON body") from None
 
 
-def _update_fields(body: Any) -> tuple[int, Path]:
+def _update_fields(body: Any) -> tuple[int, Path | dict[str, Any]]:
     if not isinstance(body, dict):
-        raise RequestError("body", "expected a JSON object {version, path}")
+        raise RequestError("body", "expected a JSON object {version, path} or "
+                           "{version, collective}")
     version = body.get("version")
     if not isinstance(version, int) or isinstance(version, bool):
         raise RequestError("version", "expected an integer")
+    if "collective" in body:
+        link = body["collective"]
+        if not isinstance(link, dict) or not isinstance(link.get("host"), str) \
+                or not isinstance(link.get("port"), int) \
+                or not isinstance(link.get("manifest"), list):
+            raise RequestError("collective", "expected {host: str, port: int, manifest: list}")
+        return version, link
     path = body.get("path")
     if not isinstance(path, str) or not (Path(path) / "config.json").is_file():
         raise RequestError("path", "expected a checkpoint directory containing config.json")

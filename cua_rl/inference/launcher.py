@@ -99,13 +99,14 @@ async def model_servers(
     if cfg.model == TINY:
         await ensure_tiny_model(tiny)
     model = resolve_model(cfg, tiny)
-    log_dir.mkdir(parents=True, exist_ok=True)
+    log_dir.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 - once, at start-up
     procs: list[asyncio.subprocess.Process] = []
     urls: list[str] = []
     try:
         for i in range(cfg.replicas):
             port = free_port()
-            log = open(log_dir / f"{name}-{i}.log", "ab")  # noqa: SIM115 - lives with the process
+            # Opened once per replica at start-up; the child keeps the descriptor.
+            log = open(log_dir / f"{name}-{i}.log", "ab")  # noqa: SIM115, ASYNC230
             env = {**os.environ, "OMP_NUM_THREADS": str(cfg.threads),
                    "TOKENIZERS_PARALLELISM": "false"}
             procs.append(await asyncio.create_subprocess_exec(
@@ -135,7 +136,7 @@ async def _wait_healthy(
             if proc.returncode is not None:
                 raise InferenceUnavailable(
                     f"model server {url} exited ({proc.returncode}):\n"
-                    f"{log.read_text(errors='replace')[-2000:]}"
+                    f"{log.read_text(errors='replace')[-2000:]}"  # noqa: ASYNC240 - fatal path
                 )
             if loop.time() > end:
                 raise InferenceUnavailable(f"model server {url} not healthy after {deadline_s} s")

@@ -1,0 +1,1 @@
+"""Helpers shared by test modules (not tests themselves)."""

@@ -1,0 +1,70 @@
+"""Start real `cua-rl serve --engine hf` processes for tests."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class ServerProcess:
+    process: subprocess.Popen
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+
+def _healthy(url: str) -> bool:
+    """Synchronous probe, so fixtures can start servers from inside async tests."""
+    try:
+        with urllib.request.urlopen(url + "/health", timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def start_hf_server(model_dir: Path, log_dir: Path, deadline_s: float = 120.0) -> ServerProcess:
+    """Start a server process and poll /health until it answers (no fixed sleep)."""
+    port = free_port()
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    log = open(log_dir / f"server-{port}.log", "wb")  # noqa: SIM115 - lives with the process
+    process = subprocess.Popen(
+        [sys.executable, "-m", "cua_rl.cli", "serve", "--engine", "hf", "--model", str(model_dir),
+         "--port", str(port), "--threads", "1", "--version", "0"],
+        stdout=log, stderr=subprocess.STDOUT, env=env,
+    )  # fmt: skip
+    server = ServerProcess(process, port)
+    deadline = time.monotonic() + deadline_s
+    try:
+        while not _healthy(server.url):
+            if process.poll() is not None:
+                log_text = (log_dir / f"server-{port}.log").read_text()
+                raise RuntimeError(f"server exited: {log_text}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"server on {port} not healthy after {deadline_s} s")
+            time.sleep(0.2)  # poll interval, not a readiness sleep
+    except BaseException:
+        server.kill()  # never leak a server process, whatever interrupted the wait
+        raise
+    return server
+
+
