@@ -1,13 +1,13 @@
 """Writer documents (.docx through python-docx), following OSWorld's `metrics/docs.py`.
 
-Only .docx is read; OSWorld also reads .odt through odfpy, which none of the
-Writer tasks we run need yet: an .odt pair raises so that the gap is visible
-rather than scored 0.
+compare_docx_files also reads an .odt pair (as OSWorld does through odfpy) with
+`odt_paragraphs`; the other metrics read .docx only, and a mixed pair scores 0.
 """
 
 from __future__ import annotations
 
 import re
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +26,33 @@ def _open_docx(path: Any, name: str) -> Any | None:
         return None
 
 
+_TEXT_NS = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
+
+
+def odt_paragraphs(path: Any) -> list[str] | None:
+    """Text of every text:p of an .odt's body, like OSWorld's odfpy reading: the
+    paragraph's own text nodes plus the text directly inside its text:span
+    children (deeper nesting, line breaks and tabs are not text). None when the
+    file is not an OpenDocument text."""
+    etree = require("lxml.etree", "lxml", metric="compare_docx_files")
+    try:
+        with zipfile.ZipFile(path) as z:
+            root = etree.fromstring(z.read("content.xml"))
+    except (OSError, KeyError, zipfile.BadZipFile, etree.XMLSyntaxError):
+        return None
+    texts = []
+    for para in root.iter(f"{_TEXT_NS}p"):
+        parts = [para.text or ""]
+        for child in para:
+            if child.tag == f"{_TEXT_NS}span":
+                parts.append(child.text or "")
+                parts += [grand.tail or "" for grand in child]
+            parts.append(child.tail or "")
+        texts.append("".join(parts))
+    return texts
+
+
 def _pair(file1: Any, file2: Any, name: str) -> tuple[Any, Any] | None:
-    for path in (file1, file2):
-        if path and str(path).endswith(".odt"):
-            raise NotImplementedError(f"{name}: .odt documents are not supported yet")
     if not file1 or not file2 or not (str(file1).endswith(".docx")
                                       and str(file2).endswith(".docx")):
         return None
@@ -51,11 +74,18 @@ def compare_docx_files(
     with `fuzzy_match`). `ignore_order` sorts paragraphs first;
     `delete_empty_lines` drops blank paragraphs.
     """
-    pair = _pair(file1, file2, "compare_docx_files")
-    if pair is None:
-        return 0.0
-    paras1 = [p.text for p in pair[0].paragraphs]
-    paras2 = [p.text for p in pair[1].paragraphs]
+    if file1 and file2 and str(file1).endswith(".odt") and str(file2).endswith(".odt"):
+        if not Path(file1).is_file() or not Path(file2).is_file():
+            return 0.0
+        paras1, paras2 = odt_paragraphs(file1), odt_paragraphs(file2)
+        if paras1 is None or paras2 is None:
+            return 0.0
+    else:
+        pair = _pair(file1, file2, "compare_docx_files")
+        if pair is None:
+            return 0.0
+        paras1 = [p.text for p in pair[0].paragraphs]
+        paras2 = [p.text for p in pair[1].paragraphs]
     if ignore_order:
         paras1, paras2 = sorted(paras1), sorted(paras2)
     if delete_empty_lines:

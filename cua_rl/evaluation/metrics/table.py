@@ -1,11 +1,12 @@
 """`compare_table`: OSWorld's spreadsheet metric, a sequence of rules that must all hold.
 
-Implemented rule types: `sheet_name`, `sheet_data` (cell values through pandas,
+Rule types: `sheet_name`, `sheet_data` (cell values through pandas,
 rounded to `precision` digits, exactly as OSWorld compares them),
 `sheet_print` (the CSV exports LibreOffice writes beside the book in a
-postconfig step), `sheet_fuzzy` and `check_cell` (value and style properties).
-Other types (chart, pivot_table, style, ...) are reported as unimplemented by
-the spec check and raise if reached.
+postconfig step), `sheet_fuzzy` and `check_cell` (value and style properties)
+here; every structural type OSWorld has (chart, pivot_table, style, freeze,
+zoom, data_validation, row_props, col_props, filter, sparkline) in
+`table_rules`. Rules run in order and the first that fails ends the check.
 
 Sheets are named like OSWorld does: an int (index into the result's sheets),
 `RI<i>`/`RN<name>` for the result, `EI<i>`/`EN<name>` for the expected book.
@@ -20,6 +21,7 @@ from typing import Any
 
 from cua_rl.evaluation.deps import require
 from cua_rl.evaluation.metrics.rules import match_value_to_rule, method_is_known
+from cua_rl.evaluation.metrics.table_rules import RULE_NEEDS, structural_rule_ok
 from cua_rl.evaluation.metrics.xlsx_cells import CELL_PROPS, read_cell_style, read_cell_value
 from cua_rl.evaluation.registry import Finding, metric
 
@@ -29,6 +31,7 @@ _NEEDS = {
     "sheet_print": ("sheet_idx0", "sheet_idx1"),
     "sheet_fuzzy": ("sheet_idx0", "sheet_idx1", "rules"),
     "check_cell": ("sheet_idx", "coordinate", "props"),
+    **RULE_NEEDS,
 }
 
 
@@ -193,7 +196,7 @@ def _rule_ok(books: _Books, rule: Mapping[str, Any]) -> bool:
         return _fuzzy_ok(books, rule)
     if kind == "check_cell":
         return _cell_ok(books, rule)
-    raise NotImplementedError(f"compare_table: rule type {kind!r} is not implemented yet")
+    return structural_rule_ok(books, rule)
 
 
 @metric("compare_table", check_options=check_table_options)

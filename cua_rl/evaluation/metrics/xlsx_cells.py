@@ -47,6 +47,15 @@ def _shared_strings(z: zipfile.ZipFile) -> list[str]:
     return ["".join(t.text or "" for t in si.iter(f"{_MAIN}t")) for si in root.iter(f"{_MAIN}si")]
 
 
+def sheet_xml(xlsx: str | Path | None, sheet_name: str) -> bytes | None:
+    """The raw XML of one worksheet, or None when the book or sheet is missing."""
+    if not xlsx:
+        return None
+    with zipfile.ZipFile(xlsx) as z:
+        path = _sheet_xml_path(z, sheet_name)
+        return z.read(path) if path is not None and path in z.namelist() else None
+
+
 def read_cell_value(xlsx: str | Path, sheet_name: str, coordinate: str) -> Any:
     """The stored value of one cell: float for numbers, str for text and errors,
     bool for booleans, None for an empty or missing cell (or an unreadable file)."""
@@ -80,30 +89,45 @@ def read_cell_value(xlsx: str | Path, sheet_name: str, coordinate: str) -> Any:
         return None
 
 
-def read_cell_style(prop: str, cell: Any) -> Any:
+def read_cell_style(prop: str, cell: Any, diff_style: Any = None) -> Any:
     """One style property of an openpyxl cell, with OSWorld's conventions
-    (font properties of an empty cell are None; colors as aRGB strings)."""
+    (font properties of an empty cell are None; colors as aRGB strings).
+
+    `diff_style` is the differential style (dxf) of a conditional-formatting
+    rule that applies to the cell: its font/fill are read instead of the cell's.
+    A solid cell fill keeps its color in fgColor while a dxf fill keeps it in
+    bgColor, so `bgcolor` and `fgcolor` both read "the fill color" that way.
+    """
     merged_cell = type(cell).__name__ == "MergedCell"
     if prop == "merge":
         return merged_cell
     has_value = cell.value is not None
+    source = diff_style if diff_style is not None else cell
     if prop == "number_format":
-        return cell.number_format if has_value and cell.data_type == "n" else None
+        if not has_value or cell.data_type != "n":
+            return None
+        if diff_style is not None:
+            return diff_style.numFmt.formatCode if diff_style.numFmt is not None else None
+        return cell.number_format
     font_props = {
         "font_name": "name", "font_family": "family", "font_bold": "b", "font_italic": "i",
         "font_underline": "u", "font_size": "sz",
     }
     if prop in font_props:
-        return getattr(cell.font, font_props[prop]) if has_value else None
+        font = source.font
+        return getattr(font, font_props[prop]) if has_value and font is not None else None
     if prop == "font_color":
-        color = cell.font.color
+        font = source.font
+        color = font.color if font is not None else None
         return color.rgb if has_value and color is not None else None
     if prop == "fill_type":
-        return cell.fill.fill_type
-    if prop == "bgcolor":
-        return cell.fill.bgColor.rgb
-    if prop == "fgcolor":
-        return cell.fill.fgColor.rgb
+        return source.fill.tagname if source.fill is not None else None
+    if prop in ("bgcolor", "fgcolor"):
+        fill = source.fill
+        if fill is None:
+            return None
+        color = fill.bgColor if diff_style is not None else fill.fgColor
+        return color.rgb if color is not None else None
     if prop == "hyperlink":
         return (cell.hyperlink.target if cell.hyperlink else "") if has_value else ""
     raise ValueError(f"unknown cell property {prop!r}")

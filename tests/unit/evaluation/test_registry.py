@@ -70,8 +70,8 @@ def test_unregistered_names_are_unimplemented_not_errors() -> None:
     assert report.errors == []
     assert report.unimplemented == ["no_such_getter", "no_such_metric"]
     table = {"func": "compare_table", "result": RULE,
-             "options": {"rules": [{"type": "chart", "sheet_idx0": 0, "sheet_idx1": "EI0"}]}}
-    assert check_evaluator_spec(table, "w").unimplemented == ["compare_table(chart)"]
+             "options": {"rules": [{"type": "hologram", "sheet_idx0": 0, "sheet_idx1": "EI0"}]}}
+    assert check_evaluator_spec(table, "w").unimplemented == ["compare_table(hologram)"]
 
 
 def test_user_registered_metric_is_checked_by_signature() -> None:
