@@ -159,6 +159,8 @@ class Trajectory:
     score: float | None = None
     """Raw evaluator score; None when the episode was aborted."""
     policy_version_at_start: int = 0
+    screen: tuple[int, int] = (1920, 1080)
+    """Screen size of the desktop, needed to rebuild the policy's prompts."""
 
     @property
     def outcome(self) -> int | None:

@@ -16,11 +16,12 @@ import uuid
 from functools import partial
 from typing import Protocol
 
-from cua_rl.agent import action_sentence, parse_response, policy_messages, to_pyautogui
-from cua_rl.agent.images import encode_image, resized_image_size
+from cua_rl.agent import parse_response, to_pyautogui
+from cua_rl.agent.images import encode_image
 from cua_rl.errors import GuestError, InferenceError, SetupStepError
 from cua_rl.rollout.base import ChatBackend, EpisodeAborted, EpisodeDesktop
 from cua_rl.rollout.config import EpisodeConfig
+from cua_rl.rollout.context import history_line, model_image_size, step_messages
 from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.types import (
     Action,
@@ -30,8 +31,6 @@ from cua_rl.types import (
     Trajectory,
     TrajectoryStatus,
 )
-
-NO_OP_HISTORY = "Action: (the response could not be parsed; nothing was done)"
 
 
 class StepSink(Protocol):
@@ -88,19 +87,14 @@ async def run_episode(
     steps: list[Step] = []
     try:
         await desktop.prepare(variant)
-        image_size = resized_image_size(desktop.screen, min_pixels=cfg.min_pixels,
-                                        max_pixels=cfg.max_pixels)
+        image_size = model_image_size(desktop.screen, cfg)
         shot_hash, shot_url = await images.add(await desktop.screenshot())
-        urls, history, responses = [shot_url], [], []
+        urls = [shot_url]
         last_action: Action | None = None
         status = TrajectoryStatus.STEP_LIMIT
         for index in range(cfg.max_steps):
             t0 = time.perf_counter()
-            messages = policy_messages(
-                variant.instruction, history, urls[-cfg.history_images:], desktop.screen,
-                cfg.coords, responses=responses, image_size=image_size,
-                max_images=cfg.history_images,
-            )
+            messages = step_messages(variant.instruction, steps, urls, desktop.screen, cfg)
             result = await policy.chat(
                 messages, session_key=tid, temperature=cfg.temperature, top_p=cfg.top_p,
                 max_tokens=cfg.max_tokens,
@@ -127,9 +121,8 @@ async def run_episode(
             )
             steps.append(step)
             if judge is not None:
-                judge.submit(tid, variant, step, list(history), urls[-1], after_url)
-            history.append(action_sentence(choice.text) if error is None else NO_OP_HISTORY)
-            responses.append(choice.text)
+                judge.submit(tid, variant, step, [history_line(s) for s in steps[:-1]],
+                             urls[-1], after_url)
             urls.append(after_url)
             shot_hash = after_hash
             if actions:
@@ -150,7 +143,7 @@ async def run_episode(
         policy.end_session(tid)
     trajectory = Trajectory(
         id=tid, variant_id=variant.variant_id, steps=tuple(steps), status=status,
-        score=score, policy_version_at_start=policy_version,
+        score=score, policy_version_at_start=policy_version, screen=desktop.screen,
     )
     await store.save_trajectory(trajectory, group_id=group_id, started_at=started)
     return trajectory

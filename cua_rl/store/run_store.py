@@ -117,10 +117,11 @@ class RunStore:
 
         def write(db: sqlite3.Connection) -> None:
             db.execute(
-                "INSERT OR REPLACE INTO trajectories VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO trajectories VALUES "
+                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (traj.id, self.run_id, traj.variant_id, group_id, str(traj.status), traj.score,
-                 traj.outcome, traj.policy_version_at_start, len(traj.steps), error,
-                 started_at or time.time(), time.time()),
+                 traj.outcome, traj.policy_version_at_start, len(traj.steps), *traj.screen,
+                 error, started_at or time.time(), time.time()),
             )
             db.execute("DELETE FROM steps WHERE trajectory_id = ?", (traj.id,))
             db.executemany(
@@ -168,8 +169,8 @@ class RunStore:
 
     def load_trajectory(self, trajectory_id: str) -> Trajectory:
         row = self._db.execute(
-            "SELECT variant_id, status, score, policy_version_at_start FROM trajectories "
-            "WHERE trajectory_id = ?", (trajectory_id,),
+            "SELECT variant_id, status, score, policy_version_at_start, screen_w, screen_h "
+            "FROM trajectories WHERE trajectory_id = ?", (trajectory_id,),
         ).fetchone()
         if row is None:
             raise KeyError(f"trajectory {trajectory_id!r} is not in {self.run_dir}")
@@ -180,7 +181,8 @@ class RunStore:
         ).fetchall()
         return Trajectory(
             id=trajectory_id, variant_id=row[0], status=TrajectoryStatus(row[1]), score=row[2],
-            policy_version_at_start=row[3], steps=tuple(step_from_row(r) for r in steps),
+            policy_version_at_start=row[3], screen=(row[4], row[5]),
+            steps=tuple(step_from_row(r) for r in steps),
         )
 
     def load_verdicts(self, trajectory_id: str) -> list[StepVerdict]:
@@ -206,6 +208,18 @@ class RunStore:
         if variant_id is not None:
             sql, args = sql + " AND variant_id = ?", (variant_id,)
         return [r[0] for r in self._db.execute(sql + " ORDER BY finished_at", args)]
+
+    def trajectory_records(self) -> list[dict[str, Any]]:
+        """Every trajectory's summary row (no steps), with its variant's task id and
+        domain, oldest first: what reports aggregate without loading steps."""
+        rows = self._db.execute(
+            "SELECT t.trajectory_id, t.variant_id, t.group_id, t.status, t.score, t.n_steps, "
+            "t.finished_at, v.task_id, v.domain FROM trajectories t "
+            "LEFT JOIN variants v ON v.variant_id = t.variant_id ORDER BY t.finished_at"
+        )
+        keys = ("trajectory_id", "variant_id", "group_id", "status", "score", "n_steps",
+                "finished_at", "task_id", "domain")
+        return [dict(zip(keys, row, strict=True)) for row in rows]
 
     def summary(self) -> dict[str, Any]:
         """What `cua-rl runs show` prints: counts, counters and success per task."""

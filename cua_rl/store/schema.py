@@ -41,6 +41,8 @@ CREATE TABLE IF NOT EXISTS trajectories (
     outcome INTEGER,
     policy_version_at_start INTEGER NOT NULL,
     n_steps INTEGER NOT NULL,
+    screen_w INTEGER NOT NULL,
+    screen_h INTEGER NOT NULL,
     error TEXT NOT NULL DEFAULT '',
     started_at REAL NOT NULL,
     finished_at REAL NOT NULL

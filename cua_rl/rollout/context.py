@@ -1,0 +1,42 @@
+"""The policy's context at step i, built the same way by the actor (to sample)
+and by the learner (to recompute logprobs): one definition, so the prompt a
+learner trains on is byte-identical to the prompt the behavior policy saw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from cua_rl.agent import action_sentence, policy_messages
+from cua_rl.agent.images import resized_image_size
+from cua_rl.rollout.config import EpisodeConfig
+from cua_rl.types import Step
+
+NO_OP_HISTORY = "Action: (the response could not be parsed; nothing was done)"
+
+
+def history_line(step: Step) -> str:
+    """How a finished step appears in the text history of later steps."""
+    return NO_OP_HISTORY if step.parse_error is not None else action_sentence(step.response)
+
+
+def model_image_size(screen: tuple[int, int], cfg: EpisodeConfig) -> tuple[int, int]:
+    return resized_image_size(screen, min_pixels=cfg.min_pixels, max_pixels=cfg.max_pixels)
+
+
+def step_messages(
+    instruction: str,
+    prior_steps: Sequence[Step],
+    screenshot_urls: Sequence[str],
+    screen: tuple[int, int],
+    cfg: EpisodeConfig,
+) -> list[dict[str, Any]]:
+    """Messages for the step after `prior_steps`; `screenshot_urls[k]` is the
+    screen before step k, and the last one is the current screen."""
+    return policy_messages(
+        instruction, [history_line(s) for s in prior_steps],
+        list(screenshot_urls)[-cfg.history_images:], screen, cfg.coords,
+        responses=[s.response for s in prior_steps], image_size=model_image_size(screen, cfg),
+        max_images=cfg.history_images,
+    )
