@@ -351,3 +351,5 @@ __all__ = [
     "register_setup_step", "run_setup_steps", "substitute_placeholders",
     "validate_setup_steps",
 ]
+
+from cua_rl.desktop import setup_steps_chrome as _chrome_steps  # noqa: E402, F401  (registers Chrome steps)

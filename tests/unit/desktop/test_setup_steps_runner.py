@@ -212,7 +212,7 @@ async def test_failed_open_raises_with_guest_message(
 async def test_malformed_step_stops_before_anything_runs(
     guest: Guest, client: GuestClient, tmp_path: Path
 ) -> None:
-    steps = [step("execute", command=["ls"]), step("chrome_open_tabs", urls_to_open=["x"])]
+    steps = [step("execute", command=["ls"]), step("teleport", where=["x"])]
     with pytest.raises(SetupStepError, match=r"t4: config\[1\]: unknown step type"):
         await run_setup_steps(
             client, steps, task_id="t4", cache=FileCache(tmp_path), context=ctx(tmp_path)
