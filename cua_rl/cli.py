@@ -20,10 +20,12 @@ COMMANDS: dict[str, str] = {
     "serve": "cua_rl.inference.commands:serve",
     "runs": "cua_rl.store.commands:runs",
     "rollout": "cua_rl.rollout.commands:rollout",
+    "eval": "cua_rl.report.commands:eval_command",
 }
 
 BENCH_COMMANDS: dict[str, str] = {
     "guest": "cua_rl.desktop.bench:bench_guest",
+    "fleet": "cua_rl.rollout.bench_fleet:bench_fleet",
 }
 
 

@@ -1,0 +1,1 @@
+"""Evaluation reports: aggregation (eval_report), figures (plots), `cua-rl eval` (commands)."""

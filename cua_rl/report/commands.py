@@ -1,0 +1,104 @@
+"""`cua-rl eval`: the OSWorld evaluation protocol over a task set, resumable, with a
+per-domain report (report.json, report.md, report.png) in the run directory."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from statistics import fmean
+from typing import Any
+
+import click
+
+from cua_rl.runtime.options import run_options
+
+EVAL_PRESET = "osworld-verified-eval"
+
+
+class ProgressBar:
+    """A rich progress bar: task runs scored / in scope and the mean score so far
+    (stored runs included, so a resumed evaluation starts where it stopped)."""
+
+    def __init__(self, console: Any) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self.progress = Progress(
+            TextColumn("[bold]eval[/] task runs"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("mean score {task.fields[mean]}"), TimeElapsedColumn(),
+            TimeRemainingColumn(), console=console,
+        )
+        self.scores: list[float] = []
+        self.task_id: Any = None
+
+    def _mean(self) -> str:
+        return f"{fmean(self.scores):.3f}" if self.scores else "–"
+
+    def start(self, total: int, done_scores: Sequence[float]) -> None:
+        self.scores = list(done_scores)
+        self.task_id = self.progress.add_task("eval", total=total, completed=len(self.scores),
+                                              mean=self._mean())
+
+    def advance(self, group_id: str, score: float) -> None:
+        self.scores.append(score)
+        self.progress.update(self.task_id, advance=1, mean=self._mean())
+
+
+@click.command("eval", context_settings={"ignore_unknown_options": True})
+@run_options
+@click.option("--osworld", type=click.Path(file_okay=False, path_type=Path),
+              help="The OSWorld checkout (sets tasks.source=osworld:PATH).")
+@click.option("--split", help="A split name or file (sets tasks.split; default osworld-verified).")
+@click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Runs of each task, averaged.")
+def eval_command(config: str | None, preset: str | None, out: Path | None,
+                 overrides: tuple[str, ...], as_json: bool, osworld: Path | None,
+                 split: str | None, runs: int) -> None:
+    """Evaluate a policy with the OSWorld protocol (50 steps, temperature 0, 5 s wait,
+    3 runs averaged, no reward model) and write a per-domain report.
+
+    The osworld-verified-eval preset lies under CONFIG; flags override both.
+    Rerunning with the same --out skips the task runs already scored.
+    """
+    from rich.console import Console
+
+    from cua_rl.errors import ConfigError, TaskFormatError
+    from cua_rl.runtime.evaluation_run import run_evaluation
+    from cua_rl.runtime.options import load_run_config, new_run_dir
+
+    cfg = load_run_config(config, preset or EVAL_PRESET, overrides)
+    if osworld is not None:
+        cfg.tasks.source = f"osworld:{osworld}"
+    if split is not None:
+        cfg.tasks.split = split
+    run_dir = out or new_run_dir("eval")
+    bar = ProgressBar(Console(stderr=True))
+    try:
+        with bar.progress:
+            result = asyncio.run(run_evaluation(cfg, run_dir, runs, progress=bar))
+    except (ConfigError, TaskFormatError) as exc:  # raised before anything starts
+        raise click.ClickException(str(exc)) from exc
+    except KeyboardInterrupt:
+        click.echo(f"interrupted: scored task runs are kept in {run_dir}; "
+                   "run the same command again to finish the rest", err=True)
+        raise SystemExit(130) from None
+    overall = result.report["overall"]
+    summary = {
+        "run_dir": str(run_dir), "task_runs": result.total, "done_before": result.done_before,
+        "done_now": result.done_now, "missing": result.missing, "mean": overall["mean"],
+        "report": [str(p) for p in result.report_files],
+        **{k: round(v, 1) if isinstance(v, float) else v for k, v in result.counts.items()},
+    }
+    click.echo(json.dumps(summary, indent=2) if as_json else
+               "  ".join(f"{k}={v}" for k, v in summary.items()))
+    if result.missing:
+        click.echo(f"{result.missing} task run(s) still missing (kept aborting or stopped by "
+                   "fleet.max_groups): run the same command again to do them", err=True)

@@ -1,0 +1,68 @@
+"""Report figures: one house style, written as PNG files with the Agg backend.
+
+matplotlib is imported here at module level on purpose: only the report writer
+imports this module (lazily), so `cua-rl --help` and the runtime never pay for it.
+Agg renders without a display, which is what evaluation hosts and CI have.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+BASE_COLOR = "#4C72B0"
+HIGHLIGHT_COLOR = "#DD8452"
+
+
+def new_figure(width: float = 8.0, height: float = 4.5) -> tuple[Figure, Axes]:
+    """A figure and axes in the house style (light grid under the data, no top/right
+    spines), shared by every report plot so they read alike side by side."""
+    fig, ax = plt.subplots(figsize=(width, height), dpi=120)
+    ax.set_axisbelow(True)
+    ax.grid(axis="y", color="#dddddd", linewidth=0.8)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    return fig, ax
+
+
+def save_figure(fig: Figure, out_path: Path) -> Path:
+    """Write the figure as PNG and free it (long runs draw many figures)."""
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(out_path, format="png")
+    plt.close(fig)
+    return out_path
+
+
+def bar_chart(
+    values: Mapping[str, float],
+    title: str,
+    out_path: Path,
+    *,
+    ylabel: str = "Success rate (%)",
+    ymax: float | None = 100.0,
+    highlight: Collection[str] = (),
+    value_format: str = "{:.1f}",
+) -> Path:
+    """One bar per entry, in the given order, each labelled with its value;
+    entries named in `highlight` (aggregates such as groups) get a second colour."""
+    fig, ax = new_figure(width=max(6.0, 0.7 * len(values) + 2.0))
+    labels = list(values)
+    heights = [values[k] for k in labels]
+    colors = [HIGHLIGHT_COLOR if k in highlight else BASE_COLOR for k in labels]
+    bars = ax.bar(range(len(labels)), heights, color=colors, width=0.7)
+    ax.bar_label(bars, labels=[value_format.format(h) for h in heights], padding=2, fontsize=8)
+    ax.set_xticks(range(len(labels)), labels, rotation=35, ha="right", fontsize=9)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    if ymax is not None:
+        ax.set_ylim(0, max([ymax, *heights]) * 1.08)  # room for the value labels
+    return save_figure(fig, out_path)

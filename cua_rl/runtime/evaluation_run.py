@@ -1,0 +1,167 @@
+"""An OSWorld evaluation run: every task of the set `runs` times with the
+evaluation protocol of the config, nothing trained; resumable from its run store.
+
+A task run is one fleet group of size 1 whose group id is `<task_id>#<run_index>`
+(`cua_rl.report.eval_report.task_run_id`). The run store is the ledger: a task
+run is done once a trajectory of its group is stored as finished or step_limit.
+Running again with the same run directory schedules only the missing task runs,
+so an interrupted evaluation loses at most the episodes that were in flight.
+Aborted attempts are re-queued by the fleet and never count; a task run the
+fleet gives up on stays missing and is tried again by the next invocation.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from cua_rl.config import RunConfig
+from cua_rl.report.eval_report import (
+    RunRecord,
+    build_report,
+    done_task_runs,
+    records_from_store,
+    task_run_id,
+    write_report,
+)
+from cua_rl.rollout.fleet import FinishedGroup, Fleet
+from cua_rl.rollout.scheduler import GroupScheduler
+from cua_rl.runtime.local import load_run_tasks, local_components
+from cua_rl.store.run_store import DB_NAME, RunStore
+from cua_rl.types import TaskVariant
+
+
+class EvalProgress(Protocol):
+    """Told how far the evaluation is (the CLI draws a progress bar from it)."""
+
+    def start(self, total: int, done_scores: Sequence[float]) -> None:
+        """Before any episode: task runs in scope and the scores already stored."""
+
+    def advance(self, group_id: str, score: float) -> None:
+        """A task run was scored."""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRun:
+    variant: TaskVariant
+    run_index: int
+
+    @property
+    def group_id(self) -> str:
+        return task_run_id(self.variant.task_id, self.run_index)
+
+
+def plan_task_runs(starts: Sequence[TaskVariant], runs: int, done: set[str]) -> list[TaskRun]:
+    """The missing task runs, run-major (every task's run 0 before any run 1), so
+    an interrupted evaluation has covered as many tasks as possible."""
+    return [TaskRun(v, k) for k in range(runs) for v in starts
+            if task_run_id(v.task_id, k) not in done]
+
+
+class TaskRunQueue:
+    """The scheduler's task source and group-id source in one.
+
+    `GroupScheduler._open_group` asks the source for a variant and then, under
+    the same lock and with no await in between, for the group id; so the id
+    handed out is always the one of the task run just taken.
+    """
+
+    def __init__(self, todo: Sequence[TaskRun]) -> None:
+        self._todo = deque(todo)
+        self._current = ""
+
+    async def next_variant(self) -> TaskVariant | None:
+        if not self._todo:
+            return None
+        run = self._todo.popleft()
+        self._current = run.group_id
+        return run.variant
+
+    def group_id(self) -> str:
+        return self._current
+
+
+@dataclass
+class EvalResult:
+    run_dir: Path
+    total: int
+    """Task runs in scope (tasks x runs)."""
+    done_before: int
+    done_now: int
+    report: dict[str, Any] = field(default_factory=dict)
+    report_files: list[Path] = field(default_factory=list)
+    counts: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def missing(self) -> int:
+        return self.total - self.done_before - self.done_now
+
+
+def protocol_of(cfg: RunConfig) -> dict[str, Any]:
+    """The settings a reader needs to compare this report with others."""
+    return {"max_steps": cfg.episode.max_steps, "temperature": cfg.episode.temperature,
+            "wait_after_action_s": cfg.episode.wait_after_action_s,
+            "source": cfg.tasks.source, "split": cfg.tasks.split}
+
+
+def _stored_records(run_dir: Path) -> list[RunRecord]:
+    if not (run_dir / DB_NAME).exists():
+        return []
+    store = RunStore(run_dir)
+    try:
+        return records_from_store(store)
+    finally:
+        store.close()
+
+
+async def run_evaluation(
+    cfg: RunConfig, run_dir: Path, runs: int = 3, *, progress: EvalProgress | None = None
+) -> EvalResult:
+    """Run the missing task runs of `cfg`'s task set, then write the report.
+
+    Nothing is started (no model server, no desktop) when every task run is
+    already in the store: the report is just written again.
+    """
+    if runs < 1:
+        raise ValueError(f"runs must be >= 1, got {runs}")
+    task_set = load_run_tasks(cfg)
+    starts = [variants[0] for variants in task_set]
+    records = _stored_records(run_dir)
+    done = done_task_runs(r for r in records if r.run_index < runs)
+    todo = plan_task_runs(starts, runs, done)
+    total = len(starts) * runs
+    if progress is not None:
+        in_scope = {task_run_id(v.task_id, k) for v in starts for k in range(runs)}
+        first: dict[str, float] = {}
+        for r in records:
+            first.setdefault(task_run_id(r.task_id, r.run_index), r.score)
+        progress.start(total, [s for g, s in first.items() if g in in_scope])
+    done_now = 0
+    counts: dict[str, float] = {}
+    if todo:
+        started = time.monotonic()
+
+        async def on_group(finished: FinishedGroup) -> None:
+            nonlocal done_now
+            for traj in finished.group.trajectories.values():
+                done_now += 1
+                if progress is not None:
+                    progress.advance(finished.group.group_id, traj.score or 0.0)
+
+        async with local_components(cfg, run_dir) as parts:
+            queue = TaskRunQueue(todo)
+            scheduler = GroupScheduler(queue.next_variant, 1, max_groups=cfg.fleet.max_groups,
+                                       group_ids=queue.group_id)
+            fleet = Fleet(scheduler, parts.desktops, parts.policy, parts.store, cfg.episode,
+                          cfg.fleet, judge=parts.judge, on_group=on_group)
+            counts = dict(await fleet.run())
+            counts["desktop_replacements"] = parts.pool.replacements
+        counts["wall_s"] = time.monotonic() - started
+        records = _stored_records(run_dir)
+    report = build_report(records, {v.task_id: v.domain for v in starts}, runs, protocol_of(cfg))
+    files = write_report(report, run_dir, title=f"OSWorld evaluation ({run_dir.name})")
+    return EvalResult(run_dir, total, total - len(todo), done_now, report, files, counts)
