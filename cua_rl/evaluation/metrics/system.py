@@ -1,0 +1,152 @@
+"""Metrics on desktop/OS state read by getters (command output, directory trees,
+the accessibility tree, SQLite databases), following OSWorld's
+`metrics/basic_os.py` and `metrics/general.py`.
+
+A None result (a refused command, a missing file) scores 0 where OSWorld would
+raise on it.
+"""
+
+from __future__ import annotations
+
+import ast
+import logging
+import operator
+import re
+import sqlite3
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from cua_rl.evaluation.deps import require
+from cua_rl.evaluation.registry import metric
+
+log = logging.getLogger(__name__)
+
+
+@metric("check_gnome_favorite_apps")
+def check_gnome_favorite_apps(apps_str: str | None, rule: Mapping[str, Any]) -> float:
+    """The dock's favourites (gsettings' `['a.desktop', ...]`) are exactly
+    `rule.expected`, in any order."""
+    try:
+        apps = ast.literal_eval((apps_str or "").strip())
+    except (ValueError, SyntaxError):  # e.g. gsettings' "@as []" or no output
+        return 0.0
+    expected = rule["expected"]
+    if not isinstance(apps, list | tuple) or len(apps) != len(expected):
+        return 0.0
+    return float(set(apps) == set(expected))
+
+
+@metric("is_utc_0")
+def is_utc_0(timedatectl_output: str | None) -> float:
+    """`timedatectl status`'s fourth line (Time zone) ends with "+0000)"."""
+    lines = (timedatectl_output or "").split("\n")
+    return float(len(lines) > 3 and lines[3].endswith("+0000)"))
+
+
+@metric("check_moved_jpgs")
+def check_moved_jpgs(directory_list: Any, rule: Mapping[str, Any]) -> float:
+    """The folder's entries (a `list_directory` tree) are exactly `rule.expected`."""
+    if not isinstance(directory_list, Mapping) or "children" not in directory_list:
+        return 0.0
+    names = [node["name"] for node in directory_list["children"]]
+    expected = rule["expected"]
+    return float(len(names) == len(expected) and set(names) == set(expected))
+
+
+@metric("is_in_vm_clickboard")
+def is_in_vm_clickboard(config: Mapping[str, Any], terminal_output: str | None) -> float:
+    """The clipboard text contains `config.expected` (a string, or every string of a list).
+
+    The rule is the first argument: the task puts the `rule` getter in `result`
+    and the clipboard command in `expected`.
+    """
+    if terminal_output is None:
+        return 0.0
+    expected = config["expected"]
+    if isinstance(expected, list):
+        return float(all(item in terminal_output for item in expected))
+    return float(expected in terminal_output)
+
+
+_TIME = re.compile(r"([01]\d|2[0-3]):[0-5]\d:[0-5]\d")
+
+
+@metric("check_line_number")
+def check_line_number(file_path: str | Path | None, line_number: Mapping[str, Any]) -> float:
+    """The number of lines holding an HH:MM:SS time equals `line_number.expected`."""
+    if not file_path or not Path(file_path).is_file():
+        return 0.0
+    text = Path(file_path).read_text(encoding="utf-8", errors="replace")
+    count = sum(1 for line in text.splitlines() if _TIME.search(line))
+    return float(count == int(line_number["expected"]))
+
+
+@metric("run_sqlite3")
+def run_sqlite3(result: str | Path | None, rules: Mapping[str, Any]) -> float:
+    """First column of the first row of `rules.sql` on the database (NULL -> 0)."""
+    if not result or not Path(result).is_file():
+        return 0.0
+    connection = sqlite3.connect(str(result))  # our copy of the profile's database
+    try:
+        row = connection.execute(rules["sql"]).fetchone()
+    except sqlite3.DatabaseError as exc:  # not a database, or a table the app never created
+        log.info("run_sqlite3: %s", exc)
+        return 0.0
+    finally:
+        connection.close()
+    return float((row[0] if row else 0) or 0)
+
+
+_AT_NAMESPACES = {
+    "st": "uri:deskat:state.at-spi.gnome.org",
+    "attr": "uri:deskat:attributes.at-spi.gnome.org",
+    "cp": "uri:deskat:component.at-spi.gnome.org",
+    "doc": "uri:deskat:document.at-spi.gnome.org",
+    "docattr": "uri:deskat:attributes.document.at-spi.gnome.org",
+    "txt": "uri:deskat:text.at-spi.gnome.org",
+    "val": "uri:deskat:value.at-spi.gnome.org",
+    "act": "uri:deskat:action.at-spi.gnome.org",
+}
+
+
+@metric("check_accessibility_tree")
+def check_accessibility_tree(result: str | None, rules: list[Mapping[str, Any]]) -> float:
+    """Every rule selects at least one node of the accessibility tree XML.
+
+    A rule has `xpath`, or `selectors` (CSS, joined with ", "; namespace prefixes
+    such as `attr|id` as OSWorld defines them); with `text`, the score is
+    multiplied by the best match of a selected node's text: equality when
+    `exact` (default true), else the rapidfuzz ratio.
+    """
+    etree = require("lxml.etree", "lxml", metric="check_accessibility_tree")
+    if not result:
+        return 0.0
+    try:
+        root = etree.fromstring(result.encode() if isinstance(result, str) else result)
+    except etree.XMLSyntaxError as exc:
+        log.info("check_accessibility_tree: tree does not parse: %s", exc)
+        return 0.0
+    total = 1.0
+    for rule in rules:
+        if "xpath" in rule:
+            nodes = root.xpath(rule["xpath"], namespaces=_AT_NAMESPACES)
+        elif "selectors" in rule:
+            cssselect = require("lxml.cssselect", "cssselect", metric="check_accessibility_tree")
+            selector = cssselect.CSSSelector(", ".join(rule["selectors"]),
+                                             namespaces=_AT_NAMESPACES)
+            nodes = selector(root)
+        else:
+            raise ValueError("check_accessibility_tree: a rule needs 'xpath' or 'selectors'")
+        if not nodes:
+            return 0.0
+        if "text" in rule:
+            total *= max(_text_score(rule, node.text or None) for node in nodes)
+    return float(total)
+
+
+def _text_score(rule: Mapping[str, Any], text: str | None) -> float:
+    if rule.get("exact", True):
+        return float(operator.eq(rule["text"], text))
+    fuzz = require("rapidfuzz.fuzz", "rapidfuzz", metric="check_accessibility_tree")
+    return fuzz.ratio(rule["text"], text or "") / 100.0
