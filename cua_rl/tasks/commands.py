@@ -202,20 +202,19 @@ def _targets(paths: tuple[Path, ...], root: Path | None) -> list[tuple[Path, str
     is_flag=True,
     help="Also run each variant's golden solution (score 1) and initial state (0).",
 )
-def validate_templates(paths: tuple[Path, ...], root: Path | None, on_desktop: bool) -> None:
+@click.option("--desktops", default=1, show_default=True, type=click.IntRange(1, 8),
+              help="Local desktops used by --on-desktop.")
+def validate_templates(
+    paths: tuple[Path, ...], root: Path | None, on_desktop: bool, desktops: int
+) -> None:
     """Check template/evaluator pairs: shape, pairing, metric and getter names.
 
     PATHS are template files, evaluator files or folders, folders holding
     templates/ and evaluators/, or task ids under --root; none means all pairs
     under --root (default: this project's templates/ and evaluators/).
     """
-    if on_desktop:
-        raise click.ClickException(
-            "--on-desktop is not available yet: it needs the desktop "
-            "evaluation runner; run without it for the static checks"
-        )
     targets = _targets(paths, root)
-    if not targets:
+    if not targets and not on_desktop:
         click.echo(f"nothing to check: no templates/ or evaluators/ under {root or PROJECT_ROOT}")
         return
     problems = variants = 0
@@ -234,6 +233,26 @@ def validate_templates(paths: tuple[Path, ...], root: Path | None, on_desktop: b
     if not names_checked:
         click.echo(NAMES_UNCHECKED, err=True)
     if problems:
+        raise SystemExit(1)
+    if on_desktop:
+        _validate_on_desktop(targets if paths else None, root or PROJECT_ROOT, desktops)
+
+
+def _validate_on_desktop(
+    targets: list[tuple[Path, str]] | None, root: Path, desktops: int
+) -> None:
+    """Golden solutions score 1 and initial states 0 for the local suite's tasks
+    (all of them, or those PATHS named), on local desktops."""
+    from cua_rl.tasks.on_desktop import print_report, suite_groups, validate_on_desktop
+
+    ids = None if targets is None else [task_id for _, task_id in targets]
+    try:
+        groups = suite_groups(PROJECT_ROOT / "osworld_tasks" / "local", root, ids)
+    except TaskFormatError as exc:
+        raise click.ClickException(str(exc)) from exc
+    report = validate_on_desktop(groups, desktops)
+    print_report(report, click.echo)
+    if report.failures:
         raise SystemExit(1)
 
 

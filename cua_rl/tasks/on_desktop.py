@@ -1,0 +1,280 @@
+"""`cua-rl templates validate --on-desktop`: prove every variant can be scored 0 and 1.
+
+For each task in scope, on a local desktop:
+1. reset, run the task's setup steps, score the untouched initial state with
+   every variant's evaluator: each must give 0.0 (otherwise the task is
+   already solved before the agent acts);
+2. per variant: reset, setup, run the variant's golden solution, score: must
+   give 1.0 (otherwise the evaluator cannot be satisfied, or the setup is wrong).
+
+Golden solutions live in `osworld_tasks/local/golden/<domain>/<task id>.json` as
+{variant name: [step, ...]} with steps `{"pyautogui": code}`,
+`{"execute": {"command": ..., "shell": bool, "until": {...}}}` (polled like the
+setup step of that name, so readiness is awaited, never slept through) and
+`{"sleep": seconds}`. They sit outside `<domain>/` because the task loader
+reads every `<domain>/*.json` as a task.
+
+Every job yields exactly one `Outcome`; a job that raises (setup, golden step,
+evaluator, dead desktop) becomes an outcome with the error text, never a crash
+of the whole run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from cua_rl.desktop.client import GuestClient
+from cua_rl.desktop.setup_step_params import ExecuteParams
+from cua_rl.errors import TaskFormatError
+from cua_rl.types import TaskVariant
+
+GOLDEN_DIR = "golden"
+Group = tuple[TaskVariant, list[TaskVariant]]
+"""A base task and its variants (the task itself when it has no template)."""
+JOB_TIMEOUT_S = 240.0
+"""Deadline for one reset + setup + golden + evaluation (GIMP starts in ~5 s)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One desktop session: a task's setup, optionally one golden run, then scoring."""
+
+    task: TaskVariant
+    variants: tuple[TaskVariant, ...]
+    """Variants scored at the end (all of them for the initial state)."""
+    golden: tuple[dict[str, Any], ...] | None = None
+    """Steps of the golden solution; None scores the untouched initial state."""
+
+    @property
+    def expected(self) -> float:
+        return 0.0 if self.golden is None else 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    task_id: str
+    variant: str
+    expected: float
+    score: float | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.score == self.expected
+
+    def line(self) -> str:
+        """One grep-able line per failure, as `templates validate` prints problems."""
+        what = "golden" if self.expected == 1.0 else "initial state"
+        if self.error is not None:
+            return f"{self.task_id}:{self.variant}: {what}: {self.error}"
+        head = f"{self.task_id}:{self.variant}: {what}"
+        return f"{head} scored {self.score:g}, expected {self.expected:g}"
+
+
+@dataclass(slots=True)
+class Report:
+    outcomes: list[Outcome] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def failures(self) -> list[Outcome]:
+        return [o for o in self.outcomes if not o.ok]
+
+
+def golden_path(task: TaskVariant) -> Path:
+    """`<suite>/golden/<domain>/<id>.json` for a task file `<suite>/<domain>/<id>.json`."""
+    source = Path(task.source_path)
+    return source.parent.parent / GOLDEN_DIR / source.parent.name / f"{task.task_id}.json"
+
+
+def read_golden(task: TaskVariant) -> dict[str, list[dict[str, Any]]]:
+    """Variant name -> golden steps; TaskFormatError naming the file on bad shape."""
+    path = golden_path(task)
+    if not path.is_file():
+        raise TaskFormatError(f"{path}: no golden solution file for task {task.task_id}")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise TaskFormatError(f"{path}: not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise TaskFormatError(f"{path}: $: expected an object of variant name -> steps")
+    for name, steps in data.items():
+        if not isinstance(steps, list):
+            raise TaskFormatError(f"{path}: $.{name}: expected an array of steps")
+        for i, step in enumerate(steps):
+            check_golden_step(step, f"{path}: $.{name}[{i}]")
+    return data
+
+
+def check_golden_step(step: Any, where: str) -> None:
+    if not isinstance(step, dict) or len(step) != 1:
+        raise TaskFormatError(f"{where}: expected an object with one key: pyautogui, "
+                              "execute or sleep")
+    (kind, value), = step.items()
+    if kind == "pyautogui" and isinstance(value, str) and value.strip():
+        return
+    if kind == "sleep" and isinstance(value, int | float) and 0 <= value <= 30:
+        return
+    if kind == "execute" and isinstance(value, dict):
+        try:
+            ExecuteParams.model_validate(value)
+            return
+        except ValidationError as exc:
+            raise TaskFormatError(f"{where}: execute: {exc}") from None
+    raise TaskFormatError(f"{where}: expected pyautogui (code string), execute "
+                          f"(setup-step parameters) or sleep (0-30 s), got {kind}={value!r:.80}")
+
+
+def plan_jobs(groups: Sequence[Group]) -> tuple[list[Job], list[Outcome]]:
+    """Jobs for (base task, variants) groups; variants without a golden solution
+    become failures at once. Variants with a postconfig get their own initial
+    job because a postconfig may change the state the next evaluator reads."""
+    jobs: list[Job] = []
+    missing: list[Outcome] = []
+    for task, variants in groups:
+        try:
+            golden = read_golden(task)
+        except TaskFormatError as exc:
+            missing += [Outcome(v.task_id, v.evaluator_name, 1.0, error=str(exc)) for v in variants]
+            continue
+        shared = tuple(v for v in variants if not v.evaluator.get("postconfig"))
+        alone = [v for v in variants if v.evaluator.get("postconfig")]
+        if shared:
+            jobs.append(Job(task, shared))
+        jobs += [Job(task, (v,)) for v in alone]
+        for v in variants:
+            if v.evaluator_name not in golden:
+                missing.append(Outcome(v.task_id, v.evaluator_name, 1.0,
+                                       error=f"no golden solution named {v.evaluator_name!r} "
+                                             f"in {golden_path(task)}"))
+            else:
+                jobs.append(Job(task, (v,), tuple(golden[v.evaluator_name])))
+    return jobs, missing
+
+
+async def run_golden(client: GuestClient, steps: Sequence[dict[str, Any]],
+                     until_deadline_s: float = 60.0) -> None:
+    """Run golden steps in order; a failed action or command raises RuntimeError."""
+    loop = asyncio.get_running_loop()
+    for index, step in enumerate(steps):
+        (kind, value), = step.items()
+        at = f"golden[{index}] ({kind})"
+        if kind == "sleep":
+            await asyncio.sleep(float(value))
+        elif kind == "pyautogui":
+            result = await client.act(value, timeout=30.0)
+            if result.status != "success":
+                raise RuntimeError(f"{at}: {result.status}: {result.error or result.output}")
+        else:
+            params = ExecuteParams.model_validate(value)
+            end = loop.time() + until_deadline_s
+            while True:
+                result = await client.execute(params.command, shell=params.shell, timeout=60.0)
+                if params.until is None:
+                    if not result.ok:
+                        raise RuntimeError(f"{at}: exit {result.returncode}: "
+                                           f"{(result.error or result.output).strip()[-300:]}")
+                    break
+                if result.status == "success" and params.until.met_by(result):
+                    break
+                if loop.time() >= end:
+                    raise RuntimeError(f"{at}: 'until' not met within {until_deadline_s:.0f} s")
+                await asyncio.sleep(0.2)
+
+
+async def _run_job(job: Job, client: GuestClient, work: Path, number: int) -> list[Outcome]:
+    """Setup, golden (if any) and scoring on a desktop that was just reset."""
+    from cua_rl.desktop.file_cache import FileCache
+    from cua_rl.desktop.setup_steps import SetupContext, run_setup_steps
+    from cua_rl.evaluation import evaluate
+
+    folder = work / f"job-{number:04d}"
+    width, height = await client.screen_size()
+    context = SetupContext(screen_width=width, screen_height=height, strict=True,
+                           output_dir=folder / "output")
+    cache = FileCache(work / "files")
+    await run_setup_steps(client, list(job.task.config), task_id=job.task.task_id,
+                          cache=cache, context=context)
+    if job.golden is not None:
+        await run_golden(client, job.golden)
+    outcomes = []
+    for variant in job.variants:
+        score = await evaluate(variant, client, cache=cache, context=context, last_action=None,
+                               cache_dir=folder / variant.evaluator_name)
+        outcomes.append(Outcome(variant.task_id, variant.evaluator_name, job.expected, score))
+    return outcomes
+
+
+async def run_jobs(jobs: Sequence[Job], desktops: int = 1,
+                   provider_config: Any = None) -> list[Outcome]:
+    """Run jobs on a pool of `desktops` local desktops (reset before each job)."""
+    from cua_rl.desktop.pool import DesktopPool
+    from cua_rl.desktop.providers.base import make_provider
+    from cua_rl.desktop.providers.local_config import LocalProviderConfig
+
+    provider = make_provider(provider_config or LocalProviderConfig())
+    queue: asyncio.Queue[tuple[int, Job]] = asyncio.Queue()
+    for item in enumerate(jobs):
+        queue.put_nowait(item)
+    outcomes: list[Outcome] = []
+
+    async def worker(pool: DesktopPool, work: Path) -> None:
+        while not queue.empty():
+            number, job = queue.get_nowait()
+            try:
+                async with pool.lease() as (handle, _):
+                    async with asyncio.timeout(JOB_TIMEOUT_S):
+                        _, client = await pool.reset(handle)
+                        outcomes.extend(await _run_job(job, client, work, number))
+            except Exception as exc:  # one job's failure is a report line, not a crash
+                text = f"{type(exc).__name__}: {exc}".strip().replace("\n", " | ")
+                outcomes.extend(Outcome(v.task_id, v.evaluator_name, job.expected, error=text)
+                                for v in job.variants)
+
+    try:
+        with tempfile.TemporaryDirectory(prefix="cua-rl-on-desktop-") as tmp:
+            async with DesktopPool(provider, desktops) as pool:
+                await asyncio.gather(*(worker(pool, Path(tmp)) for _ in range(desktops)))
+    finally:
+        await provider.close()
+    return outcomes
+
+
+def validate_on_desktop(groups: Sequence[Group],
+                        desktops: int = 1, provider_config: Any = None) -> Report:
+    """Plan and run every job; the report holds one outcome per (variant, phase)."""
+    began = time.monotonic()
+    jobs, missing = plan_jobs(groups)
+    outcomes = asyncio.run(run_jobs(jobs, desktops, provider_config)) if jobs else []
+    return Report(outcomes=missing + outcomes, seconds=time.monotonic() - began)
+
+
+def suite_groups(suite: Path, templates_root: Path | None,
+                 task_ids: Sequence[str] | None = None) -> list[Group]:
+    """(task, variants) of the suite's tasks (all, or `task_ids`); malformed tasks
+    or pairs raise TaskFormatError (the static checks report them in detail)."""
+    from cua_rl.tasks.osworld import load_tasks
+    from cua_rl.tasks.pairs import load_variants
+
+    load = load_tasks(suite, task_ids, "PATHS")
+    load.raise_for_problems()
+    return [(task, load_variants(task, templates_root)) for task in load.tasks]
+
+
+def print_report(report: Report, echo: Any) -> None:
+    """Failure lines (stdout), then a summary line (stderr)."""
+    for failure in report.failures:
+        echo(failure.line())
+    passed = len(report.outcomes) - len(report.failures)
+    variants = len({(o.task_id, o.variant) for o in report.outcomes})
+    echo(f"on desktop: {variants} variant(s), {passed}/{len(report.outcomes)} checks passed, "
+         f"{len(report.failures)} failure(s) in {report.seconds:.0f} s", err=True)

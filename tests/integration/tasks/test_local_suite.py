@@ -1,0 +1,46 @@
+"""Every variant of the local task suite on real local desktops: the golden
+solution scores 1 and the untouched initial state scores 0
+(`cua-rl templates validate --on-desktop`, DESIGN.md section 1.3)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cua_rl.tasks.on_desktop import suite_groups, validate_on_desktop
+
+pytestmark = pytest.mark.desktop
+
+REPO = Path(__file__).resolve().parents[3]
+SUITE = REPO / "osworld_tasks" / "local"
+TOOLS = ("Xvfb", "unshare", "openbox", "xdotool", "wmctrl", "soffice", "mousepad", "gimp")
+
+
+def _missing() -> str | None:
+    """Why this machine cannot run the suite, or None."""
+    tools = [t for t in TOOLS if shutil.which(t) is None]
+    if tools:
+        return f"missing on PATH: {', '.join(tools)} (run ./setup.sh)"
+    if importlib.util.find_spec("cua_guest") is None:
+        return "cua_guest is not importable (pip install -e vm/guest)"
+    probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "--", "true"],
+                           capture_output=True)
+    if probe.returncode != 0:
+        return "cannot create mount namespaces (needs root or CAP_SYS_ADMIN)"
+    return None
+
+
+def test_local_suite_on_desktops():
+    reason = _missing()
+    if reason:
+        pytest.skip(reason)
+    desktops = int(os.environ.get("CUA_RL_TEST_DESKTOPS", "2"))
+    report = validate_on_desktop(suite_groups(SUITE, REPO), desktops=desktops)
+    lines = [f.line() for f in report.failures]
+    assert not lines, "\n".join(lines)
+    assert len(report.outcomes) >= 2 * 24  # an initial and a golden check per task at least
