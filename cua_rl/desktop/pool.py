@@ -5,8 +5,8 @@ Invariants:
   leased, or being replaced, never two of these at once;
 - a dead desktop is replaced, never returned: a slot that fails its health
   check (or is released with `healthy=False`) is stopped and restarted under
-  the same id before it goes back to the idle queue; one found dead while
-  leased is replaced when its lessee releases it.
+  the same id before it goes back to the idle queue. Only idle desktops are
+  health-checked; a lessee that loses its desktop releases it unhealthy.
 All state changes happen on the event loop between awaits, so no lock is needed.
 """
 
@@ -42,7 +42,6 @@ class _Slot:
     client: GuestClient | None = None
     leased: bool = False
     replacing: bool = False
-    dead: bool = False
     failures: int = 0
 
 
@@ -139,7 +138,7 @@ class DesktopPool:
         slot.leased = False
         if self._closed:
             return
-        if healthy and not slot.dead:
+        if healthy:
             self._idle.append(slot)
             self._available.set()
         else:
@@ -192,7 +191,7 @@ class DesktopPool:
     async def _start_slot(self, slot: _Slot) -> None:
         slot.handle = await self.provider.start(slot.desktop_id)
         await self._set_client(slot)
-        slot.dead, slot.failures = False, 0
+        slot.failures = 0
         self._idle.append(slot)
         self._available.set()
 
@@ -229,7 +228,10 @@ class DesktopPool:
             await asyncio.gather(*(self._check(s) for s in self._slots))
 
     async def _check(self, slot: _Slot) -> None:
-        if slot.replacing or slot.handle is None:
+        # Only idle desktops are probed: a leased one is being reset or driven by
+        # its lessee (slow answers under load are normal there), and a lessee
+        # that loses its desktop sees GuestUnavailable and releases it unhealthy.
+        if slot.replacing or slot.handle is None or slot.leased:
             return
         handle = slot.handle
         with suppress(GuestUnavailable):
@@ -237,13 +239,11 @@ class DesktopPool:
                 slot.failures = 0
                 return
         # The slot may have changed hands while we awaited; judge its state now.
-        if slot.replacing or slot.handle is not handle:
+        if slot.replacing or slot.leased or slot.handle is not handle:
             return
         slot.failures += 1
         if slot.failures < self.failures_to_replace:
             return
-        if slot.leased:
-            slot.dead = True  # replaced when its lessee releases it
-        elif slot in self._idle:
+        if slot in self._idle:
             self._idle.remove(slot)
             self._replace(slot)

@@ -61,7 +61,10 @@ def _background(slide: Any) -> Any:
 
 
 def _notes(slide: Any) -> str:
-    return slide.notes_slide.notes_text_frame.text.strip() if slide.has_notes_slide else ""
+    if not slide.has_notes_slide:
+        return ""
+    frame = slide.notes_slide.notes_text_frame  # None when the notes page has no body
+    return frame.text.strip() if frame is not None else ""
 
 
 def _slide_bullets(slide: Any) -> list[tuple[Any, ...]]:
