@@ -14,7 +14,9 @@ APT_PACKAGES=(
   # accessibility tree (/accessibility, /terminal) needs AT-SPI on a D-Bus session
   at-spi2-core dbus python3-pyatspi
   # apps the local task suite drives
-  libreoffice-calc libreoffice-writer libreoffice-impress mousepad chromium
+  libreoffice-calc libreoffice-writer libreoffice-impress mousepad chromium gimp vlc
+  # evaluator metrics: OCR and audio/video decoding
+  tesseract-ocr ffmpeg
   # fonts so screenshots have real text
   fonts-dejavu-core
 )
