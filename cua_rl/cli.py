@@ -20,6 +20,7 @@ COMMANDS: dict[str, str] = {
     "serve": "cua_rl.inference.commands:serve",
     "runs": "cua_rl.store.commands:runs",
     "rollout": "cua_rl.rollout.commands:rollout",
+    "train": "cua_rl.runtime.train_command:train",
     "eval": "cua_rl.report.commands:eval_command",
 }
 
@@ -55,19 +56,6 @@ def cli() -> None:
 @click.group(cls=LazyGroup, lazy=BENCH_COMMANDS)
 def bench() -> None:
     """Benchmarks that print figures (timing goals live here, not in tests)."""
-
-
-@cli.command(context_settings={"ignore_unknown_options": True})
-@click.argument("config", required=False)
-@click.option("--preset", help="A preset shipped with cua-rl, e.g. quickstart.")
-@click.argument("overrides", nargs=-1, type=click.UNPROCESSED)
-def train(config: str | None, preset: str | None, overrides: tuple[str, ...]) -> None:
-    """Run the whole RL loop (actors, reward pool, learners, task adaptation)."""
-    raise click.ClickException(
-        "`cua-rl train` is not assembled yet: the desktop layer (`cua-rl vm`, "
-        "`cua-rl bench guest`) is built; the fleet, learners and adaptation land "
-        "in the next issues (see README, 'Status')."
-    )
 
 
 def main() -> None:

@@ -126,6 +126,7 @@ from cua_rl.desktop.providers.base import ProviderConfig  # noqa: E402
 from cua_rl.desktop.providers.local_config import LocalProviderConfig  # noqa: E402
 from cua_rl.inference.launcher import ModelServersConfig  # noqa: E402
 from cua_rl.rollout.config import EpisodeConfig, FleetConfig, JudgeConfig  # noqa: E402
+from cua_rl.runtime.train_config import AdaptConfig, MetricsConfig, TrainConfig  # noqa: E402
 
 
 class TasksConfig(BaseModel):
@@ -172,5 +173,8 @@ class RunConfig(BaseModel):
     episode: EpisodeConfig = Field(default_factory=EpisodeConfig)
     judge: JudgeConfig = Field(default_factory=JudgeConfig)
     fleet: FleetConfig = Field(default_factory=FleetConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    adapt: AdaptConfig = Field(default_factory=AdaptConfig)
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     tiny_model_dir: Path | None = None
     """Where the tiny model is built/reused (None: $CUA_RL_TINY_MODEL or ~/.cache)."""

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -35,6 +36,14 @@ class WeightSyncConfig(BaseModel):
     """Checkpoint mode: exported versions kept on disk (older ones are removed)."""
 
 
+class WeightSource(Protocol):
+    """What a learner engine offers for a sync (TrainEngine has this shape)."""
+
+    def named_parameters(self) -> Iterator[tuple[str, Any]]: ...
+
+    def export_weights(self, path: str | Path) -> Path: ...
+
+
 class WeightSync:
     def __init__(self, urls: list[str], cfg: WeightSyncConfig, export_root: Path) -> None:
         self.clients = [InferenceClient(u, timeout_s=cfg.timeout_s) for u in urls]
@@ -42,28 +51,29 @@ class WeightSync:
         self.export_root = export_root
         self._exports: list[Path] = []
 
-    async def push(self, model: Any, version: int) -> list[int]:
-        """Send `model`'s weights as `version` to each replica in turn."""
+    async def push(self, source: WeightSource, version: int) -> list[int]:
+        """Send the source's weights as `version` to each replica in turn."""
         if self.cfg.mode == "checkpoint":
-            path = await self._export(model, version)
+            path = await self._export(source, version)
             return [await c.update_weights(version, str(path), self.cfg.timeout_s)
                     for c in self.clients]
-        return [await self._broadcast(c, model, version) for c in self.clients]
+        return [await self._broadcast(c, source, version) for c in self.clients]
 
-    async def _export(self, model: Any, version: int) -> Path:
+    async def _export(self, source: WeightSource, version: int) -> Path:
         path = self.export_root / f"v{version:06d}"
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, lambda: model.save_pretrained(str(path)))
+        await loop.run_in_executor(None, source.export_weights, path)
         self._exports.append(path)
         while len(self._exports) > self.cfg.keep_exports:
             old = self._exports.pop(0)
             await loop.run_in_executor(None, shutil.rmtree, old, True)
         return path
 
-    async def _broadcast(self, client: InferenceClient, model: Any, version: int) -> int:
+    async def _broadcast(self, client: InferenceClient, source: WeightSource,
+                         version: int) -> int:
         from cua_rl.inference import weight_transfer as wt
 
-        named = [(n, p) for n, p in model.named_parameters()]
+        named = list(source.named_parameters())
         port = free_port(self.cfg.host)
         store = wt.host_store(self.cfg.host, port, self.cfg.timeout_s)
         request = asyncio.create_task(client.update_weights_collective(

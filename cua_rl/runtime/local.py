@@ -51,7 +51,12 @@ def load_run_tasks(cfg: RunConfig) -> list[list[TaskVariant]]:
 
 
 @contextlib.asynccontextmanager
-async def local_components(cfg: RunConfig, run_dir: Path) -> AsyncIterator[Components]:
+async def local_components(cfg: RunConfig, run_dir: Path, *,
+                           versions: dict[str, int] | None = None
+                           ) -> AsyncIterator[Components]:
+    """Everything a run needs on this machine; `versions` are the weight versions the
+    servers report at start (non-zero when a run resumes from a checkpoint)."""
+    versions = versions or {}
     task_set = load_run_tasks(cfg)
     store = AsyncRunStore.open(run_dir)
     await store.call(store.sync.save_config, cfg.model_dump(mode="json"))
@@ -63,13 +68,15 @@ async def local_components(cfg: RunConfig, run_dir: Path) -> AsyncIterator[Compo
     async with contextlib.AsyncExitStack() as stack:
         stack.push_async_callback(store.close)
         policy_urls = await stack.enter_async_context(
-            model_servers(cfg.policy, name="policy", log_dir=logs, tiny_dir=tiny))
+            model_servers(cfg.policy, name="policy", log_dir=logs, tiny_dir=tiny,
+                          version=versions.get("policy", 0)))
         policy = InferencePool(policy_urls)
         stack.push_async_callback(policy.close)
         prm = judge = None
         if cfg.judge.enabled:
             prm_urls = await stack.enter_async_context(
-                model_servers(cfg.prm, name="prm", log_dir=logs, tiny_dir=tiny))
+                model_servers(cfg.prm, name="prm", log_dir=logs, tiny_dir=tiny,
+                              version=versions.get("prm", 0)))
             prm = InferencePool(prm_urls)
             stack.push_async_callback(prm.close)
             judge = StreamingJudge(prm, store, cfg.judge)

@@ -147,6 +147,15 @@ class RunStore:
             (self.run_id, name, by),
         )
 
+    def set_counter(self, name: str, value: float) -> None:
+        """Absolute counters (e.g. updates = the learner's checkpointed version)
+        stay right when a resumed run repeats work after its last checkpoint."""
+        self._db.execute(
+            "INSERT INTO counters(run_id, name, value) VALUES (?, ?, ?) "
+            "ON CONFLICT(run_id, name) DO UPDATE SET value = excluded.value",
+            (self.run_id, name, value),
+        )
+
     def add_event(self, kind: str, subject: str, data: dict[str, Any]) -> None:
         self._db.execute(
             "INSERT INTO events(run_id, kind, subject, data_json, created_at) "

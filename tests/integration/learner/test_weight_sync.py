@@ -43,6 +43,20 @@ def _direct_logprobs(model, processor, messages, token_ids, temperature: float) 
         -1, torch.tensor(token_ids)[:, None])[:, 0].tolist()
 
 
+class ModelSource:
+    """An HF model as a weight source (what a TrainEngine offers)."""
+
+    def __init__(self, model) -> None:
+        self.model = model
+
+    def named_parameters(self):
+        return self.model.named_parameters()
+
+    def export_weights(self, path: Path) -> Path:
+        self.model.save_pretrained(str(path))
+        return Path(path)
+
+
 @pytest.mark.parametrize("mode", ["collective", "checkpoint"])
 async def test_sync_moves_learner_weights_to_every_replica(
     mode: str, tiny_model_dir: Path, tmp_path: Path
@@ -59,7 +73,7 @@ async def test_sync_moves_learner_weights_to_every_replica(
     sync = WeightSync([s.url for s in servers], WeightSyncConfig(mode=mode, timeout_s=120),
                       tmp_path / "exports")
     try:
-        assert await sync.push(model, version=7) == [7, 7]
+        assert await sync.push(ModelSource(model), version=7) == [7, 7]
         for server in servers:
             client = InferenceClient(server.url, timeout_s=120)
             result = await client.chat(_messages(), temperature=0.9, max_tokens=6, seed=1)

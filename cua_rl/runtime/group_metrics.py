@@ -1,0 +1,41 @@
+"""What one finished task group says about training: rewards, success, advantages,
+staleness, PRM agreement, throughput and desktop utilization."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+from cua_rl.learner.samples import GroupSamples
+from cua_rl.rollout.fleet import FinishedGroup
+from cua_rl.rollout.scheduler import VersionGate
+
+_START = time.monotonic()
+
+
+def group_metrics(finished: FinishedGroup, samples: GroupSamples, gate: VersionGate,
+                  fleet: Any, cfg: Any) -> dict[str, float]:
+    group = finished.group
+    trajs = list(group.trajectories.values())
+    rewards = [r for rs in samples.rewards.values() for r in rs]
+    votes = [(t.outcome, v.score) for t in trajs for verdict in finished.verdicts.get(t.id, [])
+             for v in verdict.votes if v.score != 0]
+    advantages = [s.advantage for s in samples.policy]
+    elapsed = max(time.monotonic() - _START, 1e-6)
+    out = {
+        "success_rate": group.accuracy,
+        f"success/{group.variant.domain}": group.accuracy,
+        "step_reward_mean": statistics.fmean(rewards) if rewards else 0.0,
+        "policy_samples": float(len(samples.policy)),
+        "prm_samples": float(len(samples.prm)),
+        "advantage_abs_mean": statistics.fmean(abs(a) for a in advantages) if advantages else 0.0,
+        "staleness": float(gate.learner_version - min((t.policy_version_at_start for t in trajs),
+                                                      default=gate.learner_version)),
+        "steps_per_s": fleet.counts["steps"] / elapsed,
+        "desktop_utilization": fleet.busy_s / (elapsed * max(cfg.desktops.count, 1)),
+        "episode_len_mean": statistics.fmean(len(t.steps) for t in trajs) if trajs else 0.0,
+    }
+    if votes:
+        out["prm_agreement"] = sum(1 for o, s in votes if o == s) / len(votes)
+    return out

@@ -1,0 +1,185 @@
+"""The main job: actors, the streaming reward model, both learners with weight
+sync, and the template selector, on one machine.
+
+Dataflow (DESIGN.md section 5): the selector is the fleet's task source; each
+finished task group goes to the selector (adaptation), becomes policy and PRM
+samples, and is queued to the two learners, which train, checkpoint and push
+weights while the actors keep sampling. The run ends once the policy learner
+has made `train.max_policy_updates` updates: the task source dries up, the
+fleet drains, the learners train what is queued, and everything stops.
+Resuming restarts servers from the last checkpointed weights and versions, the
+selector from its saved state; counters live in the run store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+from cua_rl.adapt.critique import Critic
+from cua_rl.adapt.rewriter import TaskTemplate, load_difficulty, make_rewriter
+from cua_rl.adapt.selector import TemplateSelector
+from cua_rl.config import RunConfig
+from cua_rl.inference.launcher import default_tiny_dir, ensure_tiny_model, resolve_model
+from cua_rl.learner.samples import group_samples
+from cua_rl.learner.service import LearnerService, latest_checkpoint
+from cua_rl.learner.weight_sync import WeightSync
+from cua_rl.rollout.fleet import FinishedGroup, Fleet
+from cua_rl.rollout.scheduler import GroupScheduler, VersionGate
+from cua_rl.runtime.group_metrics import group_metrics
+from cua_rl.runtime.live import live_summary
+from cua_rl.runtime.local import Components, local_components
+from cua_rl.runtime.metrics import MetricsLogger
+from cua_rl.tasks.sources import LOCAL_SUITE
+from cua_rl.types import TaskVariant
+
+
+async def _engine(cfg: RunConfig, role: str, base: str, ckpt: Path, resume: bool) -> Any:
+    from transformers.utils import logging as hf_logging
+
+    from cua_rl.learner.base import build_engine
+
+    hf_logging.disable_progress_bar()  # logs stay quiet; the live summary shows progress
+
+    learner = cfg.train.policy if role == "policy" else cfg.train.prm
+    temperature = cfg.episode.temperature if role == "policy" else cfg.judge.temperature
+    learner = learner.model_copy(update={"temperature": temperature})
+    loop = asyncio.get_running_loop()
+    engine = await loop.run_in_executor(None, build_engine, learner, base)
+    found = latest_checkpoint(ckpt, role) if resume else None  # type: ignore[arg-type]
+    if found is not None:
+        await loop.run_in_executor(None, engine.load_checkpoint, found[0])
+    return engine
+
+
+def _templates(cfg: RunConfig, task_set: list[list[TaskVariant]]
+               ) -> tuple[dict[str, TaskTemplate], dict[str, TaskVariant]]:
+    path = cfg.adapt.difficulty
+    if path is None and (LOCAL_SUITE / "difficulty.json").is_file():
+        path = LOCAL_SUITE / "difficulty.json"
+    difficulty = load_difficulty(path)
+    templates, start = {}, {}
+    for variants in task_set:
+        template = TaskTemplate.from_variants(variants, difficulty.get(variants[0].task_id))
+        templates[variants[0].task_id] = template
+        # start in the middle of the difficulty order: room to go easier and harder
+        start[variants[0].task_id] = template.variants[template.order[(len(template.order) - 1)
+                                                                      // 2]]
+    return templates, start
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+async def run_training(cfg: RunConfig, run_dir: Path, *, resume: bool = False
+                       ) -> dict[str, Any]:
+    ckpt = run_dir / "checkpoints"
+    ckpt.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 - once, at start-up
+    tiny = cfg.tiny_model_dir or default_tiny_dir()
+    if "tiny" in (cfg.policy.model, cfg.prm.model):
+        await ensure_tiny_model(tiny)
+    engines = {role: await _engine(cfg, role, resolve_model(servers, tiny), ckpt, resume)
+               for role, servers in (("policy", cfg.policy), ("prm", cfg.prm))}
+    versions = {role: engine.version for role, engine in engines.items()}
+    served = cfg.model_copy(deep=True)
+    for role, engine in engines.items():
+        if engine.version:  # resume: serve the checkpointed weights under their version
+            export = run_dir / "exports" / f"{role}-resume-v{engine.version}"
+            await asyncio.get_running_loop().run_in_executor(None, engine.export_weights, export)
+            getattr(served, role).model = str(export)
+    async with local_components(served, run_dir, versions=versions) as parts:
+        return await _train(cfg, run_dir, parts, engines, resume)
+
+
+async def _train(cfg: RunConfig, run_dir: Path, parts: Components, engines: dict[str, Any],
+                 resume: bool) -> dict[str, Any]:
+    ckpt = run_dir / "checkpoints"
+    store = parts.store
+    metrics = MetricsLogger(run_dir, cfg.metrics, cfg.model_dump(mode="json"))
+    templates, start = _templates(cfg, parts.task_set)
+    rewriter = make_rewriter(cfg.adapt.rewriter, parts.prm or parts.policy)
+    critic = Critic(parts.prm, cfg.adapt.critique) if parts.prm is not None else None
+    selector = TemplateSelector(templates, start, band=cfg.adapt.band, rewriter=rewriter,
+                                store=store, critic=critic)
+    selector_file = ckpt / "selector.json"
+    if resume and selector_file.is_file():
+        selector.load_state_dict(json.loads(selector_file.read_text()))
+    gate = VersionGate(cfg.fleet.eta)
+    await gate.set_versions(learner=engines["policy"].version,
+                            serving=engines["policy"].version)
+
+    def on_metrics(role: str, values: dict[str, float], version: int) -> None:
+        metrics.log(role, values, version)
+        if role == "policy" and cfg.train.horizon is not None:
+            cfg.episode.max_steps = cfg.train.horizon.max_steps(version)
+
+    def learner(role: str, urls_pool: Any, loop_cfg: Any) -> LearnerService:
+        sync = WeightSync(urls_pool.healthy_urls, cfg.train.sync, run_dir / "exports" / role)
+        return LearnerService(role, engines[role], store, loop_cfg,  # type: ignore[arg-type]
+                              checkpoint_dir=ckpt, sync=sync,
+                              gate=gate if role == "policy" else None, eta=cfg.fleet.eta,
+                              on_metrics=on_metrics)
+
+    policy_learner = learner("policy", parts.policy, cfg.train.policy_loop)
+    prm_learner = learner("prm", parts.prm, cfg.train.prm_loop) if parts.prm else None
+    if cfg.train.horizon is not None:
+        cfg.episode.max_steps = cfg.train.horizon.max_steps(policy_learner.version)
+    max_updates = cfg.train.max_policy_updates
+
+    async def source() -> TaskVariant | None:
+        if policy_learner.version >= max_updates:
+            return None
+        return await selector.next_variant()
+
+    groups_done = 0
+
+    async def on_group(finished: FinishedGroup) -> None:
+        nonlocal groups_done
+        groups_done += 1
+        if cfg.adapt.enabled:
+            await selector.on_group(finished)
+            await asyncio.get_running_loop().run_in_executor(
+                None, _write_json, selector_file, selector.state_dict())
+        band = cfg.train.prm_sample_band or cfg.adapt.band
+        samples = await group_samples(finished, store, cfg.episode, lam=cfg.train.lam,
+                                      band=band)
+        metrics.log("rollout", group_metrics(finished, samples, gate, fleet, cfg), groups_done)
+        await policy_learner.submit(samples.policy)
+        if prm_learner is not None:
+            await prm_learner.submit(samples.prm)
+
+    scheduler = GroupScheduler(source, cfg.fleet.group_size, max_groups=cfg.fleet.max_groups,
+                               group_ids=lambda: f"g-{uuid.uuid4().hex[:12]}")
+    fleet = Fleet(scheduler, parts.desktops, parts.policy, store, cfg.episode, cfg.fleet,
+                  judge=parts.judge, gate=gate, on_group=on_group)
+    learners = [policy_learner, *([prm_learner] if prm_learner else [])]
+    try:
+        async with asyncio.TaskGroup() as tasks:
+            runs = [tasks.create_task(policy_learner.run(max_updates=max_updates))]
+            if prm_learner is not None:
+                runs.append(tasks.create_task(prm_learner.run()))
+            live = tasks.create_task(live_summary(cfg.metrics.live, fleet, learners, selector))
+            await fleet.run()
+            for service in learners:
+                await service.finish()
+            await asyncio.gather(*runs)
+            live.cancel()
+    finally:
+        for service in learners:
+            await service.close()
+            if service.sync is not None:
+                await service.sync.close()
+        metrics.close()
+    summary = await store.call(store.sync.summary)
+    return {"run_dir": str(run_dir), "policy_version": policy_learner.version,
+            "prm_version": prm_learner.version if prm_learner else 0,
+            **{k: summary[k] for k in ("trajectories", "steps", "verdicts", "aborted",
+                                       "policy_updates", "prm_updates", "weight_syncs",
+                                       "adapt_proposals", "adapt_accepted")}}

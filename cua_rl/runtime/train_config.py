@@ -1,0 +1,80 @@
+"""Typed settings of a training run beyond rollouts: learners, sync, adaptation, metrics."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from cua_rl.adapt.acceptance import AdaptBand
+from cua_rl.adapt.critique import CritiqueConfig
+from cua_rl.adapt.rewriter import RewriterConfig
+from cua_rl.learner.config import LearnerConfig
+from cua_rl.learner.service import LearnerLoopConfig
+from cua_rl.learner.weight_sync import WeightSyncConfig
+
+
+class HorizonSchedule(BaseModel):
+    """AgentGym-RL's ScalingInter: the step limit grows h1 < h2 < ... every `every`
+    policy updates, so early training sees short, cheap episodes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    steps: list[int] = Field(min_length=1)
+    """Step limits h1 < h2 < ..., the last one kept once reached."""
+    every: int = Field(ge=1)
+    """Delta: policy updates between two growth points."""
+
+    @model_validator(mode="after")
+    def _increasing(self) -> HorizonSchedule:
+        if any(b <= a for a, b in zip(self.steps, self.steps[1:], strict=False)):
+            raise ValueError(f"horizon steps must increase strictly, got {self.steps}")
+        return self
+
+    def max_steps(self, policy_version: int) -> int:
+        return self.steps[min(policy_version // self.every, len(self.steps) - 1)]
+
+
+class TrainConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    max_policy_updates: int = Field(3, ge=1)
+    """The run ends after this many policy updates (the fleet drains first)."""
+    lam: float = Field(1.0, ge=0.0)
+    """lambda in R_i = O + lambda * mean_j S_ij."""
+    policy: LearnerConfig = Field(default_factory=LearnerConfig)
+    """Policy learner (its temperature is taken from episode.temperature)."""
+    prm: LearnerConfig = Field(default_factory=LearnerConfig)
+    """Reward-model learner (its temperature is taken from judge.temperature)."""
+    policy_loop: LearnerLoopConfig = Field(default_factory=LearnerLoopConfig)
+    prm_loop: LearnerLoopConfig = Field(default_factory=LearnerLoopConfig)
+    sync: WeightSyncConfig = Field(default_factory=WeightSyncConfig)
+    prm_sample_band: AdaptBand | None = None
+    """Accuracy band of tasks that feed the reward-model learner; None: adapt.band
+    (the paper's filter). A wider band trains the PRM on more tasks."""
+    horizon: HorizonSchedule | None = None
+    """Optional step-limit schedule; None keeps episode.max_steps."""
+
+
+class AdaptConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    """Rewrite tasks whose accuracy leaves the band (Algorithm 2)."""
+    band: AdaptBand = Field(default_factory=AdaptBand)
+    rewriter: RewriterConfig = Field(default_factory=RewriterConfig)
+    critique: CritiqueConfig = Field(default_factory=CritiqueConfig)
+    difficulty: Path | None = None
+    """JSON {task_id: [variant names easiest->hardest]} (or {order, hints});
+    None: osworld_tasks/local/difficulty.json when it exists."""
+
+
+class MetricsConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    tensorboard: bool = True
+    """Write TensorBoard event files under RUN_DIR/tensorboard (if installed)."""
+    wandb_project: str | None = None
+    """Also log to Weights & Biases under this project (needs `wandb` and a login)."""
+    live: bool = True
+    """A rich live summary in the terminal."""
