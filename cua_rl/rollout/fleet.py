@@ -18,7 +18,7 @@ import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from cua_rl.reward.judge import StreamingJudge
@@ -41,7 +41,10 @@ class FinishedGroup:
     """A completed task group with every trajectory's verdicts."""
 
     group: TaskGroup
-    verdicts: dict[str, list[StepVerdict]] = field(default_factory=dict)
+
+    @property
+    def verdicts(self) -> dict[str, list[StepVerdict]]:
+        return self.group.verdicts
 
 
 GroupHandler = Callable[[FinishedGroup], Awaitable[None]]
@@ -75,7 +78,6 @@ class Fleet:
         self.counts: Counter[str] = Counter()
         self.busy_s = 0.0
         """Desktop-seconds spent inside episodes (for utilization)."""
-        self._verdicts: dict[str, list[StepVerdict]] = {}
 
     async def run(self) -> Counter[str]:
         started = time.perf_counter()
@@ -123,7 +125,6 @@ class Fleet:
 
     async def _finish(self, ticket: RolloutTicket, traj: Trajectory) -> None:
         verdicts = await self.judge.collect(traj.id) if self.judge is not None else []
-        self._verdicts[traj.id] = verdicts
         parse_errors = sum(1 for s in traj.steps if s.parse_error)
         self.counts["episodes"] += 1
         self.counts["steps"] += len(traj.steps)
@@ -131,14 +132,11 @@ class Fleet:
         self.counts["successes"] += traj.outcome == 1
         if parse_errors:
             await self.store.incr("parse_errors", parse_errors)
-        group = await self.scheduler.complete(ticket, traj)
+        group = await self.scheduler.complete(ticket, traj, verdicts)
         if group is not None:
             await self._emit(group)
 
     async def _emit(self, group: TaskGroup) -> None:
-        finished = FinishedGroup(group, {
-            t.id: self._verdicts.pop(t.id, []) for t in group.trajectories.values()
-        })
         self.counts["groups"] += 1
         if self.on_group is not None:
-            await self.on_group(finished)
+            await self.on_group(FinishedGroup(group))

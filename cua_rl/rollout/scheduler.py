@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from cua_rl.types import TaskVariant, Trajectory
+from cua_rl.types import StepVerdict, TaskVariant, Trajectory
 
 TaskSource = Callable[[], Awaitable[TaskVariant | None]]
 """Yields the variant of the next task group; None when there is no more work."""
@@ -70,6 +70,8 @@ class TaskGroup:
     variant: TaskVariant
     size: int
     trajectories: dict[int, Trajectory] = field(default_factory=dict)
+    verdicts: dict[str, list[StepVerdict]] = field(default_factory=dict)
+    """Reward-model verdicts per trajectory id, in step order."""
 
     @property
     def done(self) -> bool:
@@ -139,8 +141,10 @@ class GroupScheduler:
             RolloutTicket(group.group_id, variant, slot) for slot in range(self.group_size)
         )
 
-    async def complete(self, ticket: RolloutTicket, trajectory: Trajectory) -> TaskGroup | None:
-        """Record a finished rollout; return its group when that completes it."""
+    async def complete(self, ticket: RolloutTicket, trajectory: Trajectory,
+                       verdicts: list[StepVerdict] | None = None) -> TaskGroup | None:
+        """Record a finished rollout (with its verdicts); return its group when that
+        completes it. The group carries everything, wherever its rollouts ran."""
         async with self._changed:
             group = self._groups[ticket.group_id]
             if ticket.slot in group.trajectories:
@@ -148,6 +152,7 @@ class GroupScheduler:
                     f"slot {ticket.slot} of group {ticket.group_id} completed twice"
                 )
             group.trajectories[ticket.slot] = trajectory
+            group.verdicts[trajectory.id] = list(verdicts or [])
             self._changed.notify_all()
             if group.done:
                 del self._groups[ticket.group_id]
