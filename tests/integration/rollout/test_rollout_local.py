@@ -12,7 +12,7 @@ import pytest
 
 from cua_rl.config import RunConfig
 from cua_rl.inference.base import ChatResult
-from cua_rl.rollout.fleet import Fleet, FinishedGroup
+from cua_rl.rollout.fleet import FinishedGroup, Fleet
 from cua_rl.rollout.scheduler import GroupScheduler
 from cua_rl.runtime.local import local_components, task_cycle
 from cua_rl.runtime.rollout import run_rollouts
