@@ -29,5 +29,5 @@ fi
 PIP="python3 -m pip"
 # torch first and pinned: a bare `torch` requirement would pull a multi-GB build.
 $PIP install -q torch==2.14.1 torchvision==0.29.1
-$PIP install -q -e ./vm/guest -e ".[model,dev]"
+$PIP install -q -e ./vm/guest -e ".[train,dev]"
 echo "cua-rl setup done: try 'cua-rl --help'"

@@ -1,0 +1,72 @@
+"""The contract of a training engine, and the factory that picks one.
+
+A `TrainEngine` owns a policy (or reward-model) copy, its optimizer and
+scheduler, and a frozen reference model. `train_step` consumes one batch of
+`StepSample`s and advances `version` by exactly one, whatever the number of
+optimizer steps inside, so the version a weight sync publishes counts batches.
+
+For weight sync: `export_weights(dir)` writes an HF checkpoint directory that
+`from_pretrained` and the hf server's `/update_weights {path}` load, and
+`named_parameters()` yields full, HF-named tensors (gathered under ZeRO-3) in a
+fixed order, ready for `weight_transfer.manifest`/`send`. Under DeepSpeed these
+calls are collective: every rank must make them.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cua_rl.learner.config import LearnerConfig
+from cua_rl.types import StepSample
+
+if TYPE_CHECKING:
+    import torch
+
+
+class TrainEngine(ABC):
+    """One learner's model, optimizer and reference; engines differ in parallelism only."""
+
+    cfg: LearnerConfig
+    version: int
+    """Completed `train_step` calls, restored by `load_checkpoint`."""
+    optimizer_steps: int
+    """Completed optimizer steps (drives the learning-rate schedule)."""
+
+    @abstractmethod
+    def train_step(self, batch: Sequence[StepSample]) -> dict[str, float]:
+        """Train on one batch (this rank's share of it, under DeepSpeed); return metrics."""
+
+    @abstractmethod
+    def save_checkpoint(self, path: str | Path) -> None:
+        """Everything needed to resume exactly: weights, optimizer, scheduler, counters."""
+
+    @abstractmethod
+    def load_checkpoint(self, path: str | Path) -> None:
+        """Restore a `save_checkpoint` directory into this engine."""
+
+    @abstractmethod
+    def export_weights(self, path: str | Path) -> Path:
+        """Write the current weights as an HF checkpoint directory (model + processor)."""
+
+    @abstractmethod
+    def named_parameters(self) -> Iterator[tuple[str, torch.Tensor]]:
+        """Full tensors under their HF names, in `model.named_parameters()` order."""
+
+    @property
+    @abstractmethod
+    def model(self) -> Any:
+        """The HF model being trained (under DeepSpeed, the engine's module)."""
+
+
+def build_engine(cfg: LearnerConfig, model_dir: str | Path) -> TrainEngine:
+    """The engine `cfg.engine` names, loading weights from `model_dir`. Imports torch."""
+    if cfg.engine.type == "deepspeed":
+        from cua_rl.learner.engine_deepspeed import DeepSpeedTrainEngine
+
+        return DeepSpeedTrainEngine(cfg, model_dir)
+    from cua_rl.learner.engine_torch import TorchTrainEngine
+
+    return TorchTrainEngine(cfg, model_dir)

@@ -1,0 +1,99 @@
+"""Typed settings of a learner: the off-policy-corrected loss, the optimizer, the engine.
+
+Defaults follow DESIGN.md section 6 and work on a CPU with the tiny model.
+Pydantic only (no torch), so the CLI can validate a run config without loading torch.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class LossConfig(BaseModel):
+    """PPO (or GSPO) on the proximal ratio, times a truncated behavior importance weight,
+    plus k3 KL to a frozen reference (loss.py has the formulas)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["ppo", "gspo"] = "ppo"
+    """`ppo`: token-level ratio to the proximal policy, token-mean over response tokens.
+    `gspo`: one length-normalized ratio per sequence, sequence-mean aggregation."""
+    clip_eps: float = Field(0.2, gt=0.0, lt=1.0)
+    """PPO clip range: the ratio is clipped to [1 - eps, 1 + eps]."""
+    gspo_clip_low: float = Field(3e-4, gt=0.0, lt=1.0)
+    """GSPO's lower clip range (sequence ratios stay near 1, so it is tiny)."""
+    gspo_clip_high: float = Field(4e-4, gt=0.0)
+    """GSPO's upper clip range."""
+    is_cap: float = Field(2.0, gt=0.0)
+    """C: behavior importance weights `exp(logp_prox - logp_behavior)` above it are
+    capped (mode `truncate`) or dropped (mode `mask`)."""
+    is_mode: Literal["truncate", "mask"] = "truncate"
+    """`truncate` uses `min(w, C)`; `mask` removes tokens (GSPO: sequences) with w > C
+    from the policy term; they still count in the normalizer and the KL term."""
+    kl_beta: float = Field(0.01, ge=0.0)
+    """Weight of the k3 KL estimate to the reference model (0 skips the reference)."""
+
+
+class TorchEngineConfig(BaseModel):
+    """A single-process learner on plain PyTorch (tests, the tiny model, one GPU)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["torch"] = "torch"
+    device: str = "cpu"
+    """Torch device of the policy and the reference model."""
+
+
+class DeepSpeedEngineConfig(BaseModel):
+    """A data-parallel learner on DeepSpeed; every rank runs the same config."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["deepspeed"] = "deepspeed"
+    zero_stage: Literal[0, 1, 2, 3] = 2
+    """ZeRO stage: 1 shards optimizer state, 2 also gradients, 3 also parameters."""
+    bf16: bool = False
+    """Train in bf16 (GPU). CPU runs keep float32, so logprobs match the hf server."""
+    dist_backend: Literal["gloo", "nccl"] = "gloo"
+    """Collective backend: `gloo` on CPU, `nccl` on GPU."""
+
+
+EngineConfig = Annotated[TorchEngineConfig | DeepSpeedEngineConfig, Field(discriminator="type")]
+
+
+class LearnerConfig(BaseModel):
+    """One learner (policy or reward model): what it trains on and how it steps."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    engine: EngineConfig = Field(default_factory=TorchEngineConfig)
+    """`torch` (single process) or `deepspeed` (data parallel, ZeRO)."""
+    lr: float = Field(1e-6, gt=0.0)
+    """AdamW peak learning rate."""
+    weight_decay: float = Field(0.0, ge=0.0)
+    """AdamW decoupled weight decay."""
+    betas: tuple[float, float] = (0.9, 0.999)
+    """AdamW betas."""
+    adam_eps: float = Field(1e-8, gt=0.0)
+    grad_clip: float = Field(1.0, gt=0.0)
+    """Global gradient-norm clip applied before every optimizer step."""
+    warmup_steps: int = Field(0, ge=0)
+    """Linear warmup of the learning rate over this many optimizer steps, then constant."""
+    micro_batch_tokens: int = Field(8192, ge=1)
+    """Padded-token budget of one forward/backward; samples are packed by length up to it
+    and gradients accumulate over the micro-batches of a mini-batch. A longer sample
+    still forms a micro-batch of its own."""
+    mini_batches: int = Field(1, ge=1)
+    """Optimizer steps per `train_step`: the batch is split into this many mini-batches,
+    all judged against the proximal logprobs taken before the first one (PPO epochs)."""
+    temperature: float = Field(1.0, ge=0.0)
+    """Sampling temperature of the servers that produced the samples; logprobs are
+    recomputed as `log_softmax(logits / T)` (T = 0: T = 1, as the servers report)."""
+    loss: LossConfig = Field(default_factory=LossConfig)
+    reference_model: str | None = None
+    """Checkpoint of the frozen KL reference; None means the initial checkpoint."""
+    seed: int = 0
+    """Torch seed set when the engine starts (rank added under DeepSpeed)."""
+

@@ -1,0 +1,112 @@
+"""One `train_step`, shared by the engines: proximal pass, then mini-batch updates.
+
+Order within a step: encode and pack every sample; compute the proximal
+logprobs (current weights, no grad) and the reference logprobs of all of them
+BEFORE any update, so every mini-batch is judged against the same proximal
+policy; then for each mini-batch accumulate gradients over its micro-batches and
+take one optimizer step.
+
+Data parallel invariant: every rank runs the same number of forwards and
+backwards (ZeRO-3 gathers parameters in each), so a rank with fewer micro-batches
+repeats one with a zero loss weight; and each rank divides its summed loss by
+the global token (or sequence) count times 1/world, so that DeepSpeed's gradient
+averaging yields the exact global mean.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal, Protocol
+
+import torch
+
+from cua_rl.learner.batching import MicroBatch, build_micro_batches, encode_sample
+from cua_rl.learner.config import LearnerConfig
+from cua_rl.learner.logprobs import batch_logprobs, response_logprobs
+from cua_rl.learner.loss import loss_normalizer, policy_loss
+from cua_rl.types import StepSample
+
+
+class StepOps(Protocol):
+    """What an engine provides to the shared step."""
+
+    world_size: int
+
+    def forward_model(self) -> Any:
+        """The callable trained model (an HF model or a DeepSpeed engine)."""
+
+    def backward(self, loss: torch.Tensor, boundary: bool) -> None:
+        """Accumulate gradients; `boundary` marks a mini-batch's last micro-batch."""
+
+    def optimizer_step(self) -> float:
+        """Clip, step optimizer and scheduler, zero grads; return the grad norm."""
+
+    def all_reduce(self, values: list[float], op: Literal["sum", "max"]) -> list[float]:
+        """Reduce across data-parallel ranks (identity for one process)."""
+
+
+def run_train_step(ops: StepOps, samples: Sequence[StepSample], *, processor: Any,
+                   reference: Any | None, cfg: LearnerConfig,
+                   device: torch.device | str) -> dict[str, float]:
+    if not samples:
+        raise ValueError("train_step needs at least one sample on every rank")
+    pad = processor.tokenizer.pad_token_id
+    encoded = [encode_sample(processor, s) for s in samples]
+    chunks = _split(len(encoded), cfg.mini_batches)
+    plans = [build_micro_batches([encoded[i] for i in c], cfg.micro_batch_tokens, pad)
+             if c else [] for c in chunks]
+    targets = ops.all_reduce([float(len(p)) for p in plans], "max")
+    sizes = ops.all_reduce(
+        [loss_normalizer(cfg.loss, sum(m.num_tokens for m in p), sum(m.num_sequences for m in p))
+         for p in plans], "sum")
+    filler = next(m for p in plans for m in p)
+    # (micro-batch, weight): weight 0 marks a repeat that only keeps ranks in step.
+    padded = [[(m, 1.0) for m in p] + [(p[0] if p else filler, 0.0)] * (int(t) - len(p))
+              for p, t in zip(plans, targets, strict=True)]
+    flat = [m.to(device) for plan in padded for m, _ in plan]
+    model = ops.forward_model()
+    prox = batch_logprobs(model, flat, cfg.temperature)
+    use_ref = cfg.loss.kl_beta > 0
+    ref = batch_logprobs(reference, flat, cfg.temperature) if use_ref else [None] * len(flat)
+
+    sums: dict[str, float] = {}
+    count = loss_total = grad_norm = 0.0
+    k = 0
+    for plan, size in zip(padded, sizes, strict=True):
+        for j, (_, weight) in enumerate(plan):
+            mb: MicroBatch = flat[k]
+            logp = response_logprobs(model, mb, cfg.temperature)
+            terms = policy_loss(logp, prox[k], mb.behavior_logprobs, mb.advantages, cfg.loss,
+                                normalizer=size / ops.world_size, ref_logp=ref[k],
+                                seq_index=mb.seq_index)
+            ops.backward(terms.loss * weight, boundary=j == len(plan) - 1)
+            if weight:
+                loss_total += float(terms.loss.detach())
+                count += terms.count
+                for key, value in terms.sums.items():
+                    sums[key] = sums.get(key, 0.0) + value
+            k += 1
+        if plan:
+            grad_norm = ops.optimizer_step()
+    return _metrics(ops, sums, count, loss_total, grad_norm, encoded, len(padded))
+
+
+def _split(n: int, parts: int) -> list[list[int]]:
+    """`parts` contiguous, near-equal index ranges (some empty when n < parts)."""
+    bounds = [n * i // parts for i in range(parts + 1)]
+    return [list(range(bounds[i], bounds[i + 1])) for i in range(parts)]
+
+
+def _metrics(ops: StepOps, sums: dict[str, float], count: float, loss_total: float,
+             grad_norm: float, encoded: list[Any], mini_batches: int) -> dict[str, float]:
+    keys = sorted(sums)
+    tokens = float(sum(e.response_len for e in encoded))
+    reduced = ops.all_reduce([sums[k] for k in keys] + [count, loss_total, tokens,
+                                                        float(len(encoded))], "sum")
+    total = max(reduced[len(keys)], 1e-12)
+    out = {k: v / total for k, v in zip(keys, reduced, strict=False)}
+    out["loss"] = reduced[len(keys) + 1] / ops.world_size / mini_batches
+    out["response_tokens"] = reduced[len(keys) + 2]
+    out["samples"] = reduced[len(keys) + 3]
+    out["grad_norm"] = grad_norm
+    return out
