@@ -22,10 +22,13 @@ COMMANDS: dict[str, str] = {
     "rollout": "cua_rl.rollout.commands:rollout",
     "train": "cua_rl.runtime.train_command:train",
     "eval": "cua_rl.report.commands:eval_command",
+    "view": "cua_rl.viewer.commands:view",
+    "plot": "cua_rl.report.plot_command:plot",
 }
 
 BENCH_COMMANDS: dict[str, str] = {
     "guest": "cua_rl.desktop.bench:bench_guest",
+    "learn": "cua_rl.learner.bench_learn:bench_learn",
     "fleet": "cua_rl.rollout.bench_fleet:bench_fleet",
 }
 

@@ -49,6 +49,7 @@ CREATE TABLE IF NOT EXISTS trajectories (
 );
 CREATE INDEX IF NOT EXISTS trajectories_by_variant ON trajectories(variant_id);
 CREATE INDEX IF NOT EXISTS trajectories_by_group ON trajectories(group_id);
+CREATE INDEX IF NOT EXISTS trajectories_by_finish ON trajectories(finished_at);
 CREATE TABLE IF NOT EXISTS steps (
     trajectory_id TEXT NOT NULL,
     step_index INTEGER NOT NULL,

@@ -1,0 +1,196 @@
+"""Learning curves of a training run as PNG files, in the report house style.
+
+Every curve is read from what the run store actually records: outcomes, votes,
+step counts, versions and timestamps of trajectories. A curve whose data the
+run never recorded is not drawn; `write_curves` says why instead, so an empty
+or flat plot is never mistaken for a result. The store is opened read-only,
+so curves can be drawn while the run is still writing.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from cua_rl.report.plots import BASE_COLOR, HIGHLIGHT_COLOR, new_figure, save_figure
+from cua_rl.viewer.queries import open_readonly, run_lambda
+
+
+@dataclass
+class CurvesResult:
+    written: dict[str, Path] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    """Curve name -> why it was not drawn."""
+
+
+@dataclass
+class RunSeries:
+    """Per scored trajectory (aborted ones excluded), in finishing order."""
+
+    outcomes: list[int] = field(default_factory=list)
+    mean_rewards: list[float | None] = field(default_factory=list)
+    agreement: list[float | None] = field(default_factory=list)
+    """Fraction of the trajectory's votes whose sign matches its outcome."""
+    lag: list[int] = field(default_factory=list)
+    """Newest policy version seen by then minus the version the rollout started on."""
+    max_version: int = 0
+    stale_dropped: float = 0.0
+    step_times: list[tuple[float, float, int]] = field(default_factory=list)
+    """(started_at, finished_at, n_steps) of every trajectory, aborted included:
+    work done is work done."""
+    start: float | None = None
+
+
+def rolling_mean(values: Sequence[float], window: int) -> np.ndarray:
+    """Trailing mean over up to `window` points (shorter at the start, so the curve
+    begins at the first trajectory instead of after a warm-up gap)."""
+    x = np.asarray(values, dtype=float)
+    csum = np.cumsum(np.insert(x, 0, 0.0))
+    idx = np.arange(1, len(x) + 1)
+    lo = np.maximum(idx - window, 0)
+    return (csum[idx] - csum[lo]) / (idx - lo)
+
+
+def default_window(n: int) -> int:
+    return int(min(100, max(1, n // 20)))
+
+
+def spread_steps(times: Sequence[tuple[float, float, int]], edges: np.ndarray) -> np.ndarray:
+    """Steps per time bin, each trajectory's steps spread evenly over its duration:
+    steps are only timestamped through their episode, and counting them all at the
+    finish would show bursts that no desktop ever produced."""
+    out = np.zeros(len(edges) - 1)
+    lo, hi = edges[:-1], edges[1:]
+    for start, end, n in times:
+        if end <= start:
+            out[min(max(np.searchsorted(edges, end, side="right") - 1, 0), len(out) - 1)] += n
+            continue
+        overlap = np.clip(np.minimum(hi, end) - np.maximum(lo, start), 0.0, None)
+        out += n * overlap / (end - start)
+    return out
+
+
+def load_series(conn: sqlite3.Connection) -> RunSeries:
+    lam = run_lambda(conn)
+    votes: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for tid, idx, score in conn.execute(
+        "SELECT trajectory_id, step_index, score FROM votes ORDER BY trajectory_id, step_index"
+    ):
+        votes[tid][idx].append(score)
+    step_version = dict(conn.execute(
+        "SELECT trajectory_id, MAX(policy_version) FROM steps GROUP BY trajectory_id"))
+    out = RunSeries()
+    newest = 0
+    for tid, status, outcome, v0, n_steps, started, finished in conn.execute(
+        "SELECT trajectory_id, status, outcome, policy_version_at_start, n_steps, started_at, "
+        "finished_at FROM trajectories ORDER BY finished_at, trajectory_id"
+    ):
+        out.start = started if out.start is None else min(out.start, started)
+        out.step_times.append((started, finished, n_steps))
+        newest = max(newest, v0, step_version.get(tid) or 0)
+        if status == "aborted" or outcome is None:
+            continue
+        out.outcomes.append(outcome)
+        by_step = votes.get(tid, {})
+        if n_steps:
+            total = sum(outcome + lam * (sum(s) / len(s) if s else 0.0)
+                        for s in (by_step.get(i, []) for i in range(n_steps)))
+            out.mean_rewards.append(total / n_steps)
+        else:
+            out.mean_rewards.append(None)
+        all_votes = [s for step in by_step.values() for s in step]
+        out.agreement.append(sum(s == outcome for s in all_votes) / len(all_votes)
+                             if all_votes else None)
+        out.lag.append(newest - v0)
+    out.max_version = newest
+    out.stale_dropped = sum(v for (v,) in conn.execute(
+        "SELECT value FROM counters WHERE name LIKE '%stale_dropped'"))
+    return out
+
+
+def _line(name: str, values: Sequence[float | None], title: str, ylabel: str, out_dir: Path,
+          result: CurvesResult, *, ylim: tuple[float, float] | None = None,
+          raw: bool = True) -> None:
+    """Points (where defined) and their rolling mean over the trajectory index."""
+    pairs = [(i + 1, v) for i, v in enumerate(values) if v is not None]
+    if not pairs:
+        result.skipped[name] = "no data recorded"
+        return
+    x = np.array([p[0] for p in pairs])
+    y = np.array([p[1] for p in pairs], dtype=float)
+    window = default_window(len(y))
+    fig, ax = new_figure()
+    if raw:
+        ax.scatter(x, y, s=6, color=BASE_COLOR, alpha=0.25, linewidths=0, label="per trajectory")
+    ax.plot(x, rolling_mean(y, window), color=HIGHLIGHT_COLOR, linewidth=1.8,
+            label=f"rolling mean ({window})")
+    ax.set_xlabel("trajectory (finishing order)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    ax.legend(loc="best", fontsize=8, frameon=False)
+    result.written[name] = save_figure(fig, out_dir / f"{name}.png")
+
+
+def _throughput(series: RunSeries, out_dir: Path, result: CurvesResult) -> None:
+    times = [row for row in series.step_times if row[2] > 0]
+    if not times or series.start is None:
+        result.skipped["throughput"] = "no steps recorded"
+        return
+    span = max(f for _, f, _ in times) - series.start
+    if span <= 0:
+        result.skipped["throughput"] = "all steps share one timestamp"
+        return
+    # About 30 bins over the run, at least 5 s each: readable for a 2-minute smoke
+    # run and a 2-day training run alike. Rates are reported per minute either way.
+    width = max(5.0, span / 30)
+    edges = np.arange(series.start, series.start + span + width, width)
+    steps = spread_steps(times, edges)
+    fig, ax = new_figure()
+    ax.plot((edges[:-1] + width / 2 - series.start) / 60, steps * 60.0 / width,
+            color=BASE_COLOR, linewidth=1.8, marker="o", markersize=3)
+    ax.set_xlabel("minutes since the first rollout started")
+    ax.set_ylabel("steps per minute")
+    ax.set_title(f"Throughput ({sum(n for _, _, n in times)} steps, bins of {width:.0f} s)")
+    ax.set_ylim(bottom=0)
+    result.written["throughput"] = save_figure(fig, out_dir / "throughput.png")
+
+
+def write_curves(run_dir: str | Path, out_dir: str | Path) -> CurvesResult:
+    """Draw every curve the run has data for into `out_dir` (one PNG each)."""
+    out_dir = Path(out_dir)
+    conn = open_readonly(run_dir)
+    try:
+        series = load_series(conn)
+    finally:
+        conn.close()
+    result = CurvesResult()
+    if series.outcomes:
+        _line("success_rate", [1.0 if o > 0 else 0.0 for o in series.outcomes],
+              f"Success rate ({len(series.outcomes)} scored trajectories)", "success rate",
+              out_dir, result, ylim=(-0.02, 1.02), raw=False)
+    else:
+        result.skipped["success_rate"] = "no scored (non-aborted) trajectories"
+    _line("step_reward", series.mean_rewards, "Mean step reward R = O + λ·mean S",
+          "mean step reward", out_dir, result)
+    if "step_reward" in result.skipped:
+        result.skipped["step_reward"] = "no steps in scored trajectories"
+    _line("prm_agreement", series.agreement, "PRM agreement with outcomes",
+          "fraction of votes with the outcome's sign", out_dir, result, ylim=(-0.02, 1.02))
+    if "prm_agreement" in result.skipped:
+        result.skipped["prm_agreement"] = "no PRM votes recorded"
+    if series.max_version == 0:
+        result.skipped["staleness"] = "no policy version change recorded (all versions are 0)"
+    else:
+        dropped = f", {series.stale_dropped:.0f} stale samples dropped" \
+            if series.stale_dropped else ""
+        _line("staleness", series.lag, f"Policy version lag at finish{dropped}",
+              "newest version − version at start", out_dir, result)
+    _throughput(series, out_dir, result)
+    return result

@@ -1,0 +1,159 @@
+"""The viewer's HTTP server: a JSON API under `/api/`, screenshots by content
+hash under `/screenshots/`, and the static page.
+
+All SQLite work runs on one dedicated thread with one read-only connection, so
+the event loop stays free and the connection is never shared between threads.
+Screenshot names are matched against the store's naming scheme before any path
+is built, and the resolved path must stay inside `screenshots/`: a request can
+never read another file of the run directory or of the host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sqlite3
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from aiohttp import web
+
+from cua_rl.store.run_store import SHOTS_DIR
+from cua_rl.viewer import queries
+from cua_rl.viewer.trajectory_detail import trajectory_detail
+
+T = TypeVar("T")
+
+STATIC_DIR = Path(__file__).parent / "static"
+SHOT_NAME = re.compile(r"^[0-9a-f]{40}\.(png|jpg|bin)$")
+"""`screenshot_hash` names: 40 hex digits and the extension from the magic bytes."""
+CONTENT_TYPES = {"png": "image/png", "jpg": "image/jpeg", "bin": "application/octet-stream"}
+
+DB_KEY = web.AppKey("db", "ViewerDatabase")
+RUN_DIR_KEY = web.AppKey("run_dir", Path)
+
+
+class ViewerDatabase:
+    """The read-only connection and the one thread allowed to use it."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="viewer-db")
+        self._conn: sqlite3.Connection = self._executor.submit(
+            queries.open_readonly, run_dir).result()
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, lambda: fn(self._conn, *args))
+
+    def close(self) -> None:
+        self._executor.submit(self._conn.close).result()
+        self._executor.shutdown(wait=True)
+
+
+def _int(request: web.Request, name: str, default: int | None = None) -> int | None:
+    raw = request.query.get(name, "")
+    if raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise web.HTTPBadRequest(text=f"query parameter {name!r} must be an integer, "
+                                      f"got {raw!r}") from None
+
+
+def _filter(request: web.Request) -> queries.TrajectoryFilter:
+    outcome = _int(request, "outcome")
+    if outcome not in (None, 1, -1):
+        raise web.HTTPBadRequest(text=f"outcome must be 1 or -1, got {outcome}")
+    aborted = request.query.get("aborted") or "include"
+    if aborted not in ("include", "exclude", "only"):
+        raise web.HTTPBadRequest(text=f"aborted must be include, exclude or only, got {aborted!r}")
+    return queries.TrajectoryFilter(
+        task_id=request.query.get("task") or None, outcome=outcome,
+        policy_version=_int(request, "version"), aborted=aborted)
+
+
+async def api_overview(request: web.Request) -> web.Response:
+    return web.json_response(await request.app[DB_KEY].run(queries.overview))
+
+
+async def api_tasks(request: web.Request) -> web.Response:
+    page = await request.app[DB_KEY].run(
+        queries.tasks_page, _int(request, "offset", 0), _int(request, "limit"))
+    return web.json_response(page)
+
+
+async def api_task(request: web.Request) -> web.Response:
+    task_id = request.match_info["task_id"]
+    variants = await request.app[DB_KEY].run(queries.task_variants, task_id)
+    return web.json_response({"task_id": task_id, "variants": variants})
+
+
+async def api_task_history(request: web.Request) -> web.Response:
+    page = await request.app[DB_KEY].run(
+        queries.adaptation_history, request.match_info["task_id"],
+        _int(request, "offset", 0), _int(request, "limit"))
+    return web.json_response(page)
+
+
+async def api_trajectories(request: web.Request) -> web.Response:
+    cursor = request.query.get("cursor") or None
+    if cursor is not None:
+        try:
+            queries.decode_cursor(cursor)
+        except ValueError as exc:
+            raise web.HTTPBadRequest(text=str(exc)) from None
+    page = await request.app[DB_KEY].run(
+        queries.trajectories_page, _filter(request), cursor, _int(request, "limit"))
+    return web.json_response(page)
+
+
+async def api_trajectory(request: web.Request) -> web.Response:
+    tid = request.match_info["trajectory_id"]
+    detail = await request.app[DB_KEY].run(trajectory_detail, tid)
+    if detail is None:
+        raise web.HTTPNotFound(text=f"trajectory {tid!r} is not in this run")
+    return web.json_response(detail)
+
+
+async def screenshot(request: web.Request) -> web.FileResponse:
+    name = request.match_info["name"]
+    if not SHOT_NAME.match(name):
+        raise web.HTTPNotFound(text="not a screenshot name")
+    root = (request.app[RUN_DIR_KEY] / SHOTS_DIR).resolve()
+    path = (root / name[:2] / name).resolve()
+    if not path.is_relative_to(root) or not path.is_file():
+        raise web.HTTPNotFound(text=f"screenshot {name} is not in this run")
+    # Content-addressed: a name always means the same bytes, so caching is safe.
+    return web.FileResponse(path, headers={
+        "Content-Type": CONTENT_TYPES[name.rsplit(".", 1)[1]],
+        "Cache-Control": "public, max-age=31536000, immutable"})
+
+
+async def index(request: web.Request) -> web.FileResponse:
+    return web.FileResponse(STATIC_DIR / "index.html", headers={"Cache-Control": "no-cache"})
+
+
+def make_app(run_dir: str | Path) -> web.Application:
+    """The viewer application for one run directory."""
+    run_dir = Path(run_dir).resolve()
+    app = web.Application()
+    app[RUN_DIR_KEY] = run_dir
+    app[DB_KEY] = ViewerDatabase(run_dir)
+
+    async def close_db(app: web.Application) -> None:
+        app[DB_KEY].close()
+
+    app.on_cleanup.append(close_db)
+    app.router.add_get("/", index)
+    app.router.add_get("/api/overview", api_overview)
+    app.router.add_get("/api/tasks", api_tasks)
+    app.router.add_get("/api/tasks/{task_id}", api_task)
+    app.router.add_get("/api/tasks/{task_id}/history", api_task_history)
+    app.router.add_get("/api/trajectories", api_trajectories)
+    app.router.add_get("/api/trajectories/{trajectory_id}", api_trajectory)
+    app.router.add_get("/screenshots/{name}", screenshot)
+    app.router.add_static("/static/", STATIC_DIR)
+    return app
