@@ -171,3 +171,8 @@ def screenshot(provider_name: str, state_dir: Path | None, desktop_id: str, out:
 
     out.write_bytes(_run(go, _provider(provider_name, state_dir)))
     click.echo(f"wrote {out}")
+
+
+from cua_rl.desktop.providers.aws_sweep import sweep_command  # noqa: E402
+
+vm.add_command(sweep_command)

@@ -17,7 +17,10 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from cua_rl.desktop.providers.aws_config import AwsProviderConfig
+from cua_rl.desktop.providers.docker_config import DockerProviderConfig
 from cua_rl.desktop.providers.local_config import LocalProviderConfig
+from cua_rl.desktop.providers.qemu_config import QemuProviderConfig
 from cua_rl.errors import DesktopError
 
 
@@ -81,13 +84,19 @@ class DesktopProvider(ABC):
         return None
 
 
-# The union grows one member per provider (docker, qemu, aws come later); the
+# The union grows one member per provider; the
 # `type` field selects the member, so YAML reads `provider: {type: local, ...}`.
-ProviderConfig = Annotated[LocalProviderConfig, Field(discriminator="type")]
+ProviderConfig = Annotated[
+    LocalProviderConfig | DockerProviderConfig | QemuProviderConfig | AwsProviderConfig,
+    Field(discriminator="type"),
+]
 
 # type -> "module:class" so that a provider's heavy imports happen only when used.
 _PROVIDERS: dict[str, str] = {
     "local": "cua_rl.desktop.providers.local:LocalProvider",
+    "docker": "cua_rl.desktop.providers.docker:DockerProvider",
+    "qemu": "cua_rl.desktop.providers.qemu:QemuProvider",
+    "aws": "cua_rl.desktop.providers.aws:AwsProvider",
 }
 
 

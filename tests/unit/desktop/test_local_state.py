@@ -125,8 +125,8 @@ def test_provider_union_selects_by_type(tmp_path: Path) -> None:
     adapter = TypeAdapter(ProviderConfig)
     config = adapter.validate_python({"type": "local", "state_dir": str(tmp_path)})
     assert isinstance(config, LocalProviderConfig)
-    with pytest.raises(ValidationError, match="docker"):
-        adapter.validate_python({"type": "docker"})
+    with pytest.raises(ValidationError, match="vmware"):
+        adapter.validate_python({"type": "vmware"})
     provider = make_provider(config)
     assert provider.type == "local"
 

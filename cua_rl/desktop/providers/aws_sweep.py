@@ -1,0 +1,123 @@
+"""`cua-rl vm sweep --provider aws`: terminate EC2 desktops nobody will stop.
+
+Two cases leak instances: a run that is over (finished or crashed) and an
+instance past its `cua-rl:expires-at`. `sweep(api, run_id)` terminates every
+live instance of that run; `sweep(api, None)` terminates every cua-rl instance
+(tagged `cua-rl:run`) whose expiry has passed or whose expiry tag is missing or
+unreadable (an instance we cannot bound is treated as leaked). Instances
+without `cua-rl:run` are never touched. Run it from cron or after `ray down`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+
+from cua_rl.desktop.providers.aws_config import TAG_DESKTOP, TAG_EXPIRES, TAG_RUN
+from cua_rl.errors import CuaRlError
+
+LIVE_STATES = ["pending", "running", "stopping", "stopped"]
+
+
+@dataclass(frozen=True, slots=True)
+class SweptInstance:
+    instance_id: str
+    run: str | None
+    desktop: str | None
+    expires_at: str | None
+    reason: str
+
+
+def parse_expiry(value: str | None) -> datetime | None:
+    """`cua-rl:expires-at` as an aware datetime, None when absent or malformed."""
+    if not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def sweep_reason(instance: dict[str, Any], run_id: str | None, now: datetime) -> str | None:
+    """Why the instance should be terminated, or None to keep it."""
+    from cua_rl.desktop.providers.aws_api import tag
+
+    run = tag(instance, TAG_RUN)
+    if run is None:
+        return None
+    if run_id is not None:
+        return f"run {run_id} swept" if run == run_id else None
+    raw = tag(instance, TAG_EXPIRES)
+    expiry = parse_expiry(raw)
+    if expiry is None:
+        return f"{TAG_EXPIRES} tag missing or unreadable ({raw!r})"
+    return f"expired at {raw}" if expiry <= now else None
+
+
+async def sweep(api: Any, run_id: str | None, *, now: datetime | None = None,
+                dry_run: bool = False) -> list[SweptInstance]:
+    """Terminate (unless `dry_run`) and return the instances `sweep_reason` picks.
+    `api` is an `aws_api.Ec2Api`."""
+    from cua_rl.desktop.providers.aws_api import tag
+
+    now = now or datetime.now(UTC)
+    filters = [{"Name": "tag-key", "Values": [TAG_RUN]},
+               {"Name": "instance-state-name", "Values": LIVE_STATES}]
+    if run_id is not None:
+        filters.append({"Name": f"tag:{TAG_RUN}", "Values": [run_id]})
+    swept = []
+    for instance in await api.instances(filters=filters):
+        reason = sweep_reason(instance, run_id, now)
+        if reason is not None:
+            swept.append(SweptInstance(instance["InstanceId"], tag(instance, TAG_RUN),
+                                       tag(instance, TAG_DESKTOP), tag(instance, TAG_EXPIRES),
+                                       reason))
+    if swept and not dry_run:
+        await api.terminate([s.instance_id for s in swept])
+    return swept
+
+
+@click.command(name="sweep")
+@click.option("--provider", "provider_name", type=click.Choice(["aws"]), default="aws",
+              show_default=True, help="Provider whose leaked desktops to terminate.")
+@click.option("--run", "run_id", default=None,
+              help="Terminate every instance of this (finished or dead) run; without it, "
+                   "only instances past their cua-rl:expires-at.")
+@click.option("--region", default="us-east-1", show_default=True)
+@click.option("--profile", default=None, help="AWS credentials profile.")
+@click.option("--endpoint-url", default=None, help="EC2 endpoint (moto, LocalStack).")
+@click.option("--dry-run", is_flag=True, help="List what would be terminated; change nothing.")
+@click.option("--json", "as_json", is_flag=True)
+def sweep_command(provider_name: str, run_id: str | None, region: str, profile: str | None,
+                  endpoint_url: str | None, dry_run: bool, as_json: bool) -> None:
+    """Terminate cloud desktops of dead runs or past their time-to-live."""
+    from cua_rl.desktop.providers.aws_api import Ec2Api
+    from cua_rl.desktop.providers.aws_config import AwsProviderConfig
+
+    config = AwsProviderConfig(region=region, profile=profile, endpoint_url=endpoint_url)
+
+    async def go() -> list[SweptInstance]:
+        api = Ec2Api(config)
+        try:
+            return await sweep(api, run_id, dry_run=dry_run)
+        finally:
+            await api.close()
+
+    try:
+        swept = asyncio.run(go())
+    except CuaRlError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if as_json:
+        click.echo(json.dumps([asdict(s) for s in swept]))
+        return
+    verb = "would terminate" if dry_run else "terminated"
+    for s in swept:
+        click.echo(f"{verb} {s.instance_id}  run={s.run}  desktop={s.desktop}  ({s.reason})")
+    if not swept:
+        click.echo("nothing to sweep")

@@ -1,0 +1,244 @@
+"""The aws provider and the sweep against moto's EC2 (a real HTTP server on
+127.0.0.1, reached through `endpoint_url`, so boto3, our thread pool and our
+pagination all run for real).
+
+moto's instances have no guest behind them, so readiness is handled in two
+ways, both tested: `guest_url` points every instance at a local guest-protocol
+stub (aiohttp, /healthz + /platform) and the real GuestClient probe polls it;
+and `wait_ready: false` skips the guest and returns once EC2 says `running`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import urllib.request
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+pytest.importorskip("moto.server")
+import boto3  # noqa: E402
+from aiohttp import web  # noqa: E402
+from moto.server import ThreadedMotoServer  # noqa: E402
+
+from cua_rl.desktop.providers.aws import AwsProvider  # noqa: E402
+from cua_rl.desktop.providers.aws_api import Ec2Api  # noqa: E402
+from cua_rl.desktop.providers.aws_config import AwsProviderConfig  # noqa: E402
+from cua_rl.desktop.providers.aws_sweep import sweep  # noqa: E402
+from cua_rl.errors import DesktopError  # noqa: E402
+
+REGION = "us-east-1"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def moto_server() -> Iterator[str]:
+    """One moto server for the module (starting it costs seconds); fake credentials
+    so nothing can reach real AWS."""
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                           "AWS_SESSION_TOKEN": "testing", "AWS_DEFAULT_REGION": REGION,
+                           "AWS_CONFIG_FILE": "/dev/null",
+                           "AWS_SHARED_CREDENTIALS_FILE": "/dev/null"}.items():
+            patch.setenv(key, value)
+        port = free_port()
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+        server.start()
+        yield f"http://127.0.0.1:{port}"
+        server.stop()
+
+
+@pytest.fixture
+def moto_url(moto_server: str) -> str:
+    """The moto server with empty state (moto keeps state per process)."""
+    with urllib.request.urlopen(urllib.request.Request(f"{moto_server}/moto-api/reset",
+                                                       method="POST"), timeout=10):
+        pass
+    return moto_server
+
+
+@pytest.fixture
+def network(moto_url: str) -> dict[str, Any]:
+    """A VPC, subnet, security group (guest port open), key pair and an AMI in moto."""
+    ec2 = boto3.client("ec2", region_name=REGION, endpoint_url=moto_url)
+    vpc = ec2.create_vpc(CidrBlock="10.9.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.9.1.0/24")["Subnet"]["SubnetId"]
+    group = ec2.create_security_group(GroupName="cua-rl-desktops", Description="guests",
+                                      VpcId=vpc)["GroupId"]
+    ec2.authorize_security_group_ingress(GroupId=group, IpPermissions=[{
+        "IpProtocol": "tcp", "FromPort": 5000, "ToPort": 5000,
+        "IpRanges": [{"CidrIp": "10.9.0.0/16"}]}])
+    ec2.create_key_pair(KeyName="cua-rl-test")
+    ami = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    return {"ec2": ec2, "subnet": subnet, "group": group, "ami": ami, "url": moto_url}
+
+
+@pytest.fixture
+async def guest_stub() -> AsyncIterator[str]:
+    """A guest-protocol stub: what an OSWorld guest answers for readiness."""
+    async def healthz(_: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def platform(_: web.Request) -> web.Response:
+        return web.Response(text="Linux")
+
+    app = web.Application()
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/platform", platform)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    yield f"http://127.0.0.1:{port}"
+    await runner.cleanup()
+
+
+def make_config(network: dict[str, Any], **kwargs: Any) -> AwsProviderConfig:
+    defaults = {"region": REGION, "endpoint_url": network["url"], "ami_id": network["ami"],
+                "subnet_id": network["subnet"], "security_group_ids": [network["group"]],
+                "key_name": "cua-rl-test", "run_id": "run-1", "poll_interval_s": 0.05,
+                "ready_timeout_s": 30, "extra_tags": {"team": "rl"}}
+    return AwsProviderConfig(**{**defaults, **kwargs})
+
+
+def describe(ec2: Any, instance_id: str) -> dict[str, Any]:
+    return ec2.describe_instances(InstanceIds=[instance_id])["Reservations"][0]["Instances"][0]
+
+
+def tags_of(instance: dict[str, Any]) -> dict[str, str]:
+    return {t["Key"]: t["Value"] for t in instance.get("Tags", [])}
+
+
+async def test_lifecycle_with_a_guest_stub(network: dict[str, Any], guest_stub: str) -> None:
+    ec2 = network["ec2"]
+    provider = AwsProvider(make_config(network, ttl_s=3600),
+                           guest_url=lambda instance: guest_stub)
+    began = datetime.now(UTC)
+    try:
+        handle = await provider.start("d-1")
+        assert handle.url == guest_stub and handle.token is None
+        instance_id = handle.info["instance_id"]
+        instance = describe(ec2, instance_id)
+        assert instance["State"]["Name"] == "running"
+        assert instance["InstanceType"] == "t3.medium"
+        assert instance["SubnetId"] == network["subnet"] and instance["KeyName"] == "cua-rl-test"
+        nic_groups = [g["GroupId"] for g in instance["NetworkInterfaces"][0]["Groups"]]
+        assert nic_groups == [network["group"]]
+        tags = tags_of(instance)
+        assert tags["cua-rl:run"] == "run-1" and tags["cua-rl:desktop"] == "d-1"
+        assert tags["team"] == "rl"
+        expiry = datetime.fromisoformat(tags["cua-rl:expires-at"].replace("Z", "+00:00"))
+        assert began + timedelta(seconds=3590) <= expiry <= began + timedelta(seconds=3610)
+        user_data = ec2.describe_instance_attribute(InstanceId=instance_id,
+                                                    Attribute="userData")["UserData"]["Value"]
+        assert "shutdown -h +60" in base64.b64decode(user_data).decode()
+
+        assert await provider.health(handle)
+        assert [h.id for h in await provider.list()] == ["d-1"]
+        assert (await provider.get("d-1")).info["instance_id"] == instance_id
+        with pytest.raises(DesktopError, match="already running"):
+            await provider.start("d-1")
+
+        new = await provider.reset(handle)  # replace_instance: terminate + launch
+        assert new.info["instance_id"] != instance_id
+        assert describe(ec2, instance_id)["State"]["Name"] in ("shutting-down", "terminated")
+        assert await provider.health(new) and not await provider.health(handle)
+
+        await provider.stop(new)
+        assert describe(ec2, new.info["instance_id"])["State"]["Name"] in (
+            "shutting-down", "terminated")
+        assert await provider.list() == []
+        await provider.stop(new)  # idempotent
+    finally:
+        await provider.close()
+
+
+async def test_wait_ready_false_returns_once_running(network: dict[str, Any]) -> None:
+    provider = AwsProvider(make_config(network, wait_ready=False, self_shutdown=False))
+    try:
+        handle = await provider.start("d-2")
+        assert handle.info["state"] == "running"
+        assert handle.url == f"http://{handle.info['private_ip']}:5000"
+        assert await provider.health(handle)
+        await provider.stop(handle)
+    finally:
+        await provider.close()
+
+
+async def test_guest_that_never_answers_terminates_the_instance(network: dict[str, Any]) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    provider = AwsProvider(make_config(network, ready_timeout_s=1.5),
+                           guest_url=lambda instance: dead)
+    try:
+        with pytest.raises(DesktopError, match="not ready within"):
+            await provider.start("d-3")
+        assert await provider.list() == []
+        filters = [{"Name": "tag:cua-rl:desktop", "Values": ["d-3"]}]
+        (instance,) = [i for r in network["ec2"].describe_instances(Filters=filters)
+                       ["Reservations"] for i in r["Instances"]]
+        assert instance["State"]["Name"] in ("shutting-down", "terminated")
+    finally:
+        await provider.close()
+
+
+async def test_sweep_terminates_expired_and_dead_runs_only(network: dict[str, Any]) -> None:
+    ec2 = network["ec2"]
+    now = datetime.now(UTC)
+
+    def launch(tags: dict[str, str]) -> str:
+        spec = [{"ResourceType": "instance",
+                 "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}]
+        return ec2.run_instances(ImageId=network["ami"], MinCount=1, MaxCount=1,
+                                 TagSpecifications=spec)["Instances"][0]["InstanceId"]
+
+    past = (now - timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    future = (now + timedelta(hours=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    expired = launch({"cua-rl:run": "a", "cua-rl:desktop": "d-0", "cua-rl:expires-at": past})
+    fresh = launch({"cua-rl:run": "a", "cua-rl:desktop": "d-1", "cua-rl:expires-at": future})
+    other = launch({"cua-rl:run": "b", "cua-rl:desktop": "d-0", "cua-rl:expires-at": future})
+    foreign = launch({"Name": "not ours"})
+    api = Ec2Api(make_config(network))
+    try:
+        planned = await sweep(api, None, dry_run=True)
+        assert [s.instance_id for s in planned] == [expired]
+        assert describe(ec2, expired)["State"]["Name"] == "running"
+
+        swept = await sweep(api, None)
+        assert [(s.instance_id, s.run) for s in swept] == [(expired, "a")]
+        swept = await sweep(api, "b")
+        assert [s.instance_id for s in swept] == [other]
+        states = {i: describe(ec2, i)["State"]["Name"] for i in (expired, fresh, other, foreign)}
+        assert states[fresh] == states[foreign] == "running"
+        assert states[expired] != "running" and states[other] != "running"
+    finally:
+        await api.close()
+
+
+def test_vm_sweep_command_dry_run_lists_without_terminating(network: dict[str, Any]) -> None:
+    from click.testing import CliRunner
+
+    from cua_rl.desktop.providers.aws_sweep import sweep_command
+
+    ec2 = network["ec2"]
+    spec = [{"ResourceType": "instance", "Tags": [
+        {"Key": "cua-rl:run", "Value": "dead"}, {"Key": "cua-rl:desktop", "Value": "d-0"},
+        {"Key": "cua-rl:expires-at", "Value": "2099-01-01T00:00:00Z"}]}]
+    instance_id = ec2.run_instances(ImageId=network["ami"], MinCount=1, MaxCount=1,
+                                    TagSpecifications=spec)["Instances"][0]["InstanceId"]
+    args = ["--run", "dead", "--endpoint-url", network["url"], "--region", REGION]
+    result = CliRunner().invoke(sweep_command, [*args, "--dry-run", "--json"])
+    assert result.exit_code == 0, result.output
+    assert [s["instance_id"] for s in json.loads(result.output)] == [instance_id]
+    assert describe(ec2, instance_id)["State"]["Name"] == "running"
+    result = CliRunner().invoke(sweep_command, args)
+    assert result.exit_code == 0 and f"terminated {instance_id}" in result.output
+    assert describe(ec2, instance_id)["State"]["Name"] != "running"

@@ -1,0 +1,186 @@
+"""The aws provider's pure parts: RunInstances arguments, throttling backoff, the
+root-volume reset and sweep decisions (EC2 itself: tests/integration/desktop/
+test_aws_moto.py)."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+pytest.importorskip("botocore")
+from botocore.exceptions import ClientError  # noqa: E402
+
+from cua_rl.desktop.providers.aws import AwsProvider, launch_params  # noqa: E402
+from cua_rl.desktop.providers.aws_api import Ec2Api, Ec2Error, backoff_delay  # noqa: E402
+from cua_rl.desktop.providers.aws_config import AwsProviderConfig  # noqa: E402
+from cua_rl.desktop.providers.aws_sweep import sweep_reason  # noqa: E402
+from cua_rl.desktop.providers.base import DesktopHandle  # noqa: E402
+from cua_rl.errors import DesktopError  # noqa: E402
+
+NOW = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
+
+
+def client_error(code: str, op: str = "RunInstances") -> ClientError:
+    return ClientError({"Error": {"Code": code, "Message": f"{code} says no"}}, op)
+
+
+class FlakyClient:
+    """An EC2 client whose describe_instances fails `failures` times first."""
+
+    def __init__(self, failures: list[str]) -> None:
+        self.failures = list(failures)
+        self.threads: list[int] = []
+
+    def describe_instances(self, **kwargs: Any) -> dict[str, Any]:
+        self.threads.append(threading.get_ident())
+        if self.failures:
+            raise client_error(self.failures.pop(0), "DescribeInstances")
+        return {"Reservations": []}
+
+
+def tags(params: dict[str, Any]) -> dict[str, str]:
+    return {t["Key"]: t["Value"] for t in params["TagSpecifications"][0]["Tags"]}
+
+
+def test_launch_params_tag_bound_and_place_the_instance() -> None:
+    config = AwsProviderConfig(run_id="run-7", subnet_id="subnet-1",
+                               security_group_ids=["sg-1"], key_name="me", ttl_s=7200,
+                               extra_tags={"team": "rl"}, root_volume_gb=40)
+    params = launch_params(config, "d-1", "ami-1", NOW, root_device="/dev/sda1")
+    assert params["ImageId"] == "ami-1" and params["InstanceType"] == "t3.medium"
+    assert params["InstanceInitiatedShutdownBehavior"] == "terminate"
+    assert tags(params) == {"cua-rl:run": "run-7", "cua-rl:desktop": "d-1", "team": "rl",
+                            "cua-rl:expires-at": "2025-01-01T14:00:00Z",
+                            "Name": "cua-rl-run-7-d-1"}
+    assert params["TagSpecifications"][1]["ResourceType"] == "volume"
+    assert params["NetworkInterfaces"] == [{"DeviceIndex": 0, "SubnetId": "subnet-1",
+                                            "Groups": ["sg-1"],
+                                            "AssociatePublicIpAddress": False}]
+    assert "SecurityGroupIds" not in params and params["KeyName"] == "me"
+    assert "shutdown -h +120" in params["UserData"]
+    assert params["BlockDeviceMappings"][0]["Ebs"]["VolumeSize"] == 40
+    assert len(params["ClientToken"]) <= 64
+    plain = launch_params(AwsProviderConfig(security_group_ids=["sg-2"], self_shutdown=False),
+                          "d-1", "ami-1", NOW)
+    assert plain["SecurityGroupIds"] == ["sg-2"] and "NetworkInterfaces" not in plain
+    assert "UserData" not in plain and "KeyName" not in plain
+
+
+def test_backoff_is_exponential_capped_and_jittered() -> None:
+    assert [backoff_delay(a, 0.5, 4.0, lambda: 1.0) for a in range(5)] == [0.5, 1, 2, 4, 4]
+    assert backoff_delay(3, 0.5, 4.0, lambda: 0.25) == 1.0
+
+
+async def test_throttling_is_retried_with_backoff_off_the_event_loop() -> None:
+    sleeps: list[float] = []
+
+    async def sleep(delay: float) -> None:
+        sleeps.append(delay)
+
+    client = FlakyClient(["RequestLimitExceeded", "Throttling", "InternalError"])
+    api = Ec2Api(AwsProviderConfig(backoff_base_s=1.0, backoff_max_s=3.0), client,
+                 sleep=sleep, rand=lambda: 1.0)
+    assert await api.instances() == []
+    assert sleeps == [1.0, 2.0, 3.0]
+    assert threading.get_ident() not in client.threads, "boto3 must not run on the loop"
+    await api.close()
+
+
+async def test_throttling_gives_up_after_max_attempts_and_other_errors_fail_at_once() -> None:
+    async def sleep(delay: float) -> None:
+        return None
+
+    api = Ec2Api(AwsProviderConfig(max_attempts=3), FlakyClient(["Throttling"] * 5),
+                 sleep=sleep)
+    with pytest.raises(Ec2Error, match="describe_instances.*Throttling") as caught:
+        await api.instances()
+    assert caught.value.code == "Throttling" and isinstance(caught.value, DesktopError)
+    client = FlakyClient(["UnauthorizedOperation", "Throttling"])
+    api = Ec2Api(AwsProviderConfig(), client, sleep=sleep)
+    with pytest.raises(Ec2Error, match="UnauthorizedOperation"):
+        await api.instances()
+    assert len(client.threads) == 1
+    await api.close()
+
+
+class ScriptedApi:
+    """Stands in for Ec2Api where moto has no implementation (replace-root-volume)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.task_states = ["in-progress", "succeeded"]
+
+    async def call(self, op: str, **kwargs: Any) -> dict[str, Any]:
+        self.calls.append((op, kwargs))
+        if op == "create_replace_root_volume_task":
+            return {"ReplaceRootVolumeTask": {"ReplaceRootVolumeTaskId": "replacevol-1",
+                                              "TaskState": "pending"}}
+        if op == "describe_replace_root_volume_tasks":
+            state = self.task_states.pop(0)
+            return {"ReplaceRootVolumeTasks": [{"ReplaceRootVolumeTaskId": "replacevol-1",
+                                                "TaskState": state}]}
+        return {}
+
+    async def instances(self, filters: Any = None, ids: Any = None) -> list[dict[str, Any]]:
+        return [{"InstanceId": "i-1", "State": {"Name": "running"},
+                 "PrivateIpAddress": "10.0.0.5",
+                 "Tags": [{"Key": "cua-rl:desktop", "Value": "d-1"}]}]
+
+    async def close(self) -> None:
+        return None
+
+
+async def test_replace_root_volume_reset_keeps_the_instance_and_refreshes_expiry() -> None:
+    api = ScriptedApi()
+    probed: list[str] = []
+
+    async def probe(handle: DesktopHandle, deadline_s: float) -> None:
+        probed.append(handle.url)
+
+    provider = AwsProvider(AwsProviderConfig(reset_mode="replace_root_volume",
+                                             poll_interval_s=0.01),
+                           api=api, probe=probe, clock=lambda: NOW)  # type: ignore[arg-type]
+    old = DesktopHandle("d-1", "http://10.0.0.5:5000", None, "aws", {"instance_id": "i-1"})
+    new = await provider.reset(old)
+    ops = [op for op, _ in api.calls]
+    assert ops == ["create_replace_root_volume_task", "describe_replace_root_volume_tasks",
+                   "describe_replace_root_volume_tasks", "create_tags"]
+    assert api.calls[0][1] == {"InstanceId": "i-1", "DeleteReplacedRootVolume": True}
+    assert api.calls[-1][1]["Tags"] == [{"Key": "cua-rl:expires-at",
+                                         "Value": "2025-01-01T18:00:00Z"}]
+    assert new.info["instance_id"] == "i-1" and probed == ["http://10.0.0.5:5000"]
+
+
+async def test_failed_root_volume_task_is_a_desktop_error() -> None:
+    api = ScriptedApi()
+    api.task_states = ["failed"]
+    provider = AwsProvider(AwsProviderConfig(reset_mode="replace_root_volume",
+                                             poll_interval_s=0.01), api=api)  # type: ignore[arg-type]
+    old = DesktopHandle("d-1", "http://10.0.0.5:5000", None, "aws", {"instance_id": "i-1"})
+    with pytest.raises(DesktopError, match="replacing the root volume of i-1 failed"):
+        await provider.reset(old)
+
+
+def test_unknown_region_without_ami_names_the_fix() -> None:
+    provider = AwsProvider(AwsProviderConfig(region="eu-west-3"), api=ScriptedApi())  # type: ignore[arg-type]
+    with pytest.raises(DesktopError, match="copy-image.*ami_id"):
+        provider._ami()
+
+
+@pytest.mark.parametrize(("instance_tags", "run_id", "expected"), [
+    ({"cua-rl:run": "a", "cua-rl:expires-at": "2025-01-01T11:59:59Z"}, None, "expired"),
+    ({"cua-rl:run": "a", "cua-rl:expires-at": "2025-01-01T12:00:01Z"}, None, None),
+    ({"cua-rl:run": "a", "cua-rl:expires-at": "soon"}, None, "unreadable"),
+    ({"cua-rl:run": "a"}, None, "missing"),
+    ({"cua-rl:run": "a", "cua-rl:expires-at": "2099-01-01T00:00:00Z"}, "a", "run a swept"),
+    ({"cua-rl:run": "b", "cua-rl:expires-at": "2000-01-01T00:00:00Z"}, "a", None),
+    ({"Name": "someone else's"}, None, None),
+])
+def test_sweep_reason(instance_tags: dict[str, str], run_id: str | None,
+                      expected: str | None) -> None:
+    instance = {"Tags": [{"Key": k, "Value": v} for k, v in instance_tags.items()]}
+    reason = sweep_reason(instance, run_id, NOW)
+    assert (reason is None) if expected is None else (expected in (reason or ""))
