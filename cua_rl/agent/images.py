@@ -112,5 +112,19 @@ def encode_image(
     return _data_url(buffer.getvalue(), target)
 
 
+def png_passthrough_url(
+    data: bytes, *, min_pixels: int = DEFAULT_MIN_PIXELS, max_pixels: int = DEFAULT_MAX_PIXELS
+) -> str | None:
+    """The data URL `encode_image` would return, when `data` is a PNG that needs no
+    resize; None otherwise. Reads only the PNG header, so callers can skip a thread
+    hop for images that need no work."""
+    if data[:8] != b"\x89PNG\r\n\x1a\n" or len(data) < 24:
+        return None
+    size = (int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big"))
+    if resized_image_size(size, min_pixels, max_pixels) != size:
+        return None
+    return _data_url(data, "png")
+
+
 def _data_url(data: bytes, fmt: str) -> str:
     return f"data:image/{fmt};base64,{base64.b64encode(data).decode('ascii')}"

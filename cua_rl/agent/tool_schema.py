@@ -15,6 +15,7 @@ resized screenshot's pixel size for absolute coordinates.
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any, Literal, get_args
 
@@ -80,12 +81,15 @@ def computer_use_tool(display_size: tuple[int, int]) -> dict[str, Any]:
     }
 
 
+@functools.lru_cache(maxsize=64)
 def system_prompt(
     screen: tuple[int, int],
     coords: CoordinateMode = "relative",
     image_size: tuple[int, int] | None = None,
 ) -> str:
-    """The policy's system message: Qwen's `<tools>` block plus the response format."""
+    """The policy's system message: Qwen's `<tools>` block plus the response format.
+
+    Cached: it depends only on its arguments and every step of every episode asks."""
     tool = computer_use_tool(coordinate_space(screen, coords, image_size))
     tools_block = prompts.TOOLS_PREAMBLE.format(tools=json.dumps(tool, ensure_ascii=False))
     return f"{tools_block}\n\n{prompts.RESPONSE_FORMAT}"

@@ -17,7 +17,7 @@ from functools import partial
 from typing import Protocol
 
 from cua_rl.agent import parse_response, to_pyautogui
-from cua_rl.agent.images import encode_image
+from cua_rl.agent.images import encode_image, png_passthrough_url
 from cua_rl.errors import GuestError, InferenceError, SetupStepError
 from cua_rl.rollout.base import ChatBackend, EpisodeAborted, EpisodeDesktop
 from cua_rl.rollout.config import EpisodeConfig
@@ -55,11 +55,14 @@ class EpisodeImages:
         self.cfg = cfg
 
     async def add(self, data: bytes) -> tuple[str, str]:
-        """(content hash, data URL); encoding runs off the event loop."""
+        """(content hash, data URL); resizing runs off the event loop, an image that
+        needs none is encoded inline (a thread hop would cost more than the work)."""
+        bounds = {"min_pixels": self.cfg.min_pixels, "max_pixels": self.cfg.max_pixels}
+        url = png_passthrough_url(data, **bounds)
+        if url is not None:
+            return await self.store.put_screenshot(data), url
         loop = asyncio.get_running_loop()
-        encode = partial(encode_image, data, min_pixels=self.cfg.min_pixels,
-                         max_pixels=self.cfg.max_pixels)
-        url_future = loop.run_in_executor(None, encode)
+        url_future = loop.run_in_executor(None, partial(encode_image, data, **bounds))
         name = await self.store.put_screenshot(data)
         return name, await url_future
 

@@ -46,7 +46,7 @@ class JudgeConfig(BaseModel):
     """m: votes per step, sampled with `n` in one request."""
     temperature: float = Field(0.8, ge=0.0)
     max_tokens: int = Field(512, ge=1)
-    max_in_flight: int = Field(256, ge=1)
+    max_in_flight: int = Field(1024, ge=1)
     """Cap on concurrent judge requests of one process (backpressure)."""
 
 

@@ -272,7 +272,10 @@ class AsyncRunStore:
         return await loop.run_in_executor(self._executor, lambda: fn(*args, **kwargs))
 
     async def put_screenshot(self, data: bytes) -> str:
-        return await self.call(self.sync.put_screenshot, data)
+        # A file write, not a SQLite one: keep it off the store thread so screenshots
+        # never queue behind verdict writes.
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(None, self.sync.put_screenshot, data)
 
     async def save_trajectory(self, traj: Trajectory, **kwargs: Any) -> None:
         await self.call(self.sync.save_trajectory, traj, **kwargs)

@@ -109,3 +109,21 @@ def test_encode_image_respects_max_pixels() -> None:
 
 def test_defaults_are_sane() -> None:
     assert DEFAULT_MIN_PIXELS < DEFAULT_MAX_PIXELS
+
+
+def test_png_passthrough_matches_encode_image() -> None:
+    import io
+
+    from PIL import Image
+
+    from cua_rl.agent.images import encode_image, png_passthrough_url
+
+    def png(size: tuple[int, int]) -> bytes:
+        buf = io.BytesIO()
+        Image.new("RGB", size, "navy").save(buf, format="PNG")
+        return buf.getvalue()
+
+    fits = png((256, 256))
+    assert png_passthrough_url(fits) == encode_image(fits)
+    assert png_passthrough_url(png((1920, 1080))) is None  # needs a resize
+    assert png_passthrough_url(b"\xff\xd8jpeg") is None

@@ -1,0 +1,357 @@
+"""`cua-rl bench fleet --simulated`: asynchronous fleet vs a synchronous batch
+baseline, on simulated desktops and model servers with the same capacities.
+
+Both modes run the real Fleet, GroupScheduler, run_episode (real prompt
+builders and parsers), StreamingJudge and a real SQLite run store; only time
+is simulated (`simulated.py`, `latency.py`).
+
+- async: N actors, judge streaming, a learner consuming finished groups in
+  updates of N rollouts, each followed by a weight sync that pauses the policy;
+  samples older than `learner - eta` when consumed are dropped and counted.
+- sync: batches of N rollouts (the same Fleet code, judge off); when the whole
+  batch is done every step is judged, then trained on, then weights synced.
+
+Throughput counts steps whose episode finished and were judged, per simulated
+second; async over a window after a warm-up, sync over whole cycles.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from cua_rl.agent.images import encode_image
+from cua_rl.reward.judge import StreamingJudge
+from cua_rl.rollout.config import EpisodeConfig, FleetConfig, JudgeConfig
+from cua_rl.rollout.context import history_line
+from cua_rl.rollout.fleet import FinishedGroup, Fleet, GroupHandler
+from cua_rl.rollout.latency import LatencyModel
+from cua_rl.rollout.scheduler import GroupScheduler
+from cua_rl.rollout.simulated import (
+    CountingGate,
+    LoopLag,
+    SimClock,
+    SimulatedDesktops,
+    SimulatedModelPool,
+)
+from cua_rl.store.run_store import AsyncRunStore
+from cua_rl.types import TaskVariant
+
+VARIANTS = tuple(
+    TaskVariant(task_id=f"sim-{i:02d}", domain="simulated", evaluator_name="default",
+                instruction=f"Open the report of quarter {i % 4 + 1} and fill in the totals.",
+                config=(), evaluator={"func": "simulated"})
+    for i in range(16)
+)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How long each mode runs, in simulated seconds, and the clock's scale."""
+
+    actors: int
+    group_size: int
+    eta: int
+    groups_per_update: int
+    scale: float
+    warmup_s: float
+    window_s: float
+
+
+def make_plan(model: LatencyModel, actors: int, group_size: int, eta: int,
+              duration_s: float) -> Plan:
+    """Warm-up and window span several mean episodes: groups complete only when
+    their slowest rollout does (~2 episodes for the first ones) and the learner
+    updates about once per episode, so the window holds several updates and
+    weight-sync pauses. The scale fits both modes into `duration_s` unless the
+    host could not keep up, in which case the run takes longer."""
+    if actors < group_size:
+        raise click.BadParameter(f"--actors {actors} < --group-size {group_size}")
+    groups = actors // group_size
+    t_ep = model.episode_s(model.episode_steps.mean())
+    warmup, window = 2.0 * t_ep, 3.0 * t_ep
+    cap = model.capacity
+    cycle = (model.episode_s(model.episode_steps.max)
+             + actors * model.episode_steps.mean() * model.prm_s.mean_s
+             / (cap.prm_replicas(actors) * cap.prm_batch)
+             + groups * model.learner_s_per_group / cap.learner_nodes(actors)
+             + model.weight_sync_s.mean_s)
+    fit = duration_s / (warmup + window + max(window, cycle))
+    cpu = model.expected_steps_per_s(actors) / model.max_sim_steps_per_s
+    scale = model.time_scale or min(1.0, max(fit, cpu, 1e-3))
+    return Plan(actors, group_size, eta, groups, scale, warmup, window)
+
+
+class Cluster:
+    """One mode's world: desktops, policy and PRM pools, learner, store, judge."""
+
+    def __init__(self, model: LatencyModel, plan: Plan, run_dir: Path, seed: int) -> None:
+        self.model = model
+        self.plan = plan
+        self.clock = SimClock(plan.scale, seed)
+        self.gate = CountingGate(plan.eta)
+        cap, n = model.capacity, plan.actors
+        self.policy = SimulatedModelPool(
+            cap.policy_replicas(n), cap.policy_batch, model.policy_s, self.clock,
+            slowdown=model.batch_slowdown, tokens=model.policy_tokens,
+            version=lambda: self.gate.serving_version, episode_length=model.episode_steps.draw)
+        self.prm = SimulatedModelPool(
+            cap.prm_replicas(n), cap.prm_batch, model.prm_s, self.clock,
+            slowdown=model.batch_slowdown, tokens=model.prm_tokens, version=lambda: 0)
+        self.learner_nodes = cap.learner_nodes(n)
+        self.store = AsyncRunStore.open(run_dir)
+        self.judge = StreamingJudge(self.prm, self.store,
+                                    JudgeConfig(max_in_flight=self.prm.capacity))
+        self.desktops = SimulatedDesktops(n, model, self.clock)
+        self.episode = EpisodeConfig(max_steps=model.episode_steps.max)
+        self.fleet_cfg = FleetConfig(actors=n, group_size=plan.group_size, eta=plan.eta)
+        cycle = itertools.cycle(VARIANTS)
+
+        async def next_variant() -> TaskVariant:
+            return next(cycle)
+
+        self.tasks = next_variant
+
+    def fleet(self, scheduler: GroupScheduler, *, judged: bool,
+              on_group: GroupHandler) -> Fleet:
+        return Fleet(scheduler, self.desktops, self.policy, self.store, self.episode,
+                     self.fleet_cfg, judge=self.judge if judged else None, gate=self.gate,
+                     on_group=on_group)
+
+    async def train_and_sync(self, groups: int, *, pause_policy: bool) -> float:
+        """One update on `groups` groups, then a weight sync; simulated seconds spent
+        syncing (the policy pauses meanwhile when it is serving actors)."""
+        await self.clock.sleep(groups * self.model.learner_s_per_group / self.learner_nodes)
+        version = self.gate.learner_version + 1
+        await self.gate.set_versions(learner=version)
+        t0 = time.perf_counter()
+        if pause_policy:
+            self.policy.pause()
+        try:
+            await self.clock.spend(self.model.weight_sync_s)
+        finally:
+            self.policy.resume()
+        await self.gate.set_versions(serving=version)
+        return (time.perf_counter() - t0) / self.plan.scale
+
+    async def close(self) -> None:
+        await self.judge.close()
+        await self.store.close()
+
+
+class AsyncLearner:
+    """Consumes finished groups N rollouts at a time, dropping stale samples."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.queue: asyncio.Queue[FinishedGroup] = asyncio.Queue()
+        self.judged_steps = 0
+        self.fresh_steps = 0
+        self.stale_steps = 0
+        self.updates = 0
+
+    async def receive(self, finished: FinishedGroup) -> None:
+        self.judged_steps += sum(len(v) for v in finished.verdicts.values())
+        self.queue.put_nowait(finished)
+
+    async def run(self) -> None:
+        gate = self.cluster.gate
+        while True:
+            batch = [await self.queue.get() for _ in range(self.cluster.plan.groups_per_update)]
+            for finished in batch:
+                for traj in finished.group.trajectories.values():
+                    if gate.fresh(traj.policy_version_at_start):
+                        self.fresh_steps += len(traj.steps)
+                    else:
+                        self.stale_steps += len(traj.steps)
+            await self.cluster.train_and_sync(len(batch), pause_policy=True)
+            self.updates += 1
+
+
+async def run_async(cluster: Cluster) -> dict[str, Any]:
+    plan, learner, lag = cluster.plan, AsyncLearner(cluster), LoopLag()
+    fleet = cluster.fleet(GroupScheduler(cluster.tasks, plan.group_size), judged=True,
+                          on_group=learner.receive)
+    tasks = [asyncio.create_task(c) for c in (fleet.run(), learner.run(), lag.run())]
+    await cluster.clock.sleep(plan.warmup_s)
+    _raise_failed(tasks)
+    lag.lags.clear()
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    busy0, steps0 = cluster.desktops.busy_seconds(), learner.judged_steps
+    calls0, work0 = cluster.policy.calls, cluster.desktops.work_s
+    await cluster.clock.sleep(plan.window_s)
+    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    busy, steps = cluster.desktops.busy_seconds() - busy0, learner.judged_steps - steps0
+    executed, work = cluster.policy.calls - calls0, cluster.desktops.work_s - work0
+    _raise_failed(tasks)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    lag_mean, lag_p99 = lag.summary_ms()
+    consumed = learner.fresh_steps + learner.stale_steps
+    return {
+        "async_steps_per_s": steps / (wall / plan.scale),
+        "desktop_utilization": busy / (plan.actors * wall),
+        "desktop_work_share": work / (plan.actors * wall),
+        "cpu_ms_per_step": 1000 * cpu / max(1, steps),
+        "async_steps": steps,
+        "cpu_ms_per_executed_step": 1000 * cpu / max(1, executed),
+        "async_stale_fraction": learner.stale_steps / consumed if consumed else 0.0,
+        "async_updates": learner.updates,
+        "staleness_waits": cluster.gate.waits,
+        "cpu_utilization": cpu / wall,
+        "loop_lag_ms_mean": lag_mean,
+        "loop_lag_ms_p99": lag_p99,
+        "policy_queue_s_per_call": cluster.policy.queued_s / plan.scale
+        / max(1, cluster.policy.calls),
+    }
+
+
+def _raise_failed(tasks: list[asyncio.Task[Any]]) -> None:
+    """A component that died would silently stop the clock's work: fail loudly."""
+    for task in tasks:
+        if task.done() and not task.cancelled() and task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]
+
+
+async def judge_batch(cluster: Cluster, groups: list[FinishedGroup]) -> int:
+    """Judge every step of a finished batch (the sync baseline's scoring phase):
+    the same prompts the streaming judge builds, the same PRM pool."""
+    urls: dict[str, str] = {}
+
+    def url(name: str) -> str:
+        if name not in urls:
+            data = cluster.store.sync.screenshot_path(name).read_bytes()
+            urls[name] = encode_image(data, min_pixels=cluster.episode.min_pixels,
+                                      max_pixels=cluster.episode.max_pixels)
+        return urls[name]
+
+    tids = []
+    for finished in groups:
+        for traj in finished.group.trajectories.values():
+            history: list[str] = []
+            for step in traj.steps:
+                cluster.judge.submit(traj.id, finished.group.variant, step, list(history),
+                                     url(step.screenshot_before), url(step.screenshot_after))
+                history.append(history_line(step))
+            tids.append(traj.id)
+    verdicts = await asyncio.gather(*(cluster.judge.collect(t) for t in tids))
+    return sum(len(v) for v in verdicts)
+
+
+def _collect(into: list[FinishedGroup]) -> GroupHandler:
+    async def keep(finished: FinishedGroup) -> None:
+        into.append(finished)
+
+    return keep
+
+
+async def run_sync(cluster: Cluster, budget_s: float) -> dict[str, Any]:
+    plan, clock = cluster.plan, cluster.clock
+    phases = dict.fromkeys(("generate", "judge", "train", "weight_sync"), 0.0)
+    wall0, busy0 = time.perf_counter(), cluster.desktops.busy_seconds()
+    work0 = cluster.desktops.work_s
+    steps = cycles = 0
+    while cycles == 0 or (time.perf_counter() - wall0) / plan.scale < budget_s:
+        groups: list[FinishedGroup] = []
+        t0 = time.perf_counter()
+        scheduler = GroupScheduler(cluster.tasks, plan.group_size,
+                                   max_groups=plan.groups_per_update)
+        await cluster.fleet(scheduler, judged=False, on_group=_collect(groups)).run()
+        t1 = time.perf_counter()
+        steps += await judge_batch(cluster, groups)
+        t2 = time.perf_counter()
+        sync_s = await cluster.train_and_sync(len(groups), pause_policy=False)
+        t3 = time.perf_counter()
+        phases["generate"] += t1 - t0
+        phases["judge"] += t2 - t1
+        phases["weight_sync"] += sync_s * clock.scale
+        phases["train"] += t3 - t2 - sync_s * clock.scale
+        cycles += 1
+    wall = time.perf_counter() - wall0
+    out: dict[str, Any] = {
+        "sync_steps_per_s": steps / (wall / plan.scale),
+        "sync_desktop_utilization": (cluster.desktops.busy_seconds() - busy0)
+        / (plan.actors * wall),
+        "sync_desktop_work_share": (cluster.desktops.work_s - work0) / (plan.actors * wall),
+        "sync_steps": steps,
+        "sync_cycles": cycles,
+    }
+    out.update({f"sync_{name}_share": s / wall for name, s in phases.items()})
+    return out
+
+
+async def bench(model: LatencyModel, actors: int, *, group_size: int = 8, eta: int = 2,
+                duration_s: float = 60.0, seed: int = 0,
+                run_dir: Path | None = None) -> dict[str, Any]:
+    """Both modes, one after the other, each in its own run store."""
+    plan = make_plan(model, actors, group_size, eta, duration_s)
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="bench-fleet-") as tmp:
+        root = run_dir or Path(tmp)
+        result: dict[str, Any] = {}
+        for mode in ("async", "sync"):
+            cluster = Cluster(model, plan, root / mode, seed)
+            try:
+                result.update(await run_async(cluster) if mode == "async"
+                              else await run_sync(cluster, plan.window_s))
+            finally:
+                await cluster.close()
+    cap = model.capacity
+    # A loop that wakes sleepers late stretches every simulated latency: past 10 %
+    # of a policy call the figures describe this host, not the modelled cluster.
+    host_bound = result["loop_lag_ms_p99"] / 1000 > 0.1 * model.policy_s.median_s * plan.scale
+    return {
+        "actors": actors, "speedup": result["async_steps_per_s"] / result["sync_steps_per_s"],
+        "host_bound": host_bound,
+        **result, "group_size": group_size, "eta": eta, "time_scale": plan.scale,
+        "policy_replicas": cap.policy_replicas(actors), "prm_replicas": cap.prm_replicas(actors),
+        "learner_nodes": cap.learner_nodes(actors), "wall_s": time.perf_counter() - started,
+    }
+
+
+@click.command("fleet")
+@click.option("--simulated", is_flag=True, help="Simulated desktops and model servers.")
+@click.option("--actors", type=click.IntRange(1), default=100, show_default=True)
+@click.option("--group-size", type=click.IntRange(1), default=8, show_default=True)
+@click.option("--eta", type=click.IntRange(0), default=2, show_default=True)
+@click.option("--latency", "latency_file", type=click.Path(exists=True, dir_okay=False),
+              help="YAML/JSON overriding the latency model's defaults.")
+@click.option("--duration-s", type=click.FloatRange(min=1.0), default=60.0, show_default=True,
+              help="Target wall time of both modes together.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+def bench_fleet(simulated: bool, actors: int, group_size: int, eta: int,
+                latency_file: str | None, duration_s: float, seed: int, as_json: bool) -> None:
+    """Fleet throughput: async actors vs a synchronous batch baseline."""
+    if not simulated:
+        raise click.UsageError("only --simulated is implemented: pass --simulated")
+    model = LatencyModel.load(latency_file)
+    figures = asyncio.run(bench(model, actors, group_size=group_size, eta=eta,
+                                duration_s=duration_s, seed=seed))
+    if figures["host_bound"]:
+        click.echo("warning: the event loop lagged (loop_lag_ms_p99); the host is loaded or "
+                   "the time scale too small, so these figures understate the cluster",
+                   err=True)
+    if as_json:
+        import json
+
+        click.echo(json.dumps({k: round(v, 4) if isinstance(v, float) else v
+                               for k, v in figures.items()}, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"simulated fleet, {actors} desktops (steps per simulated second)")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    for key, value in figures.items():
+        table.add_row(key, f"{value:.3f}" if isinstance(value, float) else str(value))
+    Console().print(table)
