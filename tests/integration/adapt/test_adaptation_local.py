@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from scripted_model import TRAJ_SUMMARY, ScriptedModelServer
+from tests_support.scripted_model import TRAJ_SUMMARY, ScriptedModelServer
 
 from cua_rl.adapt.acceptance import AdaptBand
 from cua_rl.adapt.critique import Critic

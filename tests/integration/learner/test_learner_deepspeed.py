@@ -23,7 +23,7 @@ from cua_rl.learner.config import LearnerConfig  # noqa: E402
 from cua_rl.learner.engine_torch import TorchTrainEngine  # noqa: E402
 
 pytestmark = pytest.mark.model
-WORKER = Path(__file__).with_name("ds_worker.py")
+WORKER = Path(__file__).parents[2] / "tests_support" / "ds_worker.py"
 DEADLINE_S = 500
 STAGES = (2, 3)
 
@@ -61,7 +61,7 @@ def zero_runs(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
 def test_two_ranks_end_with_identical_updated_weights(
     stage: int, zero_runs: Path, tiny_model_dir: Path
 ) -> None:
-    from ds_worker import LR, rank_samples
+    from tests_support.ds_worker import LR, rank_samples
     from transformers import AutoModelForImageTextToText
 
     out = zero_runs / f"stage{stage}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from learner_data import prompts
+from tests_support.learner_data import prompts
 
 torch = pytest.importorskip("torch")
 

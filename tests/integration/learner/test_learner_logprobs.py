@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from learner_data import prompt_token_ids, prompts, sample_from_server
+from tests_support.learner_data import prompt_token_ids, prompts, sample_from_server
 from tests_support.servers import start_hf_server
 
 torch = pytest.importorskip("torch")

@@ -5,14 +5,16 @@ solution scores 1 and the untouched initial state scores 0
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from cua_rl.tasks.on_desktop import suite_groups, validate_on_desktop
+from cua_rl.tasks.on_desktop import read_golden, suite_groups, validate_on_desktop
 
 pytestmark = pytest.mark.desktop
 
@@ -44,3 +46,22 @@ def test_local_suite_on_desktops():
     lines = [f.line() for f in report.failures]
     assert not lines, "\n".join(lines)
     assert len(report.outcomes) >= 2 * 24  # an initial and a golden check per task at least
+
+
+def test_expected_files_are_made_at_evaluation_not_at_setup():
+    """The agent acts between setup and postconfig: it must not find the answer."""
+    for task, variants in suite_groups(SUITE, REPO):
+        assert "/tmp/.cua_expected" not in json.dumps(task.config), task.task_id
+        for v in variants:
+            if "/tmp/.cua_expected" in json.dumps(v.evaluator.get("expected")):
+                assert v.evaluator.get("postconfig"), (task.task_id, v.evaluator_name)
+
+
+def test_gui_goldens_space_their_key_events():
+    """Keys typed in a burst share X timestamps and get dropped under load (README)."""
+    calls = re.compile(r"pyautogui\.(write|press|hotkey)\((.*?)\)(;|$)")
+    for task, _ in suite_groups(SUITE, REPO):
+        for name, steps in read_golden(task).items():
+            for step in steps:
+                for call in calls.finditer(step.get("pyautogui", "")):
+                    assert "interval=" in call.group(2), (task.task_id, name, call.group(0))

@@ -30,7 +30,7 @@ pytestmark = [
 ]
 
 sync_api = pytest.importorskip("playwright.sync_api")
-viewer_runs = pytest.importorskip("unit.viewer.viewer_runs")
+viewer_runs = pytest.importorskip("tests_support.viewer_runs")
 
 
 def _free_port() -> int:

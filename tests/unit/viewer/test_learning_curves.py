@@ -3,7 +3,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from viewer_runs import build_run
+from tests_support.viewer_runs import build_run
 
 from cua_rl.cli import cli
 from cua_rl.report.curves import rolling_mean, spread_steps, write_curves

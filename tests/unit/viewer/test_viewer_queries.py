@@ -3,7 +3,7 @@ import time
 from pathlib import Path
 
 import pytest
-from viewer_runs import add_bulk_trajectories, build_run, vote_scores
+from tests_support.viewer_runs import add_bulk_trajectories, build_run, vote_scores
 
 from cua_rl.reward.advantages import policy_advantages, step_rewards
 from cua_rl.store.run_store import RunStore

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
-from viewer_runs import add_bulk_trajectories, build_run
+from tests_support.viewer_runs import add_bulk_trajectories, build_run
 
 from cua_rl.viewer.server import make_app
 
