@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -126,6 +126,7 @@ from cua_rl.desktop.providers.base import ProviderConfig  # noqa: E402
 from cua_rl.desktop.providers.local_config import LocalProviderConfig  # noqa: E402
 from cua_rl.inference.launcher import ModelServersConfig  # noqa: E402
 from cua_rl.rollout.config import EpisodeConfig, FleetConfig, JudgeConfig  # noqa: E402
+from cua_rl.runtime.ray_config import RayConfig  # noqa: E402
 from cua_rl.runtime.train_config import AdaptConfig, MetricsConfig, TrainConfig  # noqa: E402
 
 
@@ -178,3 +179,8 @@ class RunConfig(BaseModel):
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     tiny_model_dir: Path | None = None
     """Where the tiny model is built/reused (None: $CUA_RL_TINY_MODEL or ~/.cache)."""
+    runtime: Literal["local", "ray"] = "local"
+    """`local`: every component on this machine; `ray`: fleet workers, services and
+    (optionally) model replicas as Ray actors, the learners on the driver."""
+    ray: RayConfig = Field(default_factory=RayConfig)
+    """Cluster placement (used only when `runtime: ray`)."""

@@ -17,23 +17,27 @@ import asyncio
 import json
 import os
 import uuid
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from cua_rl.adapt.critique import Critic
 from cua_rl.adapt.rewriter import TaskTemplate, load_difficulty, make_rewriter
 from cua_rl.adapt.selector import TemplateSelector
 from cua_rl.config import RunConfig
 from cua_rl.inference.launcher import default_tiny_dir, ensure_tiny_model, resolve_model
+from cua_rl.inference.pool import InferencePool
 from cua_rl.learner.samples import group_samples
 from cua_rl.learner.service import LearnerService, latest_checkpoint
 from cua_rl.learner.weight_sync import WeightSync
-from cua_rl.rollout.fleet import FinishedGroup, Fleet
-from cua_rl.rollout.scheduler import GroupScheduler, VersionGate
+from cua_rl.rollout.fleet import FinishedGroup, Fleet, GroupHandler
+from cua_rl.rollout.scheduler import GroupScheduler, TaskSource, VersionGate
 from cua_rl.runtime.group_metrics import group_metrics
 from cua_rl.runtime.live import live_summary
 from cua_rl.runtime.local import Components, local_components
 from cua_rl.runtime.metrics import MetricsLogger
+from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.tasks.sources import LOCAL_SUITE
 from cua_rl.types import TaskVariant
 
@@ -80,6 +84,21 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 
 async def run_training(cfg: RunConfig, run_dir: Path, *, resume: bool = False
                        ) -> dict[str, Any]:
+    if cfg.runtime == "ray":
+        from cua_rl.runtime.ray_train import run_training_ray
+
+        return await run_training_ray(cfg, run_dir, resume=resume)
+    engines, served = await start_engines(cfg, run_dir, resume)
+    versions = {role: engine.version for role, engine in engines.items()}
+    async with local_components(served, run_dir, versions=versions) as parts:
+        return await _train(cfg, run_dir, parts, engines, resume)
+
+
+async def start_engines(cfg: RunConfig, run_dir: Path, resume: bool
+                        ) -> tuple[dict[str, Any], RunConfig]:
+    """The two learner engines (from their last checkpoints on resume) and the
+    config the model servers start from: on resume it serves the checkpointed
+    weights, so servers and learners agree on the version."""
     ckpt = run_dir / "checkpoints"
     ckpt.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 - once, at start-up
     tiny = cfg.tiny_model_dir or default_tiny_dir()
@@ -87,31 +106,61 @@ async def run_training(cfg: RunConfig, run_dir: Path, *, resume: bool = False
         await ensure_tiny_model(tiny)
     engines = {role: await _engine(cfg, role, resolve_model(servers, tiny), ckpt, resume)
                for role, servers in (("policy", cfg.policy), ("prm", cfg.prm))}
-    versions = {role: engine.version for role, engine in engines.items()}
     served = cfg.model_copy(deep=True)
     for role, engine in engines.items():
         if engine.version:  # resume: serve the checkpointed weights under their version
             export = run_dir / "exports" / f"{role}-resume-v{engine.version}"
             await asyncio.get_running_loop().run_in_executor(None, engine.export_weights, export)
             getattr(served, role).model = str(export)
-    async with local_components(served, run_dir, versions=versions) as parts:
-        return await _train(cfg, run_dir, parts, engines, resume)
+    return engines, served
 
 
 async def _train(cfg: RunConfig, run_dir: Path, parts: Components, engines: dict[str, Any],
                  resume: bool) -> dict[str, Any]:
+    gate = VersionGate(cfg.fleet.eta)
+
+    def make_fleet(source: TaskSource, on_group: GroupHandler) -> Fleet:
+        scheduler = GroupScheduler(source, cfg.fleet.group_size, max_groups=cfg.fleet.max_groups,
+                                   group_ids=lambda: f"g-{uuid.uuid4().hex[:12]}")
+        return Fleet(scheduler, parts.desktops, parts.policy, parts.store, cfg.episode,
+                     cfg.fleet, judge=parts.judge, gate=gate, on_group=on_group)
+
+    return await train(cfg, run_dir, store=parts.store, policy=parts.policy, prm=parts.prm,
+                       task_set=parts.task_set, engines=engines, gate=gate, rollouts=make_fleet,
+                       resume=resume)
+
+
+class Rollouts(Protocol):
+    """What the training loop needs of a fleet, wherever its actors run."""
+
+    counts: Counter[str]
+    busy_s: float
+
+    async def run(self) -> Any: ...
+
+
+RolloutsFactory = Callable[[TaskSource, GroupHandler], Rollouts]
+"""Builds the fleet from the loop's task source and finished-group handler."""
+
+
+async def train(cfg: RunConfig, run_dir: Path, *, store: AsyncRunStore, policy: InferencePool,
+                prm: InferencePool | None, task_set: list[list[TaskVariant]],
+                engines: dict[str, Any], gate: Any, rollouts: RolloutsFactory,
+                resume: bool) -> dict[str, Any]:
+    """The training loop on the driver, whichever runtime places the fleet: the
+    selector is the fleet's task source, finished groups become samples for the
+    learners; `gate` is a `VersionGate` or anything with its async methods and
+    `learner_version`."""
     ckpt = run_dir / "checkpoints"
-    store = parts.store
     metrics = MetricsLogger(run_dir, cfg.metrics, cfg.model_dump(mode="json"))
-    templates, start = _templates(cfg, parts.task_set)
-    rewriter = make_rewriter(cfg.adapt.rewriter, parts.prm or parts.policy)
-    critic = Critic(parts.prm, cfg.adapt.critique) if parts.prm is not None else None
+    templates, start = _templates(cfg, task_set)
+    rewriter = make_rewriter(cfg.adapt.rewriter, prm or policy)
+    critic = Critic(prm, cfg.adapt.critique) if prm is not None else None
     selector = TemplateSelector(templates, start, band=cfg.adapt.band, rewriter=rewriter,
                                 store=store, critic=critic)
     selector_file = ckpt / "selector.json"
     if resume and selector_file.is_file():
         selector.load_state_dict(json.loads(selector_file.read_text()))
-    gate = VersionGate(cfg.fleet.eta)
     await gate.set_versions(learner=engines["policy"].version,
                             serving=engines["policy"].version)
 
@@ -127,8 +176,8 @@ async def _train(cfg: RunConfig, run_dir: Path, parts: Components, engines: dict
                               gate=gate if role == "policy" else None, eta=cfg.fleet.eta,
                               on_metrics=on_metrics)
 
-    policy_learner = learner("policy", parts.policy, cfg.train.policy_loop)
-    prm_learner = learner("prm", parts.prm, cfg.train.prm_loop) if parts.prm else None
+    policy_learner = learner("policy", policy, cfg.train.policy_loop)
+    prm_learner = learner("prm", prm, cfg.train.prm_loop) if prm else None
     if cfg.train.horizon is not None:
         cfg.episode.max_steps = cfg.train.horizon.max_steps(policy_learner.version)
     max_updates = cfg.train.max_policy_updates
@@ -155,10 +204,7 @@ async def _train(cfg: RunConfig, run_dir: Path, parts: Components, engines: dict
         if prm_learner is not None:
             await prm_learner.submit(samples.prm)
 
-    scheduler = GroupScheduler(source, cfg.fleet.group_size, max_groups=cfg.fleet.max_groups,
-                               group_ids=lambda: f"g-{uuid.uuid4().hex[:12]}")
-    fleet = Fleet(scheduler, parts.desktops, parts.policy, store, cfg.episode, cfg.fleet,
-                  judge=parts.judge, gate=gate, on_group=on_group)
+    fleet = rollouts(source, on_group)
     learners = [policy_learner, *([prm_learner] if prm_learner else [])]
     try:
         async with asyncio.TaskGroup() as tasks:

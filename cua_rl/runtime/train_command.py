@@ -38,8 +38,25 @@ def train(config: str | None, preset: str | None, out: Path | None,
     started = time.monotonic()
     try:
         summary = asyncio.run(run_training(cfg, run_dir, resume=resume_dir is not None))
-    except CuaRlError as exc:
-        raise click.ClickException(str(exc)) from exc
+    except (CuaRlError, ExceptionGroup) as exc:
+        cause = _cua_error(exc)
+        if cause is None:
+            raise
+        raise click.ClickException(str(cause)) from exc
     summary["wall_s"] = round(time.monotonic() - started, 1)
     click.echo(json.dumps(summary, indent=2) if as_json else
                "  ".join(f"{k}={v}" for k, v in summary.items()))
+
+
+def _cua_error(exc: BaseException) -> BaseException | None:
+    """The first of our own errors inside a (possibly nested) exception group: task
+    groups wrap what failed, and the user should read the message, not a tree."""
+    from cua_rl.errors import CuaRlError
+
+    if isinstance(exc, CuaRlError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            if (found := _cua_error(inner)) is not None:
+                return found
+    return None

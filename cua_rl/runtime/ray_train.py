@@ -1,0 +1,197 @@
+"""`runtime: ray`: the training loop of `train.py` with its fleet spread over a
+Ray cluster.
+
+Who runs where:
+- driver (this process): the learner engines and services, weight sync,
+  checkpoints, the template selector, group samples and metrics (the shared
+  `train` loop), the run store's configuration and task variants, and the
+  model replicas when `ray.inference: driver` (as in a local run);
+- `ray.fleet_workers` FleetWorker actors, spread over nodes: desktops, episodes,
+  streaming judge, trajectory/verdict writes to the run store;
+- one SchedulerService and one GateService actor: the run's task groups and
+  staleness gate, shared by all workers;
+- with `ray.inference: ray`, one ReplicaActor per model replica, placed in
+  bundles (GPU nodes for vllm) and reporting its URL.
+
+What crosses processes: the config and URLs (once per worker), tickets,
+trajectories and verdicts (worker -> scheduler), finished groups with running
+counts (worker -> scheduler outbox -> driver), variants (driver -> scheduler),
+versions (driver <-> gate <-> workers). Screenshots and rows go to the run
+directory, which on several nodes must be a shared filesystem (and the config's
+paths must be absolute and valid on every node); weight sync in `collective`
+mode needs `train.sync.host` set to an address replicas can reach.
+
+Shutdown, also on error: workers stop their desktops (then are killed), the
+services and replica actors are killed after their servers stop, placement
+groups are removed, and Ray is shut down if this run started it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cua_rl.config import RunConfig
+from cua_rl.inference.launcher import ModelServersConfig, default_tiny_dir, model_servers
+from cua_rl.inference.pool import InferencePool
+from cua_rl.rollout.fleet import GroupHandler
+from cua_rl.rollout.scheduler import TaskSource
+from cua_rl.runtime import ray_placement as placement
+from cua_rl.runtime.local import load_run_tasks
+from cua_rl.runtime.ray_fleet import WorkerFleet
+from cua_rl.runtime.ray_services import RemoteGate
+from cua_rl.runtime.ray_workers import WorkerSpec
+from cua_rl.runtime.train import start_engines, train
+from cua_rl.store.run_store import AsyncRunStore
+from cua_rl.types import TaskVariant
+
+
+async def run_training_ray(cfg: RunConfig, run_dir: Path, *, resume: bool = False
+                           ) -> dict[str, Any]:
+    import ray
+
+    run_dir = run_dir.absolute()  # noqa: ASYNC240 - workers do not share our cwd
+    started = not ray.is_initialized()  # else the caller's Ray, left running at the end
+    if started:
+        local = ({"num_cpus": cfg.ray.init_num_cpus, "include_dashboard": cfg.ray.include_dashboard}
+                 if cfg.ray.address is None else {})
+        ray.init(address=cfg.ray.address, **local)
+    try:
+        engines, served = await start_engines(cfg, run_dir, resume)
+        versions = {role: engine.version for role, engine in engines.items()}
+        fleets: list[WorkerFleet] = []
+        async with ray_components(cfg, served, run_dir, versions) as parts:
+
+            def make_fleet(source: TaskSource, on_group: GroupHandler) -> WorkerFleet:
+                fleets.append(WorkerFleet(parts.scheduler, parts.workers, source, on_group))
+                return fleets[-1]
+
+            summary = await train(cfg, run_dir, store=parts.store, policy=parts.policy,
+                                  prm=parts.prm, task_set=parts.task_set, engines=engines,
+                                  gate=RemoteGate(parts.gate, cfg.fleet.eta),
+                                  rollouts=make_fleet, resume=resume)
+        summary["episodes_per_worker"] = fleets[0].episodes_per_worker()
+        return summary
+    finally:
+        if started:
+            ray.shutdown()
+
+
+@dataclass
+class RayParts:
+    store: AsyncRunStore
+    policy: InferencePool
+    prm: InferencePool | None
+    task_set: list[list[TaskVariant]]
+    scheduler: Any
+    gate: Any
+    workers: list[Any]
+    """Actor handles; the workers start their fleets when `run` is called."""
+
+
+@contextlib.asynccontextmanager
+async def ray_components(cfg: RunConfig, served: RunConfig, run_dir: Path,
+                         versions: dict[str, int]) -> AsyncIterator[RayParts]:
+    """The driver's store and model pools plus the run's actors; everything is
+    stopped in reverse order on exit (workers first, the store last)."""
+    import ray
+
+    from cua_rl.runtime.ray_actors import GateActor, SchedulerActor
+
+    task_set = load_run_tasks(served)
+    store = AsyncRunStore.open(run_dir)
+    await store.call(store.sync.save_config, served.model_dump(mode="json"))
+    for variants in task_set:
+        for variant in variants:
+            await store.call(store.sync.add_variant, variant)
+    async with contextlib.AsyncExitStack() as stack:
+        stack.push_async_callback(store.close)
+        policy_urls = await stack.enter_async_context(
+            replicas(served, served.policy, "policy", run_dir, versions.get("policy", 0)))
+        policy = InferencePool(policy_urls)
+        stack.push_async_callback(policy.close)
+        prm, prm_urls = None, []
+        if served.judge.enabled:
+            prm_urls = await stack.enter_async_context(
+                replicas(served, served.prm, "prm", run_dir, versions.get("prm", 0)))
+            prm = InferencePool(prm_urls)
+            stack.push_async_callback(prm.close)
+        options = placement.service_options(
+            cfg.ray.worker_actors(cfg.fleet.actors) * cfg.ray.fleet_workers)
+        scheduler = SchedulerActor.options(**options).remote(
+            cfg.fleet.group_size, max_groups=cfg.fleet.max_groups, backlog=cfg.ray.group_backlog)
+        stack.callback(ray.kill, scheduler)
+        gate = GateActor.options(**options).remote(cfg.fleet.eta)
+        stack.callback(ray.kill, gate)
+        workers = await stack.enter_async_context(
+            fleet_workers(served, run_dir, policy_urls, prm_urls, scheduler, gate))
+        yield RayParts(store, policy, prm, task_set, scheduler, gate, workers)
+
+
+@contextlib.asynccontextmanager
+async def replicas(cfg: RunConfig, servers: ModelServersConfig, name: str, run_dir: Path,
+                   version: int) -> AsyncIterator[list[str]]:
+    """One role's model servers: given URLs, the driver's hf replicas, or
+    replica actors placed on the cluster (`ray.inference: ray`)."""
+    tiny = cfg.tiny_model_dir or default_tiny_dir()
+    if servers.urls or cfg.ray.inference == "driver":
+        async with model_servers(servers, name=name, log_dir=run_dir / "logs", tiny_dir=tiny,
+                                 version=version) as urls:
+            yield urls
+        return
+    from cua_rl.runtime.ray_actors import ReplicaActor
+
+    bundles = placement.replica_bundles(cfg.ray, servers)
+    group = await placement.reserve(bundles, "SPREAD", what=f"{name} replicas",
+                                    timeout_s=cfg.ray.placement_timeout_s)
+    handles: list[Any] = []
+    try:
+        for i, bundle in enumerate(bundles):
+            handles.append(ReplicaActor.options(**placement.bundle_options(group, i, bundle))
+                           .remote(servers, name=f"{name}-{i}", log_dir=run_dir / "logs",
+                                   tiny_dir=tiny, version=version,
+                                   bind_host=cfg.ray.replica_bind_host))
+        yield list(await asyncio.gather(*(h.start.remote() for h in handles)))
+    finally:
+        await stop_actors(handles, cfg.ray.stop_timeout_s)
+        placement.release(group)
+
+
+@contextlib.asynccontextmanager
+async def fleet_workers(cfg: RunConfig, run_dir: Path, policy_urls: list[str],
+                        prm_urls: list[str], scheduler: Any, gate: Any
+                        ) -> AsyncIterator[list[Any]]:
+    """`ray.fleet_workers` worker actors, one per bundle of a SPREAD group."""
+    from cua_rl.runtime.ray_actors import FleetWorkerActor
+
+    bundles = placement.worker_bundles(cfg.ray)
+    group = await placement.reserve(bundles, "SPREAD", what="fleet workers",
+                                    timeout_s=cfg.ray.placement_timeout_s)
+    handles: list[Any] = []
+    try:
+        for i, bundle in enumerate(bundles):
+            spec = WorkerSpec(f"w{i}", cfg, run_dir, policy_urls, prm_urls,
+                              actors=cfg.ray.worker_actors(cfg.fleet.actors),
+                              desktops=cfg.ray.worker_desktops(cfg.desktops.count))
+            handles.append(FleetWorkerActor.options(**placement.bundle_options(group, i, bundle))
+                           .remote(spec, scheduler, gate))
+        yield handles
+    finally:
+        await stop_actors(handles, cfg.ray.stop_timeout_s)
+        placement.release(group)
+
+
+async def stop_actors(handles: list[Any], timeout_s: float) -> None:
+    """Let each actor stop what it started, then kill it (also if it hangs)."""
+    import ray
+
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(
+            asyncio.gather(*(h.stop.remote() for h in handles), return_exceptions=True),
+            timeout_s)
+    for handle in handles:
+        ray.kill(handle)
