@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from pathlib import Path
@@ -17,13 +16,13 @@ from cua_rl.runtime.options import run_options
 def rollout(config: str | None, preset: str | None, out: Path | None,
             overrides: tuple[str, ...], as_json: bool) -> None:
     """Run task groups on desktops with the policy and the streaming reward model."""
-    from cua_rl.runtime.options import load_run_config, new_run_dir
+    from cua_rl.runtime.options import load_run_config, new_run_dir, run_stoppable
     from cua_rl.runtime.rollout import run_rollouts
 
     cfg = load_run_config(config, preset, overrides)
     run_dir = out or new_run_dir("rollout")
     started = time.monotonic()
-    counts = asyncio.run(run_rollouts(cfg, run_dir))
+    counts = run_stoppable(run_rollouts(cfg, run_dir))
     summary = {"run_dir": str(run_dir), "wall_s": round(time.monotonic() - started, 1),
                **{k: v for k, v in counts.items() if k != "wall_s"}}
     click.echo(json.dumps(summary, indent=2) if as_json else

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -37,6 +39,27 @@ def load_run_config(config: str | None, preset: str | None, overrides: tuple[str
         return load_config(RunConfig, config, preset=preset, overrides=overrides)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from exc
+
+
+T = TypeVar("T")
+
+
+def run_stoppable(coro: Coroutine[Any, Any, T]) -> T:
+    """asyncio.run, with SIGTERM cancelling the run like Ctrl-C does: cancellation
+    unwinds every context manager, so model servers and desktops are stopped and
+    everything stored so far stays usable for `--resume`."""
+
+    async def main() -> T:
+        task = asyncio.current_task()
+        assert task is not None
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+        return await coro
+
+    try:
+        return asyncio.run(main())
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        raise click.ClickException("interrupted; run the same command with --resume "
+                                   "(train) or again (eval) to continue") from None
 
 
 def new_run_dir(kind: str) -> Path:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from pathlib import Path
@@ -20,7 +19,7 @@ def train(config: str | None, preset: str | None, out: Path | None,
           overrides: tuple[str, ...], as_json: bool, resume_dir: Path | None) -> None:
     """Train policy and reward model with actors, the streaming PRM and task adaptation."""
     from cua_rl.errors import CuaRlError
-    from cua_rl.runtime.options import load_run_config, new_run_dir
+    from cua_rl.runtime.options import load_run_config, new_run_dir, run_stoppable
     from cua_rl.runtime.train import run_training
 
     if resume_dir is not None:
@@ -37,7 +36,7 @@ def train(config: str | None, preset: str | None, out: Path | None,
         (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
     started = time.monotonic()
     try:
-        summary = asyncio.run(run_training(cfg, run_dir, resume=resume_dir is not None))
+        summary = run_stoppable(run_training(cfg, run_dir, resume=resume_dir is not None))
     except (CuaRlError, ExceptionGroup) as exc:
         cause = _cua_error(exc)
         if cause is None:
