@@ -14,19 +14,24 @@ setup step of that name, so readiness is awaited, never slept through) and
 `{"sleep": seconds}`. They sit outside `<domain>/` because the task loader
 reads every `<domain>/*.json` as a task.
 
-Every job yields exactly one `Outcome`; a job that raises (setup, golden step,
-evaluator, dead desktop) becomes an outcome with the error text, never a crash
-of the whole run.
+Every job yields exactly one `Outcome` per variant it scores; a job that raises
+(setup, golden step, evaluator, dead desktop) becomes outcomes with the error
+text, never a crash of the whole run. A failed golden job is never retried (a
+golden that passes only sometimes is a bug to fix, not to hide); instead its
+line names the phase or golden step that was running and points at a
+screenshot and the window list taken on the spot, kept in a temporary folder
+that outlives the run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +47,8 @@ Group = tuple[TaskVariant, list[TaskVariant]]
 """A base task and its variants (the task itself when it has no template)."""
 JOB_TIMEOUT_S = 240.0
 """Deadline for one reset + setup + golden + evaluation (GIMP starts in ~5 s)."""
+DIAGNOSE_TIMEOUT_S = 20.0
+"""Deadline for the screenshot and window list taken when a golden job fails."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +73,8 @@ class Outcome:
     expected: float
     score: float | None = None
     error: str | None = None
+    diagnostics: str | None = None
+    """Where the job was and what the screen showed when it failed (failures only)."""
 
     @property
     def ok(self) -> bool:
@@ -75,9 +84,26 @@ class Outcome:
         """One grep-able line per failure, as `templates validate` prints problems."""
         what = "golden" if self.expected == 1.0 else "initial state"
         if self.error is not None:
-            return f"{self.task_id}:{self.variant}: {what}: {self.error}"
-        head = f"{self.task_id}:{self.variant}: {what}"
-        return f"{head} scored {self.score:g}, expected {self.expected:g}"
+            text = f"{self.task_id}:{self.variant}: {what}: {self.error}"
+        else:
+            head = f"{self.task_id}:{self.variant}: {what}"
+            text = f"{head} scored {self.score:g}, expected {self.expected:g}"
+        return text if self.diagnostics is None else f"{text} [{self.diagnostics}]"
+
+
+@dataclass(slots=True)
+class Progress:
+    """What a job is doing right now, so a failure (a timeout included) can say
+    which phase or golden step was running."""
+
+    phase: str = "lease"
+
+    def golden_step(self, index: int, total: int, step: dict[str, Any]) -> None:
+        (kind, value), = step.items()
+        what = value.get("command") if isinstance(value, dict) else value
+        text = " ".join(what) if isinstance(what, list) else str(what)
+        text = " ".join(text.split())
+        self.phase = f"golden[{index}/{total}] {kind}: {text[:120]}"
 
 
 @dataclass(slots=True)
@@ -136,8 +162,11 @@ def check_golden_step(step: Any, where: str) -> None:
 
 def plan_jobs(groups: Sequence[Group]) -> tuple[list[Job], list[Outcome]]:
     """Jobs for (base task, variants) groups; variants without a golden solution
-    become failures at once. Variants with a postconfig get their own initial
-    job because a postconfig may change the state the next evaluator reads."""
+    become failures at once. The initial state is scored in one job per distinct
+    postconfig: a postconfig may change the state the next evaluator reads, but
+    variants with the same postconfig each run it right before their evaluation,
+    so they read the same state as long as it is idempotent (the local suite's
+    postconfigs only (re)generate expected files)."""
     jobs: list[Job] = []
     missing: list[Outcome] = []
     for task, variants in groups:
@@ -146,11 +175,11 @@ def plan_jobs(groups: Sequence[Group]) -> tuple[list[Job], list[Outcome]]:
         except TaskFormatError as exc:
             missing += [Outcome(v.task_id, v.evaluator_name, 1.0, error=str(exc)) for v in variants]
             continue
-        shared = tuple(v for v in variants if not v.evaluator.get("postconfig"))
-        alone = [v for v in variants if v.evaluator.get("postconfig")]
-        if shared:
-            jobs.append(Job(task, shared))
-        jobs += [Job(task, (v,)) for v in alone]
+        by_postconfig: dict[str, list[TaskVariant]] = {}
+        for v in variants:
+            key = json.dumps(v.evaluator.get("postconfig") or [], sort_keys=True)
+            by_postconfig.setdefault(key, []).append(v)
+        jobs += [Job(task, tuple(same)) for same in by_postconfig.values()]
         for v in variants:
             if v.evaluator_name not in golden:
                 missing.append(Outcome(v.task_id, v.evaluator_name, 1.0,
@@ -162,12 +191,14 @@ def plan_jobs(groups: Sequence[Group]) -> tuple[list[Job], list[Outcome]]:
 
 
 async def run_golden(client: GuestClient, steps: Sequence[dict[str, Any]],
-                     until_deadline_s: float = 60.0) -> None:
+                     until_deadline_s: float = 60.0, progress: Progress | None = None) -> None:
     """Run golden steps in order; a failed action or command raises RuntimeError."""
     loop = asyncio.get_running_loop()
     for index, step in enumerate(steps):
         (kind, value), = step.items()
         at = f"golden[{index}] ({kind})"
+        if progress is not None:
+            progress.golden_step(index, len(steps), step)
         if kind == "sleep":
             await asyncio.sleep(float(value))
         elif kind == "pyautogui":
@@ -187,11 +218,14 @@ async def run_golden(client: GuestClient, steps: Sequence[dict[str, Any]],
                 if result.status == "success" and params.until.met_by(result):
                     break
                 if loop.time() >= end:
-                    raise RuntimeError(f"{at}: 'until' not met within {until_deadline_s:.0f} s")
+                    last = (result.error or result.output).strip()[-200:]
+                    raise RuntimeError(f"{at}: 'until' not met within {until_deadline_s:.0f} s"
+                                       + (f"; last output: {last}" if last else ""))
                 await asyncio.sleep(0.2)
 
 
-async def _run_job(job: Job, client: GuestClient, work: Path, number: int) -> list[Outcome]:
+async def _run_job(job: Job, client: GuestClient, work: Path, number: int,
+                   progress: Progress) -> list[Outcome]:
     """Setup, golden (if any) and scoring on a desktop that was just reset."""
     from cua_rl.desktop.file_cache import FileCache
     from cua_rl.desktop.setup_steps import SetupContext, run_setup_steps
@@ -202,16 +236,51 @@ async def _run_job(job: Job, client: GuestClient, work: Path, number: int) -> li
     context = SetupContext(screen_width=width, screen_height=height, strict=True,
                            output_dir=folder / "output")
     cache = FileCache(work / "files")
+    progress.phase = "setup"
     await run_setup_steps(client, list(job.task.config), task_id=job.task.task_id,
                           cache=cache, context=context)
     if job.golden is not None:
-        await run_golden(client, job.golden)
+        await run_golden(client, job.golden, progress=progress)
     outcomes = []
     for variant in job.variants:
+        progress.phase = f"evaluation of {variant.evaluator_name}"
         score = await evaluate(variant, client, cache=cache, context=context, last_action=None,
                                cache_dir=folder / variant.evaluator_name)
         outcomes.append(Outcome(variant.task_id, variant.evaluator_name, job.expected, score))
     return outcomes
+
+
+class Diagnoser:
+    """Saves a screenshot and the window list of a desktop whose golden job failed,
+    into one folder per run that is created on the first failure and kept."""
+
+    def __init__(self) -> None:
+        self.folder: Path | None = None
+        self.count = 0
+
+    async def describe(self, job: Job, client: GuestClient | None, progress: Progress) -> str:
+        text = f"during {progress.phase}"
+        if client is None or job.golden is None:
+            return text
+        if self.folder is None:
+            self.folder = Path(tempfile.mkdtemp(prefix="cua-rl-on-desktop-failures-"))
+        self.count += 1  # one job may fail more than once in a run (repeated jobs)
+        name = f"{self.count:03d}-{job.task.task_id}-{job.variants[0].evaluator_name}"
+        stem = self.folder / re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+        try:
+            async with asyncio.timeout(DIAGNOSE_TIMEOUT_S):
+                png = await client.screenshot()
+                shot = stem.with_suffix(".png")
+                shot.write_bytes(png)
+                windows = await client.execute("wmctrl -l; echo active:; "
+                                               "xdotool getactivewindow getwindowname",
+                                               shell=True, timeout=10.0)
+                stem.with_suffix(".windows.txt").write_text(windows.output + windows.error)
+        except Exception as exc:  # a dead desktop: the phase alone must do
+            return f"{text}; no screenshot: {type(exc).__name__}: {exc}"
+        titles = [" ".join(line.split()[3:]) for line in windows.output.splitlines()
+                  if line.startswith("0x")]
+        return f"{text}; screenshot {shot}; windows: {' | '.join(titles) or '(none)'}"
 
 
 async def run_jobs(jobs: Sequence[Job], desktops: int = 1,
@@ -226,16 +295,35 @@ async def run_jobs(jobs: Sequence[Job], desktops: int = 1,
     for item in enumerate(jobs):
         queue.put_nowait(item)
     outcomes: list[Outcome] = []
+    diagnoser = Diagnoser()
+
+    async def run_one(pool: DesktopPool, work: Path, number: int, job: Job) -> list[Outcome]:
+        progress = Progress()
+        client: GuestClient | None = None
+        async with pool.lease() as (handle, _):
+            try:
+                async with asyncio.timeout(JOB_TIMEOUT_S):
+                    progress.phase = "reset"
+                    _, client = await pool.reset(handle)
+                    done = await _run_job(job, client, work, number, progress)
+            except Exception as exc:  # one job's failure is report lines, not a crash
+                if isinstance(exc, TimeoutError) and not str(exc):
+                    exc = TimeoutError(f"job not done within {JOB_TIMEOUT_S:.0f} s")
+                text = f"{type(exc).__name__}: {exc}".strip().replace("\n", " | ")
+                seen = await diagnoser.describe(job, client, progress)
+                return [Outcome(v.task_id, v.evaluator_name, job.expected, error=text,
+                                diagnostics=seen) for v in job.variants]
+            if all(o.ok for o in done) or job.golden is None:
+                return done
+            seen = await diagnoser.describe(job, client, progress)
+            return [o if o.ok else replace(o, diagnostics=seen) for o in done]
 
     async def worker(pool: DesktopPool, work: Path) -> None:
         while not queue.empty():
             number, job = queue.get_nowait()
             try:
-                async with pool.lease() as (handle, _):
-                    async with asyncio.timeout(JOB_TIMEOUT_S):
-                        _, client = await pool.reset(handle)
-                        outcomes.extend(await _run_job(job, client, work, number))
-            except Exception as exc:  # one job's failure is a report line, not a crash
+                outcomes.extend(await run_one(pool, work, number, job))
+            except Exception as exc:  # no desktop to lease: still one line per variant
                 text = f"{type(exc).__name__}: {exc}".strip().replace("\n", " | ")
                 outcomes.extend(Outcome(v.task_id, v.evaluator_name, job.expected, error=text)
                                 for v in job.variants)
