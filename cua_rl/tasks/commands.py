@@ -277,3 +277,8 @@ def import_openagentrl_command(source: Path, out: Path) -> None:
         f"file(s) under {out} ({summary.skipped} task file(s) without a template "
         f"skipped); check them with: cua-rl templates validate --root {out}"
     )
+
+
+from cua_rl.tasks.coverage import coverage_command  # noqa: E402
+
+tasks.add_command(coverage_command)
