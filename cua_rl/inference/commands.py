@@ -10,14 +10,23 @@ import click
 @click.command("tiny-model")
 @click.argument("out_dir", type=click.Path(file_okay=False))
 @click.option("--seed", default=0, show_default=True, help="Weight initialization seed.")
-def tiny_model(out_dir: str, seed: int) -> None:
-    """Build the tiny random Qwen3-VL checkpoint into OUT_DIR (no download)."""
+@click.option(
+    "--primed/--random",
+    "primed",
+    default=True,
+    show_default=True,
+    help="Warm the weights up on the answer formats (tool calls, \\boxed votes) so that "
+    "samples parse; --random keeps the plain random initialization.",
+)
+def tiny_model(out_dir: str, seed: int, primed: bool) -> None:
+    """Build the tiny Qwen3-VL checkpoint into OUT_DIR (no download)."""
     from cua_rl.inference.tiny_model import build_tiny_model
 
     start = time.monotonic()
-    built = build_tiny_model(out_dir, seed=seed)
+    built = build_tiny_model(out_dir, seed=seed, primed=primed)
+    kind = "format-primed" if primed else "random"
     click.echo(
-        f"tiny Qwen3-VL checkpoint ({built.num_parameters:,} parameters, seed {seed}) "
+        f"tiny {kind} Qwen3-VL checkpoint ({built.num_parameters:,} parameters, seed {seed}) "
         f"written to {built.path} in {time.monotonic() - start:.1f} s"
     )
 

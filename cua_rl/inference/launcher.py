@@ -47,7 +47,8 @@ class ModelServersConfig(BaseModel):
 
 
 def default_tiny_dir() -> Path:
-    return Path(os.environ.get("CUA_RL_TINY_MODEL", Path.home() / ".cache/cua-rl/tiny-qwen3-vl"))
+    default = Path.home() / ".cache" / "cua-rl" / "tiny-qwen3-vl-primed"
+    return Path(os.environ.get("CUA_RL_TINY_MODEL", default))
 
 
 async def ensure_tiny_model(path: Path) -> Path:

@@ -211,10 +211,15 @@ def build_config(tokenizer: Any) -> Any:
 class TinyModel:
     path: Path
     num_parameters: int
+    primed: bool = False
 
 
-def build_tiny_model(out_dir: str | Path, seed: int = 0) -> TinyModel:
-    """Write a complete HF checkpoint dir (weights, config, tokenizer, processor)."""
+def build_tiny_model(out_dir: str | Path, seed: int = 0, primed: bool = False) -> TinyModel:
+    """Write a complete HF checkpoint dir (weights, config, tokenizer, processor).
+
+    `primed` runs the format warm-up of tiny_priming.py in memory before anything
+    is saved, so the directory never holds half-primed weights.
+    """
     import torch
     from transformers import GenerationConfig, Qwen3VLForConditionalGeneration
 
@@ -225,6 +230,10 @@ def build_tiny_model(out_dir: str | Path, seed: int = 0) -> TinyModel:
     config = build_config(tokenizer)
     torch.manual_seed(seed)
     model = Qwen3VLForConditionalGeneration(config).to(torch.float32).eval()
+    if primed:
+        from cua_rl.inference.tiny_priming import prime_tiny_model
+
+        prime_tiny_model(model, processor, seed=seed)
     model.generation_config = GenerationConfig(
         eos_token_id=[config.text_config.eos_token_id, config.text_config.pad_token_id],
         pad_token_id=config.text_config.pad_token_id,
@@ -234,7 +243,7 @@ def build_tiny_model(out_dir: str | Path, seed: int = 0) -> TinyModel:
     )
     model.save_pretrained(out)
     processor.save_pretrained(out)
-    return TinyModel(out, count_parameters(model))
+    return TinyModel(out, count_parameters(model), primed)
 
 
 def count_parameters(model: Any) -> int:

@@ -121,8 +121,10 @@ def chromium(home: Path,
     proc = subprocess.Popen(
         [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
          f"--remote-debugging-port={port}", "--remote-debugging-address=127.0.0.1",
-         f"--user-data-dir={profile}", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "about:blank"],
+         f"--user-data-dir={profile}", "--no-first-run", "--no-default-browser-check",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--no-restore-session-state", "--disable-session-crashed-bubble",
+         "--password-store=basic", "--use-mock-keychain", "about:blank"],
         stdout=subprocess.DEVNULL, stderr=(home / "chromium.log").open("wb"),
         start_new_session=True, env={**os.environ, "HOME": str(home)},
     )
@@ -134,16 +136,21 @@ def chromium(home: Path,
 
 
 def stop_chromium(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM lets Chromium write its cookies and history; SIGKILL if it hangs."""
+    """SIGTERM to the browser process only: it then shuts its helpers (the network
+    service that holds the cookie store) down in order, so cookies and history are
+    written. Signalling the whole group at once killed the network service before
+    it could flush the cookies. Whatever is left of the group is killed after."""
     if proc.poll() is None:
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
+            os.kill(proc.pid, signal.SIGTERM)
         try:
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
+                os.kill(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)  # stray helpers of the browser's session
 
 
 @pytest.fixture(scope="module")

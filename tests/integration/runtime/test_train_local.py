@@ -34,11 +34,11 @@ def _summary(run: Path) -> dict:
 
 
 def test_quickstart_trains_both_models_and_adapts(
-    tmp_path: Path, tiny_model_dir: Path, local_desktops: None
+    tmp_path: Path, primed_tiny_model_dir: Path, local_desktops: None
 ) -> None:
     run = tmp_path / "run"
     subprocess.run(_cli("train", "--preset", "quickstart", "--out", str(run),
-                        *_overrides(tmp_path, tiny_model_dir)),
+                        *_overrides(tmp_path, primed_tiny_model_dir)),
                    check=True, timeout=900)
     summary = _summary(run)
     for key in ("trajectories", "verdicts", "policy_updates", "prm_updates", "weight_syncs",
@@ -49,11 +49,11 @@ def test_quickstart_trains_both_models_and_adapts(
 
 
 def test_killed_run_resumes_without_duplicated_or_missing_updates(
-    tmp_path: Path, tiny_model_dir: Path, local_desktops: None
+    tmp_path: Path, primed_tiny_model_dir: Path, local_desktops: None
 ) -> None:
     run = tmp_path / "run"
     args = _cli("train", "--preset", "quickstart", "--out", str(run),
-                *_overrides(tmp_path, tiny_model_dir), "train.max_policy_updates=3",
+                *_overrides(tmp_path, primed_tiny_model_dir), "train.max_policy_updates=3",
                 "fleet.max_groups=40")
     proc = subprocess.Popen(args, start_new_session=True)
     deadline = time.monotonic() + 600
@@ -72,8 +72,8 @@ def test_killed_run_resumes_without_duplicated_or_missing_updates(
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert 1 <= before["policy_updates"] < 3
-    subprocess.run(_cli("train", "--resume", str(run), *_overrides(tmp_path, tiny_model_dir)),
-                   check=True, timeout=900)
+    resume = _cli("train", "--resume", str(run), *_overrides(tmp_path, primed_tiny_model_dir))
+    subprocess.run(resume, check=True, timeout=900)
     after = _summary(run)
     path, version = latest_checkpoint(run / "checkpoints", "policy")
     assert after["policy_updates"] == version == 3
