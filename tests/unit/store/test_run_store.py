@@ -98,3 +98,15 @@ def test_runs_show_json(tmp_path: Path) -> None:
     assert data["trajectories"] == 1 and data["steps"] == 2 and data["adapt_accepted"] == 0
     empty = CliRunner().invoke(runs, ["show", str(tmp_path / "..")])
     assert empty.exit_code != 0 and "no run.sqlite here" in empty.output
+
+
+async def test_concurrent_verdicts_share_a_write_and_all_land(tmp_path: Path) -> None:
+    import asyncio
+
+    store = AsyncRunStore.open(tmp_path)
+    await asyncio.gather(*(store.save_verdict(StepVerdict("t", i, (Vote(1, "ok"), Vote(-1, "no"))))
+                           for i in range(50)))
+    await store.save_verdict(StepVerdict("t", 50, (Vote(0, "?"),)))
+    verdicts = await store.call(store.sync.load_verdicts, "t")
+    assert [v.step_index for v in verdicts] == list(range(51))
+    await store.close()
