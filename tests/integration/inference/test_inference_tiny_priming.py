@@ -26,11 +26,8 @@ SCREEN = (1920, 1080)
 
 
 @pytest.fixture(scope="module")
-def primed_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    pytest.importorskip("transformers")
-    from cua_rl.inference.tiny_model import build_tiny_model
-
-    return build_tiny_model(tmp_path_factory.mktemp("primed") / "model", seed=0, primed=True).path
+def primed_dir(primed_tiny_model_dir: Path) -> Path:
+    return primed_tiny_model_dir  # the session's primed build, shared with other tests
 
 
 @pytest.fixture(scope="module")
@@ -92,12 +89,17 @@ async def test_critique_answers_are_boxed(primed_server) -> None:
     assert sum(boxed_answer(t) is not None for t in texts) >= 5, texts
 
 
-def test_same_seed_same_primed_weights(primed_dir: Path, tmp_path: Path) -> None:
-    from safetensors.torch import load_file
+def test_same_seed_same_primed_weights(tiny_model_dir: Path) -> None:
+    """Priming is seeded: two short warm-ups from the same checkpoint are identical."""
+    from transformers import AutoModelForImageTextToText, AutoProcessor
 
-    from cua_rl.inference.tiny_model import build_tiny_model
+    from cua_rl.inference.tiny_priming import PrimingConfig, prime_tiny_model
 
-    again = build_tiny_model(tmp_path / "again", seed=0, primed=True).path
-    a = load_file(str(primed_dir / "model.safetensors"))
-    b = load_file(str(again / "model.safetensors"))
+    def primed() -> dict[str, Any]:
+        model = AutoModelForImageTextToText.from_pretrained(tiny_model_dir)
+        processor = AutoProcessor.from_pretrained(tiny_model_dir)
+        prime_tiny_model(model, processor, seed=0, cfg=PrimingConfig(steps=12))
+        return model.state_dict()
+
+    a, b = primed(), primed()
     assert all(a[k].equal(b[k]) for k in a)
