@@ -17,6 +17,8 @@ APT_PACKAGES=(
   libreoffice-calc libreoffice-writer libreoffice-impress mousepad chromium gimp vlc
   # evaluator metrics: OCR and audio/video decoding
   tesseract-ocr ffmpeg
+  # qcow2 overlays of the qemu provider (and its tests)
+  qemu-utils
   # fonts so screenshots have real text
   fonts-dejavu-core
 )
