@@ -4,10 +4,8 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -17,6 +15,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from tests_support.desktops import local_desktops_unavailable  # noqa: E402
 
 from cua_rl.desktop.bench import measure_guest
 from cua_rl.desktop.pool import DesktopPool
@@ -28,20 +27,7 @@ from cua_rl.desktop.providers.local_session import namespace_pids
 pytestmark = pytest.mark.desktop
 
 
-def _skip_reason() -> str | None:
-    missing = [t for t in ("Xvfb", "openbox", "unshare") if shutil.which(t) is None]
-    if missing:
-        return f"desktop tools missing: {', '.join(missing)} (run ./setup.sh)"
-    if importlib.util.find_spec("cua_guest") is None:
-        return "cua_guest is not importable (pip install -e vm/guest)"
-    probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "true"],
-                           capture_output=True, text=True)
-    if probe.returncode != 0:
-        return f"cannot create mount namespaces here: {probe.stderr.strip()}"
-    return None
-
-
-if (_reason := _skip_reason()) is not None:
+if (_reason := local_desktops_unavailable()) is not None:
     pytest.skip(_reason, allow_module_level=True)
 
 
