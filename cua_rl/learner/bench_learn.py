@@ -47,7 +47,8 @@ def reward(text: str) -> float:
 
 
 async def run_bench(model_dir: Path, work: Path, *, updates: int, group: int, actors: int,
-                    lr: float, temperature: float = 1.0) -> dict[str, Any]:
+                    lr: float, batch_groups: int = 1, temperature: float = 1.0,
+                    ) -> dict[str, Any]:
     from cua_rl.agent import policy_messages
     from cua_rl.inference.launcher import ModelServersConfig, model_servers
     from cua_rl.inference.pool import InferencePool
@@ -71,7 +72,11 @@ async def run_bench(model_dir: Path, work: Path, *, updates: int, group: int, ac
     async with model_servers(servers_cfg, name="bench", log_dir=work / "logs") as urls:
         pool = InferencePool(urls)
         sync = WeightSync(urls, WeightSyncConfig(mode="collective"), work / "exports")
-        service = LearnerService("policy", engine, store, LearnerLoopConfig(batch_samples=group),
+        # A queue of one batch per actor: sampling waits for the learner instead of
+        # producing samples that go stale before they are trained on.
+        loop_cfg = LearnerLoopConfig(batch_samples=group * batch_groups,
+                                     queue_size=group * max(actors, batch_groups))
+        service = LearnerService("policy", engine, store, loop_cfg,
                                  checkpoint_dir=work / "ckpt", sync=sync, gate=gate)
 
         async def actor() -> None:

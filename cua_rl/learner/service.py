@@ -69,7 +69,10 @@ class LearnerService:
         self.gate = gate
         self.eta = eta
         self.on_metrics = on_metrics
-        self._queue: asyncio.Queue[StepSample | None] = asyncio.Queue(cfg.queue_size)
+        # Unbounded underneath; `submit` enforces the bound so that stopping can
+        # release every waiting producer at once.
+        self._queue: asyncio.Queue[StepSample | None] = asyncio.Queue()
+        self._space = asyncio.Condition()
         self._thread = ThreadPoolExecutor(1, thread_name_prefix=f"learner-{role}")
         self.stale_dropped = 0
         self._stopped = False
@@ -79,20 +82,25 @@ class LearnerService:
         return self.engine.version
 
     async def submit(self, samples: list[StepSample]) -> None:
-        if self._stopped:  # reached its update budget: nothing more is trained
-            return
         for sample in samples:
-            await self._queue.put(sample)
+            async with self._space:
+                await self._space.wait_for(
+                    lambda: self._stopped or self._queue.qsize() < self.cfg.queue_size)
+                if self._stopped:  # reached its update budget: nothing more is trained
+                    return
+                self._queue.put_nowait(sample)
 
     async def finish(self) -> None:
         """No more samples: train what is queued, then `run` returns."""
-        await self._queue.put(None)
+        self._queue.put_nowait(None)
 
     async def run(self, max_updates: int | None = None) -> None:
         batch: list[StepSample] = []
         done = False
         while not done and (max_updates is None or self.version < max_updates):
             item = await self._queue.get()
+            async with self._space:
+                self._space.notify_all()
             if item is None:
                 done = True
             elif item.version < self.version - self.eta:
@@ -103,7 +111,9 @@ class LearnerService:
             if batch and (len(batch) >= self.cfg.batch_samples or done):
                 await self._update(batch)
                 batch = []
-        self._stopped = True
+        async with self._space:
+            self._stopped = True
+            self._space.notify_all()
 
     async def _update(self, batch: list[StepSample]) -> None:
         loop = asyncio.get_running_loop()
