@@ -39,6 +39,7 @@ from cua_rl.inference.openai_schema import (
     logprobs_content,
     parse_request,
 )
+from cua_rl.inference.owner_watch import exit_when_owner_dies, owner_pid
 from cua_rl.inference.sampling import SamplingParams
 
 log = logging.getLogger(__name__)
@@ -299,8 +300,22 @@ def run_hf_server(
     if threads:
         torch.set_num_threads(threads)
     server = HFServer(HFEngine(model_dir), version=version, max_batch_rows=max_batch_rows)
+    app = server.app()
+    owner = owner_pid()
+    if owner is not None:  # launched by a run: do not outlive it
+        watchers: list[asyncio.Task[None]] = []
+
+        async def watch(_app: web.Application) -> None:
+            watchers.append(asyncio.create_task(exit_when_owner_dies(owner)))
+
+        async def unwatch(_app: web.Application) -> None:
+            for task in watchers:
+                task.cancel()
+
+        app.on_startup.append(watch)
+        app.on_cleanup.append(unwatch)
     web.run_app(
-        server.app(),
+        app,
         host=host,
         port=port,
         print=lambda _: log.warning("hf engine serving %s on %s:%d", model_dir, host, port),

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cua_rl.errors import ConfigError, InferenceUnavailable
 from cua_rl.inference.client import InferenceClient
+from cua_rl.inference.owner_watch import owner_env
 
 TINY = "tiny"
 """Model name that selects the locally built tiny Qwen3-VL checkpoint."""
@@ -109,7 +110,7 @@ async def model_servers(
             # Opened once per replica at start-up; the child keeps the descriptor.
             log = open(log_dir / f"{name}-{i}.log", "ab")  # noqa: SIM115, ASYNC230
             env = {**os.environ, "OMP_NUM_THREADS": str(cfg.threads),
-                   "TOKENIZERS_PARALLELISM": "false"}
+                   "TOKENIZERS_PARALLELISM": "false", **owner_env()}
             procs.append(await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "cua_rl.cli", "serve", "--engine", "hf", "--model", model,
                 "--port", str(port), "--threads", str(cfg.threads), "--version", str(version),

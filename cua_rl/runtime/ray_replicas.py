@@ -28,6 +28,7 @@ from cua_rl.inference.launcher import (
     resolve_model,
     stop_process,
 )
+from cua_rl.inference.owner_watch import owner_env
 
 
 class ModelReplica:
@@ -59,7 +60,7 @@ class ModelReplica:
         if self.servers.engine == "hf":
             argv += ["--threads", str(self.servers.threads)]
         env = {**os.environ, "OMP_NUM_THREADS": str(self.servers.threads),
-               "TOKENIZERS_PARALLELISM": "false"}
+               "TOKENIZERS_PARALLELISM": "false", **owner_env()}
         with open(log_path, "ab") as log:  # noqa: ASYNC230 - once; the child keeps the fd
             self.proc = await asyncio.create_subprocess_exec(
                 *argv, stdout=log, stderr=asyncio.subprocess.STDOUT, env=env,

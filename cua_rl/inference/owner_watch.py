@@ -1,0 +1,53 @@
+"""Model servers a run launches exit when the run's process dies, even by SIGKILL.
+
+The launcher starts replicas in their own session (so a Ctrl-C in the terminal
+reaches the run, which then stops them in order), which also means nothing kills
+them when the run is killed outright: they would hold ports, memory and threads
+until someone finds them. The launcher therefore names itself in the child's
+environment, and the server watches that pid through a pidfd (no polling) and
+shuts down the way SIGTERM does. A server started by hand has no owner and
+serves until interrupted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import Callable
+
+OWNER_ENV = "CUA_RL_OWNER_PID"
+
+
+def owner_env() -> dict[str, str]:
+    """Environment entries that bind a child server's life to this process."""
+    return {OWNER_ENV: str(os.getpid())}
+
+
+def owner_pid() -> int | None:
+    """The owning process named by the environment, if any (ignored when malformed)."""
+    value = os.environ.get(OWNER_ENV, "")
+    return int(value) if value.isdigit() and int(value) > 1 else None
+
+
+def terminate_self() -> None:
+    """Ask this process to stop as an operator's SIGTERM would (graceful cleanup)."""
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+async def exit_when_owner_dies(pid: int, on_exit: Callable[[], None] = terminate_self) -> None:
+    """Wait until `pid` has exited, then call `on_exit` (at once if it is already gone)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        on_exit()
+        return
+    loop = asyncio.get_running_loop()
+    gone = asyncio.Event()
+    loop.add_reader(fd, gone.set)  # a pidfd becomes readable when its process exits
+    try:
+        await gone.wait()
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)
+    on_exit()

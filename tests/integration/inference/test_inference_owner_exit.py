@@ -1,0 +1,55 @@
+"""Replicas a run launched go away when the run is SIGKILLed (no cleanup code runs)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.model
+
+OWNER = """
+import asyncio, sys
+from pathlib import Path
+from cua_rl.inference.launcher import ModelServersConfig, model_servers
+
+async def main():
+    cfg = ModelServersConfig(model=sys.argv[1], threads=1, replicas=2)
+    async with model_servers(cfg, name="owned", log_dir=Path(sys.argv[2])) as urls:
+        print(" ".join(urls), flush=True)
+        await asyncio.sleep(600)
+
+asyncio.run(main())
+"""
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url + "/health", timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+async def test_servers_exit_when_their_owner_is_killed(tiny_model_dir: Path,
+                                                       tmp_path: Path) -> None:
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, str(tiny_model_dir), str(tmp_path)],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        loop = asyncio.get_running_loop()
+        line = await asyncio.wait_for(loop.run_in_executor(None, owner.stdout.readline), 180)
+        urls = line.split()
+        assert len(urls) == 2 and all(_answers(u) for u in urls), line
+        owner.send_signal(signal.SIGKILL)
+        owner.wait(10)
+        async with asyncio.timeout(30):
+            while any([await asyncio.to_thread(_answers, u) for u in urls]):
+                await asyncio.sleep(0.1)
+    finally:
+        owner.kill()
+        owner.wait()
