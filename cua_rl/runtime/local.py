@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,7 +82,8 @@ async def local_components(cfg: RunConfig, run_dir: Path, *,
             stack.push_async_callback(prm.close)
             judge = StreamingJudge(prm, store, cfg.judge)
             stack.push_async_callback(judge.close)
-        pool = DesktopPool(make_provider(cfg.desktops.provider), cfg.desktops.count)
+        provider = make_provider(cfg.desktops.provider, owner_pid=os.getpid())
+        pool = DesktopPool(provider, cfg.desktops.count)
         await pool.start()
         stack.push_async_callback(pool.close)
         desktops = PoolDesktops(pool, cache=FileCache(host_cache_dir()),

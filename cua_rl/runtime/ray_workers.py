@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -138,7 +139,8 @@ async def worker_parts(spec: WorkerSpec, episode: Any) -> AsyncIterator[WorkerPa
             stack.push_async_callback(prm.close)
             judge = StreamingJudge(prm, store, cfg.judge)
             stack.push_async_callback(judge.close)
-        pool = DesktopPool(make_provider(cfg.desktops.provider), spec.desktops,
+        provider = make_provider(cfg.desktops.provider, owner_pid=os.getpid())
+        pool = DesktopPool(provider, spec.desktops,
                            id_prefix=f"{spec.worker_id}-{secrets.token_hex(3)}")
         await pool.start()
         stack.push_async_callback(pool.close)

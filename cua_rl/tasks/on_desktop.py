@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import tempfile
 import time
@@ -290,7 +291,7 @@ async def run_jobs(jobs: Sequence[Job], desktops: int = 1,
     from cua_rl.desktop.providers.base import make_provider
     from cua_rl.desktop.providers.local_config import LocalProviderConfig
 
-    provider = make_provider(provider_config or LocalProviderConfig())
+    provider = make_provider(provider_config or LocalProviderConfig(), owner_pid=os.getpid())
     queue: asyncio.Queue[tuple[int, Job]] = asyncio.Queue()
     for item in enumerate(jobs):
         queue.put_nowait(item)

@@ -49,6 +49,11 @@ class DesktopProvider(ABC):
     """
 
     type: str
+    owner_pid: int | None = None
+    """A run's process: desktops started while it is set stop themselves when that
+    process exits, even by SIGKILL (local provider; cloud desktops rely on the
+    sweep and their time-to-live). None for desktops that outlive their starter
+    (`cua-rl vm up`)."""
 
     @abstractmethod
     async def start(self, desktop_id: str) -> DesktopHandle:
@@ -100,8 +105,10 @@ _PROVIDERS: dict[str, str] = {
 }
 
 
-def make_provider(config: ProviderConfig) -> DesktopProvider:
-    """The provider that `config.type` names, configured by `config`."""
+def make_provider(config: ProviderConfig, *, owner_pid: int | None = None) -> DesktopProvider:
+    """The provider that `config.type` names, configured by `config`; desktops it
+    starts are bound to `owner_pid` when given (see `DesktopProvider.owner_pid`)."""
     module, attr = _PROVIDERS[config.type].split(":")
-    cls = getattr(importlib.import_module(module), attr)
-    return cls(config)
+    provider: DesktopProvider = getattr(importlib.import_module(module), attr)(config)
+    provider.owner_pid = owner_pid
+    return provider

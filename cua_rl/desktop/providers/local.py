@@ -186,7 +186,8 @@ class LocalProvider(DesktopProvider):
                 "width": self.config.width, "height": self.config.height,
                 "window_manager": self.config.window_manager,
                 "guest_python": self.config.guest_python,
-                "home": str(ddir / "home"), "token_file": str(ddir / "token")}
+                "home": str(ddir / "home"), "token_file": str(ddir / "token"),
+                "owner_pid": self.owner_pid}
         spec_path = ddir / "session.json"
         spec_path.write_text(json.dumps(spec))
         log_path = ddir / "session.log"

@@ -33,6 +33,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from cua_rl.errors import DesktopError
 
@@ -162,11 +163,7 @@ def run(spec: dict) -> int:
         )
         critical = {xvfb.pid: "Xvfb", guest.pid: "guest server"}
         log(f"up: display :{spec['display']} port {spec['port']} ns {my_ns}")
-        while True:
-            pid, status = os.wait()
-            if pid in critical:
-                log(f"{critical[pid]} exited ({status:#x}); stopping the desktop")
-                return 1
+        return _supervise(critical, spec.get("owner_pid"), log)
     except _Stop as stop:
         log(f"stopping on {stop}")
         return 0
@@ -176,6 +173,41 @@ def run(spec: dict) -> int:
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         _end_namespace(my_ns)
+
+
+def _supervise(critical: dict[int, str], owner_pid: int | None, log: Any) -> int:
+    """Reap children until a critical one dies (1) or the owning run exits (0).
+
+    The owner is the process that started this desktop for a run; a run killed by
+    SIGKILL cannot stop its desktops, so they stop themselves. pidfds become
+    readable when their process exits, so nothing is polled for it; the timeout
+    only paces the reaping of orphans we inherit as subreaper."""
+    watched: dict[int, str | None] = {os.pidfd_open(pid): name for pid, name in critical.items()}
+    if owner_pid:
+        try:
+            watched[os.pidfd_open(owner_pid)] = None
+        except ProcessLookupError:
+            log(f"owner {owner_pid} is gone; stopping the desktop")
+            return 0
+    statuses: dict[int, int] = {}
+    while True:
+        ready, _, _ = select.select(list(watched), [], [], 1.0)
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            statuses[pid] = status
+        for fd in ready:
+            name = watched[fd]
+            if name is None:
+                log(f"owner {owner_pid} exited; stopping the desktop")
+                return 0
+            pid = next(p for p, n in critical.items() if n == name)
+            log(f"{name} exited ({statuses.get(pid, -1):#x}); stopping the desktop")
+            return 1
 
 
 def _end_namespace(my_ns: str, deadline_s: float = 5.0) -> None:

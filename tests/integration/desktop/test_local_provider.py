@@ -170,3 +170,44 @@ def _pgid(pid: int) -> int | None:
         return os.getpgid(pid)
     except ProcessLookupError:
         return None
+
+
+_OWNER = """
+import asyncio, os, sys
+from pathlib import Path
+from cua_rl.desktop.providers.base import make_provider
+from cua_rl.desktop.providers.local_config import LocalProviderConfig
+
+async def main():
+    provider = make_provider(LocalProviderConfig(state_dir=Path(sys.argv[1])),
+                             owner_pid=os.getpid())
+    handle = await provider.start("owned")
+    print(handle.id, flush=True)
+    await asyncio.sleep(600)
+
+asyncio.run(main())
+"""
+
+
+def test_desktops_of_a_killed_run_stop_themselves(state_dir: Path) -> None:
+    owner = subprocess.Popen([sys.executable, "-c", _OWNER, str(state_dir)],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert owner.stdout is not None
+        assert owner.stdout.readline().strip() == "owned"
+        record = st.DesktopRecord.load(state_dir / "owned")
+        assert record is not None
+        pids = namespace_pids(record.mnt_ns)
+        assert len(_live(pids)) >= 3  # launcher, Xvfb, guest server at least
+        owner.kill()  # SIGKILL: the run's own cleanup never runs
+        owner.wait(10)
+        end = time.monotonic() + 30
+        while _live(pids):
+            assert time.monotonic() < end, f"desktop outlived its run: {_live(pids)}"
+            time.sleep(0.1)
+    finally:
+        owner.kill()
+        owner.wait()
+        provider = LocalProvider(LocalProviderConfig(state_dir=state_dir))
+        for handle in asyncio.run(provider.list()):
+            asyncio.run(provider.stop(handle))
