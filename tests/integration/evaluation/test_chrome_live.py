@@ -19,6 +19,7 @@ import sqlite3
 import subprocess
 import threading
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -152,8 +153,10 @@ def _close_over_cdp(port: int) -> None:
                 with contextlib.suppress(Exception):
                     await ws.receive(timeout=10)
 
-    with contextlib.suppress(Exception):  # already gone: the signals below do the rest
-        asyncio.run(close())
+    # Its own thread and loop: callers may be sync fixtures or async tests (where
+    # asyncio.run would refuse to start and the browser would lose its cookies).
+    with ThreadPoolExecutor(1) as thread, contextlib.suppress(Exception):
+        thread.submit(asyncio.run, close()).result()  # already gone: signals do the rest
 
 
 def stop_chromium(proc: subprocess.Popen[bytes]) -> None:
@@ -259,7 +262,7 @@ async def test_active_tab_url_parse_and_dash_part(chromium: Any, site: str,
 
 async def test_profile_getters_after_chromium_exits(chromium: Any, home: Path,
                                                     ctx: GetterContext) -> None:
-    stop_chromium(chromium)  # it wrote History and Cookies of the pages visited above
+    await asyncio.to_thread(stop_chromium, chromium)  # it writes History and Cookies
     rows = await until(lambda: get(ctx, {"type": "history", "dest": "History"}),
                        lambda rows: any("/form" in row[0] for row in rows))
     assert any("/form" in row[0] for row in rows)
