@@ -34,10 +34,22 @@ class TrainEngine(ABC):
     """Completed `train_step` calls, restored by `load_checkpoint`."""
     optimizer_steps: int
     """Completed optimizer steps (drives the learning-rate schedule)."""
+    processor: Any
+    reference: Any
+    """The frozen reference model of the KL term (None when beta is 0)."""
+    scheduler: Any
+    device: torch.device
 
-    @abstractmethod
     def train_step(self, batch: Sequence[StepSample]) -> dict[str, float]:
-        """Train on one batch (this rank's share of it, under DeepSpeed); return metrics."""
+        """Train on one batch (this rank's share of it, under DeepSpeed); return metrics.
+        The loop is the same for every engine; they differ in backward/step hooks."""
+        from cua_rl.learner.step import run_train_step
+
+        metrics = run_train_step(self, batch, processor=self.processor,
+                                 reference=self.reference, cfg=self.cfg, device=self.device)
+        self.version += 1
+        metrics.update(version=float(self.version), lr=self.scheduler.get_last_lr()[0])
+        return metrics
 
     @abstractmethod
     def save_checkpoint(self, path: str | Path) -> None:

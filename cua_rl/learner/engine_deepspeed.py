@@ -15,7 +15,7 @@ Every public method is collective: all ranks must call it.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,8 +26,6 @@ from cua_rl.learner.base import TrainEngine
 from cua_rl.learner.config import DeepSpeedEngineConfig, LearnerConfig
 from cua_rl.learner.engine_torch import load_reference
 from cua_rl.learner.optim import build_optimizer, build_scheduler
-from cua_rl.learner.step import run_train_step
-from cua_rl.types import StepSample
 
 CHECKPOINT_TAG = "train_state"
 """Sub-directory DeepSpeed writes into (its `latest` file names it too)."""
@@ -110,13 +108,6 @@ class DeepSpeedTrainEngine(TrainEngine):
         return tensor.tolist()
 
     # TrainEngine -------------------------------------------------------------
-    def train_step(self, batch: Sequence[StepSample]) -> dict[str, float]:
-        metrics = run_train_step(self, batch, processor=self.processor,
-                                 reference=self.reference, cfg=self.cfg, device=self.device)
-        self.version += 1
-        metrics.update(version=float(self.version), lr=self.scheduler.get_last_lr()[0])
-        return metrics
-
     def save_checkpoint(self, path: str | Path) -> None:
         state = {"version": self.version, "optimizer_steps": self.optimizer_steps,
                  "config": self.cfg.model_dump()}

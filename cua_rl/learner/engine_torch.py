@@ -10,7 +10,7 @@ scheduler, counters, RNG) plus `learner.json` with the counters for humans.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,8 +20,6 @@ from cua_rl.inference.hf_engine import load_model
 from cua_rl.learner.base import TrainEngine
 from cua_rl.learner.config import LearnerConfig
 from cua_rl.learner.optim import build_optimizer, build_scheduler
-from cua_rl.learner.step import run_train_step
-from cua_rl.types import StepSample
 
 STATE_FILE = "train_state.pt"
 INFO_FILE = "learner.json"
@@ -81,13 +79,6 @@ class TorchTrainEngine(TrainEngine):
         return list(values)
 
     # TrainEngine -------------------------------------------------------------
-    def train_step(self, batch: Sequence[StepSample]) -> dict[str, float]:
-        metrics = run_train_step(self, batch, processor=self.processor,
-                                 reference=self.reference, cfg=self.cfg, device=self.device)
-        self.version += 1
-        metrics.update(version=float(self.version), lr=self.scheduler.get_last_lr()[0])
-        return metrics
-
     def save_checkpoint(self, path: str | Path) -> None:
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
