@@ -17,6 +17,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from cua_rl.desktop.client import GuestClient
 from cua_rl.desktop.providers.aws_config import AwsProviderConfig
 from cua_rl.desktop.providers.docker_config import DockerProviderConfig
 from cua_rl.desktop.providers.local_config import LocalProviderConfig
@@ -38,6 +39,31 @@ class DesktopHandle:
     """The `type` of the provider that owns it."""
     info: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     """Provider details for humans and debugging (display, pid, home, ...)."""
+
+
+class GuestClients:
+    """One cached `GuestClient` per desktop (a connection pool each), rebuilt when
+    the desktop's url changes and closed when the desktop goes away."""
+
+    def __init__(self) -> None:
+        self._clients: dict[str, GuestClient] = {}
+
+    def get(self, handle: DesktopHandle) -> GuestClient:
+        client = self._clients.get(handle.id)
+        if client is None or client.url != handle.url.rstrip("/"):
+            client = self._clients[handle.id] = GuestClient(handle.url, handle.token)
+        return client
+
+    async def drop(self, desktop_id: str) -> None:
+        """Close and forget a desktop's client (its connections died with its guest)."""
+        client = self._clients.pop(desktop_id, None)
+        if client is not None:
+            await client.close()
+
+    async def close(self) -> None:
+        for client in self._clients.values():
+            await client.close()
+        self._clients.clear()
 
 
 class DesktopProvider(ABC):

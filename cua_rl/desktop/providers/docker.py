@@ -18,7 +18,7 @@ import re
 import time
 
 from cua_rl.desktop.client import GuestClient
-from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider
+from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider, GuestClients
 from cua_rl.desktop.providers.docker_config import DockerProviderConfig
 from cua_rl.desktop.providers.local_state import check_desktop_id
 from cua_rl.desktop.providers.vm_host import (
@@ -63,7 +63,7 @@ class DockerProvider(DesktopProvider):
 
     def __init__(self, config: DockerProviderConfig | None = None) -> None:
         self.config = config or DockerProviderConfig()
-        self._clients: dict[str, GuestClient] = {}
+        self._clients = GuestClients()
         self._checked = False
 
     # public API ---------------------------------------------------------------
@@ -85,14 +85,14 @@ class DockerProvider(DesktopProvider):
         initial state (OSWorld's docker provider reverts the same way)."""
         began = time.monotonic()
         image = require_image(self.config.image, self.type)
-        await self._drop_client(handle.id)
+        await self._clients.drop(handle.id)
         await self._remove(self.container_name(handle.id))
         new = await self._launch(handle.id, str(image))
         new.info["reset_s"] = round(time.monotonic() - began, 3)
         return new
 
     async def stop(self, handle: DesktopHandle) -> None:
-        await self._drop_client(handle.id)
+        await self._clients.drop(handle.id)
         await self._remove(self.container_name(handle.id))
 
     async def health(self, handle: DesktopHandle) -> bool:
@@ -114,16 +114,10 @@ class DockerProvider(DesktopProvider):
         return sorted(handles, key=lambda h: h.id)
 
     def client(self, handle: DesktopHandle) -> GuestClient:
-        """A cached client per desktop; OSWorld's guest server has no token."""
-        client = self._clients.get(handle.id)
-        if client is None or client.url != handle.url.rstrip("/"):
-            client = self._clients[handle.id] = GuestClient(handle.url, handle.token)
-        return client
+        return self._clients.get(handle)
 
     async def close(self) -> None:
-        for client in self._clients.values():
-            await client.close()
-        self._clients.clear()
+        await self._clients.close()
 
     def container_name(self, desktop_id: str) -> str:
         return f"{self.config.name_prefix}{desktop_id}"
@@ -224,11 +218,6 @@ class DockerProvider(DesktopProvider):
                                f"{await self._logs(name)}") from exc
         finally:
             ready.cancel()
-
-    async def _drop_client(self, desktop_id: str) -> None:
-        client = self._clients.pop(desktop_id, None)
-        if client is not None:
-            await client.close()
 
     def _handle(self, desktop_id: str, ports: dict[int, int], state: str,
                 kvm: bool | None = None) -> DesktopHandle:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from cua_rl.desktop.client import GuestClient
 from cua_rl.desktop.providers import local_state as st
-from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider
+from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider, GuestClients
 from cua_rl.desktop.providers.local_config import LocalProviderConfig
 from cua_rl.desktop.providers.local_session import (
     STOP_DEADLINE_S,
@@ -47,7 +47,7 @@ class LocalProvider(DesktopProvider):
         self.config = config or LocalProviderConfig()
         self.state_dir = Path(self.config.state_dir).expanduser()
         self._procs: dict[str, subprocess.Popen] = {}
-        self._clients: dict[str, GuestClient] = {}
+        self._clients = GuestClients()
         self._ports: set[int] = set()
         self._checked = False
 
@@ -84,9 +84,7 @@ class LocalProvider(DesktopProvider):
 
     async def stop_id(self, desktop_id: str) -> None:
         """Stop by id (also desktops of earlier processes) and delete their files."""
-        client = self._clients.pop(desktop_id, None)
-        if client is not None:
-            await client.close()
+        await self._clients.drop(desktop_id)
         ddir = self.state_dir / st.check_desktop_id(desktop_id)
         record = st.DesktopRecord.load(ddir)
         if record is not None:
@@ -108,16 +106,10 @@ class LocalProvider(DesktopProvider):
         return self._handle(self._record(desktop_id))
 
     def client(self, handle: DesktopHandle) -> GuestClient:
-        """A cached client per desktop (one connection pool each)."""
-        client = self._clients.get(handle.id)
-        if client is None or client.url != handle.url.rstrip("/"):
-            client = self._clients[handle.id] = GuestClient(handle.url, handle.token)
-        return client
+        return self._clients.get(handle)
 
     async def close(self) -> None:
-        for client in self._clients.values():
-            await client.close()
-        self._clients.clear()
+        await self._clients.close()
 
     # internals ------------------------------------------------------------------------
 
@@ -197,9 +189,7 @@ class LocalProvider(DesktopProvider):
             lock.release()  # the launcher holds its own copy of the locked descriptor
         self._procs[desktop_id] = proc
         url = f"http://127.0.0.1:{port}"
-        stale = self._clients.pop(desktop_id, None)  # its connections died with the guest
-        if stale is not None:
-            await stale.close()
+        await self._clients.drop(desktop_id)  # its connections died with the guest
         client = self.client(DesktopHandle(desktop_id, url, token, self.type))
         try:
             await self._wait_ready(proc, client)
@@ -211,7 +201,7 @@ class LocalProvider(DesktopProvider):
             )
         except (DesktopError, OSError) as exc:
             await asyncio.to_thread(self._kill_proc, proc)
-            await self._clients.pop(desktop_id, client).close()
+            await self._clients.drop(desktop_id)
             raise DesktopError(f"desktop {desktop_id!r} did not start: {exc}\n"
                                f"--- {log_path} (tail) ---\n{_tail(log_path)}") from exc
         except BaseException:  # cancelled while starting: leave nothing running

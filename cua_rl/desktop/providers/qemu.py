@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from cua_rl.desktop.client import GuestClient
-from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider
+from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider, GuestClients
 from cua_rl.desktop.providers.local_session import process_start_time
 from cua_rl.desktop.providers.local_state import check_desktop_id
 from cua_rl.desktop.providers.qemu_config import QemuProviderConfig
@@ -57,7 +57,7 @@ class QemuProvider(DesktopProvider):
         self.config = config or QemuProviderConfig()
         self.state_dir = Path(self.config.state_dir).expanduser()
         self._procs: dict[str, subprocess.Popen] = {}
-        self._clients: dict[str, GuestClient] = {}
+        self._clients = GuestClients()
         self._ports: set[int] = set()
 
     # public API ---------------------------------------------------------------
@@ -85,7 +85,7 @@ class QemuProvider(DesktopProvider):
         began = time.monotonic()
         record = self._record(handle.id)
         base = require_image(self.config.image, self.type)
-        await self._drop_client(handle.id)
+        await self._clients.drop(handle.id)
         await asyncio.to_thread(self._kill, record)
         overlay = Path(record.overlay)
         await asyncio.to_thread(overlay.unlink, True)
@@ -95,7 +95,7 @@ class QemuProvider(DesktopProvider):
         return new
 
     async def stop(self, handle: DesktopHandle) -> None:
-        await self._drop_client(handle.id)
+        await self._clients.drop(handle.id)
         ddir = self.state_dir / check_desktop_id(handle.id)
         record = QemuRecord.load(ddir)
         if record is not None:
@@ -119,15 +119,10 @@ class QemuProvider(DesktopProvider):
         return self._handle(self._record(desktop_id))
 
     def client(self, handle: DesktopHandle) -> GuestClient:
-        client = self._clients.get(handle.id)
-        if client is None or client.url != handle.url.rstrip("/"):
-            client = self._clients[handle.id] = GuestClient(handle.url, handle.token)
-        return client
+        return self._clients.get(handle)
 
     async def close(self) -> None:
-        for client in self._clients.values():
-            await client.close()
-        self._clients.clear()
+        await self._clients.close()
 
     def qemu_argv(self, desktop_id: str, overlay: Path, *, port: int, cdp_port: int,
                   vnc_port: int | None, kvm: bool) -> list[str]:
@@ -249,7 +244,3 @@ class QemuProvider(DesktopProvider):
             except subprocess.TimeoutExpired:
                 proc.kill()
 
-    async def _drop_client(self, desktop_id: str) -> None:
-        client = self._clients.pop(desktop_id, None)
-        if client is not None:
-            await client.close()
