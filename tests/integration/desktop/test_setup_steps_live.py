@@ -9,21 +9,18 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import random
 import secrets
-import select
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from aiohttp import web
+from tests_support.servers import free_port
+from tests_support.xvfb import kill_group, start_xvfb
 
 from cua_rl.desktop.client import GuestClient
 from cua_rl.desktop.file_cache import FileCache
@@ -62,66 +59,11 @@ class Desktop:
     """A directory both host and guest see (they share this machine)."""
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _start_xvfb(deadline_s: float = 20.0) -> tuple[subprocess.Popen[bytes], str]:
-    """Xvfb on an unused display; -displayfd reports readiness (no fixed sleep)."""
-    for _ in range(20):
-        n = random.randrange(300, 900)
-        if Path(f"/tmp/.X{n}-lock").exists() or Path(f"/tmp/.X11-unix/X{n}").exists():
-            continue
-        read_fd, write_fd = os.pipe()
-        proc = subprocess.Popen(
-            ["Xvfb", f":{n}", "-screen", "0", f"{WIDTH}x{HEIGHT}x24", "-nolisten", "tcp",
-             "-displayfd", str(write_fd)],
-            pass_fds=(write_fd,), start_new_session=True,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        os.close(write_fd)
-        try:
-            if _read_line(read_fd, deadline_s) == str(n):
-                return proc, f":{n}"
-        finally:
-            os.close(read_fd)
-        _kill_group(proc)  # display taken meanwhile, or Xvfb failed: try another
-    raise RuntimeError("could not start Xvfb on a free display")
-
-
-def _read_line(fd: int, deadline_s: float) -> str:
-    """Read up to the newline: Xvfb writes the number and the newline separately and
-    dies of SIGPIPE if the pipe is closed between the two writes."""
-    data = b""
-    end = time.monotonic() + deadline_s
-    while not data.endswith(b"\n"):
-        ready, _, _ = select.select([fd], [], [], max(0.0, end - time.monotonic()))
-        chunk = os.read(fd, 16) if ready else b""
-        if not chunk:
-            break
-        data += chunk
-    return data.decode().strip()
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=5)
-        except ProcessLookupError:
-            pass
-
-
 @pytest.fixture
 def desktop(tmp_path: Path) -> Iterator[Desktop]:
     procs: list[subprocess.Popen[bytes]] = []
     try:
-        xvfb, display = _start_xvfb()
+        xvfb, display = start_xvfb(tmp_path / "xvfb.log", (WIDTH, HEIGHT))
         procs.append(xvfb)
         config = tmp_path / "xdg-config"
         config.mkdir()
@@ -141,7 +83,7 @@ def desktop(tmp_path: Path) -> Iterator[Desktop]:
         token_file = tmp_path / "token"
         token_file.write_text(token)
         token_file.chmod(0o600)
-        port = _free_port()
+        port = free_port()
         log = (tmp_path / "guest.log").open("wb")
         procs.append(subprocess.Popen(
             [sys.executable, "-m", "cua_guest", "--host", "127.0.0.1", "--port", str(port),
@@ -153,7 +95,7 @@ def desktop(tmp_path: Path) -> Iterator[Desktop]:
         yield Desktop(f"http://127.0.0.1:{port}", token, display, root)
     finally:
         for proc in reversed(procs):
-            _kill_group(proc)
+            kill_group(proc)
 
 
 @pytest.fixture

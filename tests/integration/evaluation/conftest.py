@@ -8,12 +8,9 @@ whole group is killed at teardown, so nothing outlives the tests.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib.util
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -21,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from tests_support.servers import free_port
+from tests_support.xvfb import kill_group, start_xvfb
 
 from cua_rl.desktop.client import GuestClient
 from cua_rl.errors import GuestUnavailable
@@ -35,37 +34,6 @@ class Desktop:
     display: str
     root: Path
     """A scratch folder both the tests and the guest see (same machine)."""
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=10)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _start_xvfb(log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """Xvfb picks a free display itself (-displayfd) and reports it once it accepts
-    connections, so parallel runs never collide and no sleep is needed."""
-    read_fd, write_fd = os.pipe()
-    proc = subprocess.Popen(
-        ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "1920x1080x24", "-nolisten", "tcp"],
-        pass_fds=(write_fd,), stdout=subprocess.DEVNULL, stderr=log.open("wb"),
-        start_new_session=True,
-    )
-    os.close(write_fd)
-    with os.fdopen(read_fd) as pipe:
-        number = pipe.readline().strip()
-    if not number:
-        _kill_group(proc)
-        pytest.fail(f"Xvfb did not report a display number; see {log}")
-    return proc, f":{number}"
 
 
 async def _ready(url: str) -> bool:
@@ -86,13 +54,13 @@ def desktop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Desktop]:
     root = tmp_path_factory.mktemp("eval-desktop")
     procs: list[subprocess.Popen[bytes]] = []
     try:
-        xvfb, display = _start_xvfb(root / "xvfb.log")
+        xvfb, display = start_xvfb(root / "xvfb.log")
         procs.append(xvfb)
         env = {**os.environ, "DISPLAY": display}
         env.pop("CUA_GUEST_TOKEN", None)
         token_file = root / "token"
         token_file.write_text(TOKEN + "\n")
-        port = _free_port()
+        port = free_port()
         log = root / "guest.log"
         server = subprocess.Popen(
             [sys.executable, "-m", "cua_guest", "--host", "127.0.0.1", "--port", str(port),
@@ -107,7 +75,7 @@ def desktop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Desktop]:
         yield Desktop(url=url, token=TOKEN, display=display, root=root)
     finally:
         for proc in reversed(procs):
-            _kill_group(proc)
+            kill_group(proc)
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ import math
 import os
 import shutil
 import signal
-import socket
 import struct
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests_support.servers import free_port
 
 from cua_rl.desktop.client import GuestClient
 from cua_rl.desktop.file_cache import FileCache
@@ -37,12 +37,6 @@ from cua_rl.types import Action, TaskVariant
 pytestmark = pytest.mark.desktop
 TOKEN = "system-getters-token-0123456789ab"
 DONE = Action(kind="terminate", status="success")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
@@ -69,7 +63,7 @@ def home_guest(desktop: Any,
     home = root / "home"
     home.mkdir()
     (root / "token").write_text(TOKEN + "\n")
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "DISPLAY": desktop.display, "HOME": str(home)}
     env.pop("CUA_GUEST_TOKEN", None)
     log = root / "guest.log"
@@ -159,7 +153,7 @@ def _start_vlc(display: str, log: Path) -> tuple[Path, Path, int, subprocess.Pop
         if shutil.which("setpriv") is None:
             pytest.skip("running as root and setpriv is missing: VLC refuses root")
         prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "DISPLAY": display, "HOME": str(shared)}
     vlc = subprocess.Popen(
         [*prefix, "cvlc", "--intf", "http", "--http-host", "127.0.0.1", "--http-port", str(port),

@@ -7,12 +7,9 @@ group is killed at teardown, so nothing outlives the tests.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +21,8 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from tests_support.servers import free_port
+from tests_support.xvfb import kill_group, start_xvfb
 
 START_DEADLINE_S = 60.0
 TOKEN = "test-token-0123456789"
@@ -37,38 +36,6 @@ class Guest:
     token: str
     display: str
     home: Path
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=10)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _start_xvfb(log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """Xvfb on a display number it picks itself (-displayfd), so runs never collide."""
-    read_fd, write_fd = os.pipe()
-    proc = subprocess.Popen(
-        ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "1920x1080x24", "-nolisten", "tcp"],
-        pass_fds=(write_fd,),
-        stdout=subprocess.DEVNULL,
-        stderr=log.open("wb"),
-        start_new_session=True,
-    )
-    os.close(write_fd)
-    with os.fdopen(read_fd) as pipe:
-        number = pipe.readline().strip()  # blocks until Xvfb is accepting connections
-    if not number:
-        _kill_group(proc)
-        pytest.fail(f"Xvfb did not report a display number; see {log}")
-    return proc, f":{number}"
 
 
 def _wait_healthy(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
@@ -94,7 +61,7 @@ def guest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Guest]:
     tmp = tmp_path_factory.mktemp("guest")
     procs: list[subprocess.Popen[bytes]] = []
     try:
-        xvfb, display = _start_xvfb(tmp / "xvfb.log")
+        xvfb, display = start_xvfb(tmp / "xvfb.log")
         procs.append(xvfb)
         home = tmp / "home"
         home.mkdir()
@@ -113,7 +80,7 @@ def guest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Guest]:
             )
         token_file = tmp / "token"
         token_file.write_text(TOKEN + "\n")
-        port = _free_port()
+        port = free_port()
         log = tmp / "guest.log"
         # A private D-Bus session, when available, lets /accessibility reach AT-SPI.
         session = ["dbus-run-session", "--"] if shutil.which("dbus-run-session") else []
@@ -143,7 +110,7 @@ def guest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Guest]:
         yield Guest(url=url, token=TOKEN, display=display, home=tmp)
     finally:
         for proc in reversed(procs):
-            _kill_group(proc)
+            kill_group(proc)
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
 import sys
 
 import pytest
@@ -13,7 +12,7 @@ from cua_rl.inference import owner_watch
 
 
 async def test_fires_when_the_owner_exits_not_before() -> None:
-    owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    owner = await asyncio.create_subprocess_exec("sleep", "60")
     fired = asyncio.Event()
     watch = asyncio.create_task(owner_watch.exit_when_owner_dies(owner.pid, fired.set))
     try:
@@ -24,13 +23,14 @@ async def test_fires_when_the_owner_exits_not_before() -> None:
             await fired.wait()
         await watch
     finally:
-        owner.kill()
-        owner.wait()
+        if owner.returncode is None:
+            owner.kill()
+        await owner.wait()
 
 
 async def test_fires_at_once_for_an_owner_already_gone() -> None:
-    owner = subprocess.Popen([sys.executable, "-c", "pass"])
-    owner.wait()
+    owner = await asyncio.create_subprocess_exec(sys.executable, "-c", "pass")
+    await owner.wait()
     fired: list[bool] = []
     async with asyncio.timeout(10):
         await owner_watch.exit_when_owner_dies(owner.pid, lambda: fired.append(True))
