@@ -47,8 +47,13 @@ class ModelServersConfig(BaseModel):
     """Deadline for a replica to answer /health after start."""
 
 
+TINY_BUILD = "tiny-qwen3-vl-primed-v2"
+"""Cache name of the built tiny model; bumped when the build changes (v2: 1000 priming
+steps) so that a cache from an older build is not reused."""
+
+
 def default_tiny_dir() -> Path:
-    default = Path.home() / ".cache" / "cua-rl" / "tiny-qwen3-vl-primed"
+    default = Path.home() / ".cache" / "cua-rl" / TINY_BUILD
     return Path(os.environ.get("CUA_RL_TINY_MODEL", default))
 
 

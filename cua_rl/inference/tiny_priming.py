@@ -2,7 +2,7 @@
 
 A randomly initialized model samples random tokens, so every policy step is a
 parse error and every reward-model vote is unparseable: a quickstart run would
-then train on nothing. A few seconds of teacher forcing on the answer formats
+then train on nothing. A few minutes of teacher forcing on the answer formats
 (tiny_priming_data.py) make temperature-1 samples mostly well-formed and still
 random, so rewards, votes and advantages vary as in a real run.
 
@@ -37,10 +37,11 @@ last tokens, always plain text, trained with gradients."""
 
 @dataclass(frozen=True, slots=True)
 class PrimingConfig:
-    """Warm-up budget. The defaults are the best measured so far (~2.5 min on one
-    thread of a busy 2-core machine): policy samples ~40% parseable, votes ~100%."""
+    """Warm-up budget. The defaults are the best measured so far (~4 min on one
+    thread of a busy 2-core machine): policy samples ~80% parseable, votes ~100%;
+    500 steps took half the time but left only ~45% of samples parseable."""
 
-    steps: int = 500
+    steps: int = 1000
     """Optimizer steps; each trains the answers of one prompt."""
     answers: int = 16
     """Target answers per prompt, decoded together on the prompt's shared KV cache."""

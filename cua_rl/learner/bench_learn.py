@@ -75,7 +75,7 @@ async def run_bench(model_dir: Path, work: Path, *, updates: int, group: int, ac
         # A queue of one batch per actor: sampling waits for the learner instead of
         # producing samples that go stale before they are trained on.
         loop_cfg = LearnerLoopConfig(batch_samples=group * batch_groups,
-                                     queue_size=group * max(actors, batch_groups))
+                                     queue_size=group * batch_groups)
         service = LearnerService("policy", engine, store, loop_cfg,
                                  checkpoint_dir=work / "ckpt", sync=sync, gate=gate)
 

@@ -25,7 +25,7 @@ def local_desktops() -> None:
 
 @pytest.fixture(scope="session")
 def primed_tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The format-primed tiny model (~2.5 min to build): its samples parse, so runs
+    """The format-primed tiny model (~4 min to build): its samples parse, so runs
     that train on them see real advantages."""
     pytest.importorskip("transformers")
     from cua_rl.inference.tiny_model import build_tiny_model

@@ -56,8 +56,6 @@ async def sample(url: str, messages: list[dict], n: int, temperature: float,
     return [choice.text for choice in result.choices]
 
 
-@pytest.mark.xfail(reason="primed policy parses ~40% of samples so far; the target is 60%",
-                   strict=False)
 async def test_policy_samples_mostly_parse(primed_server) -> None:
     shots = [screenshot(s) for s in (30, 90, 150)]
     first = policy_messages("Move all .txt files into the folder notes.", [], shots[:1], SCREEN)
