@@ -33,7 +33,7 @@ class ServerProcess:
             self.process.wait(10)
 
 
-def _healthy(url: str) -> bool:
+def healthy(url: str) -> bool:
     """Synchronous probe, so fixtures can start servers from inside async tests."""
     try:
         with urllib.request.urlopen(url + "/health", timeout=2) as response:
@@ -55,7 +55,7 @@ def start_hf_server(model_dir: Path, log_dir: Path, deadline_s: float = 120.0) -
     server = ServerProcess(process, port)
     deadline = time.monotonic() + deadline_s
     try:
-        while not _healthy(server.url):
+        while not healthy(server.url):
             if process.poll() is not None:
                 log_text = (log_dir / f"server-{port}.log").read_text()
                 raise RuntimeError(f"server exited: {log_text}")

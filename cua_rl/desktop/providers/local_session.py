@@ -182,7 +182,7 @@ def _supervise(critical: dict[int, str], owner_pid: int | None, log: Any) -> int
     SIGKILL cannot stop its desktops, so they stop themselves. pidfds become
     readable when their process exits, so nothing is polled for it; the timeout
     only paces the reaping of orphans we inherit as subreaper."""
-    watched: dict[int, str | None] = {os.pidfd_open(pid): name for pid, name in critical.items()}
+    watched: dict[int, int | None] = {os.pidfd_open(pid): pid for pid in critical}
     if owner_pid:
         try:
             watched[os.pidfd_open(owner_pid)] = None
@@ -201,12 +201,11 @@ def _supervise(critical: dict[int, str], owner_pid: int | None, log: Any) -> int
                 break
             statuses[pid] = status
         for fd in ready:
-            name = watched[fd]
-            if name is None:
+            pid = watched[fd]
+            if pid is None:
                 log(f"owner {owner_pid} exited; stopping the desktop")
                 return 0
-            pid = next(p for p, n in critical.items() if n == name)
-            log(f"{name} exited ({statuses.get(pid, -1):#x}); stopping the desktop")
+            log(f"{critical[pid]} exited ({statuses.get(pid, -1):#x}); stopping the desktop")
             return 1
 
 

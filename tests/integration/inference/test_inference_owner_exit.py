@@ -6,10 +6,10 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+from tests_support.servers import healthy
 
 pytestmark = pytest.mark.model
 
@@ -28,14 +28,6 @@ asyncio.run(main())
 """
 
 
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url + "/health", timeout=2) as response:
-            return response.status == 200
-    except OSError:
-        return False
-
-
 def test_servers_exit_when_their_owner_is_killed(tiny_model_dir: Path, tmp_path: Path) -> None:
     owner = subprocess.Popen([sys.executable, "-c", OWNER, str(tiny_model_dir), str(tmp_path)],
                              stdout=subprocess.PIPE, text=True)
@@ -43,11 +35,11 @@ def test_servers_exit_when_their_owner_is_killed(tiny_model_dir: Path, tmp_path:
         assert owner.stdout is not None
         line = owner.stdout.readline()  # the pytest timeout bounds a hung start
         urls = line.split()
-        assert len(urls) == 2 and all(_answers(u) for u in urls), line
+        assert len(urls) == 2 and all(healthy(u) for u in urls), line
         owner.send_signal(signal.SIGKILL)
         owner.wait(10)
         end = time.monotonic() + 30
-        while alive := [u for u in urls if _answers(u)]:
+        while alive := [u for u in urls if healthy(u)]:
             assert time.monotonic() < end, f"servers outlived their run: {alive}"
             time.sleep(0.1)
     finally:
