@@ -43,11 +43,7 @@ from cua_rl.types import TaskVariant
 
 
 async def _engine(cfg: RunConfig, role: str, base: str, ckpt: Path, resume: bool) -> Any:
-    from transformers.utils import logging as hf_logging
-
     from cua_rl.learner.base import build_engine
-
-    hf_logging.disable_progress_bar()  # logs stay quiet; the live summary shows progress
 
     learner = cfg.train.policy if role == "policy" else cfg.train.prm
     temperature = cfg.episode.temperature if role == "policy" else cfg.judge.temperature
