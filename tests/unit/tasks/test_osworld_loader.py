@@ -146,10 +146,8 @@ def test_unknown_source_and_missing_task(tmp_path, invoke, write_json, valid_tas
     assert result.exit_code != 0 and "expected osworld:PATH or local" in result.output
 
 
-def test_local_source_without_suite_says_so(invoke):
-    from cua_rl.tasks.commands import PROJECT_ROOT
-
-    if (PROJECT_ROOT / "osworld_tasks" / "local").is_dir():
-        pytest.skip("the local task suite exists")
+def test_local_source_without_suite_says_so(invoke, tmp_path, monkeypatch):
+    """A checkout without the suite (e.g. a trimmed install) gets an error, not a trace."""
+    monkeypatch.setattr("cua_rl.tasks.sources.LOCAL_SUITE", tmp_path / "no-suite")
     result = invoke("tasks", "list", "--source", "local")
     assert result.exit_code == 1 and "no local task suite" in result.output
