@@ -5,13 +5,16 @@ reaches the run, which then stops them in order), which also means nothing kills
 them when the run is killed outright: they would hold ports, memory and threads
 until someone finds them. The launcher therefore names itself in the child's
 environment, and the server watches that pid through a pidfd (no polling) and
-shuts down the way SIGTERM does. A server started by hand has no owner and
-serves until interrupted.
+shuts down the way SIGTERM does. A server that replaces itself with another
+program (`vllm serve`) cannot run a watch; it asks the kernel for SIGTERM when its
+parent, the owner, dies (PR_SET_PDEATHSIG survives exec). A server started by hand
+has no owner and serves until interrupted.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import os
 import signal
 from collections.abc import Callable
@@ -51,3 +54,32 @@ async def exit_when_owner_dies(pid: int, on_exit: Callable[[], None] = terminate
         loop.remove_reader(fd)
         os.close(fd)
     on_exit()
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def terminate_with_owner_across_exec() -> None:
+    """Before an exec: get SIGTERM when the owner (this process's parent) dies.
+
+    Exits at once when the owner is already gone. A no-op without an owner, or when
+    the owner is alive but not the parent (the kernel's signal follows the parent)."""
+    owner = owner_pid()
+    if owner is None:
+        return
+    if os.getppid() == owner:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    if os.getppid() != owner and not _alive(owner):  # also: died before the request
+        raise SystemExit(f"owner {owner} exited before the server started")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True

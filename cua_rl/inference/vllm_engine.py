@@ -24,6 +24,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from cua_rl.inference.owner_watch import terminate_with_owner_across_exec
+
 WORKER_EXTENSION = "cua_rl.inference.vllm_worker_ext.WeightSyncExtension"
 
 
@@ -98,6 +100,7 @@ def exec_vllm(config: VllmEngineConfig) -> None:
     executable = shutil.which("vllm")
     if executable is None:
         raise SystemExit("vllm is not installed here: pip install 'cua-rl[vllm]' on a GPU node")
+    terminate_with_owner_across_exec()  # no watch survives the exec; the kernel's signal does
     os.execvpe(executable, build_vllm_command(config, executable), vllm_environment())
 
 
