@@ -48,7 +48,10 @@ def reward(text: str) -> float:
 
 async def run_bench(model_dir: Path, work: Path, *, updates: int, group: int, actors: int,
                     lr: float, batch_groups: int = 1, temperature: float = 1.0,
-                    ) -> dict[str, Any]:
+                    max_wall_s: float | None = None) -> dict[str, Any]:
+    """Train until `updates` policy updates or `max_wall_s` of sampling and training,
+    whichever comes first (groups whose rewards are all equal carry no signal, so a
+    policy that always succeeds, or always fails, would otherwise sample forever)."""
     from cua_rl.agent import policy_messages
     from cua_rl.inference.launcher import ModelServersConfig, model_servers
     from cua_rl.inference.pool import InferencePool
@@ -79,8 +82,11 @@ async def run_bench(model_dir: Path, work: Path, *, updates: int, group: int, ac
         service = LearnerService("policy", engine, store, loop_cfg,
                                  checkpoint_dir=work / "ckpt", sync=sync, gate=gate)
 
+        flat_groups = 0  # groups with one reward for all samples: nothing to learn
+
         async def actor() -> None:
-            while service.version < updates:
+            nonlocal flat_groups
+            while service.version < updates and time.monotonic() < deadline:
                 await gate.wait_fresh()
                 result = await pool.chat(messages, n=group, temperature=temperature,
                                          max_tokens=64)
@@ -88,12 +94,14 @@ async def run_bench(model_dir: Path, work: Path, *, updates: int, group: int, ac
                 scores = [reward(c.text) for c in result.choices]
                 rewards_by_version.setdefault(version, []).extend(scores)
                 advantages = standardize(scores)
+                flat_groups += all(abs(a) <= 1e-6 for a in advantages)
                 await service.submit([
                     StepSample(tuple(messages), c.token_ids, c.logprobs, version, a)
                     for c, a in zip(result.choices, advantages, strict=True)
                     if abs(a) > 1e-6 and c.token_ids])
 
         started = time.monotonic()
+        deadline = started + (max_wall_s if max_wall_s is not None else float("inf"))
         learner = asyncio.create_task(service.run(max_updates=updates))
         await asyncio.gather(*(actor() for _ in range(actors)))
         await service.finish()
@@ -112,6 +120,8 @@ async def run_bench(model_dir: Path, work: Path, *, updates: int, group: int, ac
         "rise": statistics.fmean(last) - statistics.fmean(first),
         "updates": service.version,
         "stale_dropped": service.stale_dropped,
+        "flat_groups": flat_groups,
+        "curve": {v: round(statistics.fmean(rewards_by_version[v]), 3) for v in versions},
         "samples": sum(len(v) for v in rewards_by_version.values()),
         "wall_s": round(time.monotonic() - started, 1),
     }
@@ -125,9 +135,11 @@ async def run_bench(model_dir: Path, work: Path, *, updates: int, group: int, ac
               help="Learning rate (the tiny model needs a large one).")
 @click.option("--model", "model_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Checkpoint to start from (default: the primed tiny model).")
+@click.option("--max-seconds", type=click.FloatRange(min=1), default=600.0, show_default=True,
+              help="Stop sampling after this long even if fewer updates were made.")
 @click.option("--json", "as_json", is_flag=True)
 def bench_learn(updates: int, group: int, actors: int, lr: float, model_dir: Path | None,
-                as_json: bool) -> None:
+                max_seconds: float, as_json: bool) -> None:
     """Reward rise of the tiny model trained through the whole real stack."""
     from cua_rl.inference.launcher import default_tiny_dir, ensure_tiny_model
 
@@ -135,7 +147,7 @@ def bench_learn(updates: int, group: int, actors: int, lr: float, model_dir: Pat
         model = model_dir or await ensure_tiny_model(default_tiny_dir())
         with tempfile.TemporaryDirectory(prefix="cua-bench-learn-") as work:
             return await run_bench(model, Path(work), updates=updates, group=group,
-                                   actors=actors, lr=lr)
+                                   actors=actors, lr=lr, max_wall_s=max_seconds)
 
     result = asyncio.run(main())
     if as_json:
