@@ -81,5 +81,5 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:  # exists, owned by someone else
-        return True
+        pass
     return True

@@ -75,8 +75,8 @@ async def run_bench(model_dir: Path, work: Path, *, updates: int, group: int, ac
     async with model_servers(servers_cfg, name="bench", log_dir=work / "logs") as urls:
         pool = InferencePool(urls)
         sync = WeightSync(urls, WeightSyncConfig(mode="collective"), work / "exports")
-        # A queue of one batch per actor: sampling waits for the learner instead of
-        # producing samples that go stale before they are trained on.
+        # A queue of one batch: sampling waits for the learner instead of producing
+        # samples that go stale before they are trained on.
         loop_cfg = LearnerLoopConfig(batch_samples=group * batch_groups,
                                      queue_size=group * batch_groups)
         service = LearnerService("policy", engine, store, loop_cfg,
