@@ -7,6 +7,7 @@ through these types, never through one another's internals.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal
@@ -171,6 +172,30 @@ class Trajectory:
 
 
 @dataclass(frozen=True, slots=True)
+class GroupRecord:
+    """A completed task group: the G rollouts of one variant with their verdicts.
+
+    The one contract for a finished group, wherever its rollouts ran (it crosses
+    Ray): the selector, the sample builder and the metrics read it; nobody
+    mutates it. Rollouts given up after repeated aborts are absent (`gave_up`
+    counts them), so `trajectories` holds scored episodes only.
+    """
+
+    group_id: str
+    variant: TaskVariant
+    trajectories: tuple[Trajectory, ...]
+    """In slot order."""
+    verdicts: Mapping[str, tuple[StepVerdict, ...]]
+    """Reward-model verdicts per trajectory id, in step order."""
+    gave_up: int = 0
+
+    @property
+    def accuracy(self) -> float:
+        wins = sum(1 for t in self.trajectories if t.outcome == 1)
+        return wins / len(self.trajectories) if self.trajectories else 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class StepSample:
     """What a learner consumes; the same shape for policy and reward-model samples."""
 
@@ -180,3 +205,7 @@ class StepSample:
     behavior_logprobs: tuple[float, ...]
     version: int
     advantage: float
+    trajectory_id: str = ""
+    """The episode the sample comes from (per-trajectory loss aggregation)."""
+    step_index: int = -1
+    """Its step in that episode (coverage reports); -1 when not from an episode."""

@@ -31,7 +31,7 @@ from cua_rl.agent.images import encode_image
 from cua_rl.reward.judge import StreamingJudge
 from cua_rl.rollout.config import EpisodeConfig, FleetConfig, JudgeConfig
 from cua_rl.rollout.context import history_line
-from cua_rl.rollout.fleet import FinishedGroup, Fleet, GroupHandler
+from cua_rl.rollout.fleet import Fleet, GroupHandler
 from cua_rl.rollout.latency import LatencyModel
 from cua_rl.rollout.scheduler import GroupScheduler
 from cua_rl.rollout.simulated import (
@@ -42,7 +42,7 @@ from cua_rl.rollout.simulated import (
     SimulatedModelPool,
 )
 from cua_rl.store.run_store import AsyncRunStore
-from cua_rl.types import TaskVariant
+from cua_rl.types import GroupRecord, TaskVariant
 
 VARIANTS = tuple(
     TaskVariant(task_id=f"sim-{i:02d}", domain="simulated", evaluator_name="default",
@@ -151,13 +151,13 @@ class AsyncLearner:
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
-        self.queue: asyncio.Queue[FinishedGroup] = asyncio.Queue()
+        self.queue: asyncio.Queue[GroupRecord] = asyncio.Queue()
         self.judged_steps = 0
         self.fresh_steps = 0
         self.stale_steps = 0
         self.updates = 0
 
-    async def receive(self, finished: FinishedGroup) -> None:
+    async def receive(self, finished: GroupRecord) -> None:
         self.judged_steps += sum(len(v) for v in finished.verdicts.values())
         self.queue.put_nowait(finished)
 
@@ -166,7 +166,7 @@ class AsyncLearner:
         while True:
             batch = [await self.queue.get() for _ in range(self.cluster.plan.groups_per_update)]
             for finished in batch:
-                for traj in finished.group.trajectories.values():
+                for traj in finished.trajectories:
                     if gate.fresh(traj.policy_version_at_start):
                         self.fresh_steps += len(traj.steps)
                     else:
@@ -221,7 +221,7 @@ def _raise_failed(tasks: list[asyncio.Task[Any]]) -> None:
             raise task.exception()  # type: ignore[misc]
 
 
-async def judge_batch(cluster: Cluster, groups: list[FinishedGroup]) -> int:
+async def judge_batch(cluster: Cluster, groups: list[GroupRecord]) -> int:
     """Judge every step of a finished batch (the sync baseline's scoring phase):
     the same prompts the streaming judge builds, the same PRM pool."""
     urls: dict[str, str] = {}
@@ -235,10 +235,10 @@ async def judge_batch(cluster: Cluster, groups: list[FinishedGroup]) -> int:
 
     tids = []
     for finished in groups:
-        for traj in finished.group.trajectories.values():
+        for traj in finished.trajectories:
             history: list[str] = []
             for step in traj.steps:
-                cluster.judge.submit(traj.id, finished.group.variant, step, list(history),
+                cluster.judge.submit(traj.id, finished.variant, step, list(history),
                                      url(step.screenshot_before), url(step.screenshot_after))
                 history.append(history_line(step))
             tids.append(traj.id)
@@ -246,8 +246,8 @@ async def judge_batch(cluster: Cluster, groups: list[FinishedGroup]) -> int:
     return sum(len(v) for v in verdicts)
 
 
-def _collect(into: list[FinishedGroup]) -> GroupHandler:
-    async def keep(finished: FinishedGroup) -> None:
+def _collect(into: list[GroupRecord]) -> GroupHandler:
+    async def keep(finished: GroupRecord) -> None:
         into.append(finished)
 
     return keep
@@ -260,7 +260,7 @@ async def run_sync(cluster: Cluster, budget_s: float) -> dict[str, Any]:
     work0 = cluster.desktops.work_s
     steps = cycles = 0
     while cycles == 0 or (time.perf_counter() - wall0) / plan.scale < budget_s:
-        groups: list[FinishedGroup] = []
+        groups: list[GroupRecord] = []
         t0 = time.perf_counter()
         scheduler = GroupScheduler(cluster.tasks, plan.group_size,
                                    max_groups=plan.groups_per_update)

@@ -18,16 +18,15 @@ import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
 from typing import Protocol
 
 from cua_rl.reward.judge import StreamingJudge
 from cua_rl.rollout.actor import run_episode
 from cua_rl.rollout.base import ChatBackend, EpisodeAborted, EpisodeDesktop
 from cua_rl.rollout.config import EpisodeConfig, FleetConfig
-from cua_rl.rollout.scheduler import GroupScheduler, RolloutTicket, TaskGroup, VersionGate
+from cua_rl.rollout.scheduler import GroupScheduler, RolloutTicket, VersionGate
 from cua_rl.store.run_store import AsyncRunStore
-from cua_rl.types import StepVerdict, Trajectory
+from cua_rl.types import GroupRecord, Trajectory
 
 
 class DesktopSource(Protocol):
@@ -36,18 +35,8 @@ class DesktopSource(Protocol):
     def lease(self) -> AbstractAsyncContextManager[EpisodeDesktop]: ...
 
 
-@dataclass
-class FinishedGroup:
-    """A completed task group with every trajectory's verdicts."""
-
-    group: TaskGroup
-
-    @property
-    def verdicts(self) -> dict[str, list[StepVerdict]]:
-        return self.group.verdicts
-
-
-GroupHandler = Callable[[FinishedGroup], Awaitable[None]]
+GroupHandler = Callable[[GroupRecord], Awaitable[None]]
+"""Receives each completed task group once."""
 
 
 class Fleet:
@@ -136,7 +125,7 @@ class Fleet:
         if group is not None:
             await self._emit(group)
 
-    async def _emit(self, group: TaskGroup) -> None:
+    async def _emit(self, group: GroupRecord) -> None:
         self.counts["groups"] += 1
         if self.on_group is not None:
-            await self.on_group(FinishedGroup(group))
+            await self.on_group(group)

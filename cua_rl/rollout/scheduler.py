@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from cua_rl.types import StepVerdict, TaskVariant, Trajectory
+from cua_rl.types import GroupRecord, StepVerdict, TaskVariant, Trajectory
 
 TaskSource = Callable[[], Awaitable[TaskVariant | None]]
 """Yields the variant of the next task group; None when there is no more work."""
@@ -72,15 +72,18 @@ class TaskGroup:
     trajectories: dict[int, Trajectory] = field(default_factory=dict)
     verdicts: dict[str, list[StepVerdict]] = field(default_factory=dict)
     """Reward-model verdicts per trajectory id, in step order."""
+    gave_up: int = 0
 
     @property
     def done(self) -> bool:
         return len(self.trajectories) == self.size
 
-    @property
-    def accuracy(self) -> float:
-        wins = sum(1 for t in self.trajectories.values() if t.outcome == 1)
-        return wins / len(self.trajectories) if self.trajectories else 0.0
+    def record(self) -> GroupRecord:
+        """The frozen record of this (completed) group."""
+        trajectories = tuple(self.trajectories[slot] for slot in sorted(self.trajectories))
+        return GroupRecord(self.group_id, self.variant, trajectories,
+                           {t.id: tuple(self.verdicts.get(t.id, ())) for t in trajectories},
+                           gave_up=self.gave_up)
 
 
 class GroupScheduler:
@@ -142,7 +145,7 @@ class GroupScheduler:
         )
 
     async def complete(self, ticket: RolloutTicket, trajectory: Trajectory,
-                       verdicts: list[StepVerdict] | None = None) -> TaskGroup | None:
+                       verdicts: list[StepVerdict] | None = None) -> GroupRecord | None:
         """Record a finished rollout (with its verdicts); return its group when that
         completes it. The group carries everything, wherever its rollouts ran."""
         async with self._changed:
@@ -156,7 +159,7 @@ class GroupScheduler:
             self._changed.notify_all()
             if group.done:
                 del self._groups[ticket.group_id]
-                return group
+                return group.record()
             return None
 
     async def abort(self, ticket: RolloutTicket) -> None:
@@ -168,16 +171,17 @@ class GroupScheduler:
             )
             self._changed.notify_all()
 
-    async def give_up(self, ticket: RolloutTicket) -> TaskGroup | None:
+    async def give_up(self, ticket: RolloutTicket) -> GroupRecord | None:
         """Drop a rollout that keeps aborting; its group shrinks by one and is
         returned if that completes it (an empty group is dropped)."""
         async with self._changed:
             group = self._groups[ticket.group_id]
             group.size -= 1
+            group.gave_up += 1
             self._changed.notify_all()
             if group.done:
                 del self._groups[ticket.group_id]
-                return group if group.size else None
+                return group.record() if group.size else None
             return None
 
     @property

@@ -28,11 +28,11 @@ from cua_rl.report.eval_report import (
     task_run_id,
     write_report,
 )
-from cua_rl.rollout.fleet import FinishedGroup, Fleet
+from cua_rl.rollout.fleet import Fleet
 from cua_rl.rollout.scheduler import GroupScheduler
 from cua_rl.runtime.local import load_run_tasks, local_components
 from cua_rl.store.run_store import DB_NAME, RunStore
-from cua_rl.types import TaskVariant
+from cua_rl.types import GroupRecord, TaskVariant
 
 
 class EvalProgress(Protocol):
@@ -145,12 +145,12 @@ async def run_evaluation(
     if todo:
         started = time.monotonic()
 
-        async def on_group(finished: FinishedGroup) -> None:
+        async def on_group(finished: GroupRecord) -> None:
             nonlocal done_now
-            for traj in finished.group.trajectories.values():
+            for traj in finished.trajectories:
                 done_now += 1
                 if progress is not None:
-                    progress.advance(finished.group.group_id, traj.score or 0.0)
+                    progress.advance(finished.group_id, traj.score or 0.0)
 
         async with local_components(cfg, run_dir) as parts:
             queue = TaskRunQueue(todo)

@@ -7,19 +7,18 @@ import statistics
 import time
 from typing import Any
 
-from cua_rl.learner.samples import GroupSamples
-from cua_rl.rollout.fleet import FinishedGroup
+from cua_rl.reward.samples import GroupSamples
 from cua_rl.rollout.scheduler import VersionGate
+from cua_rl.types import GroupRecord
 
 _START = time.monotonic()
 
 
-def group_metrics(finished: FinishedGroup, samples: GroupSamples, gate: VersionGate,
+def group_metrics(group: GroupRecord, samples: GroupSamples, gate: VersionGate,
                   fleet: Any, cfg: Any) -> dict[str, float]:
-    group = finished.group
-    trajs = list(group.trajectories.values())
+    trajs = list(group.trajectories)
     rewards = [r for rs in samples.rewards.values() for r in rs]
-    votes = [(t.outcome, v.score) for t in trajs for verdict in finished.verdicts.get(t.id, [])
+    votes = [(t.outcome, v.score) for t in trajs for verdict in group.verdicts.get(t.id, ())
              for v in verdict.votes if v.score != 0]
     advantages = [s.advantage for s in samples.policy]
     elapsed = max(time.monotonic() - _START, 1e-6)

@@ -16,7 +16,7 @@ import asyncio
 from collections import Counter
 from typing import Any
 
-from cua_rl.rollout.fleet import FinishedGroup, GroupHandler
+from cua_rl.rollout.fleet import GroupHandler
 from cua_rl.rollout.scheduler import TaskSource
 from cua_rl.runtime.ray_services import GroupReport
 from cua_rl.runtime.ray_workers import WorkerReport
@@ -61,7 +61,7 @@ class WorkerFleet:
         while (report := await self.scheduler.next_group.remote()) is not None:
             assert isinstance(report, GroupReport)
             self._update(report.worker_id, report.counts, report.busy_s)
-            await self.on_group(FinishedGroup(report.group))
+            await self.on_group(report.group)
 
     def _update(self, worker_id: str, counts: dict[str, float], busy_s: float) -> None:
         """Totals over workers from each worker's latest running totals."""

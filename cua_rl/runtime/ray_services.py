@@ -22,8 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from cua_rl.rollout.scheduler import GroupScheduler, RolloutTicket, TaskGroup, VersionGate
-from cua_rl.types import StepVerdict, TaskVariant, Trajectory
+from cua_rl.rollout.scheduler import GroupScheduler, RolloutTicket, VersionGate
+from cua_rl.types import GroupRecord, StepVerdict, TaskVariant, Trajectory
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class GroupReport:
     running totals (for throughput and utilization metrics)."""
 
     worker_id: str
-    group: TaskGroup
+    group: GroupRecord
     counts: dict[str, float] = field(default_factory=dict)
     busy_s: float = 0.0
 
@@ -73,13 +73,13 @@ class SchedulerService:
         return await self.scheduler.next_ticket()
 
     async def complete(self, ticket: RolloutTicket, trajectory: Trajectory,
-                       verdicts: list[StepVerdict] | None = None) -> TaskGroup | None:
+                       verdicts: list[StepVerdict] | None = None) -> GroupRecord | None:
         return await self.scheduler.complete(ticket, trajectory, verdicts)
 
     async def abort(self, ticket: RolloutTicket) -> None:
         await self.scheduler.abort(ticket)
 
-    async def give_up(self, ticket: RolloutTicket) -> TaskGroup | None:
+    async def give_up(self, ticket: RolloutTicket) -> GroupRecord | None:
         return await self.scheduler.give_up(ticket)
 
     async def put_group(self, report: GroupReport) -> None:
@@ -133,13 +133,13 @@ class RemoteScheduler:
         return await self.handle.next_ticket.remote()
 
     async def complete(self, ticket: RolloutTicket, trajectory: Trajectory,
-                       verdicts: list[StepVerdict] | None = None) -> TaskGroup | None:
+                       verdicts: list[StepVerdict] | None = None) -> GroupRecord | None:
         return await self.handle.complete.remote(ticket, trajectory, verdicts)
 
     async def abort(self, ticket: RolloutTicket) -> None:
         await self.handle.abort.remote(ticket)
 
-    async def give_up(self, ticket: RolloutTicket) -> TaskGroup | None:
+    async def give_up(self, ticket: RolloutTicket) -> GroupRecord | None:
         return await self.handle.give_up.remote(ticket)
 
     async def put_group(self, report: GroupReport) -> None:

@@ -31,11 +31,12 @@ from cua_rl.desktop.providers.base import make_provider
 from cua_rl.inference.pool import InferencePool
 from cua_rl.reward.judge import StreamingJudge
 from cua_rl.rollout.base import ChatBackend
-from cua_rl.rollout.fleet import DesktopSource, FinishedGroup, Fleet
+from cua_rl.rollout.fleet import DesktopSource, Fleet
 from cua_rl.rollout.guest_desktop import PoolDesktops
 from cua_rl.runtime.local import host_cache_dir
 from cua_rl.runtime.ray_services import GroupReport, RemoteGate, RemoteScheduler
 from cua_rl.store.run_store import AsyncRunStore
+from cua_rl.types import GroupRecord
 
 
 @dataclass(frozen=True)
@@ -111,10 +112,10 @@ class FleetWorker:
         await store.incr(f"episodes/{self.spec.worker_id}", counts["episodes"])
         return WorkerReport(self.spec.worker_id, dict(counts), self.fleet.busy_s)
 
-    async def _on_group(self, finished: FinishedGroup) -> None:
+    async def _on_group(self, finished: GroupRecord) -> None:
         assert self.fleet is not None
         await self.scheduler.put_group(GroupReport(
-            self.spec.worker_id, finished.group, dict(self.fleet.counts), self.fleet.busy_s))
+            self.spec.worker_id, finished, dict(self.fleet.counts), self.fleet.busy_s))
 
     async def stop(self) -> None:
         """Cancel a running `run` and wait until it has stopped its desktops."""

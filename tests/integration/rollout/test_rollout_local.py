@@ -12,11 +12,12 @@ import pytest
 
 from cua_rl.config import RunConfig
 from cua_rl.inference.base import ChatResult
-from cua_rl.rollout.fleet import FinishedGroup, Fleet
+from cua_rl.rollout.fleet import Fleet
 from cua_rl.rollout.scheduler import GroupScheduler
 from cua_rl.runtime.local import local_components, task_cycle
 from cua_rl.runtime.rollout import run_rollouts
 from cua_rl.store.run_store import RunStore
+from cua_rl.types import GroupRecord
 
 pytestmark = [pytest.mark.desktop, pytest.mark.model]
 
@@ -89,9 +90,9 @@ async def test_desktop_killed_mid_episode_aborts_and_requeues(
     run_config: RunConfig, tmp_path: Path
 ) -> None:
     run_config.fleet.group_size = 1
-    groups: list[FinishedGroup] = []
+    groups: list[GroupRecord] = []
 
-    async def on_group(group: FinishedGroup) -> None:
+    async def on_group(group: GroupRecord) -> None:
         groups.append(group)
 
     async with local_components(run_config, tmp_path / "run") as parts:
@@ -109,6 +110,6 @@ async def test_desktop_killed_mid_episode_aborts_and_requeues(
     assert policy.killed
     assert counts["aborted"] == 1 and counts["requeued"] == 1 and counts["episodes"] == 1
     assert replacements == 1
-    assert len(groups) == 1 and len(groups[0].group.trajectories) == 1
+    assert len(groups) == 1 and len(groups[0].trajectories) == 1
     summary = RunStore(tmp_path / "run").summary()
     assert summary["aborted"] == 1 and summary["trajectories"] == 1

@@ -79,7 +79,8 @@ async def test_give_up_shrinks_group() -> None:
     a, b = await sched.next_ticket(), await sched.next_ticket()
     assert await sched.complete(a, _traj("a", 1.0)) is None
     group = await sched.give_up(b)
-    assert group is not None and group.size == 1 and group.accuracy == 1.0
+    assert group is not None and len(group.trajectories) == 1
+    assert group.gave_up == 1 and group.accuracy == 1.0
     c, d = await sched.next_ticket(), await sched.next_ticket()
     assert await sched.give_up(c) is None
     assert await sched.give_up(d) is None  # an empty group is dropped, not emitted

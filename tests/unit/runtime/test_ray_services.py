@@ -58,7 +58,7 @@ async def test_remote_scheduler_runs_groups_and_the_driver_feeds_and_drains(hand
     assert (retry.slot, retry.attempt) == (0, 1)
     assert await remote.complete(b, _traj("b"), []) is None
     group = await remote.complete(retry, _traj("r"), [])
-    assert group is not None and group.done and set(group.verdicts) == {"b", "r"}
+    assert group is not None and len(group.trajectories) == 2 and set(group.verdicts) == {"b", "r"}
     await remote.put_group(GroupReport("w0", group, {"episodes": 2}, 1.5))
     assert await remote.next_ticket() is None  # the driver answered None: drained
     await feeding

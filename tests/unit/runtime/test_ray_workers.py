@@ -16,13 +16,12 @@ from PIL import Image
 
 from cua_rl.config import RunConfig
 from cua_rl.inference.base import ChatResult, Choice
-from cua_rl.rollout.fleet import FinishedGroup
 from cua_rl.runtime import ray_workers
 from cua_rl.runtime.ray_fleet import WorkerFleet
 from cua_rl.runtime.ray_services import GateService, SchedulerService
 from cua_rl.runtime.ray_workers import FleetWorker, WorkerParts, WorkerReport, WorkerSpec
 from cua_rl.store.run_store import AsyncRunStore, RunStore
-from cua_rl.types import Action, TaskVariant
+from cua_rl.types import Action, GroupRecord, TaskVariant
 
 TERMINATE = ('<tool_call>{"name": "computer_use", "arguments": '
              '{"action": "terminate", "status": "success"}}</tool_call>')
@@ -101,12 +100,12 @@ async def test_two_workers_share_the_groups_and_every_group_reaches_the_driver(
                                       actors=cfg.ray.worker_actors(cfg.fleet.actors),
                                       desktops=1), scheduler, gate) for i in range(2)]
     asked = iter([_variant(i) for i in range(10)])
-    received: list[FinishedGroup] = []
+    received: list[GroupRecord] = []
 
     async def source() -> TaskVariant | None:
         return next(asked)
 
-    async def on_group(finished: FinishedGroup) -> None:
+    async def on_group(finished: GroupRecord) -> None:
         await asyncio.sleep(0.01)  # a slow driver: the small backlog pushes back
         received.append(finished)
 
@@ -114,8 +113,8 @@ async def test_two_workers_share_the_groups_and_every_group_reaches_the_driver(
     counts = await asyncio.wait_for(fleet.run(), 30)
 
     assert len(received) == 5 == counts["groups"]
-    assert len({f.group.group_id for f in received}) == 5
-    assert all(len(f.group.trajectories) == 3 for f in received)
+    assert len({f.group_id for f in received}) == 5
+    assert all(len(f.trajectories) == 3 for f in received)
     assert counts["episodes"] == 15 and fleet.busy_s > 0
     per_worker = fleet.episodes_per_worker()
     assert sum(per_worker.values()) == 15 and all(per_worker[w] > 0 for w in ("w0", "w1"))

@@ -1,0 +1,138 @@
+"""From a finished task group to learner samples for the policy and the PRM.
+
+Turning a group into samples is reward logic (DESIGN.md section 6, docs/algorithms.md):
+integrated step rewards, policy advantages per step index across the group,
+reward-model advantages across the m votes, reward-model samples only from tasks
+in the band. The learners consume the resulting `StepSample`s and nothing else.
+
+Prompts are rebuilt from the run store with the same functions the actor and the
+judge used (`step_messages`, `prm_messages`, `encode_image` on the stored
+screenshot bytes), so a sample's prompt is identical to what the behavior model
+saw and its behavior logprobs stay valid.
+
+Every step of the group is accounted for: it becomes a sample, or it is counted
+under the reason it did not (`GroupSamples.skipped`), so nothing is lost silently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import partial
+
+from cua_rl.adapt.acceptance import AdaptBand
+from cua_rl.agent import prm_messages
+from cua_rl.agent.images import encode_image
+from cua_rl.reward.advantages import (
+    EPS,
+    policy_advantages,
+    prm_task_eligible,
+    prm_vote_advantages,
+    step_rewards,
+)
+from cua_rl.rollout.config import EpisodeConfig
+from cua_rl.rollout.context import history_line, step_messages
+from cua_rl.store.run_store import AsyncRunStore
+from cua_rl.types import GroupRecord, StepSample, StepVerdict, Trajectory
+
+
+@dataclass
+class GroupSamples:
+    policy: list[StepSample] = field(default_factory=list)
+    prm: list[StepSample] = field(default_factory=list)
+    rewards: dict[str, list[float]] = field(default_factory=dict)
+    """Integrated step rewards R_i per trajectory (for metrics)."""
+    skipped: Counter[str] = field(default_factory=Counter)
+    """Steps (`policy/<reason>`) and votes (`prm/<reason>`) that did not become samples."""
+
+
+class _Screens:
+    """Data URLs of stored screenshots, encoded once per group off the loop."""
+
+    def __init__(self, store: AsyncRunStore, cfg: EpisodeConfig) -> None:
+        self.store, self.cfg = store, cfg
+        self._urls: dict[str, str] = {}
+
+    async def url(self, name: str) -> str:
+        if name not in self._urls:
+            path = self.store.sync.screenshot_path(name)
+            loop = asyncio.get_running_loop()
+            data = await loop.run_in_executor(None, path.read_bytes)
+            self._urls[name] = await loop.run_in_executor(None, partial(
+                encode_image, data, min_pixels=self.cfg.min_pixels,
+                max_pixels=self.cfg.max_pixels))
+        return self._urls[name]
+
+
+def _votes_by_step(traj: Trajectory, verdicts: tuple[StepVerdict, ...]) -> list[list[int]]:
+    by_index = {v.step_index: [vote.score for vote in v.votes] for v in verdicts}
+    return [by_index.get(s.index, []) for s in traj.steps]
+
+
+async def group_samples(
+    group: GroupRecord,
+    store: AsyncRunStore,
+    episode: EpisodeConfig,
+    *,
+    lam: float = 1.0,
+    band: AdaptBand | None = None,
+    keep_zero_advantage: bool = False,
+) -> GroupSamples:
+    """Policy and reward-model samples of one completed group.
+
+    `keep_zero_advantage`: also emit samples whose advantage is zero. They carry
+    no policy-gradient signal, only their share of the KL term, and each costs a
+    full forward and backward pass of a vision-language model; off by default
+    (docs/algorithms.md, "zero-advantage samples").
+    """
+    band = band or AdaptBand()
+    variant = group.variant
+    trajs = {t.id: t for t in group.trajectories if t.outcome is not None}
+    out = GroupSamples()
+    for tid, traj in trajs.items():
+        out.rewards[tid] = step_rewards(traj.outcome or -1,
+                                        _votes_by_step(traj, group.verdicts.get(tid, ())), lam)
+    screens = _Screens(store, episode)
+    for adv in policy_advantages(out.rewards, keep_zero=True):
+        traj = trajs[adv.trajectory_id]
+        steps = traj.steps[: adv.step_index + 1]
+        step = steps[-1]
+        if abs(adv.advantage) <= EPS and not keep_zero_advantage:
+            out.skipped["policy/zero_advantage"] += 1
+            continue
+        if not step.token_ids:
+            out.skipped["policy/no_tokens"] += 1
+            continue
+        urls = [await screens.url(s.screenshot_before) for s in steps]
+        messages = step_messages(variant.instruction, steps[:-1], urls, traj.screen, episode)
+        out.policy.append(StepSample(tuple(messages), step.token_ids, step.logprobs,
+                                     step.policy_version, adv.advantage,
+                                     trajectory_id=traj.id, step_index=step.index))
+    eligible = prm_task_eligible(group.accuracy, band.alpha_low, band.alpha_high)
+    for tid, traj in trajs.items():
+        for verdict in group.verdicts.get(tid, ()):
+            if not eligible:
+                out.skipped["prm/outside_band"] += len(verdict.votes)
+                continue
+            step = traj.steps[verdict.step_index]
+            advantages = prm_vote_advantages(out.rewards[tid][verdict.step_index],
+                                             [v.score for v in verdict.votes])
+            messages = None
+            for vote, advantage in zip(verdict.votes, advantages, strict=True):
+                if abs(advantage) <= EPS and not keep_zero_advantage:
+                    out.skipped["prm/zero_advantage"] += 1
+                    continue
+                if not vote.token_ids:
+                    out.skipped["prm/no_tokens"] += 1
+                    continue
+                if messages is None:
+                    messages = prm_messages(
+                        variant.instruction, [history_line(s) for s in traj.steps[:step.index]],
+                        await screens.url(step.screenshot_before), step.response,
+                        await screens.url(step.screenshot_after),
+                        parse_error=step.parse_error.message if step.parse_error else None)
+                out.prm.append(StepSample(tuple(messages), vote.token_ids, vote.logprobs,
+                                          verdict.prm_version, advantage,
+                                          trajectory_id=traj.id, step_index=step.index))
+    return out
