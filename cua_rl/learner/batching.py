@@ -70,6 +70,8 @@ class MicroBatch:
     """(N,) row of each response token, for sequence-level (GSPO) reductions."""
     sample_ids: tuple[int, ...]
     """Positions of the rows' samples in the batch they were packed from."""
+    token_weights: torch.Tensor
+    """(N,) aggregation weight of each response token (`loss.sample_token_weights`)."""
 
     @property
     def num_tokens(self) -> int:
@@ -83,7 +85,8 @@ class MicroBatch:
         inputs = {k: v.to(device) for k, v in self.inputs.items()}
         return MicroBatch(inputs, self.response_mask.to(device),
                           self.behavior_logprobs.to(device), self.advantages.to(device),
-                          self.seq_index.to(device), self.sample_ids)
+                          self.seq_index.to(device), self.sample_ids,
+                          self.token_weights.to(device))
 
 
 def render_prompt(processor: Any, messages: Sequence[dict[str, Any]],
@@ -142,8 +145,11 @@ def pack_by_length(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
 
 
 def collate(encoded: Sequence[EncodedSample], pad_token_id: int,
-            sample_ids: Sequence[int] | None = None) -> MicroBatch:
-    """Right-pad encoded samples into one micro-batch (images concatenated in row order)."""
+            sample_ids: Sequence[int] | None = None,
+            weights: Sequence[float] | None = None) -> MicroBatch:
+    """Right-pad encoded samples into one micro-batch (images concatenated in row order);
+    `weights` gives each sample's per-token aggregation weight (default 1)."""
+    weights = list(weights) if weights is not None else [1.0] * len(encoded)
     width = max(e.length for e in encoded)
     rows = len(encoded)
     input_ids = torch.full((rows, width), pad_token_id, dtype=torch.long)
@@ -169,14 +175,20 @@ def collate(encoded: Sequence[EncodedSample], pad_token_id: int,
         seq_index=torch.cat([torch.full((e.response_len,), r, dtype=torch.long)
                              for r, e in enumerate(encoded)]),
         sample_ids=tuple(sample_ids if sample_ids is not None else range(rows)),
+        token_weights=torch.cat([torch.full((e.response_len,), w, dtype=torch.float32)
+                                 for e, w in zip(encoded, weights, strict=True)]),
     )
 
 
 def build_micro_batches(encoded: Sequence[EncodedSample], max_tokens: int,
-                        pad_token_id: int) -> list[MicroBatch]:
-    """Pack encoded samples by length and collate each group."""
+                        pad_token_id: int,
+                        weights: Sequence[float] | None = None) -> list[MicroBatch]:
+    """Pack encoded samples by length and collate each group (`weights`: per-sample
+    aggregation weights, in the order of `encoded`)."""
     groups = pack_by_length([e.length for e in encoded], max_tokens)
-    return [collate([encoded[i] for i in g], pad_token_id, g) for g in groups]
+    return [collate([encoded[i] for i in g], pad_token_id, g,
+                    [weights[i] for i in g] if weights is not None else None)
+            for g in groups]
 
 
 def _resolve(message: dict[str, Any], resolve_image: ImageResolver) -> dict[str, Any]:

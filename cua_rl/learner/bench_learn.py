@@ -4,10 +4,12 @@ The tiny model is served by a real hf replica and sampled through the real
 client by concurrent actors (prompts carry a screenshot); a response earns +1
 when its first parsed action is the target kind, -1 otherwise, which varies
 even before training (the tiny model is format-primed, not skilled). Groups of
-G samples become advantages, the real learner service trains with the
+G samples become advantages and are submitted as one group; the real learner
+service trains on whole groups (`batch_groups` per update) with the
 off-policy-corrected loss while the actors keep sampling, and the real weight
 sync pushes every update to the replica. The figure is the mean reward of the
-first updates versus the last.
+first updates versus the last, with the sample accounting of the learner
+(collected = used + dropped as stale + unused at the end).
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ def reward(text: str) -> float:
 
 
 async def run_bench(model_dir: Path, work: Path, *, updates: int, group: int, actors: int,
-                    lr: float, batch_groups: int = 1, temperature: float = 1.0,
+                    lr: float, batch_groups: int = 1, temperature: float = 1.0, eta: int = 2,
+                    aggregation: str = "step",
                     max_wall_s: float | None = None) -> dict[str, Any]:
     """Train until `updates` policy updates or `max_wall_s` of sampling and training,
     whichever comes first (groups whose rewards are all equal carry no signal, so a
@@ -56,8 +59,8 @@ async def run_bench(model_dir: Path, work: Path, *, updates: int, group: int, ac
     from cua_rl.inference.launcher import ModelServersConfig, model_servers
     from cua_rl.inference.pool import InferencePool
     from cua_rl.learner.base import build_engine
-    from cua_rl.learner.config import LearnerConfig
-    from cua_rl.learner.service import LearnerLoopConfig, LearnerService
+    from cua_rl.learner.config import LearnerConfig, LearnerLoopConfig, LossConfig
+    from cua_rl.learner.service import LearnerService
     from cua_rl.learner.weight_sync import WeightSync, WeightSyncConfig
     from cua_rl.reward.advantages import standardize
     from cua_rl.rollout.scheduler import VersionGate
@@ -66,21 +69,21 @@ async def run_bench(model_dir: Path, work: Path, *, updates: int, group: int, ac
 
     messages = policy_messages(INSTRUCTION, [], [_screenshot_url()], (1920, 1080))
     store = AsyncRunStore.open(work / "run")
-    learner_cfg = LearnerConfig(lr=lr, temperature=temperature)
+    learner_cfg = LearnerConfig(lr=lr, temperature=temperature,
+                                loss=LossConfig(aggregation=aggregation))  # type: ignore[arg-type]
     loop = asyncio.get_running_loop()
     engine = await loop.run_in_executor(None, build_engine, learner_cfg, model_dir)
-    gate = VersionGate(eta=2)
+    gate = VersionGate(eta=eta)
     rewards_by_version: dict[int, list[float]] = {}
     servers_cfg = ModelServersConfig(model=str(model_dir), threads=1)
     async with model_servers(servers_cfg, name="bench", log_dir=work / "logs") as urls:
         pool = InferencePool(urls)
         sync = WeightSync(urls, WeightSyncConfig(mode="collective"), work / "exports")
-        # A queue of one batch: sampling waits for the learner instead of producing
+        # A queue of one update: sampling waits for the learner instead of producing
         # samples that go stale before they are trained on.
-        loop_cfg = LearnerLoopConfig(batch_samples=group * batch_groups,
-                                     queue_size=group * batch_groups)
-        service = LearnerService("policy", engine, store, loop_cfg,
-                                 checkpoint_dir=work / "ckpt", sync=sync, gate=gate)
+        service = LearnerService("policy", engine, store, LearnerLoopConfig(queue_updates=1),
+                                 checkpoint_dir=work / "ckpt", sync=sync, gate=gate, eta=eta,
+                                 tasks_per_update=batch_groups)
 
         flat_groups = 0  # groups with one reward for all samples: nothing to learn
 
@@ -96,8 +99,9 @@ async def run_bench(model_dir: Path, work: Path, *, updates: int, group: int, ac
                 advantages = standardize(scores)
                 flat_groups += all(abs(a) <= 1e-6 for a in advantages)
                 await service.submit([
-                    StepSample(tuple(messages), c.token_ids, c.logprobs, version, a)
-                    for c, a in zip(result.choices, advantages, strict=True)
+                    StepSample(tuple(messages), c.token_ids, c.logprobs, version, a,
+                               trajectory_id=f"v{version}-{id(result)}-{k}", step_index=0)
+                    for k, (c, a) in enumerate(zip(result.choices, advantages, strict=True))
                     if abs(a) > 1e-6 and c.token_ids])
 
         started = time.monotonic()
@@ -119,7 +123,12 @@ async def run_bench(model_dir: Path, work: Path, *, updates: int, group: int, ac
         "reward_last": statistics.fmean(last),
         "rise": statistics.fmean(last) - statistics.fmean(first),
         "updates": service.version,
-        "stale_dropped": service.stale_dropped,
+        "eta": eta,
+        "aggregation": aggregation,
+        "samples_collected": service.samples_collected,
+        "samples_used": service.samples_used,
+        "samples_dropped_stale": service.stale_dropped,
+        "samples_unused_at_end": service.unused_at_end,
         "flat_groups": flat_groups,
         "curve": {v: round(statistics.fmean(rewards_by_version[v]), 3) for v in versions},
         "samples": sum(len(v) for v in rewards_by_version.values()),
@@ -137,9 +146,16 @@ async def run_bench(model_dir: Path, work: Path, *, updates: int, group: int, ac
               help="Checkpoint to start from (default: the primed tiny model).")
 @click.option("--max-seconds", type=click.FloatRange(min=1), default=600.0, show_default=True,
               help="Stop sampling after this long even if fewer updates were made.")
+@click.option("--eta", type=click.IntRange(min=0), default=2, show_default=True,
+              help="Staleness bound in updates (samples older are dropped and counted).")
+@click.option("--batch-groups", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Groups per update (train.tasks_per_update).")
+@click.option("--aggregation", type=click.Choice(["token", "step", "trajectory"]),
+              default="step", show_default=True, help="Loss aggregation (train.*.loss).")
 @click.option("--json", "as_json", is_flag=True)
 def bench_learn(updates: int, group: int, actors: int, lr: float, model_dir: Path | None,
-                max_seconds: float, as_json: bool) -> None:
+                max_seconds: float, eta: int, batch_groups: int, aggregation: str,
+                as_json: bool) -> None:
     """Reward rise of the tiny model trained through the whole real stack."""
     from cua_rl.inference.launcher import default_tiny_dir, ensure_tiny_model
 
@@ -147,7 +163,8 @@ def bench_learn(updates: int, group: int, actors: int, lr: float, model_dir: Pat
         model = model_dir or await ensure_tiny_model(default_tiny_dir())
         with tempfile.TemporaryDirectory(prefix="cua-bench-learn-") as work:
             return await run_bench(model, Path(work), updates=updates, group=group,
-                                   actors=actors, lr=lr, max_wall_s=max_seconds)
+                                   actors=actors, lr=lr, max_wall_s=max_seconds, eta=eta,
+                                   batch_groups=batch_groups, aggregation=aggregation)
 
     result = asyncio.run(main())
     if as_json:

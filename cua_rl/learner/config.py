@@ -34,6 +34,13 @@ class LossConfig(BaseModel):
     from the policy term; they still count in the normalizer and the KL term."""
     kl_beta: float = Field(0.01, ge=0.0)
     """Weight of the k3 KL estimate to the reference model (0 skips the reference)."""
+    aggregation: Literal["token", "step", "trajectory"] = "step"
+    """How token terms are averaged over a mini-batch. `token`: every response token
+    weighs the same, so long responses and long (failed) trajectories dominate;
+    `step`: every step sample weighs the same (its tokens averaged first), matching
+    advantages that are defined per step; `trajectory`: every episode weighs the
+    same (steps averaged within it first). Default `step`: one decision, one vote,
+    whatever the length of its reasoning (docs/algorithms.md, "loss aggregation")."""
 
 
 class TorchEngineConfig(BaseModel):
@@ -97,3 +104,16 @@ class LearnerConfig(BaseModel):
     seed: int = 0
     """Torch seed set when the engine starts (rank added under DeepSpeed)."""
 
+
+
+class LearnerLoopConfig(BaseModel):
+    """How a learner service turns queued task groups into updates."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sync_every: int = Field(1, ge=1)
+    """Push weights to the inference pool every K updates."""
+    queue_updates: int = Field(2, ge=1)
+    """Update-sized batches of groups that may wait for the learner; the producer
+    (the fleet's group handler) waits beyond that. A sample kept when its group
+    completed is at most `eta + queue_updates` versions old when it is trained."""

@@ -15,16 +15,22 @@ weight, so a stale sample neither breaks the clip nor gets an unbounded weight
     kl_t    = exp(ref_t - logp_t) - (ref_t - logp_t) - 1   (k3, >= 0, zero at the reference)
     loss    = sum_t (pg_t + beta * kl_t) / normalizer
 
-`w` is a constant (no gradient). The normalizer is the number of response tokens
-of the whole mini-batch (token mean), passed in so that micro-batches and ranks
-add up to one token mean. GSPO replaces the token ratio by the sequence's
-length-normalized ratio `exp(mean_t (logp - logp_prox))` (and the behavior weight
-by its sequence analogue), clips it with its own range, and averages over
-sequences: each token carries 1 / |y| and the normalizer counts sequences.
+    loss    = sum_t a_t (pg_t + beta * kl_t) / sum_t a_t
+
+`w` is a constant (no gradient). `a_t` is the aggregation weight of the token
+(`sample_token_weights`): 1 (token mean), 1/|y| (step mean: each sample's tokens
+averaged first) or 1/(|y| x steps of its trajectory in the mini-batch)
+(trajectory mean). The normalizer `sum_t a_t` is taken over the whole mini-batch
+and passed in, so that micro-batches and ranks add up to one mean. GSPO replaces
+the token ratio by the sequence's length-normalized ratio
+`exp(mean_t (logp - logp_prox))` (and the behavior weight by its sequence
+analogue) and clips it with its own range.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -52,11 +58,13 @@ def policy_loss(
     normalizer: float,
     ref_logp: torch.Tensor | None = None,
     seq_index: torch.Tensor | None = None,
+    token_weights: torch.Tensor | None = None,
 ) -> LossTerms:
     """The loss of one micro-batch; all tensors are flat (N,) over response tokens.
 
     `seq_index` (row of each token) is required for GSPO. `ref_logp` is required
-    when `cfg.kl_beta > 0`.
+    when `cfg.kl_beta > 0`. `token_weights` are the aggregation weights `a_t`
+    (None: 1 per token for PPO, 1/|y| for GSPO).
     """
     prox_logp = prox_logp.detach()
     behavior_logp = behavior_logp.detach()
@@ -70,6 +78,8 @@ def policy_loss(
         log_w = prox_logp - behavior_logp
         weight = torch.ones_like(logp)
         low = high = cfg.clip_eps
+    if token_weights is not None:
+        weight = token_weights.to(logp.dtype)
     ratio = log_ratio.exp()
     raw_w = log_w.exp()
     over = raw_w > cfg.is_cap
@@ -121,6 +131,17 @@ def _gspo_terms(
     return seq_mean(logp - prox_logp), seq_mean(prox_logp - behavior_logp), 1.0 / lengths[seq_index]
 
 
-def loss_normalizer(cfg: LossConfig, num_tokens: int, num_sequences: int) -> float:
-    """What a mini-batch's summed loss is divided by: tokens (PPO) or sequences (GSPO)."""
-    return float(num_sequences if cfg.kind == "gspo" else num_tokens)
+def sample_token_weights(aggregation: str, response_lens: Sequence[int],
+                         trajectory_ids: Sequence[str]) -> list[float]:
+    """The aggregation weight `a_t` carried by each token of each sample of one
+    mini-batch; their sum over the mini-batch is the number of tokens, samples or
+    trajectories. A sample without a trajectory id counts as its own trajectory."""
+    if aggregation == "token":
+        return [1.0] * len(response_lens)
+    if aggregation == "step":
+        return [1.0 / n for n in response_lens]
+    if aggregation != "trajectory":
+        raise ValueError(f"unknown loss aggregation {aggregation!r}")
+    keys = [tid or f"#{i}" for i, tid in enumerate(trajectory_ids)]
+    steps = Counter(keys)
+    return [1.0 / (n * steps[k]) for n, k in zip(response_lens, keys, strict=True)]

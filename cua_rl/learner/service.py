@@ -1,15 +1,25 @@
 """One learner (policy or reward model) as an asyncio service.
 
-It consumes `StepSample`s from a bounded queue, drops those too stale to train
-on (behavior version older than `learner version - eta`, counted), trains in
-batches on its own thread, checkpoints, then pushes the weights to its
-inference pool. Updates are counted from the checkpointed version, so a run
-resumed after a crash never counts an update twice or misses one: the store's
-`<role>_updates` equals the version of the last checkpoint.
+It consumes the samples of whole task groups: an update is made of
+`tasks_per_update` groups (paper: 12 tasks x 8 rollouts), all their steps and
+votes, split into mini-batches by the engine; the version counter, and so the
+staleness bound eta, counts those updates. Invariants:
+- a group is judged fresh once, when it is submitted (its group completed): each
+  sample whose behavior version is at least `learner version - eta` is kept, the
+  others are dropped and counted (`<role>_stale_dropped`);
+- a kept sample is trained with its whole group, never cut by sample order; it is
+  at most `eta + queue_updates` versions old when trained (the queue bound);
+- every submitted sample is counted once (`<role>_samples_collected`) and ends as
+  used, stale, or unused because the learner reached its update budget
+  (`<role>_samples_used`, `<role>_stale_dropped`, `<role>_unused_at_end`).
+Groups without samples (all advantages zero) do not count towards an update.
 
-Order after each update: checkpoint (model, optimizer, versions) -> counters ->
-weight sync -> version gate. A crash between any two of these resumes from the
-checkpoint with at most the sync repeated, which is idempotent.
+Updates are counted from the checkpointed version, so a run resumed after a
+crash never counts an update twice or misses one: the store's `<role>_updates`
+equals the version of the last checkpoint. Order after each update: checkpoint
+(model, optimizer, versions) -> counters -> weight sync -> version gate. A crash
+between any two of these resumes from the checkpoint with at most the sync
+repeated, which is idempotent.
 """
 
 from __future__ import annotations
@@ -18,14 +28,14 @@ import asyncio
 import json
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from cua_rl.learner.base import TrainEngine
+from cua_rl.learner.config import LearnerLoopConfig
 from cua_rl.learner.weight_sync import WeightSync
 from cua_rl.rollout.scheduler import VersionGate
 from cua_rl.store.run_store import AsyncRunStore
@@ -34,16 +44,13 @@ from cua_rl.types import StepSample
 Role = Literal["policy", "prm"]
 MetricsHook = Callable[[str, dict[str, float], int], None]
 
+__all__ = ["LearnerLoopConfig", "LearnerService", "latest_checkpoint"]
 
-class LearnerLoopConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
-    batch_samples: int = Field(16, ge=1)
-    """Samples per update; a smaller remainder is trained when the run ends."""
-    sync_every: int = Field(1, ge=1)
-    """Push weights to the inference pool every K updates."""
-    queue_size: int = Field(4096, ge=1)
-    """Bound of the sample queue: producers wait when the learner falls behind."""
+@dataclass(frozen=True, slots=True)
+class _QueuedGroup:
+    group_id: str
+    samples: tuple[StepSample, ...]
 
 
 class LearnerService:
@@ -55,15 +62,19 @@ class LearnerService:
         cfg: LearnerLoopConfig,
         *,
         checkpoint_dir: Path,
+        tasks_per_update: int = 1,
         sync: WeightSync | None = None,
         gate: VersionGate | None = None,
         eta: int = 2,
         on_metrics: MetricsHook | None = None,
     ) -> None:
+        if tasks_per_update < 1:
+            raise ValueError(f"tasks_per_update must be >= 1, got {tasks_per_update}")
         self.role = role
         self.engine = engine
         self.store = store
         self.cfg = cfg
+        self.tasks_per_update = tasks_per_update
         self.checkpoint_dir = checkpoint_dir
         self.sync = sync
         self.gate = gate
@@ -71,58 +82,92 @@ class LearnerService:
         self.on_metrics = on_metrics
         # Unbounded underneath; `submit` enforces the bound so that stopping can
         # release every waiting producer at once.
-        self._queue: asyncio.Queue[StepSample | None] = asyncio.Queue()
+        self._queue: asyncio.Queue[_QueuedGroup | None] = asyncio.Queue()
         self._space = asyncio.Condition()
         self._thread = ThreadPoolExecutor(1, thread_name_prefix=f"learner-{role}")
+        self.samples_collected = 0
+        self.samples_used = 0
         self.stale_dropped = 0
+        self.unused_at_end = 0
+        self._stale_since_update = 0
         self._stopped = False
 
     @property
     def version(self) -> int:
         return self.engine.version
 
-    async def submit(self, samples: list[StepSample]) -> None:
-        for sample in samples:
-            async with self._space:
-                await self._space.wait_for(
-                    lambda: self._stopped or self._queue.qsize() < self.cfg.queue_size)
-                if self._stopped:  # reached its update budget: nothing more is trained
-                    return
-                self._queue.put_nowait(sample)
+    @property
+    def queue_bound(self) -> int:
+        """Groups that may wait in the queue."""
+        return self.cfg.queue_updates * self.tasks_per_update
+
+    async def submit(self, samples: Sequence[StepSample], group_id: str = "") -> int:
+        """Queue one completed group's samples (waits while the queue is full);
+        returns how many were kept. An empty group is not queued."""
+        if not samples:
+            return 0
+        async with self._space:
+            await self._space.wait_for(
+                lambda: self._stopped or self._queue.qsize() < self.queue_bound)
+            await self._count("samples_collected", len(samples))
+            if self._stopped:  # reached its update budget: nothing more is trained
+                await self._count("unused_at_end", len(samples))
+                return 0
+            floor = self.version - self.eta
+            fresh = tuple(s for s in samples if s.version >= floor)
+            stale = len(samples) - len(fresh)
+            if stale:
+                self._stale_since_update += stale
+                await self._count("stale_dropped", stale)
+            if fresh:
+                self._queue.put_nowait(_QueuedGroup(group_id, fresh))
+            return len(fresh)
+
+    async def _count(self, name: str, n: int) -> None:
+        """Add to an attribute and to its store counter `<role>_<name>`."""
+        setattr(self, name, getattr(self, name) + n)
+        await self.store.incr(f"{self.role}_{name}", n)
 
     async def finish(self) -> None:
         """No more samples: train what is queued, then `run` returns."""
         self._queue.put_nowait(None)
 
     async def run(self, max_updates: int | None = None) -> None:
-        batch: list[StepSample] = []
         done = False
         while not done and (max_updates is None or self.version < max_updates):
-            item = await self._queue.get()
-            async with self._space:
-                self._space.notify_all()
-            if item is None:
-                done = True
-            elif item.version < self.version - self.eta:
-                self.stale_dropped += 1
-                await self.store.incr(f"{self.role}_stale_dropped")
-            else:
-                batch.append(item)
-            if batch and (len(batch) >= self.cfg.batch_samples or done):
-                await self._update(batch)
-                batch = []
+            groups: list[_QueuedGroup] = []
+            while len(groups) < self.tasks_per_update:
+                item = await self._queue.get()
+                async with self._space:
+                    self._space.notify_all()
+                if item is None:
+                    done = True
+                    break
+                groups.append(item)
+            if groups:
+                await self._update(groups)
         async with self._space:
             self._stopped = True
             self._space.notify_all()
+            left = 0
+            while not self._queue.empty():
+                item = self._queue.get_nowait()
+                left += len(item.samples) if item is not None else 0
+            if left:
+                await self._count("unused_at_end", left)
 
-    async def _update(self, batch: list[StepSample]) -> None:
+    async def _update(self, groups: list[_QueuedGroup]) -> None:
+        batch = [s for g in groups for s in g.samples]
         loop = asyncio.get_running_loop()
         metrics = await loop.run_in_executor(self._thread, self.engine.train_step, batch)
         version = self.version
         await loop.run_in_executor(self._thread, self._checkpoint, version)
         await self.store.call(self.store.sync.set_counter, f"{self.role}_updates", version)
+        await self._count("samples_used", len(batch))
         if self.on_metrics is not None:
-            self.on_metrics(self.role, {**metrics, "samples": float(len(batch))}, version)
+            self.on_metrics(self.role, {**metrics, **self._report(groups, batch, version)},
+                            version)
+        self._stale_since_update = 0
         if self.gate is not None:
             await self.gate.set_versions(learner=version)
         if self.sync is not None and version % self.cfg.sync_every == 0:
@@ -130,6 +175,20 @@ class LearnerService:
             await self.store.incr("weight_syncs")
             if self.gate is not None:
                 await self.gate.set_versions(serving=version)
+
+    def _report(self, groups: list[_QueuedGroup], batch: list[StepSample],
+                version: int) -> dict[str, float]:
+        """What this update was made of: groups, samples, how old, which steps."""
+        indexes = {s.step_index for s in batch if s.step_index >= 0}
+        return {
+            "groups": float(len(groups)),
+            "samples": float(len(batch)),
+            "samples_dropped_stale": float(self._stale_since_update),
+            # the version the update started from minus each sample's behavior version
+            "version_lag_max": float(max(version - 1 - s.version for s in batch)),
+            "step_index_max": float(max(indexes, default=-1)),
+            "step_indexes": float(len(indexes)),
+        }
 
     def _checkpoint(self, version: int) -> None:
         """Write `step-N` atomically and point `latest` at it; keep one older."""

@@ -23,7 +23,7 @@ import torch
 from cua_rl.learner.batching import MicroBatch, build_micro_batches, encode_sample
 from cua_rl.learner.config import LearnerConfig
 from cua_rl.learner.logprobs import batch_logprobs, response_logprobs
-from cua_rl.learner.loss import loss_normalizer, policy_loss
+from cua_rl.learner.loss import policy_loss, sample_token_weights
 from cua_rl.types import StepSample
 
 
@@ -53,12 +53,14 @@ def run_train_step(ops: StepOps, samples: Sequence[StepSample], *, processor: An
     pad = processor.tokenizer.pad_token_id
     encoded = [encode_sample(processor, s) for s in samples]
     chunks = _split(len(encoded), cfg.mini_batches)
-    plans = [build_micro_batches([encoded[i] for i in c], cfg.micro_batch_tokens, pad)
-             if c else [] for c in chunks]
+    plans = [build_micro_batches(
+        [encoded[i] for i in c], cfg.micro_batch_tokens, pad,
+        sample_token_weights(cfg.loss.aggregation, [encoded[i].response_len for i in c],
+                             [samples[i].trajectory_id for i in c]))
+        if c else [] for c in chunks]
     targets = ops.all_reduce([float(len(p)) for p in plans], "max")
-    sizes = ops.all_reduce(
-        [loss_normalizer(cfg.loss, sum(m.num_tokens for m in p), sum(m.num_sequences for m in p))
-         for p in plans], "sum")
+    # The mean's denominator over the whole mini-batch (all micro-batches and ranks).
+    sizes = ops.all_reduce([sum(float(m.token_weights.sum()) for m in p) for p in plans], "sum")
     filler = next(m for p in plans for m in p)
     # (micro-batch, weight): weight 0 marks a repeat that only keeps ranks in step.
     padded = [[(m, 1.0) for m in p] + [(p[0] if p else filler, 0.0)] * (int(t) - len(p))
@@ -78,7 +80,7 @@ def run_train_step(ops: StepOps, samples: Sequence[StepSample], *, processor: An
             logp = response_logprobs(model, mb, cfg.temperature)
             terms = policy_loss(logp, prox[k], mb.behavior_logprobs, mb.advantages, cfg.loss,
                                 normalizer=size / ops.world_size, ref_logp=ref[k],
-                                seq_index=mb.seq_index)
+                                seq_index=mb.seq_index, token_weights=mb.token_weights)
             ops.backward(terms.loss * weight, boundary=j == len(plan) - 1)
             if weight:
                 loss_total += float(terms.loss.detach())

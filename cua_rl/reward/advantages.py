@@ -31,10 +31,14 @@ def step_rewards(
 
 
 def standardize(values: Sequence[float]) -> list[float]:
-    """(x - mean) / std over the group; a lone value keeps its raw value, and a
-    group with no spread gets zeros (it carries no learning signal)."""
-    if len(values) == 1:
-        return [float(values[0])]
+    """(x - mean) / std over the group; a group with no spread gets zeros.
+
+    A lone value gets 0 too: with nothing to compare it to there is no baseline,
+    and its raw value (e.g. R = -2 on the tail steps of the one trajectory that ran
+    longest) would otherwise act as a large advantage decided by the outcome alone.
+    """
+    if len(values) <= 1:
+        return [0.0] * len(values)
     mean = sum(values) / len(values)
     std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
     if std < EPS:
@@ -50,17 +54,18 @@ class StepAdvantage:
 
 
 def policy_advantages(
-    rewards_by_trajectory: dict[str, Sequence[float]],
+    rewards_by_trajectory: dict[str, Sequence[float]], *, keep_zero: bool = False,
 ) -> list[StepAdvantage]:
     """Advantages of one task group: at each step index, standardize R_i across
-    the trajectories that reached that index. Zero advantages are dropped."""
+    the trajectories that reached that index (a step index only one trajectory
+    reached gets 0). Zero advantages are dropped unless `keep_zero`."""
     longest = max((len(r) for r in rewards_by_trajectory.values()), default=0)
     out: list[StepAdvantage] = []
     for i in range(longest):
         ids = [t for t, r in rewards_by_trajectory.items() if len(r) > i]
         for tid, adv in zip(ids, standardize([rewards_by_trajectory[t][i] for t in ids]),
                             strict=True):
-            if abs(adv) > EPS:
+            if keep_zero or abs(adv) > EPS:
                 out.append(StepAdvantage(tid, i, adv))
     return out
 

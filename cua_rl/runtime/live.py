@@ -17,6 +17,8 @@ def _table(fleet: Any, learners: list[Any], selector: Any) -> Table:
         table.add_row(key, str(int(counts.get(key, 0))))
     for service in learners:
         table.add_row(f"{service.role} version", str(service.version))
+        table.add_row(f"{service.role} samples used / collected",
+                      f"{service.samples_used} / {service.samples_collected}")
         table.add_row(f"{service.role} stale dropped", str(service.stale_dropped))
     table.add_row("pending adaptations", str(len(selector.pending)))
     return table

@@ -21,3 +21,8 @@ async def test_reward_rises_when_training_through_the_real_stack(
                              lr=3e-4, max_wall_s=420)
     assert result["updates"] == 24, result
     assert result["rise"] > 0.3, result
+    # every sample is accounted for, and whole-group updates with eta = 2 and two
+    # groups in flight lose (almost) nothing to staleness
+    assert result["samples_collected"] == (result["samples_used"] + result["samples_dropped_stale"]
+                                           + result["samples_unused_at_end"]), result
+    assert result["samples_dropped_stale"] <= 0.05 * result["samples_collected"], result

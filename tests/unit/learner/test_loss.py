@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from cua_rl.learner.config import LossConfig  # noqa: E402
-from cua_rl.learner.loss import loss_normalizer, policy_loss  # noqa: E402
+from cua_rl.learner.loss import policy_loss, sample_token_weights  # noqa: E402
 
 NO_KL = LossConfig(kl_beta=0.0)
 
@@ -126,9 +126,10 @@ def test_gspo_with_equal_policies_is_the_sequence_mean_policy_gradient() -> None
     adv = torch.tensor([1.0, 1.0, 1.0, -2.0, -2.0], dtype=torch.float64)
     logp = _token_logp(logits, tokens)
     cfg = LossConfig(kind="gspo", kl_beta=0.0)
-    norm = loss_normalizer(cfg, num_tokens=5, num_sequences=2)
-    terms = policy_loss(logp, logp.detach(), logp.detach(), adv, cfg, normalizer=norm,
-                        seq_index=seq)
+    weights = sample_token_weights("step", [3, 2], ["a", "b"])
+    token_w = torch.tensor([weights[int(i)] for i in seq], dtype=torch.float64)
+    terms = policy_loss(logp, logp.detach(), logp.detach(), adv, cfg,
+                        normalizer=float(token_w.sum()), seq_index=seq, token_weights=token_w)
     lp = _token_logp(logits, tokens)
     expected_loss = -(1.0 * lp[:3].mean() + -2.0 * lp[3:].mean()) / 2
     torch.testing.assert_close(_grad(terms.loss, logits), _grad(expected_loss, logits))
@@ -153,3 +154,41 @@ def test_kl_needs_reference_and_gspo_needs_sequences() -> None:
         policy_loss(logp, logp, logp, logp, LossConfig(), normalizer=2)
     with pytest.raises(ValueError, match="seq_index"):
         policy_loss(logp, logp, logp, logp, LossConfig(kind="gspo", kl_beta=0), normalizer=2)
+
+
+def test_aggregation_weights_hand_computed() -> None:
+    # samples: a0 (4 tokens), a1 (2 tokens) of trajectory a; b0 (2 tokens) of b
+    lens, tids = [4, 2, 2], ["a", "a", "b"]
+    assert sample_token_weights("token", lens, tids) == [1.0, 1.0, 1.0]
+    assert sample_token_weights("step", lens, tids) == [0.25, 0.5, 0.5]
+    # trajectory: a's two steps share a's unit weight, b's one step has b's
+    assert sample_token_weights("trajectory", lens, tids) == [0.125, 0.25, 0.5]
+    # the weights sum (over tokens) to the number of tokens, samples, trajectories
+    for kind, total in (("token", 8), ("step", 3), ("trajectory", 2)):
+        w = sample_token_weights(kind, lens, tids)
+        assert sum(wi * n for wi, n in zip(w, lens, strict=True)) == pytest.approx(total)
+    # a sample without a trajectory id is its own trajectory
+    assert sample_token_weights("trajectory", [2, 2], ["", ""]) == [0.5, 0.5]
+
+
+@pytest.mark.parametrize("aggregation", ["token", "step", "trajectory"])
+def test_aggregated_loss_is_the_weighted_mean_of_token_terms(aggregation: str) -> None:
+    # 8 tokens: a0 = 4 tokens (adv 1), a1 = 2 tokens (adv 1), b0 = 2 tokens (adv -1)
+    logits, tokens = _logits(5, n=8)
+    lens, tids, advs = [4, 2, 2], ["a", "a", "b"], [1.0, 1.0, -1.0]
+    adv = torch.tensor([a for a, n in zip(advs, lens, strict=True) for _ in range(n)],
+                       dtype=torch.float64)
+    weights = sample_token_weights(aggregation, lens, tids)
+    token_w = torch.tensor([w for w, n in zip(weights, lens, strict=True) for _ in range(n)],
+                           dtype=torch.float64)
+    logp = _token_logp(logits, tokens)
+    terms = policy_loss(logp, logp.detach(), logp.detach(), adv, NO_KL,
+                        normalizer=float(token_w.sum()), token_weights=token_w)
+    lp = _token_logp(logits, tokens)
+    a0, a1, b0 = -lp[:4], -lp[4:6], lp[6:]  # -A * ratio, ratio = 1 at the proximal policy
+    expected = {
+        "token": (a0.sum() + a1.sum() + b0.sum()) / 8,
+        "step": (a0.mean() + a1.mean() + b0.mean()) / 3,
+        "trajectory": ((a0.mean() + a1.mean()) / 2 + b0.mean()) / 2,
+    }[aggregation]
+    torch.testing.assert_close(_grad(terms.loss, logits), _grad(expected, logits))

@@ -18,7 +18,8 @@ def test_step_rewards_hand_computed() -> None:
 
 
 def test_standardize_cases() -> None:
-    assert standardize([5.0]) == [5.0]  # a lone sample keeps its raw value
+    assert standardize([5.0]) == [0.0]  # a lone sample has no baseline: no signal
+    assert standardize([]) == []
     assert standardize([2.0, 2.0]) == [0.0, 0.0]
     assert standardize([0.0, 2.0]) == pytest.approx([-1.0, 1.0])
 
@@ -33,8 +34,22 @@ def test_policy_advantages_per_step_index() -> None:
     assert by_key[("b", 0)] == pytest.approx((0 - 4 / 3) / std)
     # step 1 over (0, 0): no spread -> dropped
     assert ("a", 1) not in by_key and ("c", 1) not in by_key
-    # step 2: lone sample keeps raw value
-    assert by_key[("c", 2)] == 1.0
+    # step 2: only c got there: no baseline, advantage 0, dropped
+    assert ("c", 2) not in by_key
+
+
+def test_lone_trajectory_tail_gets_zero_not_its_raw_reward() -> None:
+    # The longest failure's tail steps (R = -2: O = -1, all votes -1) are reached by
+    # no other trajectory; they must not get -2 as an advantage.
+    rewards = {"short": [0.0, 0.0], "long": [-2.0, -2.0, -2.0, -2.0]}
+    advs = policy_advantages(rewards, keep_zero=True)
+    by_key = {(a.trajectory_id, a.step_index): a.advantage for a in advs}
+    assert by_key[("long", 2)] == 0.0 and by_key[("long", 3)] == 0.0
+    assert by_key[("long", 0)] == pytest.approx(-1.0)
+    assert by_key[("short", 0)] == pytest.approx(1.0)
+    # without keep_zero the tail is dropped, not trained with a made-up advantage
+    assert {(a.trajectory_id, a.step_index) for a in policy_advantages(rewards)} == {
+        ("long", 0), ("long", 1), ("short", 0), ("short", 1)}
 
 
 def test_prm_vote_advantages() -> None:
