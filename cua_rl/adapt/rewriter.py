@@ -2,14 +2,22 @@
 
 A rewriter may only pick one of the task's template names (pre-built evaluator
 variants) and write its instruction: it never invents a new task, because a new
-task would have no evaluator. `ModelRewriter` asks an LLM (k samples, first
-valid kept); `RuleRewriter` needs no model: it walks the variants in their
-recorded difficulty order and adds or removes recorded hint lines.
+task would have no evaluator. `ModelRewriter` asks a fixed LLM of its own pool
+(k samples, first valid kept; the paper's Qwen3-4B, never the reward model being
+trained); `RuleRewriter` needs no model: it walks the variants in their recorded
+difficulty order and adds or removes recorded hint lines, using the critique to
+choose which hint to add where there is a choice. A task with one variant and no
+recorded hints cannot be adapted by rules: the model rewriter is the path for it.
+
+Every proposal comes with a note saying how it was chosen (or why there is
+none); the selector records it with the proposal. A candidate that was rejected
+before is never proposed again (`exclude`).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -20,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from cua_rl.adapt.acceptance import Direction
 from cua_rl.agent.messages import parse_rewrite, rewrite_messages
 from cua_rl.errors import InferenceError, TaskFormatError
+from cua_rl.inference.launcher import ModelServersConfig
 from cua_rl.rollout.base import ChatBackend
 from cua_rl.types import TaskVariant
 
@@ -54,6 +63,11 @@ class TaskTemplate:
     def instructions(self) -> dict[str, str]:
         return {name: v.instruction for name, v in self.variants.items()}
 
+    @property
+    def adaptable_by_rules(self) -> bool:
+        """Whether the rule rewriter has anything to work with (variants or hints)."""
+        return len(self.variants) > 1 or any(self.hints.values())
+
     def make(self, name: str, instruction: str) -> TaskVariant:
         return replace(self.variants[name], instruction=instruction)
 
@@ -71,22 +85,51 @@ def load_difficulty(path: Path | None) -> dict[str, Any]:
     return data
 
 
+Key = tuple[str, str]
+"""(evaluator name, instruction): what makes two variants of a task the same."""
+
+
+def variant_key(variant: TaskVariant) -> Key:
+    return variant.evaluator_name, variant.instruction
+
+
+@dataclass(frozen=True, slots=True)
+class Rewrite:
+    """A rewriter's answer: the candidate (None: no proposal) and how it was chosen."""
+
+    candidate: TaskVariant | None
+    note: str
+
+
 class Rewriter(Protocol):
     counts: Counter[str]
 
+    def reads_summaries(self, current: TaskVariant, template: TaskTemplate,
+                        direction: Direction) -> bool:
+        """Whether critique summaries would change the proposal (they cost reward-model
+        calls, so the selector asks for them only then)."""
+        ...
+
     async def propose(self, current: TaskVariant, template: TaskTemplate,
-                      summaries: list[str], direction: Direction) -> TaskVariant | None: ...
+                      summaries: list[str], direction: Direction,
+                      exclude: frozenset[Key] = frozenset()) -> Rewrite: ...
 
 
 class RewriterConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     type: Literal["model", "rules"] = "rules"
-    """`model`: an LLM writes the instruction; `rules`: recorded variants and hints."""
+    """`model`: an LLM writes the instruction (the paper's way, and the only one for
+    tasks without pre-built variants or hints); `rules`: recorded variants and hints
+    (no model; adapts only tasks that have them)."""
+    pool: ModelServersConfig = Field(default_factory=ModelServersConfig)
+    """The rewriter's own model pool, started only for `type: model` and never
+    trained or synced (paper: Qwen3-4B). Default: the tiny model on one hf replica."""
     candidates: int = Field(3, ge=1, le=16)
     """k: answers sampled from the model; the first valid one is kept."""
     temperature: float = Field(1.0, ge=0.0)
     max_tokens: int = Field(512, ge=1)
+    """Tokens per answer; a thinking model needs room to reason before the JSON."""
 
 
 class ModelRewriter:
@@ -95,52 +138,113 @@ class ModelRewriter:
         self.cfg = cfg
         self.counts: Counter[str] = Counter()
 
+    def reads_summaries(self, current: TaskVariant, template: TaskTemplate,
+                        direction: Direction) -> bool:
+        return True
+
     async def propose(self, current: TaskVariant, template: TaskTemplate,
-                      summaries: list[str], direction: Direction) -> TaskVariant | None:
+                      summaries: list[str], direction: Direction,
+                      exclude: frozenset[Key] = frozenset()) -> Rewrite:
         messages = rewrite_messages(current.instruction, template.instructions, summaries,
                                     direction)
         try:
             result = await self.model.chat(messages, n=self.cfg.candidates,
                                            temperature=self.cfg.temperature,
                                            max_tokens=self.cfg.max_tokens)
-        except InferenceError:
+        except InferenceError as exc:
             self.counts["rewrite_failures"] += 1
-            return None
+            return Rewrite(None, f"rewriter model failed: {exc}")
         for choice in result.choices:
             parsed = parse_rewrite(choice.text, list(template.variants))
             if parsed is None:
                 self.counts["rewrite_invalid"] += 1
                 continue
-            name, instruction = parsed
-            if (name, instruction) == (current.evaluator_name, current.instruction):
+            if parsed == variant_key(current):
                 self.counts["rewrite_unchanged"] += 1
                 continue
-            return template.make(name, instruction)
-        return None
+            if parsed in exclude:
+                self.counts["rewrite_rejected_before"] += 1
+                continue
+            return Rewrite(template.make(*parsed), f"model answer ({len(summaries)} summaries)")
+        return Rewrite(None, f"no valid new rewrite among {len(result.choices)} model answers")
 
 
 class RuleRewriter:
+    """Recorded variants and hints, walked in difficulty order."""
+
     def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
 
+    def reads_summaries(self, current: TaskVariant, template: TaskTemplate,
+                        direction: Direction) -> bool:
+        # Only when going easier with a choice of hints to add.
+        return direction == "easier" and len(_remaining_hints(current, template)) > 1
+
     async def propose(self, current: TaskVariant, template: TaskTemplate,
-                      summaries: list[str], direction: Direction) -> TaskVariant | None:
+                      summaries: list[str], direction: Direction,
+                      exclude: frozenset[Key] = frozenset()) -> Rewrite:
+        if not template.adaptable_by_rules:
+            return Rewrite(None, "one variant and no recorded hints: rules cannot adapt this "
+                                 "task (adapt.rewriter.type=model can)")
+        options = (self._easier(current, template, summaries) if direction == "easier"
+                   else self._harder(current, template))
+        seen = exclude | {variant_key(current)}
+        for candidate, note in options:
+            if variant_key(candidate) not in seen:
+                return Rewrite(candidate, note)
+        return Rewrite(None, f"no {direction} variant or hint left that was not rejected before")
+
+    def _easier(self, current: TaskVariant, template: TaskTemplate,
+                summaries: list[str]) -> list[tuple[TaskVariant, str]]:
+        """Add one hint (the one closest to the critique's failure modes), else go
+        down the difficulty order."""
         name = current.evaluator_name
         canonical = template.variants[name].instruction
         added = _added_hints(current.instruction, canonical, template.hints.get(name, []))
+        remaining = _remaining_hints(current, template)
+        ranked = sorted(remaining, key=lambda h: -_overlap(h, summaries))  # stable on ties
+        options = []
+        for hint in ranked:
+            why = (f"hint closest to the critique (overlap {_overlap(hint, summaries):.2f})"
+                   if summaries and len(remaining) > 1 else "next recorded hint")
+            options.append((template.make(name, _with_hints(canonical, [*added, hint])), why))
         rank = template.order.index(name)
-        if direction == "easier":
-            remaining = [h for h in template.hints.get(name, []) if h not in added]
-            if remaining:
-                return template.make(name, _with_hints(canonical, [*added, remaining[0]]))
-            if rank > 0:
-                return template.variants[template.order[rank - 1]]
-            return None
+        options += [(template.variants[n], "easier variant in the difficulty order "
+                                           "(the critique cannot rank variants)")
+                    for n in reversed(template.order[:rank])]
+        return options
+
+    def _harder(self, current: TaskVariant,
+                template: TaskTemplate) -> list[tuple[TaskVariant, str]]:
+        """Remove the last added hint, else go up the difficulty order."""
+        name = current.evaluator_name
+        canonical = template.variants[name].instruction
+        added = _added_hints(current.instruction, canonical, template.hints.get(name, []))
+        options = []
         if added:
-            return template.make(name, _with_hints(canonical, added[:-1]))
-        if rank + 1 < len(template.order):
-            return template.variants[template.order[rank + 1]]
-        return None
+            options.append((template.make(name, _with_hints(canonical, added[:-1])),
+                            "last added hint removed"))
+        rank = template.order.index(name)
+        options += [(template.variants[n], "harder variant in the difficulty order")
+                    for n in template.order[rank + 1:]]
+        return options
+
+
+def _remaining_hints(current: TaskVariant, template: TaskTemplate) -> list[str]:
+    name = current.evaluator_name
+    hints = template.hints.get(name, [])
+    added = _added_hints(current.instruction, template.variants[name].instruction, hints)
+    return [h for h in hints if h not in added]
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def _overlap(hint: str, summaries: list[str]) -> float:
+    """Share of a hint's words (longer than 3 letters) that the summaries mention."""
+    words = {w for w in _WORD.findall(hint.lower()) if len(w) > 3}
+    said = {w for s in summaries for w in _WORD.findall(s.lower())}
+    return len(words & said) / len(words) if words else 0.0
 
 
 def _with_hints(canonical: str, hints: list[str]) -> str:

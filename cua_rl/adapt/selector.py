@@ -8,6 +8,11 @@ is outside the band gets a proposal, which joins the next sampling round as a
 temporary task. A task has at most one pending candidate. Every proposal and
 decision is an event in the run store, and `state_dict` captures everything a
 resumed run needs.
+
+Only groups of original and accepted tasks are training data: `on_group` says
+so for each group (a candidate's group decides its acceptance and nothing else).
+A rejected candidate is remembered and never proposed again for its task; the
+critique is asked for only when the rewriter would read it.
 """
 
 from __future__ import annotations
@@ -19,10 +24,9 @@ from typing import Any
 
 from cua_rl.adapt.acceptance import AdaptBand, Direction
 from cua_rl.adapt.critique import Critic
-from cua_rl.adapt.rewriter import Rewriter, TaskTemplate
-from cua_rl.rollout.fleet import FinishedGroup
+from cua_rl.adapt.rewriter import Key, Rewriter, TaskTemplate, variant_key
 from cua_rl.store.run_store import AsyncRunStore
-from cua_rl.types import TaskVariant
+from cua_rl.types import GroupRecord, TaskVariant
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +63,10 @@ class TemplateSelector:
         self._queue: deque[TaskVariant] = deque()
         self._turn = 0
         self._revisions: dict[str, int] = {}
+        self._trainable = {v.variant_id for v in start.values()}
+        """Variant ids that were, at some point, an original or an accepted task."""
+        self._rejected: dict[str, set[Key]] = {}
+        """Per task, the (evaluator, instruction) of rejected candidates: never re-proposed."""
 
     # task source -------------------------------------------------------------
 
@@ -74,29 +82,35 @@ class TemplateSelector:
 
     # decisions ---------------------------------------------------------------
 
-    async def on_group(self, finished: FinishedGroup) -> None:
-        group = finished.group
+    async def on_group(self, group: GroupRecord) -> bool:
+        """Record the group's accuracy, decide or propose; True when the group is
+        training data (its variant is an original or accepted task)."""
         variant, acc = group.variant, group.accuracy
+        trainable = variant.variant_id in self._trainable
         self.accuracy[variant.variant_id] = acc
         proposal = self.pending.get(variant.task_id)
         if proposal is not None and proposal.candidate.variant_id == variant.variant_id:
             await self._decide(proposal, acc)
-            return
+            return False  # sampled as a candidate: it decides acceptance, nothing more
         if proposal is not None or variant.variant_id != self.current[variant.task_id].variant_id:
-            return
+            return trainable
         direction = self.band.goal(acc)
         if direction is None:
-            return
-        summaries: list[str] = []
-        if self.critic is not None:
-            trajectories = list(group.trajectories.values())
-            summaries = await self.critic.summarize_group(variant, trajectories,
-                                                          finished.verdicts)
+            return trainable
         template = self.templates[variant.task_id]
-        candidate = await self.rewriter.propose(variant, template, summaries, direction)
-        if candidate is None:
-            await self._event("adapt_no_candidate", variant, direction=direction, acc=acc)
-            return
+        summaries: list[str] = []
+        if self.critic is not None and self.rewriter.reads_summaries(variant, template,
+                                                                     direction):
+            summaries = await self.critic.summarize_group(
+                variant, list(group.trajectories), {k: list(v) for k, v in group.verdicts.items()})
+        rejected = frozenset(self._rejected.get(variant.task_id, ()))
+        rewrite = await self.rewriter.propose(variant, template, summaries, direction,
+                                              exclude=rejected)
+        if rewrite.candidate is None:
+            await self._event("adapt_no_candidate", variant, direction=direction, acc=acc,
+                              note=rewrite.note)
+            return trainable
+        candidate = rewrite.candidate
         candidate = self._numbered(candidate, template)
         self.pending[variant.task_id] = Proposal(candidate, variant, direction, acc, summaries)
         self._queue.append(candidate)
@@ -104,7 +118,8 @@ class TemplateSelector:
         await self.store.incr("adapt_proposals")
         await self._event("adapt_proposal", variant, direction=direction, acc_parent=acc,
                           candidate=candidate.variant_id, instruction=candidate.instruction,
-                          summaries=summaries)
+                          summaries=summaries, note=rewrite.note)
+        return trainable
 
     async def _decide(self, proposal: Proposal, acc: float) -> None:
         task_id = proposal.parent.task_id
@@ -112,7 +127,10 @@ class TemplateSelector:
         del self.pending[task_id]
         if accepted:
             self.current[task_id] = proposal.candidate
+            self._trainable.add(proposal.candidate.variant_id)
             await self.store.incr("adapt_accepted")
+        else:
+            self._rejected.setdefault(task_id, set()).add(variant_key(proposal.candidate))
         await self._event(
             "adapt_decision", proposal.parent, accepted=accepted, direction=proposal.direction,
             parent=proposal.parent.variant_id, candidate=proposal.candidate.variant_id,
@@ -143,6 +161,8 @@ class TemplateSelector:
             "accuracy": dict(self.accuracy),
             "turn": self._turn,
             "revisions": dict(self._revisions),
+            "trainable": sorted(self._trainable),
+            "rejected": {k: sorted(v) for k, v in self._rejected.items()},
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -156,6 +176,10 @@ class TemplateSelector:
         self.accuracy = dict(state["accuracy"])
         self._turn = state["turn"]
         self._revisions = dict(state["revisions"])
+        self._trainable = set(state.get("trainable", [v.variant_id
+                                                       for v in self.current.values()]))
+        self._rejected = {k: {(n, i) for n, i in v}
+                          for k, v in state.get("rejected", {}).items()}
 
 
 def _variant(data: dict[str, Any]) -> TaskVariant:

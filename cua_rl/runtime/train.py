@@ -1,10 +1,12 @@
 """The main job: actors, the streaming reward model, both learners with weight
 sync, and the template selector, on one machine.
 
-Dataflow (DESIGN.md section 5): the selector is the fleet's task source; each
-finished task group goes to the selector (adaptation), becomes policy and PRM
-samples, and is queued to the two learners, which train, checkpoint and push
-weights while the actors keep sampling. The run ends once the policy learner
+Dataflow (docs/architecture.md): the selector is the fleet's task source; each
+finished task group goes to the selector (adaptation); a group of an original or
+accepted task becomes policy and PRM samples, queued as one unit to the two
+learners, which train on whole groups, checkpoint and push weights while the
+actors keep sampling. Groups of candidate tasks (Algorithm 2's temporary q')
+only decide acceptance and never reach a learner. The run ends once the policy learner
 has made `train.max_policy_updates` updates: the task source dries up, the
 fleet drains, the learners train what is queued, and everything stops.
 Resuming restarts servers from the last checkpointed weights and versions, the
@@ -14,24 +16,31 @@ selector from its saved state; counters live in the run store.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
 import os
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
 from cua_rl.adapt.critique import Critic
-from cua_rl.adapt.rewriter import TaskTemplate, load_difficulty, make_rewriter
+from cua_rl.adapt.rewriter import RewriterConfig, TaskTemplate, load_difficulty, make_rewriter
 from cua_rl.adapt.selector import TemplateSelector
 from cua_rl.config import RunConfig
-from cua_rl.inference.launcher import default_tiny_dir, ensure_tiny_model, resolve_model
+from cua_rl.inference.launcher import (
+    default_tiny_dir,
+    ensure_tiny_model,
+    model_servers,
+    resolve_model,
+)
 from cua_rl.inference.pool import InferencePool
-from cua_rl.learner.samples import group_samples
 from cua_rl.learner.service import LearnerService, latest_checkpoint
 from cua_rl.learner.weight_sync import WeightSync
-from cua_rl.rollout.fleet import FinishedGroup, Fleet, GroupHandler
+from cua_rl.reward.samples import GroupSamples, group_samples
+from cua_rl.rollout.fleet import Fleet, GroupHandler
 from cua_rl.rollout.scheduler import GroupScheduler, TaskSource, VersionGate
 from cua_rl.runtime.group_metrics import group_metrics
 from cua_rl.runtime.live import live_summary
@@ -39,7 +48,9 @@ from cua_rl.runtime.local import Components, local_components
 from cua_rl.runtime.metrics import MetricsLogger
 from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.tasks.sources import LOCAL_SUITE
-from cua_rl.types import TaskVariant
+from cua_rl.types import GroupRecord, TaskVariant
+
+log = logging.getLogger(__name__)
 
 
 async def _engine(cfg: RunConfig, role: str, base: str, ckpt: Path, resume: bool) -> Any:
@@ -66,9 +77,8 @@ def _templates(cfg: RunConfig, task_set: list[list[TaskVariant]]
     for variants in task_set:
         template = TaskTemplate.from_variants(variants, difficulty.get(variants[0].task_id))
         templates[variants[0].task_id] = template
-        # start in the middle of the difficulty order: room to go easier and harder
-        start[variants[0].task_id] = template.variants[template.order[(len(template.order) - 1)
-                                                                      // 2]]
+        # Algorithm 2 starts from the original task (`load_variants` puts it first)
+        start[variants[0].task_id] = variants[0]
     return templates, start
 
 
@@ -147,10 +157,46 @@ async def train(cfg: RunConfig, run_dir: Path, *, store: AsyncRunStore, policy: 
     selector is the fleet's task source, finished groups become samples for the
     learners; `gate` is a `VersionGate` or anything with its async methods and
     `learner_version`."""
+    async with rewriter_pool(cfg, run_dir) as rewriter_model:
+        return await _train_loop(cfg, run_dir, store=store, policy=policy, prm=prm,
+                                 task_set=task_set, engines=engines, gate=gate,
+                                 rollouts=rollouts, resume=resume, rewriter_model=rewriter_model)
+
+
+@contextlib.asynccontextmanager
+async def rewriter_pool(cfg: RunConfig, run_dir: Path) -> AsyncIterator[InferencePool | None]:
+    """The model rewriter's own frozen pool (Algorithm 2's rewriting LLM is a fixed
+    model, not the reward model being trained); None for the rule rewriter."""
+    rewriter = cfg.adapt.rewriter
+    if not cfg.adapt.enabled or rewriter.type != "model":
+        yield None
+        return
+    async with model_servers(rewriter.pool, name="rewriter", log_dir=run_dir / "logs",
+                             tiny_dir=cfg.tiny_model_dir or default_tiny_dir()) as urls:
+        pool = InferencePool(urls)
+        try:
+            yield pool
+        finally:
+            await pool.close()
+
+
+async def _train_loop(cfg: RunConfig, run_dir: Path, *, store: AsyncRunStore,
+                      policy: InferencePool, prm: InferencePool | None,
+                      task_set: list[list[TaskVariant]], engines: dict[str, Any], gate: Any,
+                      rollouts: RolloutsFactory, resume: bool,
+                      rewriter_model: InferencePool | None) -> dict[str, Any]:
     ckpt = run_dir / "checkpoints"
     metrics = MetricsLogger(run_dir, cfg.metrics, cfg.model_dump(mode="json"))
     templates, start = _templates(cfg, task_set)
-    rewriter = make_rewriter(cfg.adapt.rewriter, prm or policy)
+    # Without adaptation the selector only serves tasks: its rewriter is never asked.
+    rewriter = make_rewriter(cfg.adapt.rewriter if cfg.adapt.enabled else RewriterConfig(),
+                             rewriter_model)
+    if cfg.adapt.enabled and cfg.adapt.rewriter.type == "rules":
+        fixed = sorted(t for t, tpl in templates.items() if not tpl.adaptable_by_rules)
+        if fixed:
+            log.warning("%d of %d tasks have one variant and no hints: the rule rewriter "
+                        "cannot adapt them (adapt.rewriter.type=model can): %s",
+                        len(fixed), len(templates), ", ".join(fixed[:5]))
     critic = Critic(prm, cfg.adapt.critique) if prm is not None else None
     selector = TemplateSelector(templates, start, band=cfg.adapt.band, rewriter=rewriter,
                                 store=store, critic=critic)
@@ -169,6 +215,7 @@ async def train(cfg: RunConfig, run_dir: Path, *, store: AsyncRunStore, policy: 
         sync = WeightSync(urls_pool.healthy_urls, cfg.train.sync, run_dir / "exports" / role)
         return LearnerService(role, engines[role], store, loop_cfg,  # type: ignore[arg-type]
                               checkpoint_dir=ckpt, sync=sync,
+                              tasks_per_update=cfg.train.tasks_per_update,
                               gate=gate if role == "policy" else None, eta=cfg.fleet.eta,
                               on_metrics=on_metrics)
 
@@ -185,20 +232,26 @@ async def train(cfg: RunConfig, run_dir: Path, *, store: AsyncRunStore, policy: 
 
     groups_done = 0
 
-    async def on_group(finished: FinishedGroup) -> None:
+    async def on_group(finished: GroupRecord) -> None:
         nonlocal groups_done
         groups_done += 1
+        trainable = True
         if cfg.adapt.enabled:
-            await selector.on_group(finished)
+            trainable = await selector.on_group(finished)
             await asyncio.get_running_loop().run_in_executor(
                 None, _write_json, selector_file, selector.state_dict())
+        if not trainable:  # a candidate's group: used for its acceptance only
+            await store.incr("candidate_groups")
+            metrics.log("rollout", group_metrics(finished, GroupSamples(), gate, fleet, cfg),
+                        groups_done)
+            return
         band = cfg.train.prm_sample_band or cfg.adapt.band
         samples = await group_samples(finished, store, cfg.episode, lam=cfg.train.lam,
-                                      band=band)
+                                      band=band, keep_zero_advantage=cfg.train.keep_zero_advantage)
         metrics.log("rollout", group_metrics(finished, samples, gate, fleet, cfg), groups_done)
-        await policy_learner.submit(samples.policy)
+        await policy_learner.submit(samples.policy, finished.group_id)
         if prm_learner is not None:
-            await prm_learner.submit(samples.prm)
+            await prm_learner.submit(samples.prm, finished.group_id)
 
     fleet = rollouts(source, on_group)
     learners = [policy_learner, *([prm_learner] if prm_learner else [])]

@@ -9,8 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from cua_rl.adapt.acceptance import AdaptBand
 from cua_rl.adapt.critique import CritiqueConfig
 from cua_rl.adapt.rewriter import RewriterConfig
-from cua_rl.learner.config import LearnerConfig
-from cua_rl.learner.service import LearnerLoopConfig
+from cua_rl.learner.config import LearnerConfig, LearnerLoopConfig
 from cua_rl.learner.weight_sync import WeightSyncConfig
 
 
@@ -40,6 +39,14 @@ class TrainConfig(BaseModel):
 
     max_policy_updates: int = Field(3, ge=1)
     """The run ends after this many policy updates (the fleet drains first)."""
+    tasks_per_update: int = Field(1, ge=1)
+    """Task groups per learner update (paper: 12, each of fleet.group_size = 8
+    rollouts). An update takes whole groups, all their steps (policy) or votes
+    (reward model), split into `mini_batches` optimizer steps; eta counts these
+    updates. Groups with no learning signal (all advantages zero) are skipped."""
+    keep_zero_advantage: bool = False
+    """Also train on samples whose advantage is zero (they add only their KL term
+    and cost a full forward/backward each)."""
     lam: float = Field(1.0, ge=0.0)
     """lambda in R_i = O + lambda * mean_j S_ij."""
     policy: LearnerConfig = Field(default_factory=LearnerConfig)

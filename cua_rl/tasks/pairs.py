@@ -180,18 +180,23 @@ def load_variants(task: TaskVariant, root: Path | None) -> list[TaskVariant]:
     """The variants of a base task: one per template name, or the task itself.
 
     A task without a template file under `root` has one variant, its own
-    evaluator and instruction. Malformed pairs raise `TaskFormatError` with one
-    line per problem; unimplemented metric names do not (they fail at scoring).
+    evaluator and instruction. The original task comes first: the template entry
+    whose evaluator spec is the task's own (runs and evaluations start from it,
+    as Algorithm 2 does); without one, the template's order is kept. Malformed
+    pairs raise `TaskFormatError` with one line per problem; unimplemented metric
+    names do not (they fail at scoring).
     """
     if root is None or not template_path(root, task.task_id).is_file():
         return [task]
     variants, checks = check_pair(root, task.task_id, unimplemented_is_problem=False)
     if checks.problems:
         raise TaskFormatError("\n".join(str(p) for p in checks.problems))
-    return [
+    out = [
         replace(task, evaluator_name=name, instruction=instruction, evaluator=spec)
         for name, (instruction, spec) in variants.items()
     ]
+    out.sort(key=lambda v: v.evaluator != task.evaluator)  # stable: the original first
+    return out
 
 
 def write_pair(

@@ -8,10 +8,8 @@ from cua_rl.adapt.acceptance import AdaptBand
 from cua_rl.adapt.rewriter import ModelRewriter, RewriterConfig, RuleRewriter, TaskTemplate
 from cua_rl.adapt.selector import TemplateSelector
 from cua_rl.inference.base import ChatResult, Choice
-from cua_rl.rollout.fleet import FinishedGroup
-from cua_rl.rollout.scheduler import TaskGroup
 from cua_rl.store.run_store import AsyncRunStore
-from cua_rl.types import TaskVariant, Trajectory, TrajectoryStatus
+from cua_rl.types import GroupRecord, TaskVariant, Trajectory, TrajectoryStatus
 
 
 def _v(name: str, instruction: str) -> TaskVariant:
@@ -26,20 +24,59 @@ TEMPLATE = TaskTemplate.from_variants(
                "hints": {"full": ["Hint: use Data > Sort.", "Hint: select column A first."]}})
 
 
+async def _propose(rw: RuleRewriter, current: TaskVariant, direction: str,
+                   summaries: list[str] | None = None, **kw: Any) -> TaskVariant | None:
+    return (await rw.propose(current, TEMPLATE, summaries or [], direction, **kw)).candidate
+
+
 async def test_rule_rewriter_walks_hints_then_variants() -> None:
     rw = RuleRewriter()
     full = TEMPLATE.variants["full"]
-    easier1 = await rw.propose(full, TEMPLATE, [], "easier")
+    easier1 = await _propose(rw, full, "easier")
     assert easier1.instruction == "Sort all rows.\nHint: use Data > Sort."
-    easier2 = await rw.propose(easier1, TEMPLATE, [], "easier")
+    easier2 = await _propose(rw, easier1, "easier")
     assert easier2.instruction.endswith("Hint: select column A first.")
-    easier3 = await rw.propose(easier2, TEMPLATE, [], "easier")
+    easier3 = await _propose(rw, easier2, "easier")
     assert easier3.evaluator_name == "narrow"  # hints exhausted: the easier variant
-    assert await rw.propose(easier3, TEMPLATE, [], "easier") is None
-    harder = await rw.propose(easier2, TEMPLATE, [], "harder")
+    assert await _propose(rw, easier3, "easier") is None
+    harder = await _propose(rw, easier2, "harder")
     assert harder.instruction == easier1.instruction  # the last hint removed
-    assert (await rw.propose(full, TEMPLATE, [], "harder")).evaluator_name == "extra"
-    assert await rw.propose(TEMPLATE.variants["extra"], TEMPLATE, [], "harder") is None
+    assert (await _propose(rw, full, "harder")).evaluator_name == "extra"
+    assert await _propose(rw, TEMPLATE.variants["extra"], "harder") is None
+
+
+async def test_rule_rewriter_picks_the_hint_the_critique_points_at() -> None:
+    rw = RuleRewriter()
+    full = TEMPLATE.variants["full"]
+    assert rw.reads_summaries(full, TEMPLATE, "easier")      # two hints to choose from
+    assert not rw.reads_summaries(full, TEMPLATE, "harder")  # nothing to choose
+    out = await rw.propose(full, TEMPLATE, ["The agent never selected column A before sorting."],
+                           "easier")
+    assert out.candidate.instruction.endswith("Hint: select column A first.")
+    assert "critique" in out.note
+    # without a critique the recorded order decides
+    plain = await rw.propose(full, TEMPLATE, [], "easier")
+    assert plain.candidate.instruction.endswith("Hint: use Data > Sort.")
+
+
+async def test_rule_rewriter_never_reproposes_a_rejected_candidate() -> None:
+    rw = RuleRewriter()
+    full = TEMPLATE.variants["full"]
+    first = await _propose(rw, full, "easier")
+    second = await _propose(rw, full, "easier",
+                            exclude=frozenset({(first.evaluator_name, first.instruction)}))
+    assert second.instruction.endswith("Hint: select column A first.")
+    every = frozenset({("full", "Sort all rows.\nHint: use Data > Sort."),
+                       ("full", "Sort all rows.\nHint: select column A first."),
+                       ("narrow", "Sort rows 1-5.")})
+    out = await rw.propose(full, TEMPLATE, [], "easier", exclude=every)
+    assert out.candidate is None and "rejected before" in out.note
+
+
+async def test_rule_rewriter_says_when_a_task_has_nothing_to_adapt() -> None:
+    lone = TaskTemplate.from_variants([_v("only", "Do it.")])
+    out = await RuleRewriter().propose(lone.variants["only"], lone, [], "easier")
+    assert out.candidate is None and "adapt.rewriter.type=model" in out.note
 
 
 class ScriptedModel:
@@ -69,17 +106,17 @@ class ScriptedModel:
 async def test_model_rewriter_keeps_first_valid(answers: list[str], expected: str | None) -> None:
     model = ScriptedModel(answers)
     rw = ModelRewriter(model, RewriterConfig(type="model", candidates=len(answers)))
-    out = await rw.propose(TEMPLATE.variants["full"], TEMPLATE, ["clicked the wrong menu"],
-                           "easier")
+    out = (await rw.propose(TEMPLATE.variants["full"], TEMPLATE, ["clicked the wrong menu"],
+                            "easier")).candidate
     assert (out.evaluator_name if out else None) == expected
     assert "clicked the wrong menu" in model.asked[0][0]["content"]
 
 
-def _group(variant: TaskVariant, wins: int, n: int = 4) -> FinishedGroup:
-    trajs = {i: Trajectory(id=f"{variant.variant_id}-{i}", variant_id=variant.variant_id, steps=(),
-                           status=TrajectoryStatus.FINISHED, score=1.0 if i < wins else 0.0)
-             for i in range(n)}
-    return FinishedGroup(TaskGroup("g", variant, n, trajs))
+def _group(variant: TaskVariant, wins: int, n: int = 4) -> GroupRecord:
+    trajs = tuple(Trajectory(id=f"{variant.variant_id}-{i}", variant_id=variant.variant_id,
+                             steps=(), status=TrajectoryStatus.FINISHED,
+                             score=1.0 if i < wins else 0.0) for i in range(n))
+    return GroupRecord("g", variant, trajs, {t.id: () for t in trajs})
 
 
 async def test_selector_proposes_then_accepts_or_rejects(tmp_path: Path) -> None:
@@ -87,20 +124,25 @@ async def test_selector_proposes_then_accepts_or_rejects(tmp_path: Path) -> None
     sel = TemplateSelector({"t": TEMPLATE}, {"t": TEMPLATE.variants["full"]}, band=AdaptBand(),
                            rewriter=RuleRewriter(), store=store)
     assert (await sel.next_variant()).evaluator_name == "full"
-    await sel.on_group(_group(TEMPLATE.variants["full"], wins=0))      # acc 0 -> easier
+    assert await sel.on_group(_group(TEMPLATE.variants["full"], wins=0))  # acc 0 -> easier
     candidate = await sel.next_variant()                                # joins the next round
     assert candidate.revision == 1 and "Hint: use Data > Sort." in candidate.instruction
-    await sel.on_group(_group(TEMPLATE.variants["full"], wins=0))      # q again: still pending
-    await sel.on_group(_group(candidate, wins=2))                       # 0 < 0.5 < 0.8: accept
+    assert await sel.on_group(_group(TEMPLATE.variants["full"], wins=0))  # q: still pending
+    # the candidate's group decides acceptance and is not training data
+    assert not await sel.on_group(_group(candidate, wins=2))            # 0 < 0.5 < 0.8: accept
     assert sel.current["t"] == candidate and not sel.pending
     # acc 1.0 -> harder: remove the hint; 0.1 overshoots below the band -> rejected
-    await sel.on_group(_group(candidate, wins=4))
+    assert await sel.on_group(_group(candidate, wins=4))                # accepted: trainable
     harder = await sel.next_variant()
     assert harder.instruction == "Sort all rows."
-    await sel.on_group(_group(harder, wins=0, n=10))
+    assert not await sel.on_group(_group(harder, wins=0, n=10))
     assert sel.current["t"] == candidate
+    # still too easy: the rejected rewrite is not proposed again, the next option is
+    assert await sel.on_group(_group(candidate, wins=4))
+    again = await sel.next_variant()
+    assert again.evaluator_name == "extra"
     summary = await store.call(store.sync.summary)
-    assert summary["adapt_proposals"] == 2 and summary["adapt_accepted"] == 1
+    assert summary["adapt_proposals"] == 3 and summary["adapt_accepted"] == 1
     decisions = await store.call(store.sync.events, "adapt_decision")
     assert [d["data"]["accepted"] for d in decisions] == [True, False]
     restored = TemplateSelector({"t": TEMPLATE}, {"t": VARIANTS[0]}, band=AdaptBand(),
