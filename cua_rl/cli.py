@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "eval": "cua_rl.report.commands:eval_command",
     "view": "cua_rl.viewer.commands:view",
     "plot": "cua_rl.report.plot_command:plot",
+    "config": "cua_rl.runtime.config_command:config",
 }
 
 BENCH_COMMANDS: dict[str, str] = {

@@ -1,0 +1,29 @@
+"""`cua-rl config show`: the fully resolved configuration of a run, as YAML.
+
+It resolves exactly what `train`, `rollout` and `eval` would (preset, then file,
+then dotted overrides, every default filled in) and prints it, without loading a
+model, starting an engine or a desktop, or touching the network, so it answers
+for any preset on any machine (the 8B paper preset on a laptop included).
+"""
+
+from __future__ import annotations
+
+import click
+import yaml
+
+
+@click.group("config")
+def config() -> None:
+    """Inspect run configurations."""
+
+
+@config.command("show", context_settings={"ignore_unknown_options": True})
+@click.argument("config_file", required=False)
+@click.option("--preset", help="A preset shipped with cua-rl (e.g. quickstart).")
+@click.argument("overrides", nargs=-1, type=click.UNPROCESSED)
+def show(config_file: str | None, preset: str | None, overrides: tuple[str, ...]) -> None:
+    """Print the resolved configuration of [CONFIG_FILE] [--preset NAME] [k=v ...]."""
+    from cua_rl.runtime.options import load_run_config
+
+    cfg = load_run_config(config_file, preset, overrides)
+    click.echo(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False), nl=False)
