@@ -10,6 +10,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from cua_guest.atspi_dump import NS as AT_NS
 
 from cua_rl.evaluation import get_metric
 
@@ -132,8 +133,8 @@ def test_check_python_file_by_test_suite(tmp_path: Path) -> None:
 
 def test_text_answer_metrics(tmp_path: Path) -> None:
     a = write(tmp_path, "a.py", "def f(x):\n    return  x+1\n")
-    same = write(tmp_path, "b.py", "def f(x):\n return x+1")
-    other = write(tmp_path, "c.py", "def f(y): return y+1")
+    same = write(tmp_path, "b.py", "def f(x):\n\n    return  x+1   ")
+    other = write(tmp_path, "c.py", "def f(x):\n return x+1")
     assert run("compare_python_pure_text", a, same) == 1.0
     assert run("compare_python_pure_text", a, other) == 0.0
     gold = write(tmp_path, "gold.txt", "42.5\n")
@@ -185,8 +186,8 @@ def test_run_sqlite3(tmp_path: Path) -> None:
     assert run("run_sqlite3", str(db), {"sql": "SELECT * FROM missing"}) == 0.0
 
 
-AT_TREE = """<desktop-frame xmlns:attr="uri:deskat:attributes.at-spi.gnome.org"
- xmlns:st="uri:deskat:state.at-spi.gnome.org" name="main">
+# the namespaces are those vm/guest's accessibility dump writes
+AT_TREE = f"""<desktop-frame xmlns:attr="{AT_NS['attr']}" xmlns:st="{AT_NS['st']}" name="main">
  <application name="Thunderbird">
   <page-tab-list attr:id="tabmail-tabs" name="">
    <page-tab name="About Profiles">About Profiles</page-tab>
