@@ -29,7 +29,10 @@ def write_bytes(tmp_path: Path, name: str, data: bytes) -> str:
 def guest_tree() -> str:
     """A Thunderbird tree serialized the way vm/guest's atspi_dump does: its own
     namespace table, ElementTree with the prefixes registered."""
-    from cua_guest.atspi_dump import NS, _q
+    from cua_guest.atspi_dump import NS
+
+    def _q(prefix: str, name: str) -> str:
+        return f"{{{NS[prefix]}}}{name}"
 
     for prefix, uri in NS.items():
         ET.register_namespace(prefix, uri)
