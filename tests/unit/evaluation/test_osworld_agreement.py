@@ -29,12 +29,13 @@ def write_bytes(tmp_path: Path, name: str, data: bytes) -> str:
 def guest_tree() -> str:
     """A Thunderbird tree serialized the way vm/guest's atspi_dump does: its own
     namespace table, ElementTree with the prefixes registered."""
-    from cua_guest.atspi_dump import NS
+    namespaces = pytest.importorskip("cua_guest.atspi_dump",
+                                     reason="vm/guest is not importable").NS
 
     def _q(prefix: str, name: str) -> str:
-        return f"{{{NS[prefix]}}}{name}"
+        return f"{{{namespaces[prefix]}}}{name}"
 
-    for prefix, uri in NS.items():
+    for prefix, uri in namespaces.items():
         ET.register_namespace(prefix, uri)
     root = ET.Element("desktop-frame")
     app = ET.SubElement(root, "application", {"name": "Thunderbird"})
