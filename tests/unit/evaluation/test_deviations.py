@@ -53,6 +53,21 @@ def test_utf8_bom_is_ignored(tmp_path: Path) -> None:
     assert run("check_csv", bom, {"expect": [{"name": "ann", "n": "1"}]}) == 1.0
 
 
+def test_app_files_tolerate_bytes_that_are_not_utf8(tmp_path: Path) -> None:
+    """Thunderbird's prefs.js, vlcrc and GIMP's config files are read with U+FFFD for
+    undecodable bytes (OSWorld's strict `open()` raises): the settings the rules
+    look at are ASCII, and one odd byte elsewhere must not cost the episode."""
+    prefs = write_bytes(tmp_path, "prefs.js",
+                        b'user_pref("mail.identity.id1.fullName", "Jos\xe9");\n'
+                        b'user_pref("mail.identity.id1.auto_quote", false);\n')
+    rule = {"expect": {"mail.identity.id1.auto_quote": {"method": "eq", "ref": False}}}
+    assert run("check_thunderbird_prefs", prefs, rule) == 1.0
+    vlcrc = write_bytes(tmp_path, "vlcrc", b"# r\xe9glages\nqt-bgcone=1\n")
+    assert run("check_qt_bgcone", vlcrc, {"expected_qt_bgcone": 1}) == 1.0
+    gimprc = write_bytes(tmp_path, "gimprc", b'(theme "Caf\xe9")\n(undo-levels 100)\n')
+    assert run("check_config_status", gimprc, {"key": "undo-levels", "value": "100"}) == 1.0
+
+
 def test_boolean_cells_read_as_bool(tmp_path: Path) -> None:
     """OSWorld's read_cell_value has no branch for t="b" and returns None."""
     openpyxl = pytest.importorskip("openpyxl", reason="needs the eval extra")
