@@ -200,3 +200,15 @@ def test_check_list_iterates_file_lines(tmp_path: Path) -> None:
     assert run("check_list", path, {"expect": [r"alpha\x0cbeta"]}) == 1.0
     # each line keeps its newline (\r\n read as \n), so a pattern may end with it
     assert run("check_list", path, {"expect": [r"beta\n", r"gamma\n"]}) == 1.0
+
+
+# -- check_direct_json_object: ignore_list_order sits beside `expected` --------------------
+
+
+def test_ignore_list_order_beside_expected() -> None:
+    # the rule of OSWorld's Chrome task f5d96daf (models compared in any order)
+    rules = {"expected": {"modelList": ["iphone-15-pro-max", "iphone-14-pro-max"]},
+             "ignore_list_order": True}
+    got = {"modelList": ["iphone-14-pro-max", "iphone-15-pro-max"]}
+    assert run("check_direct_json_object", got, rules) == 1.0
+    assert run("check_direct_json_object", {"modelList": ["iphone-14-pro-max"]}, rules) == 0.0
