@@ -3,6 +3,10 @@
 Importing the package registers every built-in getter and metric; format
 libraries (the `eval` extra) are imported only inside metric bodies, so this
 import stays cheap and works on a core install.
+
+Scores follow OSWorld's current evaluators; every place where we differ on
+purpose (and why, and the test that pins it) is listed in
+docs/evaluation-deviations.md.
 """
 
 from cua_rl.evaluation import getters, metrics

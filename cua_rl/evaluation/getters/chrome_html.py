@@ -16,6 +16,7 @@ from typing import Any
 from cua_rl.evaluation.deps import EvalExtraMissing
 from cua_rl.evaluation.getters.chrome_cdp import active_url, browser_session
 from cua_rl.evaluation.getters.chrome_url_parse import same_page_url
+from cua_rl.evaluation.metrics.text import EVALUATION_FAILED
 from cua_rl.evaluation.registry import GetterContext, getter
 
 log = logging.getLogger(__name__)
@@ -176,7 +177,7 @@ async def active_tab_html_parse(ctx: GetterContext, config: dict[str, Any]) -> A
         return None
 
 
-_FAILED = "__EVALUATION_FAILED__"
+_FAILED = EVALUATION_FAILED
 
 
 async def _recreation_value(browser: Any, config: dict[str, Any]) -> dict[str, Any]:

@@ -2,13 +2,15 @@
 
 Semantics follow OSWorld's `metrics/general.py` and `metrics/vscode.py`. The
 result is a local path (or None when the getter found no file, which scores 0);
-files the agent wrote but that do not parse also score 0.
+files the agent wrote but that do not parse or decode also score 0 (OSWorld's
+`open()` raises on them). Deviations are listed in docs/evaluation-deviations.md.
 """
 
 from __future__ import annotations
 
 import csv
 import difflib
+import io
 import json
 import re
 from collections.abc import Mapping
@@ -21,14 +23,56 @@ from cua_rl.evaluation.registry import metric
 PathLike = str | Path | None
 
 
-def read_text(path: PathLike) -> str | None:
-    """The file as text (UTF-8, BOM dropped, undecodable bytes replaced), or None."""
+_BOM = b"\xef\xbb\xbf"
+
+
+def _read_bytes(path: PathLike) -> bytes | None:
     if path is None:
         return None
     try:
-        return Path(path).read_text(encoding="utf-8-sig", errors="replace")
-    except (FileNotFoundError, IsADirectoryError):
+        data = Path(path).read_bytes()
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return None
+    return data[len(_BOM):] if data.startswith(_BOM) else data
+
+
+def read_text(path: PathLike) -> str | None:
+    """The file as UTF-8 text (BOM dropped), or None when it is missing or not UTF-8.
+
+    OSWorld opens these files with `open()` (strict UTF-8), which raises on
+    other bytes; we score 0 instead, never a text with U+FFFD stand-ins that
+    could make two different files look equal.
+    """
+    data = _read_bytes(path)
+    if data is None:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def read_text_latin1_fallback(path: PathLike) -> str | None:
+    """The file as UTF-8 text (BOM dropped), else as Latin-1, or None when missing.
+
+    OSWorld's table metrics (`compare_csv`, `sheet_print`) read with UTF-8 and
+    fall back to Latin-1, which decodes any byte: two different Latin-1 files
+    stay different, and Latin-1 "café" equals UTF-8 "café".
+    """
+    data = _read_bytes(path)
+    if data is None:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")
+
+
+def file_lines(text: str) -> list[str]:
+    """The lines `for line in open(path)` yields: universal newlines (\\r\\n and \\r
+    become \\n), each line keeping its \\n; form feeds and other separators that
+    `str.splitlines` breaks on stay inside the line."""
+    return list(io.StringIO(text, newline=None))
 
 
 @metric("diff_text_file")
@@ -71,11 +115,15 @@ def file_contains(result: PathLike, rules: Mapping[str, Any]) -> float:
 
 @metric("check_list")
 def check_list(result: PathLike, rules: Mapping[str, Any]) -> float:
-    """Each `expect` regex matches some line; no `unexpect` regex matches any line."""
+    """Each `expect` regex matches some line; no `unexpect` regex matches any line.
+
+    Lines are the file's lines as Python iterates a text file (ending with their
+    newline), as in OSWorld, so a pattern may match the `\\n`.
+    """
     text = read_text(result)
     if text is None:
         return 0.0
-    lines = text.splitlines()
+    lines = file_lines(text)
     expect = [re.compile(p) for p in rules.get("expect", [])]
     unexpect = [re.compile(p) for p in rules.get("unexpect", [])]
     found = all(any(p.search(line) for line in lines) for p in expect)
@@ -93,7 +141,8 @@ def check_csv(result: PathLike, rules: Mapping[str, Any]) -> float:
     text = read_text(result)
     if text is None:
         return 0.0
-    rows = list(csv.DictReader(text.splitlines()))
+    # the reader is given whole file lines so a quoted field may span several
+    rows = list(csv.DictReader(file_lines(text)))
     expect = rules.get("expect", [])
     unexpect = rules.get("unexpect", [])
     found = all(any(_match_record(p, row) for row in rows) for p in expect)
@@ -108,9 +157,10 @@ def compare_csv(
 ) -> float:
     """1 when the result's lines equal those of the expected file (or of any of a list).
 
-    `strict=False` strips each line; `ignore_case` lowercases both sides.
+    `strict=False` strips each line; `ignore_case` lowercases both sides. Files
+    that are not UTF-8 are read as Latin-1 (OSWorld's fallback).
     """
-    got = read_text(result)
+    got = read_text_latin1_fallback(result)
     if got is None:
         return 0.0
     candidates = expected if isinstance(expected, list) else [expected]
@@ -122,7 +172,7 @@ def compare_csv(
         return [line.lower() for line in lines] if ignore_case else lines
 
     for candidate in candidates:
-        want = read_text(candidate)
+        want = read_text_latin1_fallback(candidate)
         if want is not None and norm(got) == norm(want):
             return 1.0
     return 0.0

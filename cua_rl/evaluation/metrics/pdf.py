@@ -74,20 +74,6 @@ def check_pdf_pages(result: Any, rules: Mapping[str, Any]) -> float:
     return float(getattr(operator, rules["relation"])(pages, rules["ref_value"]))
 
 
-def _phash(image: Any) -> Any:
-    """64-bit perceptual hash (imagehash.phash): sign of the 8x8 low-frequency
-    DCT-II block of the 32x32 grayscale image against its median."""
-    np = require("numpy", "numpy", metric="compare_pdf_images")
-    from PIL import Image
-
-    pixels = np.asarray(image.convert("L").resize((32, 32), Image.Resampling.LANCZOS),
-                        dtype=float)
-    n = np.arange(32)
-    basis = np.cos(np.pi * np.outer(n, 2 * n + 1) / 64)  # DCT-II rows; scale is irrelevant
-    low = (basis @ pixels @ basis.T)[:8, :8]
-    return (low > np.median(low)).flatten()
-
-
 def _pdf_images(path: Any) -> list[Any]:
     from PIL import Image, UnidentifiedImageError
 
@@ -106,8 +92,10 @@ def _pdf_images(path: Any) -> list[Any]:
 
 @metric("compare_pdf_images")
 def compare_pdf_images(result: Any, expected: Any) -> float:
-    """Fraction of embedded images (in order) whose perceptual hashes differ by
-    at most 5 bits; a different image count scores 0, no images on both sides 1."""
+    """Fraction of embedded images (in order) whose perceptual hashes
+    (`imagehash.phash`, OSWorld's reference) differ by at most 5 bits; a
+    different image count scores 0, no images on both sides 1."""
+    imagehash = require("imagehash", "imagehash", metric="compare_pdf_images")
     if not _is_file(result) or not _is_file(expected):
         return 0.0
     try:
@@ -119,7 +107,7 @@ def compare_pdf_images(result: Any, expected: Any) -> float:
         return 0.0
     if not images1:
         return 1.0
-    close = sum(int((_phash(a) != _phash(b)).sum()) <= 5
+    close = sum(imagehash.phash(a) - imagehash.phash(b) <= 5
                 for a, b in zip(images1, images2, strict=True))
     return close / len(images1)
 
@@ -135,34 +123,35 @@ def _epub_parts(path: Any, folder: Path) -> list[Path]:
             names = z.namelist()
             for member, drop in (("toc.ncx", "navPoint"), ("content.opf", "dc:identifier")):
                 if member in names:
-                    lines = z.read(member).decode("utf-8", "replace").splitlines()
+                    lines = z.read(member).decode("utf-8").splitlines()
                     out = folder / member
-                    out.write_text("".join(f"{ln}\n" for ln in lines if drop not in ln))
+                    out.write_text("".join(f"{ln}\n" for ln in lines if drop not in ln),
+                                   encoding="utf-8")
                     parts.append(out)
             for member in names:
                 if member.endswith(".html"):
-                    raw = z.read(member).decode("utf-8", "replace")
+                    raw = z.read(member).decode("utf-8")
                     tree = html.fromstring(raw.replace("\n", "").replace("\r", "").encode())
                     out = folder / member
                     out.parent.mkdir(parents=True, exist_ok=True)
-                    out.write_text(html.tostring(tree, pretty_print=True, encoding="unicode"))
+                    out.write_text(html.tostring(tree, pretty_print=True, encoding="unicode"),
+                                   encoding="utf-8")
                     parts.append(out)
-    except (zipfile.BadZipFile, OSError):
+    except (zipfile.BadZipFile, OSError, UnicodeDecodeError):  # OSWorld raises on the last
         return []
     return sorted(parts)
 
 
 @metric("compare_epub")
 def compare_epub(result: Any, expected: Any) -> float:
-    """Product of line-diff similarities of the paired normalized parts (sorted by
-    path); an unreadable result scores 0."""
+    """Mean line-diff similarity of the paired normalized parts (sorted by path),
+    divided by the result's part count as in OSWorld (a part the expected book
+    lacks counts 0); an unreadable result scores 0."""
     if not _is_file(result) or not _is_file(expected):
         return 0.0
     got = _epub_parts(result, Path(f"{result}.dir"))
     want = _epub_parts(expected, Path(f"{expected}.dir"))
     if not got:
         return 0.0
-    score = 1.0
-    for a, b in zip(got, want, strict=False):
-        score *= diff_text_file(str(a), str(b))
-    return score
+    total = sum(diff_text_file(str(a), str(b)) for a, b in zip(got, want, strict=False))
+    return total / len(got)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from cua_rl.evaluation.deps import require
+from cua_rl.evaluation.metrics.files import file_lines, read_text
 from cua_rl.evaluation.registry import metric
 
 log = logging.getLogger(__name__)
@@ -69,16 +70,17 @@ def is_in_vm_clickboard(config: Mapping[str, Any], terminal_output: str | None) 
     return float(expected in terminal_output)
 
 
-_TIME = re.compile(r"([01]\d|2[0-3]):[0-5]\d:[0-5]\d")
+_TIME = re.compile(r"([01]\d|2[0-3]):[0-5]\d:([0-5]\d|60)")  # 60: a leap second
 
 
 @metric("check_line_number")
 def check_line_number(file_path: str | Path | None, line_number: Mapping[str, Any]) -> float:
-    """The number of lines holding an HH:MM:SS time equals `line_number.expected`."""
-    if not file_path or not Path(file_path).is_file():
+    """The number of lines holding an HH:MM:SS time equals `line_number.expected`
+    (a file that is not UTF-8 scores 0, as OSWorld's guarded `open()` does)."""
+    text = read_text(file_path) if file_path else None
+    if text is None:
         return 0.0
-    text = Path(file_path).read_text(encoding="utf-8", errors="replace")
-    count = sum(1 for line in text.splitlines() if _TIME.search(line))
+    count = sum(1 for line in file_lines(text) if _TIME.search(line))
     return float(count == int(line_number["expected"]))
 
 
@@ -98,28 +100,40 @@ def run_sqlite3(result: str | Path | None, rules: Mapping[str, Any]) -> float:
     return float((row[0] if row else 0) or 0)
 
 
-_AT_NAMESPACES = {
-    "st": "uri:deskat:state.at-spi.gnome.org",
-    "attr": "uri:deskat:attributes.at-spi.gnome.org",
-    "cp": "uri:deskat:component.at-spi.gnome.org",
-    "doc": "uri:deskat:document.at-spi.gnome.org",
-    "docattr": "uri:deskat:attributes.document.at-spi.gnome.org",
-    "txt": "uri:deskat:text.at-spi.gnome.org",
-    "val": "uri:deskat:value.at-spi.gnome.org",
-    "act": "uri:deskat:action.at-spi.gnome.org",
+_AT_NS_BASE = {
+    "ubuntu": "https://accessibility.ubuntu.example.org/ns/",
+    "windows": "https://accessibility.windows.example.org/ns/",
+    "macos": "https://accessibility.macos.example.org/ns/",
+}
+_AT_SUFFIXES = {
+    "st": "state", "attr": "attributes", "cp": "component", "doc": "document",
+    "docattr": "document/attributes", "txt": "text", "val": "value", "act": "action",
 }
 
 
+def at_namespaces(osname: str = "ubuntu") -> dict[str, str]:
+    """The selector prefixes (`st|`, `attr|`, ...) mapped to the namespaces the
+    guest's accessibility dump writes for `osname` (OSWorld's current servers and
+    our vm/guest write the same ones)."""
+    if osname not in _AT_NS_BASE:
+        raise ValueError(f"check_accessibility_tree: osname {osname!r} is not one of "
+                         f"{sorted(_AT_NS_BASE)}")
+    base = _AT_NS_BASE[osname]
+    return {prefix: base + suffix for prefix, suffix in _AT_SUFFIXES.items()}
+
+
 @metric("check_accessibility_tree")
-def check_accessibility_tree(result: str | None, rules: list[Mapping[str, Any]]) -> float:
+def check_accessibility_tree(result: str | None, rules: list[Mapping[str, Any]],
+                             osname: str = "ubuntu") -> float:
     """Every rule selects at least one node of the accessibility tree XML.
 
     A rule has `xpath`, or `selectors` (CSS, joined with ", "; namespace prefixes
-    such as `attr|id` as OSWorld defines them); with `text`, the score is
-    multiplied by the best match of a selected node's text: equality when
-    `exact` (default true), else the rapidfuzz ratio.
+    such as `attr|id` as in `at_namespaces`); with `text`, the score is
+    multiplied by the best match of a selected node's text (a node without text
+    counts as ""): equality when `exact` (default true), else the rapidfuzz ratio.
     """
     etree = require("lxml.etree", "lxml", metric="check_accessibility_tree")
+    namespaces = at_namespaces(osname)
     if not result:
         return 0.0
     try:
@@ -130,23 +144,22 @@ def check_accessibility_tree(result: str | None, rules: list[Mapping[str, Any]])
     total = 1.0
     for rule in rules:
         if "xpath" in rule:
-            nodes = root.xpath(rule["xpath"], namespaces=_AT_NAMESPACES)
+            nodes = root.xpath(rule["xpath"], namespaces=namespaces)
         elif "selectors" in rule:
             cssselect = require("lxml.cssselect", "cssselect", metric="check_accessibility_tree")
-            selector = cssselect.CSSSelector(", ".join(rule["selectors"]),
-                                             namespaces=_AT_NAMESPACES)
+            selector = cssselect.CSSSelector(", ".join(rule["selectors"]), namespaces=namespaces)
             nodes = selector(root)
         else:
             raise ValueError("check_accessibility_tree: a rule needs 'xpath' or 'selectors'")
         if not nodes:
             return 0.0
         if "text" in rule:
-            total *= max(_text_score(rule, node.text or None) for node in nodes)
+            total *= max(_text_score(rule, node.text or "") for node in nodes)
     return float(total)
 
 
-def _text_score(rule: Mapping[str, Any], text: str | None) -> float:
+def _text_score(rule: Mapping[str, Any], text: str) -> float:
     if rule.get("exact", True):
         return float(operator.eq(rule["text"], text))
     fuzz = require("rapidfuzz.fuzz", "rapidfuzz", metric="check_accessibility_tree")
-    return fuzz.ratio(rule["text"], text or "") / 100.0
+    return fuzz.ratio(rule["text"], text) / 100.0

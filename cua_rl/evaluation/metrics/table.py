@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from cua_rl.evaluation.deps import require
+from cua_rl.evaluation.metrics.files import read_text_latin1_fallback
 from cua_rl.evaluation.metrics.rules import match_value_to_rule, method_is_known
 from cua_rl.evaluation.metrics.table_rules import RULE_NEEDS, structural_rule_ok
 from cua_rl.evaluation.metrics.xlsx_cells import CELL_PROPS, read_cell_style, read_cell_value
@@ -114,14 +115,14 @@ def _sheet_frame(books: _Books, index: int | str, precision: int) -> Any:
 
 
 def _printed_lines(books: _Books, index: int | str) -> list[str] | None:
-    """Lines of `<book>-<sheet>.csv` beside the book, stripped, trailing blanks dropped."""
+    """Lines of `<book>-<sheet>.csv` beside the book, stripped, trailing blanks dropped
+    (UTF-8, else Latin-1, as OSWorld reads them)."""
     side, name = books.resolve(index)
-    csv = Path(f"{os.path.splitext(books.paths[side] or '')[0]}-{name}.csv")
-    try:
-        lines = [line.strip() for line in csv.read_text(encoding="utf-8-sig",
-                                                          errors="replace").splitlines()]
-    except OSError:
+    text = read_text_latin1_fallback(
+        f"{os.path.splitext(books.paths[side] or '')[0]}-{name}.csv")
+    if text is None:
         return None
+    lines = [line.strip() for line in text.splitlines()]
     while lines and not lines[-1]:
         lines.pop()
     return lines

@@ -18,6 +18,9 @@ from cua_rl.evaluation.registry import metric
 
 log = logging.getLogger(__name__)
 
+EVALUATION_FAILED = "__EVALUATION_FAILED__"
+"""What a getter puts in an expected value it could not compute (OSWorld's marker)."""
+
 
 @metric("exact_match")
 def exact_match(result: Any, rules: Mapping[str, Any]) -> float:
@@ -94,25 +97,26 @@ def _as_json_object(result: Any) -> Any:
 def check_direct_json_object(result: Any, rules: Mapping[str, Any]) -> float:
     """Compare selected keys of a JSON object with `rules.expected`.
 
-    Default: every expected key must have an equal value (`ignore_list_order`
-    in `expected` compares list values sorted; OSWorld also compares that flag
-    as if it were a key and so always fails, which we do not copy).
+    Default: every expected key must have an equal value; with
+    `rules.ignore_list_order` (beside `expected`, as OSWorld reads it) both
+    values are compared sorted.
     With `expect_in_result`: a list expected value means "any of these is in
     the result's list or equals its string"; a string means "is a substring".
+    An expected value "__EVALUATION_FAILED__" (a getter's failure marker) scores 0.
     """
     data = _as_json_object(result)
     if not isinstance(data, Mapping):
         return 0.0
     expected = rules["expected"]
+    if any(value == EVALUATION_FAILED for value in expected.values()):
+        return 0.0
     try:
         if not rules.get("expect_in_result", False):
-            unordered = bool(expected.get("ignore_list_order", False))
+            unordered = bool(rules.get("ignore_list_order", False))
             for key, want in expected.items():
-                if key == "ignore_list_order":
-                    continue
                 got = data.get(key)
-                if unordered and isinstance(want, list):
-                    if not isinstance(got, list) or sorted(want) != sorted(got):
+                if unordered:
+                    if sorted(want) != sorted(got):  # OSWorld sorts whatever the values are
                         return 0.0
                 elif want != got:
                     return 0.0

@@ -153,13 +153,28 @@ def check_python_file_by_test_suite(actual_files: Any, test_file: PathLike, *,
     return float(json.loads(proc.stdout[marker + len("__SCORE__"):].strip()))
 
 
+_METADATA_PREFIXES = ("#!", "# -*- coding:", "# coding:", "# coding=")
+
+
+def _python_lines(text: str) -> list[str]:
+    """OSWorld's normalization: shebang/coding lines among the first three lines
+    (while they come first) are skipped; blank lines dropped; tabs expanded to 4
+    columns and trailing spaces removed. Indentation and inner spaces stay, so
+    a wrongly indented or extra line of code (or markdown fences) still differs."""
+    lines = text.splitlines()
+    start = 0
+    while start < min(len(lines), 3) and lines[start].strip().startswith(_METADATA_PREFIXES):
+        start += 1
+    return [line.expandtabs(4).rstrip() for line in lines[start:] if line.strip()]
+
+
 @metric("compare_python_pure_text")
 def compare_python_pure_text(py_file_path: PathLike, gold_file_path: PathLike) -> float:
-    """1 when both files are identical once all whitespace is removed."""
+    """1 when both Python files have the same lines once normalized (`_python_lines`)."""
     got, want = read_text(py_file_path), read_text(gold_file_path)
     if got is None or want is None:
         return 0.0
-    return float("".join(got.split()) == "".join(want.split()))
+    return float(_python_lines(got) == _python_lines(want))
 
 
 @metric("compare_result_files")

@@ -9,7 +9,6 @@ that is missing or does not open scores 0.
 from __future__ import annotations
 
 import io
-import math
 import re
 import zipfile
 from collections.abc import Mapping
@@ -135,52 +134,15 @@ def check_tabstops(result: Any, expected: Any, *, word_number_split_by_tabstop: 
     return 1.0 - minus / len(paras1)
 
 
-def _lab(rgb: tuple[int, int, int]) -> tuple[float, float, float]:
-    """CIE L*a*b* (D65) of an sRGB color, as skimage.color.rgb2lab."""
-    def linear(c: float) -> float:
-        c /= 255.0
-        return ((c + 0.055) / 1.055) ** 2.4 if c > 0.04045 else c / 12.92
-
-    r, g, b = (linear(c) for c in rgb)
-    x = (0.412453 * r + 0.357580 * g + 0.180423 * b) / 0.95047
-    y = 0.212671 * r + 0.715160 * g + 0.072169 * b
-    z = (0.019334 * r + 0.119193 * g + 0.950227 * b) / 1.08883
-
-    def f(t: float) -> float:
-        return t ** (1 / 3) if t > 0.008856 else 7.787 * t + 16 / 116
-
-    fx, fy, fz = f(x), f(y), f(z)
-    return 116 * fy - 16, 500 * (fx - fy), 200 * (fy - fz)
-
-
 def delta_e_2000(rgb1: tuple[int, int, int], rgb2: tuple[int, int, int]) -> float:
-    """CIEDE2000 color difference (kL = kC = kH = 1)."""
-    (l1, a1, b1), (l2, a2, b2) = _lab(rgb1), _lab(rgb2)
-    c_bar = (math.hypot(a1, b1) + math.hypot(a2, b2)) / 2
-    g = 0.5 * (1 - math.sqrt(c_bar ** 7 / (c_bar ** 7 + 25 ** 7)))
-    a1p, a2p = a1 * (1 + g), a2 * (1 + g)
-    c1p, c2p = math.hypot(a1p, b1), math.hypot(a2p, b2)
-    h1p = math.degrees(math.atan2(b1, a1p)) % 360
-    h2p = math.degrees(math.atan2(b2, a2p)) % 360
-    dl, dc = l2 - l1, c2p - c1p
-    dh = 0.0 if c1p * c2p == 0 else (h2p - h1p + 180) % 360 - 180
-    dhh = 2 * math.sqrt(c1p * c2p) * math.sin(math.radians(dh / 2))
-    l_bar, cp_bar = (l1 + l2) / 2, (c1p + c2p) / 2
-    if c1p * c2p == 0:
-        h_bar = h1p + h2p
-    elif abs(h1p - h2p) <= 180:
-        h_bar = (h1p + h2p) / 2
-    else:
-        h_bar = (h1p + h2p + 360) / 2 if h1p + h2p < 360 else (h1p + h2p - 360) / 2
-    t = (1 - 0.17 * math.cos(math.radians(h_bar - 30)) + 0.24 * math.cos(math.radians(2 * h_bar))
-         + 0.32 * math.cos(math.radians(3 * h_bar + 6))
-         - 0.20 * math.cos(math.radians(4 * h_bar - 63)))
-    sl = 1 + 0.015 * (l_bar - 50) ** 2 / math.sqrt(20 + (l_bar - 50) ** 2)
-    sc, sh = 1 + 0.045 * cp_bar, 1 + 0.015 * cp_bar * t
-    rt = (-2 * math.sqrt(cp_bar ** 7 / (cp_bar ** 7 + 25 ** 7))
-          * math.sin(math.radians(60 * math.exp(-(((h_bar - 275) / 25) ** 2)))))
-    return math.sqrt((dl / sl) ** 2 + (dc / sc) ** 2 + (dhh / sh) ** 2
-                     + rt * (dc / sc) * (dhh / sh))
+    """CIEDE2000 difference of two sRGB colors (0..255 channels), through
+    skimage's rgb2lab and deltaE_ciede2000 exactly as OSWorld computes it."""
+    name = "evaluate_colored_words_in_tables"
+    np = require("numpy", "numpy", metric=name)
+    color = require("skimage.color", "scikit-image", metric=name)
+    lab1 = color.rgb2lab(np.asarray(rgb1, dtype=float) / 255.0)
+    lab2 = color.rgb2lab(np.asarray(rgb2, dtype=float) / 255.0)
+    return float(color.deltaE_ciede2000(lab1, lab2))
 
 
 @metric("evaluate_colored_words_in_tables")

@@ -272,6 +272,13 @@ async def test_profile_getters_after_chromium_exits(chromium: Any, home: Path,
     rule = {"type": "domains", "domains": ["127.0.0.1"]}
     assert get_metric("is_cookie_deleted").func(cookies, rule) == 0
 
+    # getters on the Preferences Chromium itself wrote (never edited), scored
+    font = await get(ctx, {"type": "chrome_font_size"})
+    assert get_metric("check_font_size").func(font, {"type": "value", "value": 16}) == 1
+    assert get_metric("check_font_size").func(font, {"type": "range", "min": 16,
+                                                     "max": 20}) == 0
+    assert await get(ctx, {"type": "enable_do_not_track"}) == "false"
+
     # update_browse_history over an emptied copy of Chromium's own History
     template = ctx.cache_dir.parent / "history_empty.sqlite"
     shutil.copyfile(home / ".config/chromium/Default/History", template)

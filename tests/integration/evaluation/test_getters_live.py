@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -94,3 +95,20 @@ async def test_window_and_directory_getters(client: GuestClient, desktop: Any,
     assert await get_getter("vm_window_size").func(ctx, {"app_class_name": "NoSuchApp"}) is None
     tree = await get_getter("list_directory").func(ctx, {"path": str(desktop.root)})
     assert "token" in str(tree)
+
+
+async def test_vscode_config_waits_for_the_extension_file(client: GuestClient, desktop: Any,
+                                                          tmp_path: Path) -> None:
+    # The extension writes its file some time after the command palette runs the
+    # command; OSWorld sleeps 1 s and reads once, we poll (VSCODE_FILE_DEADLINE_S).
+    # Here the "extension" is a shell that writes the file 3 s after it starts;
+    # the palette keystrokes take about 1 s, so OSWorld would read at about 2 s.
+    target = desktop.root / "vscode_out.txt"
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await client.launch(["sh", "-c", f"sleep 3; printf 'Python' > {target}"])
+    ctx = GetterContext(client=client, cache=FileCache(tmp_path / "c"), cache_dir=tmp_path)
+    got = await get_getter("vscode_config").func(ctx, {
+        "vscode_extension_command": "OpenProject", "path": str(target), "dest": "out.txt"})
+    assert await asyncio.to_thread(Path(got).read_text) == "Python"
+    assert loop.time() - started >= 2.9

@@ -35,10 +35,15 @@ def scoring_metric() -> Iterator[None]:
     async def missing_file(ctx: Any, config: dict[str, Any]) -> str:
         raise FileNotFoundError("/home/user/gone.txt")
 
+    @getter("test_none")
+    async def nothing(ctx: Any, config: dict[str, Any]) -> None:
+        return None
+
     CALLS.clear()
     yield
     METRICS.pop("test_score")
     GETTERS.pop("test_missing_file")
+    GETTERS.pop("test_none")
 
 
 @pytest.fixture
@@ -108,6 +113,33 @@ async def test_missing_file_scores_zero(client: GuestClient, tmp_path: Path) -> 
     both = {"func": ["test_score", "test_score"], "conj": "or",
             "result": [{"type": "test_missing_file"}, {"type": "rule", "rules": 0.4}]}
     assert await score_of(client, tmp_path, both) == 0.4
+
+
+async def test_a_failed_getter_never_reuses_the_previous_result(
+    client: GuestClient, tmp_path: Path
+) -> None:
+    # OSWorld keeps the result of the metric before when a getter raises
+    # FileNotFoundError under "or": the second exact_match would then compare
+    # the first result "b" with "b" and score 1.
+    spec = {"func": ["exact_match", "exact_match"], "conj": "or",
+            "result": [{"type": "rule", "rules": "b"}, {"type": "test_missing_file"}],
+            "expected": [{"type": "rule", "rules": {"expected": "a"}},
+                         {"type": "rule", "rules": {"expected": "b"}}]}
+    assert await score_of(client, tmp_path, spec) == 0.0
+
+
+async def test_missing_or_empty_expected_value(client: GuestClient, tmp_path: Path) -> None:
+    # OSWorld raises on a missing expected file (its getter is outside the try)
+    spec = {"func": "exact_match", "result": {"type": "rule", "rules": "b"},
+            "expected": {"type": "test_missing_file"}}
+    assert await score_of(client, tmp_path, spec) == 0.0
+    # OSWorld calls the metric without an expected None (a TypeError for
+    # two-argument metrics); here the metric receives None and scores it 0
+    answer = tmp_path / "answer.txt"
+    answer.write_text("42\n")
+    spec = {"func": "compare_text_file", "result": {"type": "rule", "rules": str(answer)},
+            "expected": {"type": "test_none"}}
+    assert await score_of(client, tmp_path, spec) == 0.0
 
 
 async def test_malformed_spec_raises_naming_task_and_path(
