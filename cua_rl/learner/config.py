@@ -1,6 +1,6 @@
 """Typed settings of a learner: the off-policy-corrected loss, the optimizer, the engine.
 
-Defaults follow DESIGN.md section 6 and work on a CPU with the tiny model.
+Defaults follow the paper (docs/algorithms.md) and work on a CPU with the tiny model.
 Pydantic only (no torch), so the CLI can validate a run config without loading torch.
 """
 

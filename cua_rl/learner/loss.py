@@ -1,4 +1,4 @@
-"""The off-policy-corrected policy loss of both learners (DESIGN.md section 6).
+"""The off-policy-corrected policy loss of both learners (docs/algorithms.md).
 
 Three policies meet here: the behavior policy that sampled a token (the server's
 weights, `logp_behavior`), the proximal policy (the learner's weights when the

@@ -1,4 +1,4 @@
-"""RLAnything's integrated rewards and advantages (DESIGN.md section 6).
+"""RLAnything's integrated rewards and advantages (docs/algorithms.md).
 
 Step reward: `R_i = O + lambda * mean_j S_ij` joins the trajectory outcome O with
 the reward model's m votes on step i. Policy advantages standardize R_i across

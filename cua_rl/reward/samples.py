@@ -1,6 +1,6 @@
 """From a finished task group to learner samples for the policy and the PRM.
 
-Turning a group into samples is reward logic (DESIGN.md section 6, docs/algorithms.md):
+Turning a group into samples is reward logic (docs/algorithms.md):
 integrated step rewards, policy advantages per step index across the group,
 reward-model advantages across the m votes, reward-model samples only from tasks
 in the band. The learners consume the resulting `StepSample`s and nothing else.

@@ -1,7 +1,7 @@
 """The main job: actors, the streaming reward model, both learners with weight
 sync, and the template selector, on one machine.
 
-Dataflow (docs/architecture.md): the selector is the fleet's task source; each
+Dataflow (docs/algorithms.md): the selector is the fleet's task source; each
 finished task group goes to the selector (adaptation); a group of an original or
 accepted task becomes policy and PRM samples, queued as one unit to the two
 learners, which train on whole groups, checkpoint and push weights while the
