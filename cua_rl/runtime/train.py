@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
@@ -39,16 +38,16 @@ from cua_rl.inference.launcher import (
 from cua_rl.inference.pool import InferencePool
 from cua_rl.learner.service import LearnerService, latest_checkpoint
 from cua_rl.learner.weight_sync import WeightSync
-from cua_rl.reward.samples import GroupSamples, group_samples
 from cua_rl.rollout.fleet import Fleet, GroupHandler
 from cua_rl.rollout.scheduler import GroupScheduler, TaskSource, VersionGate
 from cua_rl.runtime.group_metrics import group_metrics
+from cua_rl.runtime.group_router import GroupRouter
 from cua_rl.runtime.live import live_summary
 from cua_rl.runtime.local import Components, local_components
 from cua_rl.runtime.metrics import MetricsLogger
 from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.tasks.sources import LOCAL_SUITE
-from cua_rl.types import GroupRecord, TaskVariant
+from cua_rl.types import TaskVariant
 
 log = logging.getLogger(__name__)
 
@@ -80,12 +79,6 @@ def _templates(cfg: RunConfig, task_set: list[list[TaskVariant]]
         # Algorithm 2 starts from the original task (`load_variants` puts it first)
         start[variants[0].task_id] = variants[0]
     return templates, start
-
-
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
 
 
 async def run_training(cfg: RunConfig, run_dir: Path, *, resume: bool = False
@@ -230,29 +223,11 @@ async def _train_loop(cfg: RunConfig, run_dir: Path, *, store: AsyncRunStore,
             return None
         return await selector.next_variant()
 
-    groups_done = 0
-
-    async def on_group(finished: GroupRecord) -> None:
-        nonlocal groups_done
-        groups_done += 1
-        trainable = True
-        if cfg.adapt.enabled:
-            trainable = await selector.on_group(finished)
-            await asyncio.get_running_loop().run_in_executor(
-                None, _write_json, selector_file, selector.state_dict())
-        if not trainable:  # a candidate's group: used for its acceptance only
-            await store.incr("candidate_groups")
-            metrics.log("rollout", group_metrics(finished, GroupSamples(), gate, fleet, cfg),
-                        groups_done)
-            return
-        band = cfg.train.prm_sample_band or cfg.adapt.band
-        samples = await group_samples(finished, store, cfg.episode, lam=cfg.train.lam,
-                                      band=band, keep_zero_advantage=cfg.train.keep_zero_advantage)
-        metrics.log("rollout", group_metrics(finished, samples, gate, fleet, cfg), groups_done)
-        await policy_learner.submit(samples.policy, finished.group_id)
-        if prm_learner is not None:
-            await prm_learner.submit(samples.prm, finished.group_id)
-
+    on_group = GroupRouter(
+        selector=selector, store=store, policy=policy_learner, prm=prm_learner, train=cfg.train,
+        adapt=cfg.adapt, episode=cfg.episode, selector_file=selector_file,
+        on_metrics=lambda group, samples, n: metrics.log(
+            "rollout", group_metrics(group, samples, gate, fleet, cfg), n))
     fleet = rollouts(source, on_group)
     learners = [policy_learner, *([prm_learner] if prm_learner else [])]
     try:

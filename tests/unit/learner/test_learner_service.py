@@ -1,6 +1,5 @@
 """The learner service's batching by task group, stale accounting, backpressure and
-update order, with a recording engine in place of a model (the service's contract
-with an engine is `version`, `train_step` and `save_checkpoint`)."""
+update order, with a recording engine in place of a model."""
 
 from __future__ import annotations
 
@@ -9,28 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests_support.recording_engine import RecordingEngine
 
 from cua_rl.learner.config import LearnerLoopConfig
 from cua_rl.learner.service import LearnerService
 from cua_rl.rollout.scheduler import VersionGate
 from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.types import StepSample
-
-
-class RecordingEngine:
-    """Records every batch it is given; one `train_step` is one version."""
-
-    def __init__(self) -> None:
-        self.version = 0
-        self.batches: list[list[StepSample]] = []
-
-    def train_step(self, batch: list[StepSample]) -> dict[str, float]:
-        self.batches.append(list(batch))
-        self.version += 1
-        return {"loss": 0.0}
-
-    def save_checkpoint(self, path: Any) -> None:
-        Path(path).mkdir(parents=True, exist_ok=True)
 
 
 def _group(gid: str, trajectories: int, steps: int, version: int = 0) -> list[StepSample]:
