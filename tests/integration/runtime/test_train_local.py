@@ -46,6 +46,16 @@ def test_quickstart_trains_both_models_and_adapts(
         assert summary[key] > 0, (key, summary)
     assert summary["policy_updates"] == 2  # train.max_policy_updates of the preset
     assert (run / "metrics.jsonl").stat().st_size > 0
+    # every sample a learner received is accounted for: used, stale or left at the end
+    counters = RunStore(run).counters()
+    for role in ("policy", "prm"):
+        parts = [counters.get(f"{role}_{k}", 0)
+                 for k in ("samples_used", "stale_dropped", "unused_at_end")]
+        assert counters.get(f"{role}_samples_collected", 0) == sum(parts), (role, counters)
+    updates = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()
+               if '"scope": "policy"' in line]
+    # one task group per update (train.tasks_per_update of the preset), whole
+    assert updates and all(u["groups"] == 1 for u in updates), updates
 
 
 def test_killed_run_resumes_without_duplicated_or_missing_updates(
