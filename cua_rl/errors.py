@@ -50,3 +50,41 @@ class InferenceRequestError(InferenceError):
         super().__init__(message)
         self.status = status
         self.param = param
+
+
+class ModelResponseError(InferenceError):
+    """A model server answered 2xx with a body we cannot use (not JSON, wrong shape,
+    empty `choices`, missing logprobs, a non-integer version header).
+
+    Not retried: the same server answers the same way again. It aborts the episode
+    (policy) or the verdict (reward model) that needed it, never the run.
+    """
+
+    def __init__(self, url: str, request: str, expected: str) -> None:
+        super().__init__(f"{request} {url}: expected {expected}")
+        self.url = url
+        self.request = request
+        self.expected = expected
+
+
+class CorruptImageError(GuestError):
+    """Screenshot bytes from a desktop do not decode (truncated or not an image).
+
+    A guest fault: it aborts the episode that needed the image, like a dead desktop.
+    """
+
+
+class RunDirError(CuaRlError):
+    """A run directory cannot be used as asked (exists without --resume, not a run)."""
+
+
+class StoreError(CuaRlError):
+    """A run store cannot be read (corrupt or not a cua-rl database)."""
+
+
+class UnknownNameError(TaskFormatError):
+    """Task files use evaluator (metric/getter) or setup-step names nobody registered."""
+
+
+class ResourceError(CuaRlError):
+    """The operating system refused a file or port (full disk, read-only, in use)."""
