@@ -6,6 +6,10 @@ expected, so that a user can fix the input without reading our code.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
 
 class CuaRlError(Exception):
     """Base of every error cua-rl raises on purpose."""
@@ -79,7 +83,8 @@ class RunDirError(CuaRlError):
 
 
 class StoreError(CuaRlError):
-    """A run store cannot be read (corrupt or not a cua-rl database)."""
+    """A run store cannot be opened, read or written (corrupt, not a cua-rl
+    database, full disk, read-only file system)."""
 
 
 class UnknownNameError(TaskFormatError):
@@ -88,3 +93,15 @@ class UnknownNameError(TaskFormatError):
 
 class ResourceError(CuaRlError):
     """The operating system refused a file or port (full disk, read-only, in use)."""
+
+
+@contextlib.contextmanager
+def naming_path(path: str | Path) -> Iterator[None]:
+    """Make an OSError raised inside name `path`: a failed `write()` (ENOSPC on a
+    full disk) carries no file name, and the user needs to know which file."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is not None or exc.errno is None:
+            raise
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
