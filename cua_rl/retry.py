@@ -3,7 +3,8 @@
 Every retry loop outside `cua_rl/evaluation` goes through `retrying` (async) so
 that they agree on three things: only errors that can succeed on retry are
 retried (the caller names them with `retry_on`; anything else propagates at
-once), attempts and backoff are bounded (exponential with jitter, capped), and
+once), attempts and backoff are bounded (exponential with full jitter, capped:
+clients that failed together do not retry together), and
 each retry is logged with what failed. The last error is re-raised as it was,
 so callers translate it into their own typed error exactly once.
 
@@ -23,8 +24,7 @@ from tenacity import (
     RetryCallState,
     retry_if_exception,
     stop_after_attempt,
-    wait_exponential,
-    wait_random,
+    wait_random_exponential,
 )
 
 log = logging.getLogger(__name__)
@@ -37,13 +37,15 @@ def retrying(
     retry_on: Callable[[BaseException], bool],
     backoff_s: float = 0.5,
     max_backoff_s: float = 30.0,
+    delay: Callable[[int], float] | None = None,
     sleep: Callable[[float], Awaitable[Any]] | None = None,
 ) -> AsyncRetrying:
     """An `async for attempt in retrying(...): with attempt: ...` loop.
 
     `what` names the operation in log lines ("download of URL"); `retry_on` says
     which exceptions a retry can cure (a throttled API, a dropped connection),
-    never local faults such as a full disk. `sleep` lets tests skip the waits.
+    never local faults such as a full disk. `delay(i)` replaces the default
+    backoff before retry i (0-based); `sleep` lets tests skip the waits.
     """
 
     def before_sleep(state: RetryCallState) -> None:
@@ -55,9 +57,12 @@ def retrying(
     kwargs: dict[str, Any] = {}
     if sleep is not None:
         kwargs["sleep"] = sleep
+    wait: Any = wait_random_exponential(multiplier=backoff_s, max=max_backoff_s)
+    if delay is not None:
+        wait = lambda state: delay(state.attempt_number - 1)  # noqa: E731
     return AsyncRetrying(
         stop=stop_after_attempt(attempts),
-        wait=wait_exponential(multiplier=backoff_s, max=max_backoff_s) + wait_random(0, backoff_s),
+        wait=wait,
         retry=retry_if_exception(retry_on),
         before_sleep=before_sleep,
         reraise=True,
