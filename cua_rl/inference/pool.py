@@ -85,8 +85,8 @@ class InferencePool:
             raise ValueError("InferencePool needs at least one replica URL")
         if "timeout_s" in overrides:
             overrides["request_timeout_s"] = overrides.pop("timeout_s")
-        cfg = (config or InferencePoolConfig()).model_copy(update=overrides)
-        self.config = InferencePoolConfig.model_validate(cfg.model_dump())
+        base = (config or InferencePoolConfig()).model_dump()
+        self.config = cfg = InferencePoolConfig.model_validate({**base, **overrides})
         self._replicas = {
             url.rstrip("/"): _Replica(url.rstrip("/"), InferenceClient(
                 url, cfg.request_timeout_s, connect_timeout_s=cfg.connect_timeout_s))
