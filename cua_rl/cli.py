@@ -7,6 +7,7 @@ so `cua-rl --help` stays fast and never imports torch.
 from __future__ import annotations
 
 import importlib
+import os
 
 import click
 
@@ -51,7 +52,32 @@ class LazyGroup(click.Group):
         return super().get_command(ctx, name)
 
 
-@click.group(cls=LazyGroup, lazy=COMMANDS)
+class RootGroup(LazyGroup):
+    """The `cua-rl` group: the ONE place where errors become messages.
+
+    Whatever a subcommand raises passes through `command_errors.user_message`:
+    our own errors and OS refusals (full disk, read-only, permission, port in use)
+    become one `Error: ...` line and exit status 1; anything else is a bug and
+    keeps its traceback. Commands therefore raise typed errors and never catch
+    them only to print them.
+    """
+
+    def invoke(self, ctx: click.Context):  # noqa: ANN201 - click's own signature
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit,
+                click.exceptions.Abort):
+            raise
+        except Exception as exc:
+            from cua_rl.command_errors import user_message
+
+            message = user_message(exc)
+            if message is None or os.environ.get("CUA_RL_TRACEBACK"):
+                raise
+            raise click.ClickException(message) from exc
+
+
+@click.group(cls=RootGroup, lazy=COMMANDS)
 @click.version_option(package_name="cua-rl")
 def cli() -> None:
     """Train and evaluate GUI computer-use agents with asynchronous RL."""

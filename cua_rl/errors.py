@@ -6,6 +6,10 @@ expected, so that a user can fix the input without reading our code.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
 
 class CuaRlError(Exception):
     """Base of every error cua-rl raises on purpose."""
@@ -50,3 +54,54 @@ class InferenceRequestError(InferenceError):
         super().__init__(message)
         self.status = status
         self.param = param
+
+
+class ModelResponseError(InferenceError):
+    """A model server answered 2xx with a body we cannot use (not JSON, wrong shape,
+    empty `choices`, missing logprobs, a non-integer version header).
+
+    Not retried: the same server answers the same way again. It aborts the episode
+    (policy) or the verdict (reward model) that needed it, never the run.
+    """
+
+    def __init__(self, url: str, request: str, expected: str) -> None:
+        super().__init__(f"{request} {url}: expected {expected}")
+        self.url = url
+        self.request = request
+        self.expected = expected
+
+
+class CorruptImageError(GuestError):
+    """Screenshot bytes from a desktop do not decode (truncated or not an image).
+
+    A guest fault: it aborts the episode that needed the image, like a dead desktop.
+    """
+
+
+class RunDirError(CuaRlError):
+    """A run directory cannot be used as asked (exists without --resume, not a run)."""
+
+
+class StoreError(CuaRlError):
+    """A run store cannot be opened, read or written (corrupt, not a cua-rl
+    database, full disk, read-only file system)."""
+
+
+class UnknownNameError(TaskFormatError):
+    """Task files use evaluator (metric/getter) or setup-step names nobody registered."""
+
+
+class ResourceError(CuaRlError):
+    """The operating system refused a file or port (full disk, read-only, in use)."""
+
+
+@contextlib.contextmanager
+def naming_path(path: str | Path) -> Iterator[None]:
+    """Make an OSError raised inside name `path`: a failed `write()` (ENOSPC on a
+    full disk) carries no file name, and the user needs to know which file."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is not None or exc.errno is None:
+            raise
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc

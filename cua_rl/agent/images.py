@@ -19,6 +19,8 @@ import io
 import math
 from typing import Literal
 
+from cua_rl.errors import CorruptImageError
+
 PATCH_SIZE = 16
 MERGE_SIZE = 2
 FACTOR = PATCH_SIZE * MERGE_SIZE
@@ -87,9 +89,23 @@ def encode_image(
 
     When no resize is needed and the format is kept, the original bytes are sent
     as they are: re-encoding a 1080p PNG costs ~70 ms per step for nothing.
-    Undecodable bytes raise PIL's UnidentifiedImageError (a desktop bug, not ours
-    to hide).
+    Bytes that do not decode (truncated, not an image) raise `CorruptImageError`:
+    they come from a desktop, and a bad one aborts only its episode.
     """
+    try:
+        return _encode(data, min_pixels, max_pixels, fmt, jpeg_quality)
+    except (OSError, SyntaxError, ValueError, EOFError) as exc:
+        # PIL reports damage as OSError ("image file is truncated"),
+        # UnidentifiedImageError (an OSError), SyntaxError ("broken PNG file") or
+        # ValueError/EOFError, depending on where the bytes end.
+        raise CorruptImageError(
+            f"screenshot of {len(data)} bytes does not decode as PNG/JPEG: {exc}"
+        ) from exc
+
+
+def _encode(
+    data: bytes, min_pixels: int, max_pixels: int, fmt: ImageFormat, jpeg_quality: int
+) -> str:
     from PIL import Image  # late: only actors that encode pay for PIL
 
     with Image.open(io.BytesIO(data)) as image:
@@ -99,6 +115,7 @@ def encode_image(
             target = "png"
         width, height = resized_image_size(image.size, min_pixels, max_pixels)
         if (width, height) == image.size and target == source_format:
+            check_complete(data)  # sent undecoded: a cut file must not reach the model
             return _data_url(data, target)
         needs_rgb = target == "jpeg" or image.mode not in ("RGB", "RGBA")
         out = image.convert("RGB") if needs_rgb else image
@@ -123,7 +140,23 @@ def png_passthrough_url(
     size = (int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big"))
     if resized_image_size(size, min_pixels, max_pixels) != size:
         return None
+    check_complete(data)
     return _data_url(data, "png")
+
+
+_PNG_END = b"\x00\x00\x00\x00IEND\xaeB`\x82"
+_JPEG_END = b"\xff\xd9"
+
+
+def check_complete(data: bytes) -> None:
+    """Raise `CorruptImageError` if PNG/JPEG bytes lack their end marker (a truncated
+    transfer) without decoding them: what we pass through undecoded is checked here."""
+    if data[:8] == b"\x89PNG\r\n\x1a\n" and not data.endswith(_PNG_END):
+        raise CorruptImageError(f"screenshot PNG of {len(data)} bytes is truncated "
+                                "(no IEND chunk at the end)")
+    if data[:2] == b"\xff\xd8" and not data.rstrip(b"\x00").endswith(_JPEG_END):
+        raise CorruptImageError(f"screenshot JPEG of {len(data)} bytes is truncated "
+                                "(no end-of-image marker)")
 
 
 def _data_url(data: bytes, fmt: str) -> str:

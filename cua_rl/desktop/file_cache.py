@@ -22,12 +22,14 @@ import os
 import shutil
 import tempfile
 from pathlib import Path, PurePosixPath
+from typing import BinaryIO
 from urllib.parse import unquote, urlsplit
 from urllib.request import url2pathname
 
 import aiohttp
 
-from cua_rl.errors import SetupStepError
+from cua_rl.errors import SetupStepError, naming_path
+from cua_rl.retry import retrying
 
 log = logging.getLogger(__name__)
 
@@ -130,28 +132,27 @@ class FileCache:
             return await self._download(url)
 
     async def _download(self, url: str) -> Path:
+        """Download with retries of what a retry can cure (connection errors,
+        timeouts, 408/429/5xx); a 4xx fails at once, and a local write error (full
+        disk, read-only cache) propagates as the OSError it is, naming the file."""
         target = self.path_for(url)
         await asyncio.to_thread(target.parent.mkdir, parents=True, exist_ok=True)
-        last = ""
-        for attempt in range(1, self.attempts + 1):
-            try:
-                await self._download_once(url, target)
-                log.info("cached %s at %s", url, target)
-                return target
-            except _HttpStatus as exc:
-                last = f"HTTP {exc.status} {exc.reason}"
-                if exc.status not in _RETRYABLE_STATUS:
-                    break
-            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-                last = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            if attempt < self.attempts:
-                log.warning("download of %s failed (%s); retry %d", url, last, attempt)
-                await asyncio.sleep(min(self.backoff_s * 2.0 ** (attempt - 1), 30.0))
-        raise SetupStepError(
-            f"cannot download {url} ({last}). This machine may have no network access to "
-            f"that host; pre-seed the cache by putting the file at {target} "
-            "(or call FileCache.seed(url, local_file))"
-        )
+        try:
+            async for attempt in retrying(
+                f"download of {url}", attempts=self.attempts, retry_on=_retryable,
+                backoff_s=self.backoff_s, max_backoff_s=30.0,
+            ):
+                with attempt:
+                    await self._download_once(url, target)
+        except (_HttpStatus, TimeoutError, aiohttp.ClientError) as exc:
+            last = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            raise SetupStepError(
+                f"cannot download {url} ({last}). This machine may have no network access "
+                f"to that host; pre-seed the cache by putting the file at {target} "
+                "(or call FileCache.seed(url, local_file))"
+            ) from exc
+        log.info("cached %s at %s", url, target)
+        return target
 
     async def _download_once(self, url: str, target: Path) -> None:
         timeout = aiohttp.ClientTimeout(
@@ -165,14 +166,29 @@ class FileCache:
             async with session.get(url, timeout=timeout) as resp:
                 if resp.status != 200:
                     raise _HttpStatus(resp.status, resp.reason or "")
-                with await asyncio.to_thread(open, tmp, "wb") as out:
+                # unbuffered: a full disk fails in _write (naming the file), not at close
+                with await asyncio.to_thread(open, tmp, "wb", buffering=0) as out:
                     async for chunk in resp.content.iter_chunked(_CHUNK):
-                        await asyncio.to_thread(out.write, chunk)
+                        await asyncio.to_thread(_write, out, chunk, tmp)
             await asyncio.to_thread(os.replace, tmp, target)
         finally:
             if owns:
                 await session.close()
             await asyncio.to_thread(tmp.unlink, missing_ok=True)
+
+
+def _write(out: BinaryIO, chunk: bytes, path: Path) -> None:
+    """Write all of `chunk` to an unbuffered file (raw writes may be short)."""
+    view = memoryview(chunk)
+    with naming_path(path):
+        while view:
+            view = view[out.write(view):]
+
+
+def _retryable(exc: BaseException) -> bool:
+    if isinstance(exc, _HttpStatus):
+        return exc.status in _RETRYABLE_STATUS
+    return isinstance(exc, TimeoutError | aiohttp.ClientError)
 
 
 class _HttpStatus(Exception):

@@ -7,6 +7,10 @@ Invariants:
   check (or is released with `healthy=False`) is stopped and restarted under
   the same id before it goes back to the idle queue. Only idle desktops are
   health-checked; a lessee that loses its desktop releases it unhealthy.
+- restarts are bounded (`restart_attempts`, exponential backoff): a slot whose
+  desktop cannot be restarted is lost (logged, counted in `lost`) and the pool
+  goes on with the others; when every slot is lost, `acquire` raises
+  DesktopError instead of waiting forever.
 All state changes happen on the event loop between awaits, so no lock is needed.
 """
 
@@ -24,6 +28,7 @@ from typing import NamedTuple
 from cua_rl.desktop.client import GuestClient
 from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider
 from cua_rl.errors import DesktopError, GuestUnavailable
+from cua_rl.retry import retrying
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +48,7 @@ class _Slot:
     leased: bool = False
     replacing: bool = False
     failures: int = 0
+    lost: bool = False
 
 
 class DesktopPool:
@@ -57,6 +63,7 @@ class DesktopPool:
         health_interval_s: float = 5.0,
         failures_to_replace: int = 2,
         retry_backoff_s: float = 2.0,
+        restart_attempts: int = 8,
     ) -> None:
         if size < 1:
             raise ValueError(f"DesktopPool size: expected >= 1, got {size}")
@@ -67,6 +74,9 @@ class DesktopPool:
         # launcher fails every check, so two in a row tell them apart.
         self.failures_to_replace = failures_to_replace
         self.retry_backoff_s = retry_backoff_s
+        # 8 attempts with backoff from 2 s (capped at 60 s) span a few minutes: a
+        # provider that cannot start a desktop for that long is broken, not busy.
+        self.restart_attempts = restart_attempts
         prefix = id_prefix or f"pool-{secrets.token_hex(3)}"
         self._slots = [_Slot(f"{prefix}-{i}") for i in range(size)]
         self._idle: deque[_Slot] = deque()
@@ -76,6 +86,8 @@ class DesktopPool:
         self._closed = False
         self.replacements = 0
         """Desktops replaced since start (dead or released unhealthy)."""
+        self.lost = 0
+        """Slots given up after `restart_attempts` failed restarts."""
 
     async def __aenter__(self) -> DesktopPool:
         await self.start()
@@ -122,6 +134,9 @@ class DesktopPool:
         while True:
             if self._closed:
                 raise DesktopError("desktop pool is closed")
+            if self.lost == self.size:
+                raise DesktopError(f"desktop pool: all {self.size} desktops failed to "
+                                   f"restart {self.restart_attempts} times; see the log")
             if self._idle:
                 slot = self._idle.popleft()
                 slot.leased = True
@@ -205,21 +220,31 @@ class DesktopPool:
 
     async def _replace_slot(self, slot: _Slot) -> None:
         """Stop the dead desktop and start a new one under the same id; retries
-        with a backoff until it works or the pool closes."""
+        a failed start (DesktopError) with a backoff, `restart_attempts` times."""
         log.warning("desktop pool: replacing %s", slot.desktop_id)
         if slot.handle is not None:
             try:
                 await self.provider.stop(slot.handle)
             except Exception as exc:  # a dead desktop may fail to stop cleanly
                 log.warning("desktop pool: stopping %s failed: %r", slot.desktop_id, exc)
-        while not self._closed:
-            try:
-                await self._start_slot(slot)
-                break
-            except DesktopError as exc:
-                log.error("desktop pool: restarting %s failed: %s", slot.desktop_id, exc)
-                await asyncio.sleep(self.retry_backoff_s)
-        slot.replacing = False
+        try:
+            async for attempt in retrying(
+                f"desktop pool: restart of {slot.desktop_id}", attempts=self.restart_attempts,
+                retry_on=lambda exc: isinstance(exc, DesktopError) and not self._closed,
+                backoff_s=self.retry_backoff_s, max_backoff_s=60.0,
+            ):
+                with attempt:
+                    await self._start_slot(slot)
+        except DesktopError as exc:
+            if not self._closed:
+                slot.lost = True
+                self.lost += 1
+                log.error("desktop pool: giving up %s after %d failed restarts: %s",
+                          slot.desktop_id, self.restart_attempts, exc)
+                self._available.set()  # waiters re-check whether any slot is left
+            return
+        finally:
+            slot.replacing = False
         self.replacements += 1
 
     async def _health_loop(self) -> None:

@@ -1,8 +1,12 @@
 """Async client of one OpenAI-compatible model server (hf engine or vLLM).
 
-Every call has a timeout. Failures are classified for the pool (base.py):
-connection errors, timeouts and 5xx raise `InferenceUnavailable`; 4xx raise
-`InferenceRequestError`. The client always asks for token ids
+Every call has a timeout (connect and total). Failures are classified for the
+pool (base.py): connection errors, timeouts and 5xx raise `InferenceUnavailable`
+(another replica may succeed); 4xx raise `InferenceRequestError`; a 2xx answer
+we cannot use (not JSON, wrong shape, empty `choices`, missing logprobs, a
+non-integer `x-model-version`) raises `ModelResponseError` naming the server,
+the request and what was expected. Nothing else escapes: no KeyError or
+IndexError from a server's body. The client always asks for token ids
 (`return_token_ids`, which vLLM honours and the hf engine always does) because
 the learner trains on ids, never on re-tokenized text.
 """
@@ -13,15 +17,24 @@ import json
 from typing import Any
 
 import aiohttp
+from pydantic import ValidationError
 
+from cua_rl.errors import ModelResponseError
 from cua_rl.inference.base import (
     ChatResult,
     Choice,
     InferenceRequestError,
     InferenceUnavailable,
 )
+from cua_rl.inference.openai_schema import ChatCompletionResponse, response_problem
 
 VERSION_HEADER = "x-model-version"
+CHAT_ROUTE = "/v1/chat/completions"
+DEFAULT_TIMEOUT_S = 120.0
+"""Total time for one request; see `InferencePoolConfig.request_timeout_s`."""
+DEFAULT_CONNECT_TIMEOUT_S = 10.0
+"""A replica that does not accept a connection in this time is down, whatever the
+total budget (see `InferencePoolConfig.connect_timeout_s`)."""
 
 
 class InferenceClient:
@@ -30,11 +43,13 @@ class InferenceClient:
     def __init__(
         self,
         base_url: str,
-        timeout_s: float = 300.0,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
         session: aiohttp.ClientSession | None = None,
+        connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
+        self.connect_timeout_s = connect_timeout_s
         self._session = session
         self._own_session = session is None
 
@@ -76,13 +91,16 @@ class InferenceClient:
         optional = {"stop": stop, "seed": seed, "tools": tools, "model": model}
         body.update({k: v for k, v in optional.items() if v is not None})
         body.update(extra or {})
-        payload, headers = await self._request("POST", "/v1/chat/completions", body, timeout_s)
-        return parse_chat_response(payload, headers.get(VERSION_HEADER), self.base_url)
+        payload, headers = await self._request("POST", CHAT_ROUTE, body, timeout_s)
+        request = f"POST {CHAT_ROUTE} (n={n}, max_tokens={max_tokens})"
+        return parse_chat_response(payload, headers.get(VERSION_HEADER), self.base_url, request)
 
     async def health(self, timeout_s: float = 5.0) -> bool:
         """True if the replica answers `/health` with 200 within the timeout."""
         try:
             await self._request("GET", "/health", None, timeout_s)
+        except ModelResponseError:
+            return True  # it answered 2xx; vLLM's body is empty, others may send text
         except (InferenceUnavailable, InferenceRequestError):
             return False
         return True
@@ -92,7 +110,7 @@ class InferenceClient:
         payload, _ = await self._request(
             "POST", "/update_weights", {"version": version, "path": path}, timeout_s
         )
-        return int(payload["version"])
+        return self._served_version(payload)
 
     async def update_weights_collective(
         self, version: int, host: str, port: int, manifest: list[dict[str, Any]],
@@ -103,20 +121,31 @@ class InferenceClient:
         body = {"version": version,
                 "collective": {"host": host, "port": port, "manifest": manifest}}
         payload, _ = await self._request("POST", "/update_weights", body, timeout_s)
-        return int(payload["version"])
+        return self._served_version(payload)
+
+    def _served_version(self, payload: Any) -> int:
+        version = payload.get("version") if isinstance(payload, dict) else None
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise ModelResponseError(self.base_url, "POST /update_weights",
+                                     f'{{"version": <integer>}}, got {str(payload)[:200]}')
+        return version
 
     async def _request(
         self, method: str, route: str, body: Any, timeout_s: float | None
     ) -> tuple[Any, dict[str, str]]:
         session = await self._get_session()
         url = self.base_url + route
-        timeout = aiohttp.ClientTimeout(total=timeout_s or self.timeout_s)
+        total = timeout_s or self.timeout_s
+        timeout = aiohttp.ClientTimeout(total=total,
+                                        sock_connect=min(self.connect_timeout_s, total))
         try:
             async with session.request(method, url, json=body, timeout=timeout) as response:
-                text = await response.text()
+                text = (await response.read()).decode("utf-8", errors="replace")
                 headers = {k.lower(): v for k, v in response.headers.items()}
                 status = response.status
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+        except TimeoutError as exc:
+            raise InferenceUnavailable(f"{method} {url}: no answer within {total:g} s") from exc
+        except (aiohttp.ClientError, OSError) as exc:
             raise InferenceUnavailable(f"{method} {url} failed: {exc!r}") from exc
         if status >= 500:
             raise InferenceUnavailable(f"{method} {url} -> {status}: {text[:500]}")
@@ -126,36 +155,59 @@ class InferenceClient:
         try:
             return json.loads(text), headers
         except ValueError as exc:
-            raise InferenceUnavailable(f"{method} {url}: response is not JSON") from exc
+            raise ModelResponseError(
+                self.base_url, f"{method} {route}", f"a JSON body, got {text[:80]!r}"
+            ) from exc
 
 
-def parse_chat_response(payload: dict[str, Any], version: str | None, url: str = "") -> ChatResult:
-    """Turn an OpenAI/vLLM chat completion body into a ChatResult."""
+def parse_chat_response(
+    payload: Any, version: str | None, url: str = "", request: str = f"POST {CHAT_ROUTE}"
+) -> ChatResult:
+    """Turn an OpenAI/vLLM chat completion body into a ChatResult, or raise
+    `ModelResponseError` saying what was wrong with it."""
+    if not isinstance(payload, dict):
+        raise ModelResponseError(url, request, f"a JSON object, got {type(payload).__name__}")
+    try:
+        body = ChatCompletionResponse.model_validate(payload)
+    except ValidationError as exc:
+        raise ModelResponseError(
+            url, request, f"a chat completion with logprobs; bad field {response_problem(exc)}"
+        ) from None
     choices = []
-    for raw in payload["choices"]:
-        content = ((raw.get("logprobs") or {}).get("content")) or []
-        logprobs = tuple(float(entry["logprob"]) for entry in content)
-        token_ids = tuple(raw.get("token_ids") or ())
-        if token_ids and logprobs and len(token_ids) != len(logprobs):
-            raise InferenceUnavailable(
-                f"{url}: choice {raw.get('index')} has {len(token_ids)} token ids "
-                f"but {len(logprobs)} logprobs"
+    for i, raw in enumerate(body.choices):
+        logprobs = tuple(entry.logprob for entry in raw.logprobs.content)
+        token_ids = tuple(raw.token_ids or ())
+        if token_ids and len(token_ids) != len(logprobs):
+            raise ModelResponseError(
+                url, request, f"one logprob per token id in choices.{i}, got "
+                f"{len(token_ids)} token ids and {len(logprobs)} logprobs"
             )
         choices.append(
             Choice(
-                index=int(raw.get("index", len(choices))),
-                text=(raw.get("message") or {}).get("content") or "",
+                index=i if raw.index is None else raw.index,
+                text=raw.message.content or "",
                 token_ids=token_ids,
                 logprobs=logprobs,
-                finish_reason=raw.get("finish_reason"),
+                finish_reason=raw.finish_reason,
             )
         )
     return ChatResult(
         choices=tuple(choices),
-        model_version=int(version) if version is not None else None,
-        prompt_token_ids=tuple(payload.get("prompt_token_ids") or ()),
+        model_version=_version(version, url, request),
+        prompt_token_ids=tuple(body.prompt_token_ids or ()),
         url=url,
     )
+
+
+def _version(header: str | None, url: str, request: str) -> int | None:
+    if header is None:
+        return None
+    try:
+        return int(header)
+    except ValueError:
+        raise ModelResponseError(
+            url, request, f"an integer {VERSION_HEADER} header, got {header[:40]!r}"
+        ) from None
 
 
 def _error_fields(text: str) -> tuple[str, str | None]:

@@ -62,6 +62,13 @@ def serve(
     max_batch_rows: int,
 ) -> None:
     """Serve MODEL over the OpenAI-compatible inference protocol (DESIGN.md 4.2)."""
+    from pathlib import Path
+
+    from cua_rl.errors import ConfigError
+
+    if engine == "hf" and not (Path(model_dir) / "config.json").is_file():
+        raise ConfigError(f"{model_dir}: not a model directory (no config.json); build the "
+                          "tiny model with `cua-rl tiny-model DIR` or give a checkpoint folder")
     if engine == "hf":
         from cua_rl.inference.hf_server import run_hf_server
 

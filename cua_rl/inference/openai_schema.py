@@ -97,6 +97,55 @@ def parse_request(payload: Any) -> ChatCompletionRequest:
         raise RequestError(param, first["msg"]) from None
 
 
+class ResponseLogprob(BaseModel):
+    """One sampled token's entry; only `logprob` is used (it is what the learner needs)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    logprob: float
+
+
+class ResponseLogprobs(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    content: list[ResponseLogprob]
+
+
+class ResponseMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    content: str | None = None
+
+
+class ResponseChoice(BaseModel):
+    """A choice as we request it: `logprobs: true` and `return_token_ids: true`, so
+    a choice without logprobs is a server that ignored the request, not a default."""
+
+    model_config = ConfigDict(extra="allow")
+
+    index: int | None = None
+    message: ResponseMessage
+    logprobs: ResponseLogprobs
+    token_ids: list[int] | None = None
+    finish_reason: str | None = None
+
+
+class ChatCompletionResponse(BaseModel):
+    """The part of a chat completion body the client reads (response validation)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    choices: list[ResponseChoice] = Field(min_length=1)
+    prompt_token_ids: list[int] | None = None
+
+
+def response_problem(exc: ValidationError) -> str:
+    """pydantic's first error as `choices.0.logprobs (Field required)`, for one-line errors."""
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "body"
+    return f"{where} ({first['msg']})"
+
+
 def decode_images(request: ChatCompletionRequest) -> list[Any]:
     """All image parts as PIL images in prompt order (the order the chat template emits them)."""
     from PIL import Image

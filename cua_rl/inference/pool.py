@@ -10,8 +10,10 @@ Failure rules (DESIGN.md section 9): a replica that fails a request
 (connection error, timeout, 5xx) is marked down and the request is retried on
 another replica; a background probe polls its `/health` and puts it back.
 When no replica is healthy, requests wait for one to come back until their
-deadline, then raise `InferenceUnavailable`. Request errors (4xx) are never
-retried. Every call ends in exactly one result or one exception.
+deadline, then raise `InferenceUnavailable`. Request errors (4xx) and
+unusable answers (`ModelResponseError`) are never retried: the same request
+fails the same way. Every call ends in exactly one result or one exception.
+Deadlines and attempts are `InferencePoolConfig`.
 """
 
 from __future__ import annotations
@@ -22,10 +24,43 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from cua_rl.inference.base import ChatResult, InferenceUnavailable
 from cua_rl.inference.client import InferenceClient
+from cua_rl.retry import retrying
 
 log = logging.getLogger(__name__)
+
+
+class InferencePoolConfig(BaseModel):
+    """Deadlines of requests to a model pool (policy or reward model)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    request_timeout_s: float = Field(120.0, gt=0)
+    """Total time one request may take on one replica before it counts as hung and is
+    retried elsewhere. 120 s covers a 512-token answer of an 8B model on a loaded
+    vLLM replica several times over (~20-40 tokens/s per sequence); the old 300 s
+    let one hung server stall an episode for 50 minutes over 10 tries."""
+    connect_timeout_s: float = Field(10.0, gt=0)
+    """A replica that does not accept the connection in this time is down."""
+    max_attempts: int = Field(3, ge=1, le=20)
+    """Replicas tried per request. 3: a second and third replica cover one bad
+    replica; beyond that the pool is down and waiting is the job of
+    `wait_for_replica_s`, not of more attempts."""
+    wait_for_replica_s: float = Field(600.0, gt=0)
+    """How long a request waits for some replica to be healthy again before it
+    fails (and aborts its episode). Long, because restarting an 8B vLLM replica
+    and loading its weights takes minutes; short tests lower it."""
+    probe_interval_s: float = Field(1.0, gt=0)
+    """Polling interval of a down replica's `/health`."""
+    probe_timeout_s: float = Field(5.0, gt=0)
+    """Timeout of one `/health` probe (a hung replica stays down)."""
+
+
+class _NoReplica(InferenceUnavailable):
+    """No healthy replica before the deadline: another attempt cannot help."""
 
 
 @dataclass(eq=False)
@@ -42,24 +77,25 @@ class InferencePool:
     """Route chat requests over several OpenAI-compatible replicas (see module doc)."""
 
     def __init__(
-        self,
-        urls: list[str],
-        timeout_s: float = 300.0,
-        wait_for_replica_s: float = 600.0,
-        probe_interval_s: float = 1.0,
-        probe_timeout_s: float = 5.0,
-        max_attempts: int = 10,
+        self, urls: list[str], config: InferencePoolConfig | None = None, **overrides: Any
     ) -> None:
+        """`overrides` are fields of `InferencePoolConfig` (`timeout_s` is accepted
+        for `request_timeout_s`)."""
         if not urls:
             raise ValueError("InferencePool needs at least one replica URL")
+        if "timeout_s" in overrides:
+            overrides["request_timeout_s"] = overrides.pop("timeout_s")
+        base = (config or InferencePoolConfig()).model_dump()
+        self.config = cfg = InferencePoolConfig.model_validate({**base, **overrides})
         self._replicas = {
-            url.rstrip("/"): _Replica(url.rstrip("/"), InferenceClient(url, timeout_s))
+            url.rstrip("/"): _Replica(url.rstrip("/"), InferenceClient(
+                url, cfg.request_timeout_s, connect_timeout_s=cfg.connect_timeout_s))
             for url in urls
         }
-        self.wait_for_replica_s = wait_for_replica_s
-        self.probe_interval_s = probe_interval_s
-        self.probe_timeout_s = probe_timeout_s
-        self.max_attempts = max_attempts
+        self.wait_for_replica_s = cfg.wait_for_replica_s
+        self.probe_interval_s = cfg.probe_interval_s
+        self.probe_timeout_s = cfg.probe_timeout_s
+        self.max_attempts = cfg.max_attempts
         self._sticky: dict[str, str] = {}
         self._picks = itertools.count()
         self._replica_up = asyncio.Event()
@@ -88,20 +124,24 @@ class InferencePool:
         loop = asyncio.get_running_loop()
         wait = self.wait_for_replica_s if wait_for_replica_s is None else wait_for_replica_s
         deadline = loop.time() + wait
-        last_error: Exception | None = None
-        for _ in range(self.max_attempts):
-            replica = await self._pick(session_key, deadline)
-            replica.in_flight += 1
-            try:
-                return await replica.client.chat(messages, **kwargs)
-            except InferenceUnavailable as exc:
-                last_error = exc
-                self._mark_down(replica, exc)
-            finally:
-                replica.in_flight -= 1
-        raise InferenceUnavailable(
-            f"request failed on {self.max_attempts} attempts; last error: {last_error}"
-        )
+        # No backoff between attempts: each goes to another replica, and waiting for
+        # one to come back is _pick's job (up to the deadline).
+        async for attempt in retrying(
+            "chat request", attempts=self.max_attempts, backoff_s=0.0, max_backoff_s=0.0,
+            retry_on=lambda e: isinstance(e, InferenceUnavailable)
+            and not isinstance(e, _NoReplica),
+        ):
+            with attempt:
+                replica = await self._pick(session_key, deadline)
+                replica.in_flight += 1
+                try:
+                    return await replica.client.chat(messages, **kwargs)
+                except InferenceUnavailable as exc:
+                    self._mark_down(replica, exc)
+                    raise
+                finally:
+                    replica.in_flight -= 1
+        raise AssertionError("unreachable: retrying re-raises the last error")
 
     async def _pick(self, session_key: str | None, deadline: float) -> _Replica:
         loop = asyncio.get_running_loop()
@@ -119,7 +159,7 @@ class InferencePool:
                 return chosen
             remaining = deadline - loop.time()
             if remaining <= 0:
-                raise InferenceUnavailable(
+                raise _NoReplica(
                     f"no healthy replica among {list(self._replicas)} before the deadline"
                 )
             event = self._replica_up

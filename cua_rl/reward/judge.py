@@ -4,8 +4,11 @@ goes on.
 `submit` starts a judge request for one step and returns at once; `collect`
 waits for all of one trajectory's verdicts. Each step yields at most one
 StepVerdict (m votes from one request with `n = m`), stored as soon as it is in.
-A request that fails after the pool's retries leaves its step without a verdict
-and is counted: the step's reward then falls back to the outcome alone, and no
+A request that fails after the pool's retries, or whose answer is unusable
+(`ModelResponseError`: not JSON, no choices, missing logprobs), leaves its step
+without a verdict and is counted (`judge_failures`, in memory and in the run
+store) and logged with its reason: the step's reward then falls back to the
+outcome alone, and no
 vote is invented (an invented unparseable vote would teach the reward model
 something it never said).
 """
@@ -13,6 +16,7 @@ something it never said).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import Counter
 
 from cua_rl.agent import parse_prm_vote, prm_messages
@@ -21,6 +25,8 @@ from cua_rl.rollout.base import ChatBackend
 from cua_rl.rollout.config import JudgeConfig
 from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.types import Step, StepVerdict, TaskVariant, Vote
+
+log = logging.getLogger(__name__)
 
 
 class StreamingJudge:
@@ -72,9 +78,12 @@ class StreamingJudge:
                     messages, n=self.cfg.votes, temperature=self.cfg.temperature,
                     max_tokens=self.cfg.max_tokens,
                 )
-            except InferenceError:
-                self.counts["judge_failures"] += 1
+            except InferenceError as exc:
+                await self._failed(trajectory_id, step.index, exc)
                 return None
+        if not result.choices:  # the HTTP client checks this; other backends may not
+            await self._failed(trajectory_id, step.index, "no votes in the answer")
+            return None
         votes = tuple(
             Vote(score=parse_prm_vote(c.text), text=c.text, token_ids=c.token_ids,
                  logprobs=c.logprobs)
@@ -86,6 +95,11 @@ class StreamingJudge:
                               prm_version=result.model_version or 0)
         await self.store.save_verdict(verdict)
         return verdict
+
+    async def _failed(self, trajectory_id: str, index: int, reason: object) -> None:
+        self.counts["judge_failures"] += 1
+        log.warning("no verdict for step %d of %s: %s", index, trajectory_id, reason)
+        await self.store.incr("judge_failures")
 
     async def collect(self, trajectory_id: str) -> list[StepVerdict]:
         """All verdicts of a trajectory, in step order, once every one is in."""

@@ -2,8 +2,11 @@
 agent terminates or the step limit, then evaluate.
 
 Each call of `run_episode` returns exactly one Trajectory or raises
-EpisodeAborted (or CancelledError): never both, never neither. A response that
-does not parse becomes a recorded no-op step (DESIGN.md section 9); every step
+EpisodeAborted (or CancelledError): never both, never neither. Everything from
+outside the process that the episode cannot use (a dead desktop, a corrupt
+screenshot, no model replica, an unusable model answer, a broken setup step)
+aborts this episode only. A response that does not parse as an action becomes
+a recorded no-op step (DESIGN.md section 9); every step
 is handed to the judge as soon as it exists, so reward-model votes arrive while
 the episode goes on.
 """
@@ -18,7 +21,7 @@ from typing import Protocol
 
 from cua_rl.agent import parse_response, to_pyautogui
 from cua_rl.agent.images import encode_image, png_passthrough_url
-from cua_rl.errors import GuestError, InferenceError, SetupStepError
+from cua_rl.errors import GuestError, InferenceError, ModelResponseError, SetupStepError
 from cua_rl.rollout.base import ChatBackend, EpisodeAborted, EpisodeDesktop
 from cua_rl.rollout.config import EpisodeConfig
 from cua_rl.rollout.context import history_line, model_image_size, step_messages
@@ -102,6 +105,8 @@ async def run_episode(
                 messages, session_key=tid, temperature=cfg.temperature, top_p=cfg.top_p,
                 max_tokens=cfg.max_tokens,
             )
+            if not result.choices:  # the HTTP client checks this; other backends may not
+                raise ModelResponseError(result.url, "policy chat", "at least one choice")
             choice = result.choices[0]
             t1 = time.perf_counter()
             actions, error = parse_response(choice.text, desktop.screen, cfg.coords, image_size)

@@ -1,7 +1,16 @@
-"""`cua-rl train`: the whole RL loop on one machine."""
+"""`cua-rl train`: the whole RL loop on one machine.
+
+`--out` names a new run directory. An existing run there is never mixed with a
+new one: the command refuses, and says to `--resume` it or to `--overwrite` it.
+`--overwrite` deletes the old run directory first (its store, screenshots and
+checkpoints), because a fresh run that kept any of them would report or resume
+from the old run's data; it only ever deletes a directory that holds a cua-rl
+run, never an arbitrary one. Errors are reported by the root group (cli.py).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -10,52 +19,63 @@ import click
 
 from cua_rl.runtime.options import run_options
 
+RUN_MARKERS = ("config.yaml", "run.sqlite")
+"""Files whose presence makes a directory a cua-rl run."""
+
 
 @click.command("train", context_settings={"ignore_unknown_options": True})
 @run_options
 @click.option("--resume", "resume_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Continue the run in this directory from its last checkpoint.")
+@click.option("--overwrite", is_flag=True,
+              help="With --out: delete the run already there and start a fresh one.")
 def train(config: str | None, preset: str | None, out: Path | None,
-          overrides: tuple[str, ...], as_json: bool, resume_dir: Path | None) -> None:
+          overrides: tuple[str, ...], as_json: bool, resume_dir: Path | None,
+          overwrite: bool) -> None:
     """Train policy and reward model with actors, the streaming PRM and task adaptation."""
-    from cua_rl.errors import CuaRlError
+    from cua_rl.command_output import stdout_to_stderr
+    from cua_rl.errors import RunDirError, naming_path
     from cua_rl.runtime.options import load_run_config, new_run_dir, run_stoppable
-    from cua_rl.runtime.train import run_training
 
     if resume_dir is not None:
         saved = resume_dir / "config.yaml"
         if not saved.is_file():
-            raise click.ClickException(f"{resume_dir}: no config.yaml; not a cua-rl train run")
+            raise RunDirError(f"{resume_dir}: no config.yaml; not a cua-rl train run")
         config, preset = str(saved), None
     cfg = load_run_config(config, preset, overrides)
     run_dir = resume_dir or out or new_run_dir("train")
     if resume_dir is None:
         import yaml
 
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
+        prepare_new_run_dir(run_dir, overwrite)
+        with naming_path(run_dir / "config.yaml"):
+            (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
     started = time.monotonic()
-    try:
+    quiet = stdout_to_stderr() if as_json else contextlib.nullcontext()
+    with quiet:
+        from cua_rl.runtime.train import run_training
+
         summary = run_stoppable(run_training(cfg, run_dir, resume=resume_dir is not None))
-    except (CuaRlError, ExceptionGroup) as exc:
-        cause = _cua_error(exc)
-        if cause is None:
-            raise
-        raise click.ClickException(str(cause)) from exc
     summary["wall_s"] = round(time.monotonic() - started, 1)
     click.echo(json.dumps(summary, indent=2) if as_json else
                "  ".join(f"{k}={v}" for k, v in summary.items()))
 
 
-def _cua_error(exc: BaseException) -> BaseException | None:
-    """The first of our own errors inside a (possibly nested) exception group: task
-    groups wrap what failed, and the user should read the message, not a tree."""
-    from cua_rl.errors import CuaRlError
+def prepare_new_run_dir(run_dir: Path, overwrite: bool) -> None:
+    """Create `run_dir` for a fresh run; refuse (RunDirError) to reuse a non-empty one,
+    except a run directory with `overwrite`, which is deleted first."""
+    import shutil
 
-    if isinstance(exc, CuaRlError):
-        return exc
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            if (found := _cua_error(inner)) is not None:
-                return found
-    return None
+    from cua_rl.errors import RunDirError
+
+    if run_dir.exists() and not run_dir.is_dir():
+        raise RunDirError(f"{run_dir}: exists and is not a directory")
+    if run_dir.is_dir() and any(run_dir.iterdir()):
+        is_run = any((run_dir / marker).exists() for marker in RUN_MARKERS)
+        if not is_run:
+            raise RunDirError(f"{run_dir}: not empty and not a cua-rl run; choose another --out")
+        if not overwrite:
+            raise RunDirError(f"{run_dir}: already holds a run; continue it with --resume "
+                              f"{run_dir}, or add --overwrite to delete it and start fresh")
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)

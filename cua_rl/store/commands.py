@@ -19,14 +19,19 @@ def runs() -> None:
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def show(run_dir: Path, as_json: bool) -> None:
-    """Counts, counters and success rates per task of RUN_DIR."""
-    from cua_rl.store.run_store import RunStore
+    """Counts, counters and success rates per task of RUN_DIR (read only: the store
+    is never written, so it is safe on a live or damaged run)."""
+    import sqlite3
 
-    if not (run_dir / DB_NAME).exists():
-        raise click.ClickException(f"{run_dir}: no {DB_NAME} here; is this a cua-rl run directory?")
-    store = RunStore(run_dir)
-    summary = store.summary()
-    store.close()
+    from cua_rl.store.run_store import RunStore, unreadable
+
+    store = RunStore.read_only(run_dir)
+    try:
+        summary = store.summary()
+    except sqlite3.DatabaseError as exc:
+        raise unreadable(run_dir / DB_NAME, exc) from None
+    finally:
+        store.close()
     if as_json:
         click.echo(json.dumps(summary, indent=2))
         return

@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+from cua_rl.errors import StoreError, naming_path
 from cua_rl.store.codec import step_from_row, step_to_row
 from cua_rl.store.schema import SCHEMA, SCHEMA_VERSION
 from cua_rl.types import StepVerdict, TaskVariant, Trajectory, TrajectoryStatus, Vote
@@ -37,6 +38,11 @@ def screenshot_hash(data: bytes) -> str:
     return f"{hashlib.sha256(data).hexdigest()[:40]}.{ext}"
 
 
+def unreadable(db: Path, exc: Exception) -> StoreError:
+    """The one-line error for a store SQLite cannot read (corrupt, truncated, other)."""
+    return StoreError(f"{db}: not a readable cua-rl run store ({exc})")
+
+
 class RunStore:
     """One run directory. Open it again to continue a run."""
 
@@ -44,21 +50,46 @@ class RunStore:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / SHOTS_DIR).mkdir(exist_ok=True)
-        self._db = sqlite3.connect(
-            self.run_dir / DB_NAME, timeout=30.0, isolation_level=None, check_same_thread=False
-        )
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(SCHEMA)
-        self._db.execute(
-            "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)",
-            (str(SCHEMA_VERSION),),
-        )
-        self.run_id = run_id or self._existing_run_id() or uuid.uuid4().hex[:12]
-        self._db.execute(
-            "INSERT OR IGNORE INTO runs(run_id, created_at) VALUES (?, ?)",
-            (self.run_id, time.time()),
-        )
+        db = self.run_dir / DB_NAME
+        try:
+            self._db = sqlite3.connect(
+                db, timeout=30.0, isolation_level=None, check_same_thread=False
+            )
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(SCHEMA)
+            self._db.execute(
+                "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)",
+                (str(SCHEMA_VERSION),),
+            )
+            self.run_id = run_id or self._existing_run_id() or uuid.uuid4().hex[:12]
+            self._db.execute(
+                "INSERT OR IGNORE INTO runs(run_id, created_at) VALUES (?, ?)",
+                (self.run_id, time.time()),
+            )
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{db}: cannot open the run store for writing ({exc})") from None
+
+    @classmethod
+    def read_only(cls, run_dir: str | Path) -> RunStore:
+        """Open an existing store for reading only (`runs show`, reports): SQLite's
+        `mode=ro`, so looking at a run, even a live or damaged one, never changes it.
+        A file that is not a readable run store raises StoreError naming it."""
+        store = cls.__new__(cls)
+        store.run_dir = Path(run_dir)
+        db = store.run_dir / DB_NAME
+        if not db.is_file():
+            raise StoreError(f"{store.run_dir}: no {DB_NAME} here; is this a cua-rl run directory?")
+        try:
+            store._db = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True,
+                                        timeout=30.0, isolation_level=None,
+                                        check_same_thread=False)
+            store._db.execute("PRAGMA query_only=ON")
+            run_id = store._existing_run_id()
+        except sqlite3.DatabaseError as exc:
+            raise unreadable(db, exc) from None
+        store.run_id = run_id or ""
+        return store
 
     def _existing_run_id(self) -> str | None:
         row = self._db.execute("SELECT run_id FROM runs ORDER BY created_at LIMIT 1").fetchone()
@@ -85,8 +116,12 @@ class RunStore:
         if not path.exists():
             path.parent.mkdir(exist_ok=True)
             tmp = path.with_suffix(f".{os.getpid()}.{uuid.uuid4().hex[:6]}.tmp")
-            tmp.write_bytes(data)
-            os.replace(tmp, path)
+            try:
+                with naming_path(tmp):
+                    tmp.write_bytes(data)
+                os.replace(tmp, path)
+            finally:
+                tmp.unlink(missing_ok=True)
         return name
 
     def screenshot_path(self, name: str) -> Path:
@@ -274,8 +309,13 @@ class AsyncRunStore:
         return cls(RunStore(run_dir, run_id))
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run `fn` on the store thread; SQLite's own errors (disk full, read-only,
+        locked past the busy timeout) become StoreError naming the database."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, lambda: fn(*args, **kwargs))
+        try:
+            return await loop.run_in_executor(self._executor, lambda: fn(*args, **kwargs))
+        except sqlite3.OperationalError as exc:
+            raise StoreError(f"{self.sync.run_dir / DB_NAME}: {exc}") from exc
 
     async def put_screenshot(self, data: bytes) -> str:
         # A file write, not a SQLite one: keep it off the store thread so screenshots

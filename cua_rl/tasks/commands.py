@@ -2,23 +2,23 @@
 
 Problem lines go to stdout as `file: $.json.path: what was expected`, one per
 problem, so they can be grepped and fixed one by one; a summary goes to stderr.
-The exit status is 1 when any structural problem was found. Metric/getter names
-the evaluation registry does not implement are listed by `tasks validate` but
-are not fatal there (a coverage gap, not a malformed file); `templates
-validate` counts them as problems because a pair that cannot be scored is not
-finished.
+The exit status is 1 when any problem was found. Metric, getter and setup-step
+names nobody registered are problems for both `tasks validate` and `templates
+validate` (one line per use, with a "did you mean"): a run refuses to start
+with them (tasks/names.py), so validation must not pass them.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import click
 
 from cua_rl.errors import TaskFormatError
+from cua_rl.tasks.names import variant_name_problems
 from cua_rl.tasks.osworld import TaskLoad
 from cua_rl.tasks.pairs import check_pair, load_variants, pair_task_ids, template_path
 from cua_rl.tasks.sources import PROJECT_ROOT, load_source
@@ -127,35 +127,37 @@ def show_task(task_id: str, source: str, split: str | None, templates_root: Path
 @tasks.command("validate")
 @_source_options
 def validate_tasks(source: str, split: str | None, templates_root: Path) -> None:
-    """Report malformed tasks (exit 1) and evaluator names not implemented yet."""
+    """Report malformed tasks and unknown metric/getter/setup-step names (exit 1)."""
     load = _load(source, split)
     _report(load)
-    gaps = 0
     variants = 0
     problems = len(load.problems)
+    unknown = 0
     for task in load.tasks:
-        names = dict.fromkeys(load.unimplemented.get(task.task_id, []))
-        if not template_path(templates_root, task.task_id).is_file():
-            variants += 1
-        else:
+        runnable = [task]
+        if template_path(templates_root, task.task_id).is_file():
             found, checks = check_pair(templates_root, task.task_id, unimplemented_is_problem=False)
             for problem in checks.problems:
                 click.echo(str(problem))
             problems += len(checks.problems)
-            names = dict.fromkeys([*names, *checks.unimplemented])
-            variants += len(found)
+            runnable = [] if checks.problems else [
+                replace(task, evaluator_name=name, instruction=instruction, evaluator=spec)
+                for name, (instruction, spec) in found.items()]
             load.names_checked = load.names_checked and checks.deep
-        if names:
-            gaps += 1
-            click.echo(f"{task.source_path}: not implemented yet: {', '.join(names)}")
+        variants += max(len(runnable), 1)
+        lines = dict.fromkeys(line for variant in runnable
+                              for line in variant_name_problems(variant, templates_root))
+        for line in lines:
+            click.echo(line)
+        unknown += len(lines)
     click.echo(
         f"{len(load.tasks)} tasks loaded ({variants} variants), {problems} structural "
-        f"problem(s), {gaps} task(s) use metrics, getters or setup steps not implemented yet",
+        f"problem(s), {unknown} unknown metric/getter/setup-step name(s)",
         err=True,
     )
     if not load.names_checked:
         click.echo(NAMES_UNCHECKED, err=True)
-    if problems:
+    if problems or unknown:
         raise SystemExit(1)
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from cua_rl.errors import TaskFormatError
+from cua_rl.errors import TaskFormatError, UnknownNameError
+from cua_rl.tasks.names import task_set_name_problems
 from cua_rl.tasks.osworld import (
     TaskLoad,
     examples_dir,
@@ -63,8 +64,9 @@ def load_task_set(
     templates_root: Path | None = PROJECT_ROOT,
 ) -> list[list[TaskVariant]]:
     """The variants of every task in scope, one list per task (the first entry
-    is the variant a run starts from). Raises on any malformed task, so a run
-    never starts with one (DESIGN.md section 9)."""
+    is the variant a run starts from). Raises on any malformed task and on any
+    metric, getter or setup-step name nobody registered, so a run never starts
+    with one (DESIGN.md section 9)."""
     load = load_source(source, split)
     load.raise_for_problems()
     wanted = list(ids)
@@ -75,4 +77,9 @@ def load_task_set(
         if missing:
             raise TaskFormatError(f"task ids not found in {source}: {', '.join(missing)}")
         tasks = [by_id[i] for i in wanted]
-    return [load_variants(task, templates_root) for task in tasks]
+    task_set = [load_variants(task, templates_root) for task in tasks]
+    unknown = task_set_name_problems(task_set, templates_root)
+    if unknown:  # it would fail at the first evaluation, after whole episodes
+        raise UnknownNameError(f"{len(unknown)} unknown name(s) in the task set:\n"
+                               + "\n".join(unknown))
+    return task_set

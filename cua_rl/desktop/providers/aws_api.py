@@ -22,6 +22,7 @@ from typing import Any
 
 from cua_rl.desktop.providers.aws_config import AwsProviderConfig
 from cua_rl.errors import DesktopError
+from cua_rl.retry import retrying
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,11 @@ def backoff_delay(attempt: int, base_s: float, max_s: float,
     """Full jitter (AWS architecture blog): uniform in [0, min(max, base * 2^attempt)],
     so clients throttled together do not retry together."""
     return rand() * min(max_s, base_s * (2 ** attempt))
+
+
+def _code(exc: Any) -> str:
+    """AWS's error code of a botocore ClientError."""
+    return str(exc.response.get("Error", {}).get("Code", ""))
 
 
 class Ec2Api:
@@ -79,28 +85,31 @@ class Ec2Api:
         client = await self._get_client()
         method = functools.partial(getattr(client, op), **kwargs)
         loop = asyncio.get_running_loop()
-        last = self.config.max_attempts - 1
-        for attempt in range(self.config.max_attempts):
-            try:
-                return await loop.run_in_executor(self._executor, method)
-            except ClientError as exc:
-                error = exc.response.get("Error", {})
-                code = str(error.get("Code", ""))
-                if code not in THROTTLE_CODES | TRANSIENT_CODES or attempt == last:
-                    raise Ec2Error(f"EC2 {op} ({self.config.region}): {code}: "
-                                   f"{error.get('Message', exc)}", code) from exc
-                reason = code
-            except (EndpointConnectionError, ConnectionClosedError, ConnectTimeoutError,
-                    ReadTimeoutError) as exc:
-                if attempt == last:
-                    raise Ec2Error(f"EC2 {op} ({self.config.region}): {exc}",
-                                   "ConnectionError") from exc
-                reason = type(exc).__name__
-            delay = backoff_delay(attempt, self.config.backoff_base_s,
-                                  self.config.backoff_max_s, self._rand)
-            log.info("EC2 %s: %s, retry %d/%d in %.2f s", op, reason, attempt + 1, last, delay)
-            await self._sleep(delay)
-        raise AssertionError("unreachable")
+        transient = (EndpointConnectionError, ConnectionClosedError, ConnectTimeoutError,
+                     ReadTimeoutError)
+
+        def retryable(exc: BaseException) -> bool:
+            if isinstance(exc, ClientError):
+                return _code(exc) in THROTTLE_CODES | TRANSIENT_CODES
+            return isinstance(exc, transient)
+
+        try:
+            async for attempt in retrying(
+                f"EC2 {op}", attempts=self.config.max_attempts, retry_on=retryable,
+                delay=lambda i: backoff_delay(i, self.config.backoff_base_s,
+                                              self.config.backoff_max_s, self._rand),
+                sleep=self._sleep,
+            ):
+                with attempt:
+                    return await loop.run_in_executor(self._executor, method)
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            raise Ec2Error(f"EC2 {op} ({self.config.region}): {_code(exc)}: "
+                           f"{error.get('Message', exc)}", _code(exc)) from exc
+        except transient as exc:
+            raise Ec2Error(f"EC2 {op} ({self.config.region}): {exc}",
+                           "ConnectionError") from exc
+        raise AssertionError("unreachable: retrying re-raises the last error")
 
     async def pages(self, op: str, key: str, **kwargs: Any) -> list[Any]:
         """Every item under `key` across NextToken pages (describe_* calls)."""

@@ -82,8 +82,10 @@ def test_killed_run_resumes_without_duplicated_or_missing_updates(
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert 1 <= before["policy_updates"] < 3
-    resume = _cli("train", "--resume", str(run), *_overrides(tmp_path, primed_tiny_model_dir))
-    subprocess.run(resume, check=True, timeout=900)
+    resume = _cli("train", "--resume", str(run), *_overrides(tmp_path, primed_tiny_model_dir),
+                  "--json")
+    done = subprocess.run(resume, check=True, timeout=900, capture_output=True, text=True)
+    assert json.loads(done.stdout)["policy_updates"] == 3, done.stdout  # nothing else on stdout
     after = _summary(run)
     path, version = latest_checkpoint(run / "checkpoints", "policy")
     assert after["policy_updates"] == version == 3

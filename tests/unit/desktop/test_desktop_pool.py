@@ -130,3 +130,16 @@ async def test_start_failure_stops_the_started_ones_and_close_wakes_waiters() ->
     assert provider.running == {}
     with pytest.raises(DesktopError, match="closed"):
         await pool.acquire()
+
+
+async def test_restarts_are_bounded_and_a_pool_with_no_desktop_left_fails() -> None:
+    provider = MemoryProvider()
+    async with DesktopPool(provider, 1, id_prefix="p", health_interval_s=60,
+                           retry_backoff_s=0.001, restart_attempts=3) as pool:
+        leased = await pool.acquire()
+        provider.fail_starts = 10  # the provider is broken for good
+        waiter = asyncio.create_task(pool.acquire())
+        pool.release(leased.handle, healthy=False)
+        with pytest.raises(DesktopError, match="failed to restart 3 times"):
+            await asyncio.wait_for(waiter, 5)
+        assert pool.lost == 1 and provider.fail_starts == 7  # 3 attempts, then given up

@@ -128,3 +128,22 @@ async def test_unsupported_scheme_is_an_error(tmp_path: Path) -> None:
 
 def _files_under(root: Path) -> list[Path]:
     return [p for p in root.rglob("*") if p.is_file()]
+
+
+async def test_full_disk_is_not_retried_and_names_the_file(
+    server: AssetServer, tmp_path: Path
+) -> None:
+    import errno
+
+    from tests_support.mounts import fill, tmpfs
+
+    with tmpfs(tmp_path / "full", "size=64k") as full:
+        cache = FileCache(full / "cache", backoff_s=0.01)
+        url = f"{server.base}/big.bin"
+        await asyncio.to_thread(cache.path_for(url).parent.mkdir, parents=True)
+        fill(full)
+        with pytest.raises(OSError) as caught:
+            await cache.fetch(url)
+        assert caught.value.errno == errno.ENOSPC
+        assert str(full / "cache") in str(caught.value.filename)
+        assert server.hits["big.bin"] == 1  # a retry cannot free the disk

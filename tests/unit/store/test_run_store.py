@@ -87,16 +87,16 @@ def test_runs_show_json(tmp_path: Path) -> None:
 
     from click.testing import CliRunner
 
-    from cua_rl.store.commands import runs
+    from cua_rl.cli import cli  # errors become messages at the root group
 
     store = RunStore(tmp_path)
     store.save_trajectory(_traj("a"))
     store.close()
-    result = CliRunner().invoke(runs, ["show", str(tmp_path), "--json"])
+    result = CliRunner().invoke(cli, ["runs", "show", str(tmp_path), "--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert data["trajectories"] == 1 and data["steps"] == 2 and data["adapt_accepted"] == 0
-    empty = CliRunner().invoke(runs, ["show", str(tmp_path / "..")])
+    empty = CliRunner().invoke(cli, ["runs", "show", str(tmp_path / "..")])
     assert empty.exit_code != 0 and "no run.sqlite here" in empty.output
 
 

@@ -97,26 +97,54 @@ def test_tasks_validate_one_line_per_malformed_task(
     assert "1 tasks loaded" in result.stderr
 
 
-def test_unknown_metric_is_reported_not_fatal(
+def test_unknown_metric_fails_validate_with_a_suggestion(
     tmp_path, write_json, valid_task, invoke, problem_lines, registry_available
 ):
-    valid_task["evaluator"]["func"] = "no_such_metric_xyz"
+    valid_task["evaluator"]["func"] = "exact_mach"  # typo of a registered metric
+    valid_task["evaluator"]["result"]["type"] = "no_such_getter_xyz"
     file = write_json(tmp_path / "examples" / "os" / f"{TASK_ID}.json", valid_task)
     result = invoke("tasks", "validate", "--source", f"osworld:{tmp_path}")
-    assert result.exit_code == 0, result.output
-    [line] = problem_lines(result)
-    assert line.startswith(f"{file}: not implemented yet:") and "no_such_metric_xyz" in line
+    assert result.exit_code == 1, result.output
+    assert sorted(problem_lines(result)) == [
+        f"{file}: $.evaluator.func: unknown metric 'exact_mach' (did you mean 'exact_match'?)",
+        f"{file}: $.evaluator.result.type: unknown getter 'no_such_getter_xyz'",
+    ]
 
 
-def test_unknown_setup_step_is_reported_not_fatal(
+def test_unknown_setup_step_fails_validate_and_the_run_start(
     tmp_path, write_json, valid_task, invoke, problem_lines
 ):
-    pytest.importorskip("cua_rl.desktop.setup_steps")
-    valid_task["config"].append({"type": "no_such_step", "parameters": {}})
+    from cua_rl.errors import UnknownNameError
+    from cua_rl.tasks.sources import load_task_set
+
+    valid_task["config"].append({"type": "exeucte", "parameters": {}})
     file = write_json(tmp_path / "examples" / "os" / f"{TASK_ID}.json", valid_task)
     result = invoke("tasks", "validate", "--source", f"osworld:{tmp_path}")
-    assert result.exit_code == 0, result.output
-    assert f"{file}: not implemented yet: step:no_such_step" in problem_lines(result)
+    assert result.exit_code == 1, result.output
+    assert problem_lines(result) == [
+        f"{file}: $.config[1].type: unknown setup step 'exeucte' (did you mean 'execute'?)"]
+    with pytest.raises(UnknownNameError, match="exeucte"):  # train/eval/rollout refuse
+        load_task_set(f"osworld:{tmp_path}", templates_root=tmp_path)
+
+
+def test_unknown_name_in_a_template_variant_names_its_evaluator_file(
+    tmp_path, write_json, valid_task, valid_evaluator, invoke, problem_lines
+):
+    from cua_rl.errors import UnknownNameError
+    from cua_rl.tasks.sources import load_task_set
+
+    write_json(tmp_path / "examples" / "os" / f"{TASK_ID}.json", valid_task)
+    write_json(tmp_path / "templates" / f"{TASK_ID}.json", {"easy": "a", "hard": "b"})
+    write_json(tmp_path / "evaluators" / TASK_ID / "easy.json", valid_evaluator)
+    broken = write_json(tmp_path / "evaluators" / TASK_ID / "hard.json",
+                        dict(valid_evaluator, func="no_such_metric_xyz"))
+    result = invoke("tasks", "validate", "--source", f"osworld:{tmp_path}",
+                    "--templates-root", tmp_path)
+    assert result.exit_code == 1, result.output
+    assert problem_lines(result) == [
+        f"{broken}: $.evaluator.func: unknown metric 'no_such_metric_xyz'"]
+    with pytest.raises(UnknownNameError, match="hard.json"):
+        load_task_set(f"osworld:{tmp_path}", templates_root=tmp_path)
 
 
 @pytest.mark.shared
