@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
+from difflib import SequenceMatcher
 from typing import Any, Literal
 
 from cua_rl.agent import prompts
@@ -187,18 +188,18 @@ def critique_trajectory_messages(step_summaries: Sequence[str]) -> list[Message]
 
 
 def _current_evaluator(instruction: str, template: Mapping[str, str]) -> str:
-    """The template key a variant's instruction comes from: the exact canonical
-    instruction, else the longest canonical instruction it contains (a hinted variant)."""
+    """The template key a variant's instruction most likely comes from, for callers
+    that do not pass `evaluator`: the exact canonical instruction, else the longest
+    canonical instruction it contains (a hinted variant), else the most similar one
+    (a model-written variant). A guess: callers that know the name should pass it."""
     for name, canonical in template.items():
         if canonical == instruction:
             return name
     contained = [name for name, canonical in template.items() if canonical in instruction]
-    if not contained:
-        raise ValueError(
-            "rewrite_messages: the current instruction matches no template instruction; "
-            "pass evaluator=<the variant's evaluator name>"
-        )
-    return max(contained, key=lambda name: len(template[name]))
+    if contained:
+        return max(contained, key=lambda name: len(template[name]))
+    return max(template, key=lambda name: SequenceMatcher(None, template[name], instruction,
+                                                          autojunk=False).ratio())
 
 
 def dedupe(items: Sequence[str]) -> list[str]:

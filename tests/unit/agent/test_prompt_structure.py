@@ -225,3 +225,6 @@ def test_actor_context_lists_every_step_and_replays_the_last_two() -> None:
         s.response for s in steps[-2:]]
     lines = last_text(messages[-1]).split("Previous actions:\n", 1)[1].splitlines()
     assert lines == [f"Step {i + 1}: {history_line(s)}" for i, s in enumerate(steps)]
+    model_written = rewrite_messages("Put the title in bold and make it red.", TEMPLATE, [],
+                                     "easier")[0]["content"]
+    assert '{"bold_and_red": "Put the title in bold and make it red."}' in model_written
