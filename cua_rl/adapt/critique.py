@@ -1,8 +1,10 @@
 """Critique summaries: what the reward model saw going wrong in a task group.
 
 For every step with at least one -1 vote, a step summary (at most 2 sentences)
-is written from the reward model's own reasoning texts; then one trajectory
-summary names the recurring failure modes once. These summaries are what the
+is written from ALL the reward model's responses for that step, each shown with
+its extracted score (so the critic weighs the negative votes against the others);
+then one trajectory summary, from the JSON list of the step summaries, names the
+recurring failure modes once. These summaries are what the
 rewriter reads when it adds hints (easier) or removes them (harder). Answers
 are read from \\boxed{...}; an unusable answer is skipped and counted, never
 fatal: adaptation then works from fewer summaries.
@@ -67,26 +69,24 @@ class Critic:
     async def summarize(
         self, variant: TaskVariant, trajectory: Trajectory, verdicts: list[StepVerdict]
     ) -> str | None:
-        """One trajectory's summary, or None when nothing was flagged or usable."""
-        by_step = {s.index: s for s in trajectory.steps}
+        """One trajectory's summary, or None when nothing was flagged or usable.
+
+        `variant` is not shown to the critic (the method's critique prompts carry only
+        the votes and summaries); it stays in the signature for the callers."""
         flagged = [v for v in verdicts if any(vote.score == -1 for vote in v.votes)]
         flagged = flagged[-self.cfg.max_flagged_steps:]
         if not flagged:
             return None
         step_summaries = await asyncio.gather(*(
             self._ask(critique_step_messages(
-                variant.instruction, v.step_index,
-                by_step[v.step_index].response if v.step_index in by_step else "",
-                [vote.text for vote in v.votes if vote.score == -1],
-            ))
+                v.step_index, [vote.text for vote in v.votes], [vote.score for vote in v.votes]))
             for v in flagged
         ))
         usable = [s for s in step_summaries if s]
         if not usable:
             return None
         self.counts["step_summaries"] += len(usable)
-        summary = await self._ask(
-            critique_trajectory_messages(variant.instruction, usable, trajectory.outcome))
+        summary = await self._ask(critique_trajectory_messages(usable))
         if summary:
             self.counts["trajectory_summaries"] += 1
         return summary

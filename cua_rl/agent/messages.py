@@ -2,13 +2,15 @@
 
 All builders return OpenAI chat messages (images as `image_url` parts holding data
 URLs) as vLLM and our hf engine accept them, and are pure functions of their
-arguments, so the learner can rebuild exactly the prompt an actor sent.
+arguments, so the learner can rebuild exactly the prompt an actor sent. The texts
+are in `prompts.py`, whose docstring states the structure of each call.
 
-Policy context (DESIGN.md section 6): the system prompt with the tool, one user
-turn with the instruction and the text history of the steps whose screenshots are
-no longer shown, then the last `MAX_POLICY_IMAGES` screenshots as image turns
-interleaved with the assistant responses of those steps, ending on the current
-screenshot.
+Policy context (DESIGN.md section 6): the system prompt with the tool; for each of
+the last `MAX_POLICY_IMAGES - 1` past steps a user turn holding only that step's
+screenshot and an assistant turn holding the model's full response at that step;
+then one user turn with the current screenshot first and the text: the request,
+`Instruction: ...` and `Previous actions:` with one `Step k:` line for EVERY past
+step. So at most `MAX_POLICY_IMAGES` screenshots, the current one last.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
+from difflib import SequenceMatcher
 from typing import Any, Literal
 
 from cua_rl.agent import prompts
@@ -26,6 +29,7 @@ MAX_POLICY_IMAGES = 3
 
 _BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
 _VOTES: dict[str, Literal[-1, 1]] = {"1": 1, "+1": 1, "-1": -1}
+_JSON = json.JSONDecoder()
 
 
 def _image(url: str) -> dict[str, Any]:
@@ -59,12 +63,13 @@ def policy_messages(
 ) -> list[Message]:
     """The policy prompt for the next step.
 
-    `history[i]` is the "Action: ..." sentence of previous step i; `screenshots` are
-    data URLs, oldest first, the last one being the current screen, and align with
-    the last steps (`len(screenshots) <= len(history) + 1`). `responses[i]` is the
-    full response of step i, replayed as the assistant turn after that step's image;
-    without it the step's history line stands in. Only the last `max_images`
-    screenshots become images; steps before them are text history.
+    `history[i]` is the action text of previous step i (its "Action: ..." sentence);
+    all of them are listed as `Step k:` lines. `screenshots` are data URLs, oldest
+    first, the last one being the current screen, and align with the last steps
+    (`len(screenshots) <= len(history) + 1`). `responses[i]` is the full response
+    of step i, replayed as the assistant turn after that step's screenshot; without
+    it the step's history line stands in. Only the last `max_images` screenshots
+    are shown, so at most `max_images - 1` past steps are replayed as turns.
     """
     n = len(history)
     if not screenshots:
@@ -77,19 +82,23 @@ def policy_messages(
         raise ValueError("max_images must be >= 1")
     shown = list(screenshots[-max_images:])
     first_shown_step = n - (len(shown) - 1)
-    user_text = prompts.POLICY_INSTRUCTION.format(
-        instruction=instruction, history=_numbered(history[:first_shown_step])
-    )
     messages: list[Message] = [
         {"role": "system", "content": system_prompt(screen, coords, image_size)},
-        {"role": "user", "content": [_text(user_text), _image(shown[0])]},
     ]
-    for offset, url in enumerate(shown[1:]):
+    for offset, url in enumerate(shown[:-1]):
         step = first_shown_step + offset
         reply = responses[step] if responses is not None else _as_action_line(history[step])
-        messages.append({"role": "assistant", "content": reply})
         messages.append({"role": "user", "content": [_image(url)]})
+        messages.append({"role": "assistant", "content": reply})
+    request = prompts.POLICY_INSTRUCTION.format(instruction=instruction, history=_numbered(history))
+    messages.append({"role": "user", "content": [_image(shown[-1]), _text(request)]})
     return messages
+
+
+def _action_part(response: str) -> str:
+    """What a response did, without its thinking: the text after the last `</think>`."""
+    action = response.rsplit("</think>", 1)[-1].strip() if isinstance(response, str) else ""
+    return action or "(empty response)"
 
 
 def prm_messages(
@@ -101,28 +110,33 @@ def prm_messages(
     *,
     parse_error: str | None = None,
 ) -> list[Message]:
-    """The reward model's two-image context for judging one step.
+    """The reward model's prompt for judging one step: one user turn, no system turn.
 
-    `parse_error`, when the step's response did not parse, is stated next to the
-    response so the judge knows nothing was executed (the step is still judged).
+    In order: `Previous Actions:` (one `Step k:` line per step before the judged
+    one, `prior_actions`), the screenshot before the step as the environment image
+    and the step's action (its response without thinking) as the agent's action,
+    the screenshot after the step as the current observation, and last the
+    evaluator's instruction with the objective and the step's full response.
+    `parse_error`, when the response did not parse, replaces the action and is
+    stated next to the response so the judge knows nothing was executed (the step
+    is still judged). Exactly two images: before, then after.
     """
-    response = prompts.PRM_RESPONSE.format(response=response_text)
     if parse_error:
-        response += "\n" + prompts.PRM_PARSE_ERROR.format(error=parse_error)
-    context = prompts.PRM_CONTEXT.format(instruction=instruction, history=_numbered(prior_actions))
+        action = prompts.PRM_NOT_EXECUTED.format(error=parse_error)
+        note = prompts.PRM_PARSE_NOTE.format(error=parse_error)
+    else:
+        action, note = _action_part(response_text), ""
+    task = prompts.PRM_TASK.format(instruction=instruction, response=response_text, note=note)
     content = [
-        _text(context),
+        _text(prompts.PRM_PREVIOUS.format(history=_numbered(prior_actions))),
         _text(prompts.PRM_BEFORE),
         _image(before_image),
-        _text(response),
+        _text(prompts.PRM_ACTION.format(action=action)),
         _text(prompts.PRM_AFTER),
         _image(after_image),
-        _text(prompts.PRM_QUESTION),
+        _text(task),
     ]
-    return [
-        {"role": "system", "content": prompts.PRM_SYSTEM},
-        {"role": "user", "content": content},
-    ]
+    return [{"role": "user", "content": content}]
 
 
 def boxed_answer(text: str) -> str | None:
@@ -142,28 +156,59 @@ def parse_prm_vote(text: str) -> Literal[-1, 0, 1]:
 
 
 def critique_step_messages(
-    instruction: str, step_index: int, response_text: str, reasonings: Sequence[str]
+    step_index: int, responses: Sequence[str], scores: Sequence[int]
 ) -> list[Message]:
-    """Ask for a <= 2 sentence summary (in \\boxed{}) of why a flagged step was bad,
-    from the reward model's reasoning texts (Algorithm 2 of RLAnything)."""
-    joined = "\n---\n".join(r.strip() for r in reasonings) or prompts.NO_HISTORY
+    """Ask why a step was judged negative: <= 2 sentences naming the failure mode,
+    answered only in \\boxed{}.
+
+    The critic sees ALL the reward model's responses for the step, each with its
+    extracted score (1, -1 or 0) beside it, so it can weigh the negative votes
+    against the positive ones. `step_index` is 0-based (shown 1-based, as in the
+    `Step k:` lines).
+    """
+    if len(responses) != len(scores):
+        raise ValueError(f"{len(responses)} responses for {len(scores)} scores")
+    if not responses:
+        raise ValueError("critique_step_messages needs the step's votes")
+    judgements = "\n\n".join(
+        prompts.CRITIQUE_JUDGEMENT.format(number=i + 1, score=score, text=text.strip())
+        for i, (text, score) in enumerate(zip(responses, scores, strict=True))
+    )
     text = prompts.CRITIQUE_STEP.format(
-        instruction=instruction, step=step_index + 1, response=response_text, reasonings=joined
+        step=step_index + 1, count=len(responses), judgements=judgements
     )
     return [{"role": "user", "content": text}]
 
 
-def critique_trajectory_messages(
-    instruction: str, step_summaries: Sequence[str], outcome: int | None
-) -> list[Message]:
-    """Ask for a <= 2 sentence summary (in \\boxed{}) of a whole attempt."""
-    summaries = "\n".join(f"- {s}" for s in step_summaries) or prompts.NO_HISTORY
-    text = prompts.CRITIQUE_TRAJECTORY.format(
-        instruction=instruction,
-        summaries=summaries,
-        outcome=prompts.OUTCOME_TEXT.get(outcome, prompts.OUTCOME_TEXT[None]),
-    )
-    return [{"role": "user", "content": text}]
+def critique_trajectory_messages(step_summaries: Sequence[str]) -> list[Message]:
+    """Ask for the recurring failure modes of one trajectory, each named once, in
+    <= 2 sentences; the model reasons first and answers in \\boxed{}."""
+    summaries = json.dumps(list(step_summaries), indent=1, ensure_ascii=False)
+    return [{"role": "user", "content": prompts.CRITIQUE_TRAJECTORY.format(summaries=summaries)}]
+
+
+def _current_evaluator(instruction: str, template: Mapping[str, str]) -> str:
+    """The template key a variant's instruction most likely comes from, for callers
+    that do not pass `evaluator`: the exact canonical instruction, else the longest
+    canonical instruction it contains (a hinted variant), else the most similar one
+    (a model-written variant). A guess: callers that know the name should pass it."""
+    for name, canonical in template.items():
+        if canonical == instruction:
+            return name
+    contained = [name for name, canonical in template.items() if canonical in instruction]
+    if contained:
+        return max(contained, key=lambda name: len(template[name]))
+    return max(template, key=lambda name: SequenceMatcher(None, template[name], instruction,
+                                                          autojunk=False).ratio())
+
+
+def dedupe(items: Sequence[str]) -> list[str]:
+    """`items` stripped, without empty or repeated ones, in first-seen order."""
+    seen: dict[str, None] = {}
+    for item in items:
+        if isinstance(item, str) and item.strip():
+            seen.setdefault(item.strip(), None)
+    return list(seen)
 
 
 def rewrite_messages(
@@ -171,40 +216,61 @@ def rewrite_messages(
     template: Mapping[str, str],
     summaries: Sequence[str],
     direction: Literal["harder", "easier"],
+    *,
+    evaluator: str | None = None,
 ) -> list[Message]:
-    """Ask the rewriter for `{"<evaluator name>": "<instruction>"}` (exactly one key)."""
+    """Ask the rewriter for `{"<evaluator name>": "<instruction>"}` (exactly one key).
+
+    The current task is shown as the same one-key object, `{evaluator:
+    current_instruction}`, next to the template (evaluator name -> canonical
+    instruction) and the deduplicated trajectory summaries. `evaluator` is the
+    current variant's evaluator name; when None it is inferred from the template.
+    """
     if direction not in prompts.REWRITE_GUIDANCE:
         raise ValueError(f"direction must be 'harder' or 'easier', got {direction!r}")
     if not template:
         raise ValueError("rewrite needs a non-empty template")
+    if evaluator is None:
+        evaluator = _current_evaluator(current_instruction, template)
+    elif evaluator not in template:
+        raise ValueError(f"evaluator {evaluator!r} is not in the template {sorted(template)}")
+    unique = dedupe(summaries)
     text = prompts.REWRITE.format(
-        problem=prompts.REWRITE_PROBLEM[direction],
-        direction=direction,
-        instruction=current_instruction,
+        goal=direction,
+        current=json.dumps({evaluator: current_instruction}, ensure_ascii=False),
         template=json.dumps(dict(template), indent=2, ensure_ascii=False),
-        summaries="\n".join(f"- {s}" for s in summaries) or prompts.NO_HISTORY,
+        summaries="\n".join(f"- {s}" for s in unique) or prompts.NO_HISTORY,
         guidance=prompts.REWRITE_GUIDANCE[direction],
     )
     return [{"role": "user", "content": text}]
 
 
+def _last_json_object(text: str) -> Any:
+    """The last top-level JSON object in `text` (objects nested in it do not count)."""
+    last, pos = None, 0
+    while (start := text.find("{", pos)) >= 0:
+        try:
+            obj, end = _JSON.raw_decode(text, start)
+        except (ValueError, RecursionError):
+            pos = start + 1
+            continue
+        if isinstance(obj, dict):
+            last = obj
+        pos = end
+    return last
+
+
 def parse_rewrite(text: str, names: Sequence[str]) -> tuple[str, str] | None:
-    """(evaluator name, instruction) from a rewriter answer, None unless it is one JSON
-    object (optionally fenced, after any thinking) with exactly one key from `names`
-    and a non-empty string value."""
+    """(evaluator name, instruction) from a rewriter answer, or None.
+
+    The answer is read from the LAST JSON object after any thinking (fenced or
+    not): the prompt asks for JSON only, and for the JSON last if anything else
+    slips out, so an object quoted earlier in prose does not count. It must have
+    exactly one key from `names` and a non-empty string value.
+    """
     if not isinstance(text, str):
         return None
-    body = text.rsplit("</think>", 1)[-1].strip()
-    fenced = re.search(r"```(?:json)?\s*(.*?)```", body, re.DOTALL)
-    if fenced:
-        body = fenced.group(1).strip()
-    start, end = body.find("{"), body.rfind("}")
-    if start < 0 or end < start:
-        return None
-    try:
-        obj = json.loads(body[start : end + 1])
-    except (ValueError, RecursionError):
-        return None
+    obj = _last_json_object(text.rsplit("</think>", 1)[-1])
     if not isinstance(obj, dict) or len(obj) != 1:
         return None
     ((name, instruction),) = obj.items()

@@ -1,15 +1,22 @@
 """Turn a policy response into validated `Action`s, or a `ParseError` (never an exception).
 
 Expected format: optional thinking (`<think>...</think>` or free text), then
-`Action: <one sentence>`, then one or more
-`<tool_call>{"name": "computer_use", "arguments": {...}}</tool_call>` blocks that
-run in order.
+`Action: <one sentence>`, then exactly one
+`<tool_call>{"name": "computer_use", "arguments": {...}}</tool_call>` block.
 
 Invariant: every value in a returned `Action` has been type- and range-checked
 (coordinates inside the screen, keys in pyautogui's key list, text printable
 ASCII of bounded length), so `to_pyautogui` can embed it without further doubt.
-A response is all or nothing: one bad call rejects the whole step (executing half
+A response is all or nothing: a bad call rejects the whole step (executing half
 a plan is worse than a recorded no-op, DESIGN.md section 9).
+
+Several tool calls in one response are a parse error (`several_tool_calls`), not
+"run the first and drop the rest": the response format asks for exactly one call
+(the method's format, which the reward model and the critic also read), and
+running only the first would execute part of a plan the model wrote as a whole,
+record a step that differs from the text being trained on, and teach nothing
+against the format violation. As a recorded no-op the step is still judged by
+the reward model, which is told that nothing was executed.
 
 Tolerated model quirks (each seen in Qwen/OSWorld outputs):
 - tool calls are searched only after the last `</think>`; a `<think>` without
@@ -40,7 +47,6 @@ from cua_rl.agent.keys import normalize_key, split_combo
 from cua_rl.agent.tool_schema import ACTIONS, TOOL_NAME, CoordinateMode, coordinate_space
 from cua_rl.types import Action, ParseError
 
-MAX_TOOL_CALLS = 10
 MAX_KEYS = 6
 MAX_TEXT_CHARS = 2000
 MAX_SCROLL = 200
@@ -72,7 +78,7 @@ def parse_response(
     coords: CoordinateMode = "relative",
     image_size: tuple[int, int] | None = None,
 ) -> tuple[list[Action], ParseError | None]:
-    """Parse a policy response into screen-pixel actions.
+    """Parse a policy response into its one screen-pixel action (a list of one).
 
     `screen` and `image_size` are (width, height). Relative coordinates are on the
     0..1000 grid; absolute ones are pixels of the resized image the model saw
@@ -87,14 +93,11 @@ def parse_response(
     if not isinstance(text, str):
         return [], ParseError("bad_response", f"response must be str, got {type(text).__name__}")
     try:
-        blocks = _tool_call_blocks(_after_thinking(text))
-        actions = [_to_action(_decode_call(b, i), i, screen, space) for i, b in enumerate(blocks)]
-        for i, action in enumerate(actions[:-1]):
-            if action.kind == "terminate":
-                raise _Invalid("terminate_not_last", f"tool call {i} terminates but more follow")
+        block = _tool_call_block(_after_thinking(text))
+        action = _to_action(_decode_call(block, 0), 0, screen, space)
     except _Invalid as invalid:
         return [], invalid.error
-    return actions, None
+    return [action], None
 
 
 def action_sentence(text: str) -> str:
@@ -128,24 +131,18 @@ def _after_thinking(text: str) -> str:
     return text
 
 
-def _tool_call_blocks(body: str) -> list[str]:
-    blocks: list[str] = []
-    pos = 0
-    while (start := body.find(_OPEN, pos)) >= 0:
-        start += len(_OPEN)
-        end = body.find(_CLOSE, start)
-        if end < 0:
-            blocks.append(body[start:])
-            break
-        blocks.append(body[start:end])
-        pos = end + len(_CLOSE)
-        if len(blocks) > MAX_TOOL_CALLS:
-            break
-    if len(blocks) > MAX_TOOL_CALLS:
-        raise _Invalid("too_many_tool_calls", f"more than {MAX_TOOL_CALLS} tool calls")
-    if not blocks:
+def _tool_call_block(body: str) -> str:
+    """The content of the one `<tool_call>` block (the last may lack its close tag)."""
+    count = body.count(_OPEN)
+    if count == 0:
         raise _Invalid("no_tool_call", "no <tool_call> block after the thinking")
-    return blocks
+    if count > 1:
+        raise _Invalid(
+            "several_tool_calls", f"{count} <tool_call> blocks; the format allows exactly one"
+        )
+    start = body.find(_OPEN) + len(_OPEN)
+    end = body.find(_CLOSE, start)
+    return body[start:] if end < 0 else body[start:end]
 
 
 def _reject_constant(name: str) -> Any:

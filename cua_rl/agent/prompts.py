@@ -1,11 +1,32 @@
 """Prompt texts of the policy, the reward model, the critic and the rewriter.
 
-Kept apart from the builders so that a prompt change is one reviewable diff and
-the builders stay about structure. The policy texts follow the Qwen3-VL
-computer-use cookbook and OSWorld's Qwen3-VL agent (tool description, Qwen's
-`<tools>` system block, "Action: ..." then `<tool_call>`), because the released
-checkpoints were tuned on that format; the reward-model texts follow the
-RLAnything paper (reason, then \\boxed{1} or \\boxed{-1}).
+Every text a model role reads lives here, apart from the builders in
+`messages.py`, so that a prompt change is one reviewable diff and the builders stay
+about structure. The wording is ours; the structure and constraints follow the
+RLAnything method for the GUI setting, since its released checkpoints and results
+depend on them:
+
+- policy: a system turn with Qwen's `# Tools` block (the tool schema inside
+  `<tools>`, the `<tool_call>` convention; the released Qwen3-VL checkpoints were
+  tuned on it) and a response format of one imperative "Action: ..." sentence
+  then exactly ONE `<tool_call>`, finishing with action=terminate; then for each
+  of the (at most 2) retained past steps a user turn with only its screenshot and
+  an assistant turn with its full response; then a user turn with the current
+  screenshot first and the request, `Instruction: ...` and `Previous actions:`
+  (a `Step k:` line for EVERY past step, or `None`);
+- reward model: one user turn, no system turn: `Previous Actions:`, the screenshot
+  before the judged step as the environment image, the step's action, the
+  screenshot after it as the current observation, and last the strict-evaluator
+  instruction with the objective and the step's full response, weighing the
+  step's effect on the final outcome; reasoning, then \\boxed{1} or \\boxed{-1};
+- critique, step stage (steps with a -1 vote): all m reward-model responses with
+  their extracted scores; at most 2 sentences naming the failure mode, only in
+  \\boxed{}; trajectory stage: the JSON list of the step summaries; at most 2
+  sentences of recurring failure modes, each once; reasoning, then \\boxed{};
+- rewriter: the goal (easier/harder), the current task as a one-key JSON object
+  (evaluator name -> instruction), the template (evaluator name -> canonical
+  instruction) and the deduplicated summaries; it answers one JSON object with
+  exactly one key, last if anything else slips out.
 """
 
 from __future__ import annotations
@@ -82,20 +103,20 @@ For each function call, return a json object with function name and arguments wi
 RESPONSE_FORMAT = """\
 # Response format
 
-Response format for every step:
-1) Action: a short imperative describing what to do in the UI.
-2) One or more <tool_call>...</tool_call> blocks, each containing only the JSON: \
-{"name": <function-name>, "arguments": <args-json-object>}. Several blocks run in order.
+Answer every step in exactly this form:
+1) Action: one short imperative sentence saying what to do next in the UI.
+2) Exactly one <tool_call>...</tool_call> block holding only the JSON \
+{"name": <function-name>, "arguments": <args-json-object>}.
 
 Rules:
-- Output exactly in the order: Action, <tool_call>.
-- Be brief: one sentence for Action.
-- Do not output anything else outside those parts.
-- If finishing, use action=terminate in the tool call."""
+- Write the Action line first, then the single <tool_call> block.
+- Keep the Action to one sentence.
+- Write nothing else: no second tool call and no text after the block.
+- To finish the task (done or impossible), call the tool with action=terminate."""
 
 POLICY_INSTRUCTION = """\
-Please generate the next move according to the UI screenshot, instruction and \
-previous actions.
+Decide the next move from the screenshot, the instruction and the actions taken \
+so far.
 
 Instruction: {instruction}
 
@@ -103,83 +124,88 @@ Previous actions:
 {history}"""
 
 NO_HISTORY = "None"
+NO_OP_ACTION = "(the response could not be parsed; nothing was done)"
+"""How a step whose response did not parse appears in later `Step k:` lines."""
+NO_ACTION_SENTENCE = "(no Action sentence)"
+"""How a parsed step without an "Action: ..." sentence appears in `Step k:` lines."""
 
-PRM_SYSTEM = """\
-You are an expert judge of computer-use agents. An agent is operating a desktop \
-computer to complete a task. You see the screenshot before one of its steps, the \
-agent's response at that step, and the screenshot after the step was executed. \
-Judge whether this step is a good step: correct, useful progress towards completing \
-the task (or a correct decision to finish), given what happened before. Think step \
-by step about what the agent intended, what actually changed on the screen, and \
-whether it brings the task closer to completion. Then answer \\boxed{1} for a good \
-step or \\boxed{-1} for a bad step, as the last thing you write."""
-
-PRM_CONTEXT = """\
-Task: {instruction}
-
-Actions the agent took before this step:
+PRM_PREVIOUS = """\
+Previous Actions:
 {history}"""
+PRM_BEFORE = "Environment image (the screen before the agent's most recent step):"
+PRM_ACTION = "Agent action: {action}"
+PRM_NOT_EXECUTED = "nothing was executed, the response could not be parsed ({error})"
+PRM_AFTER = "Current observation (the screen after that step):"
+PRM_TASK = """\
+You are a strict evaluator of the most recent step of a computer-use agent.
 
-PRM_BEFORE = "Screenshot before the step:"
-PRM_RESPONSE = "The agent's response at this step:\n{response}"
-PRM_PARSE_ERROR = "This response could not be executed ({error}); nothing was done."
-PRM_AFTER = "Screenshot after the step:"
-PRM_QUESTION = (
-    "Is this step a good step towards completing the task? Reason, then answer "
-    "\\boxed{1} (good) or \\boxed{-1} (bad)."
-)
+The agent's objective: {instruction}
+
+The agent's full response at its most recent step (reasoning and action):
+{response}
+{note}
+Judge this step: is it correct and useful given the objective, the previous \
+actions and what the screen shows before and after it, and how is it likely to \
+affect the final outcome of the task? Be strict: a step that makes no progress, \
+acts on the wrong element, or stops before the task is done is a bad step.
+
+First give your reasoning, then your final score: \\boxed{{1}} for a good step or \
+\\boxed{{-1}} for a bad step."""
+PRM_PARSE_NOTE = "\nThis response could not be executed ({error}); the screen did not change \
+because of it.\n"
 
 CRITIQUE_STEP = """\
-An agent operating a desktop computer took a step that a reviewer flagged as bad.
+A reward model judged step {step} of a computer-use agent's attempt {count} times, \
+and at least one judgement scored it as bad. Here are all the judgements of this \
+step, each with the score extracted from it (1 good, -1 bad, 0 no readable score):
 
-Task: {instruction}
+{judgements}
 
-Step {step}: the agent's response was:
-{response}
-
-The reviewer's reasoning:
-{reasonings}
-
-Summarize in at most 2 sentences what went wrong at this step and why. Put the \
-summary inside \\boxed{{...}}."""
+Write one dense summary, at most 2 sentences, of why the step was judged \
+negative, naming its failure mode (for example a wrong assumption, a misread UI, \
+an action inconsistent with the instruction, a hallucinated value, a skipped \
+constraint). Answer only with the summary inside \\boxed{{...}}."""
+CRITIQUE_JUDGEMENT = "Judgement {number} (score {score}):\n{text}"
 
 CRITIQUE_TRAJECTORY = """\
-An agent operating a desktop computer attempted a task; it {outcome}.
+Here is the JSON list of summaries of the steps of one computer-use agent \
+attempt that a reward model judged negative:
 
-Task: {instruction}
-
-Summaries of the steps a reviewer flagged as bad:
 {summaries}
 
-Summarize in at most 2 sentences the main reasons the agent struggled with this \
-task. Put the summary inside \\boxed{{...}}."""
-
-OUTCOME_TEXT = {1: "succeeded", -1: "failed", None: "did not finish"}
+Write one summary, at most 2 sentences, of the failure modes that recur in this \
+attempt, naming each failure mode once (do not repeat it per step). Reason \
+first, then give the final summary inside \\boxed{{...}}."""
 
 REWRITE = """\
-We train a computer-use agent on the task below. The task is currently too \
-{problem} for the agent, so write a {direction} version of it.
+You adapt the difficulty of a task given to a computer-use agent.
 
-Current instruction: {instruction}
+Goal: {goal} (make the task {goal} for the agent)
 
-The task can be checked by one of these evaluators; each key is an evaluator name \
-and its value the canonical instruction that evaluator checks:
+Current task (evaluator name -> instruction):
+{current}
+
+Template of this task (evaluator name -> canonical instruction; each evaluator \
+checks the outcome its own instruction asks for):
 {template}
 
-What reviewers observed in the agent's recent attempts:
+Recurring failure modes seen in the agent's previous attempts:
 {summaries}
 
-Pick exactly one evaluator name from the list above and write the instruction the \
-agent will be given. {guidance} The instruction must ask for exactly what the \
-chosen evaluator checks.
+Rules:
+- Keep the current evaluator, or switch to another evaluator of the template by \
+changing the key; use only evaluator names that appear in the template.
+- {guidance}
+- Keep the instruction short.
+- Keep the essential task of the chosen evaluator's canonical instruction; never \
+invent a new task or an evaluator name.
 
-Answer with a JSON object with exactly one key, the evaluator name, whose value is \
-the new instruction, e.g. {{"<evaluator name>": "<instruction>"}}. Output only the JSON."""
+Output valid JSON only: one object with exactly one key, the evaluator name, whose \
+value is the new instruction, e.g. {{"<evaluator name>": "<instruction>"}}. If any \
+other text slips out, the JSON object must come last."""
 
 REWRITE_GUIDANCE = {
-    "harder": "To make it harder, remove hints and intermediate steps, or pick an "
-    "evaluator with a more demanding goal.",
-    "easier": "To make it easier, add hints (where to click, which menu, which "
-    "shortcut) drawn from the observations, or pick an evaluator with a simpler goal.",
+    "easier": "To make it easier, add short hints targeted at the failure modes above "
+    "(where to click, which menu or shortcut to use).",
+    "harder": "To make it harder, remove hints, or make the instruction more ambiguous.",
 }
-REWRITE_PROBLEM = {"harder": "easy", "easier": "hard"}

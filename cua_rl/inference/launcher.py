@@ -47,7 +47,7 @@ class ModelServersConfig(BaseModel):
     """Deadline for a replica to answer /health after start."""
 
 
-TINY_BUILD = "tiny-qwen3-vl-primed-v2"
+TINY_BUILD = "tiny-qwen3-vl-primed-v3"
 """Cache name of the built tiny model; bumped when the build changes (v2: 1000 priming
 steps) so that a cache from an older build is not reused."""
 

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from cua_rl.agent import prompts
 from cua_rl.agent.images import encode_image
 from cua_rl.agent.messages import (
     critique_step_messages,
@@ -29,6 +30,7 @@ from cua_rl.agent.messages import (
     prm_messages,
     rewrite_messages,
 )
+from cua_rl.agent.parse import action_sentence
 
 ExampleKind = Literal["policy", "prm", "critique", "rewrite"]
 
@@ -37,8 +39,6 @@ MIX: tuple[tuple[ExampleKind, float], ...] = (
     ("policy", 0.5), ("prm", 0.3), ("critique", 0.12), ("rewrite", 0.08),
 )  # fmt: skip
 SCREENS: tuple[tuple[int, int], ...] = ((1920, 1080), (1280, 720), (1024, 768))
-NO_OP_HISTORY = "Action: (the response could not be parsed; nothing was done)"
-"""Mirrors rollout.context.NO_OP_HISTORY (not imported: rollout pulls in the store)."""
 
 _INSTRUCTIONS = (
     "Move all .txt files from the Desktop into the folder named notes.",
@@ -160,9 +160,7 @@ def _policy(rng: random.Random, min_pixels: int, k: int) -> PrimingExample:
     responses = [
         _garbage(rng) if rng.random() < 0.2 else policy_response(rng) for _ in range(steps)
     ]
-    history = [
-        NO_OP_HISTORY if not r.startswith("Action:") else r.split("\n", 1)[0] for r in responses
-    ]
+    history = [_history_line(r) for r in responses]
     shots = rng.randint(1, min(3, steps + 1))
     screen = rng.choice(SCREENS)
     messages = policy_messages(
@@ -172,8 +170,13 @@ def _policy(rng: random.Random, min_pixels: int, k: int) -> PrimingExample:
     return PrimingExample("policy", messages, tuple(policy_response(rng) for _ in range(k)))
 
 
+def _history_line(response: str) -> str:
+    """As rollout.context.history_line writes it (not imported: rollout pulls in the store)."""
+    return action_sentence(response) or prompts.NO_OP_ACTION
+
+
 def _prm(rng: random.Random, min_pixels: int, k: int) -> PrimingExample:
-    prior = [policy_response(rng).split("\n", 1)[0] for _ in range(rng.randint(0, 3))]
+    prior = [_history_line(policy_response(rng)) for _ in range(rng.randint(0, 3))]
     broken = rng.random() < 0.25
     response = _garbage(rng) if broken else policy_response(rng)
     before, after = screenshot_urls(rng, 2, min_pixels)
@@ -190,16 +193,23 @@ def _judgement(rng: random.Random) -> str:
 
 
 def _critique(rng: random.Random, _min_pixels: int, k: int) -> PrimingExample:
-    instruction = rng.choice(_INSTRUCTIONS)
+    """Step stage (m = 3 votes, at least one -1; answer only in \\boxed{}) or
+    trajectory stage (a JSON list of step summaries; a reason, then \\boxed{})."""
     if rng.random() < 0.6:
-        reasons = [f"The agent {rng.choice(_VERBS)} the {rng.choice(_ELEMENTS)}. \\boxed{{-1}}"]
-        messages = critique_step_messages(
-            instruction, rng.randint(0, 5), policy_response(rng), reasons * rng.randint(1, 3)
-        )
+        scores = [-1, *(rng.choice((1, -1, 0)) for _ in range(2))]
+        rng.shuffle(scores)
+        votes = [
+            f"The agent {rng.choice(_VERBS)} the {rng.choice(_ELEMENTS)}. \\boxed{{{s}}}"
+            if s else f"The agent {rng.choice(_VERBS)} the {rng.choice(_ELEMENTS)}."
+            for s in scores
+        ]  # fmt: skip
+        messages = critique_step_messages(rng.randint(0, 14), votes, scores)
+        answers = tuple(f"\\boxed{{{rng.choice(_SUMMARIES[:4])}}}" for _ in range(k))
     else:
-        summaries = rng.sample(_SUMMARIES, rng.randint(0, 3))
-        messages = critique_trajectory_messages(instruction, summaries, rng.choice((1, -1, None)))
-    answers = tuple(f"\\boxed{{{rng.choice(_SUMMARIES[:4])}}}" for _ in range(k))
+        messages = critique_trajectory_messages(rng.sample(_SUMMARIES, rng.randint(1, 3)))
+        answers = tuple(
+            f"{rng.choice(_REASONS)} \\boxed{{{rng.choice(_SUMMARIES[:4])}}}" for _ in range(k)
+        )
     return PrimingExample("critique", messages, answers)
 
 
@@ -208,7 +218,10 @@ def _rewrite(rng: random.Random, _min_pixels: int, k: int) -> PrimingExample:
     template = {name: rng.choice(_INSTRUCTIONS) for name in names}
     summaries = rng.sample(_SUMMARIES, rng.randint(0, 2))
     direction = rng.choice(("harder", "easier"))
-    messages = rewrite_messages(rng.choice(_INSTRUCTIONS), template, summaries, direction)
+    current = rng.choice(names)
+    messages = rewrite_messages(
+        template[current], template, summaries, direction, evaluator=current
+    )
     answers = []
     for _ in range(k):
         name = rng.choice(names)

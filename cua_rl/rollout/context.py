@@ -8,17 +8,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from cua_rl.agent import action_sentence, policy_messages
+from cua_rl.agent import action_sentence, policy_messages, prompts
 from cua_rl.agent.images import resized_image_size
 from cua_rl.rollout.config import EpisodeConfig
 from cua_rl.types import Step
 
-NO_OP_HISTORY = "Action: (the response could not be parsed; nothing was done)"
+NO_OP_HISTORY = prompts.NO_OP_ACTION
 
 
 def history_line(step: Step) -> str:
-    """How a finished step appears in the text history of later steps."""
-    return NO_OP_HISTORY if step.parse_error is not None else action_sentence(step.response)
+    """How a finished step appears in the `Step k:` lines of later policy and
+    reward-model prompts: its action sentence (without "Action:"), or a stated no-op."""
+    if step.parse_error is not None:
+        return NO_OP_HISTORY
+    return action_sentence(step.response) or prompts.NO_ACTION_SENTENCE
 
 
 def model_image_size(screen: tuple[int, int], cfg: EpisodeConfig) -> tuple[int, int]:
@@ -33,7 +36,9 @@ def step_messages(
     cfg: EpisodeConfig,
 ) -> list[dict[str, Any]]:
     """Messages for the step after `prior_steps`; `screenshot_urls[k]` is the
-    screen before step k, and the last one is the current screen."""
+    screen before step k, and the last one is the current screen. Every prior step
+    is a `Step k:` line; the last `cfg.history_images - 1` are also replayed as
+    screenshot + full-response turns."""
     return policy_messages(
         instruction, [history_line(s) for s in prior_steps],
         list(screenshot_urls)[-cfg.history_images:], screen, cfg.coords,

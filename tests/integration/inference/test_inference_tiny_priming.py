@@ -59,8 +59,15 @@ async def sample(url: str, messages: list[dict], n: int, temperature: float,
 async def test_policy_samples_mostly_parse(primed_server) -> None:
     shots = [screenshot(s) for s in (30, 90, 150)]
     first = policy_messages("Move all .txt files into the folder notes.", [], shots[:1], SCREEN)
-    history = ["Action: Click the target.", "Action: Type the text."]
-    later = policy_messages("Count the ERROR lines in log.txt.", history, shots, SCREEN)
+    history = ["Click the target.", "Type the text."]
+    responses = [
+        'Action: Click the target.\n<tool_call>\n{"name": "computer_use", "arguments": '
+        '{"action": "left_click", "coordinate": [500, 300]}}\n</tool_call>',
+        'Action: Type the text.\n<tool_call>\n{"name": "computer_use", "arguments": '
+        '{"action": "type", "text": "ERROR"}}\n</tool_call>',
+    ]
+    later = policy_messages("Count the ERROR lines in log.txt.", history, shots, SCREEN,
+                            responses=responses)
     texts = await sample(primed_server.url, first, 10, 1.0, 64)
     texts += await sample(primed_server.url, later, 10, 1.0, 64)
     parsed = [parse_response(t, SCREEN)[1] is None for t in texts]
@@ -72,7 +79,7 @@ async def test_reward_model_votes_mostly_parse_and_vary(primed_server) -> None:
     before, after = screenshot(40), screenshot(120)
     response = 'Action: Click the target.\n<tool_call>\n{"name": "computer_use", ' \
         '"arguments": {"action": "left_click", "coordinate": [500, 300]}}\n</tool_call>'
-    messages = prm_messages("Rename report.docx to final.docx.", ["Action: Press the keys."],
+    messages = prm_messages("Rename report.docx to final.docx.", ["Press the keys."],
                             before, response, after)
     texts = await sample(primed_server.url, messages, 20, 0.8, 48)
     votes = [parse_prm_vote(t) for t in texts]
@@ -81,8 +88,9 @@ async def test_reward_model_votes_mostly_parse_and_vary(primed_server) -> None:
 
 
 async def test_critique_answers_are_boxed(primed_server) -> None:
-    messages = critique_step_messages("Rename the file.", 1, "Action: Type the text.",
-                                      ["The action does not match the task. \\boxed{-1}"])
+    votes = ["The action does not match the task. \\boxed{-1}",
+             "The screen changed after the action. \\boxed{1}", "I compare the screenshots."]
+    messages = critique_step_messages(1, votes, [-1, 1, 0])
     texts = await sample(primed_server.url, messages, 10, 1.0, 64)
     assert sum(boxed_answer(t) is not None for t in texts) >= 5, texts
 

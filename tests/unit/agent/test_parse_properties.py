@@ -156,14 +156,22 @@ valid_arguments = st.one_of(
 
 
 @SETTINGS
-@given(calls=st.lists(valid_arguments, min_size=1, max_size=4), screen=screens, done=st.booleans())
-def test_valid_tool_calls_are_accepted_and_safe(
-    safe_code: Callable[[str], None], calls: list[dict], screen: tuple[int, int], done: bool
+@given(call=valid_arguments, screen=screens, done=st.booleans())
+def test_valid_tool_call_is_accepted_and_safe(
+    safe_code: Callable[[str], None], call: dict, screen: tuple[int, int], done: bool
 ) -> None:
     if done:
-        calls = [*calls, {"action": "terminate", "status": "success"}]
-    text = "Action: act.\n" + "".join(tool_call(c) for c in calls)
-    actions, error = parse_response(text, screen)
+        call = {"action": "terminate", "status": "success"}
+    actions, error = parse_response("Action: act.\n" + tool_call(call), screen)
     assert error is None, error
-    assert [a.kind for a in actions] == [c["action"] for c in calls]
+    assert [a.kind for a in actions] == [call["action"]]
     safe_code(to_pyautogui(actions))
+
+
+@SETTINGS
+@given(calls=st.lists(valid_arguments, min_size=2, max_size=4), screen=screens)
+def test_several_valid_tool_calls_are_one_parse_error(
+    calls: list[dict], screen: tuple[int, int]
+) -> None:
+    actions, error = parse_response("Action: act.\n" + "".join(tool_call(c) for c in calls), screen)
+    assert actions == [] and error is not None and error.code == "several_tool_calls"

@@ -1,4 +1,4 @@
-"""parse_response: every action kind, multiple calls, thinking, coordinate scaling,
+"""parse_response: every action kind, exactly one call, thinking, coordinate scaling,
 tolerated quirks and rejected inputs."""
 
 from __future__ import annotations
@@ -77,7 +77,8 @@ def test_every_action_kind_parses(arguments: dict, expected: Action) -> None:
     assert parse_one(arguments) == expected
 
 
-def test_multiple_tool_calls_run_in_order() -> None:
+def test_several_tool_calls_are_a_parse_error_not_a_partial_step() -> None:
+    """The format allows exactly one call: the first is not run and the rest dropped."""
     text = (
         "I will focus the field, type and submit.\nAction: Search for cats.\n"
         + call(action="left_click", coordinate=[500, 100])
@@ -86,8 +87,15 @@ def test_multiple_tool_calls_run_in_order() -> None:
         + call(action="key", keys=["enter"])
     )
     actions, error = parse_response(text, SCREEN)
-    assert error is None
-    assert [a.kind for a in actions] == ["left_click", "type", "key"]
+    assert actions == []
+    assert error is not None and error.code == "several_tool_calls"
+    assert "3 <tool_call> blocks" in error.message
+
+
+def test_one_tool_call_gives_one_action() -> None:
+    text = "Action: Search for cats.\n" + call(action="type", text="cats") + "\n"
+    actions, error = parse_response(text, SCREEN)
+    assert error is None and actions == [Action("type", text="cats")]
 
 
 def test_tool_calls_inside_thinking_are_ignored() -> None:
@@ -204,10 +212,12 @@ def test_tolerated_quirks() -> None:
         (call(action="wait", time=3600), "bad_argument"),
         (call(action="terminate"), "bad_argument"),
         (call(action="terminate", status="done"), "bad_argument"),
-        (call(action="terminate", status="success") + call(action="wait"), "terminate_not_last"),
-        (call(action="wait") * 11, "too_many_tool_calls"),
-        (call(action="wait") * 10 + "<tool_call>{}", "too_many_tool_calls"),
-        (call(action="wait") + call(action="left_click", coordinate=[2000, 0]), "bad_argument"),
+        (call(action="terminate", status="success") + call(action="wait"), "several_tool_calls"),
+        (call(action="wait") * 2, "several_tool_calls"),
+        (call(action="wait") + "<tool_call>{}", "several_tool_calls"),
+        (call(action="wait") + call(action="left_click", coordinate=[2000, 0]),
+         "several_tool_calls"),
+        (call(action="left_click", coordinate=[2000, 0]), "bad_argument"),
         ("<tool_call>" + "[" * 100_000 + "</tool_call>", "bad_json"),
     ],
 )
