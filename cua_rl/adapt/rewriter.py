@@ -146,7 +146,7 @@ class ModelRewriter:
                       summaries: list[str], direction: Direction,
                       exclude: frozenset[Key] = frozenset()) -> Rewrite:
         messages = rewrite_messages(current.instruction, template.instructions, summaries,
-                                    direction)
+                                    direction, evaluator=current.evaluator_name)
         try:
             result = await self.model.chat(messages, n=self.cfg.candidates,
                                            temperature=self.cfg.temperature,

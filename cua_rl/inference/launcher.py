@@ -49,7 +49,8 @@ class ModelServersConfig(BaseModel):
 
 TINY_BUILD = "tiny-qwen3-vl-primed-v3"
 """Cache name of the built tiny model; bumped when the build changes (v2: 1000 priming
-steps) so that a cache from an older build is not reused."""
+steps; v3: primed on the method's prompt structure, one tool call per step) so that a
+cache from an older build is not reused."""
 
 
 def default_tiny_dir() -> Path:

@@ -23,7 +23,9 @@ class EpisodeConfig(BaseModel):
     coords: Literal["relative", "absolute"] = "relative"
     """Qwen3-VL coordinate convention: 0..1000 relative, or resized-image pixels."""
     history_images: int = Field(3, ge=1, le=16)
-    """Screenshots shown as image turns; older steps appear as text history."""
+    """Screenshots in the policy's context, the current one included (the method: 3,
+    i.e. the 2 latest past steps replayed as screenshot + response turns); every past
+    step also appears as a `Step k:` line of the action history."""
     wait_after_action_s: float = Field(0.0, ge=0.0)
     """Pause after each action before the next screenshot (OSWorld eval: 5 s)."""
     screenshot_format: Literal["jpeg", "png"] = "jpeg"

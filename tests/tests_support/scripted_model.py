@@ -19,13 +19,20 @@ STEP_SUMMARY = "\\boxed{The agent typed into the wrong window instead of the ter
 TRAJ_SUMMARY = "\\boxed{The agent repeatedly targets the wrong window.}"
 
 
+REWRITE_MARK = "You adapt the difficulty of a task"
+TRAJECTORY_MARK = "JSON list of summaries"
+STEP_MARK = "at least one judgement scored it as bad"
+"""Phrases of the rewriter and critique prompts (cua_rl.agent.prompts) that tell the
+roles apart; everything else is a reward-model request."""
+
+
 def answer_for(messages: list[dict[str, Any]], names: list[str]) -> str:
     text = json.dumps(messages)
-    if "We train a computer-use agent" in text:
+    if REWRITE_MARK in text:
         return json.dumps({names[0]: "Create the file hello.txt. Hint: open a terminal first."})
-    if "Summaries of the steps a reviewer flagged" in text:
+    if TRAJECTORY_MARK in text:
         return TRAJ_SUMMARY
-    if "took a step that a reviewer flagged as bad" in text:
+    if STEP_MARK in text:
         return STEP_SUMMARY
     return STEP_REASONING
 

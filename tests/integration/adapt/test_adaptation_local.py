@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from tests_support.scripted_model import TRAJ_SUMMARY, ScriptedModelServer
+from tests_support.scripted_model import REWRITE_MARK, TRAJ_SUMMARY, ScriptedModelServer
 
 from cua_rl.adapt.acceptance import AdaptBand
 from cua_rl.adapt.critique import Critic
@@ -92,7 +92,7 @@ async def test_failing_task_gets_easier_proposal_and_rule_decides(
     assert proposal["data"]["direction"] == "easier" and proposal["data"]["acc_parent"] == 0.0
     assert TRAJ_SUMMARY.strip("\\boxed{}") in proposal["data"]["summaries"][0]
     rewrite_prompts = [json.dumps(m) for m in scripted.requests
-                       if "We train a computer-use agent" in json.dumps(m)]
+                       if REWRITE_MARK in json.dumps(m)]
     assert rewrite_prompts and "repeatedly targets the wrong window" in rewrite_prompts[0]
     decision = store.events("adapt_decision")[0]
     sampled = {t: store.load_trajectory(t).variant_id for t in store.finished_trajectory_ids()}
