@@ -72,16 +72,3 @@ class TrainEngine(ABC):
     def model(self) -> Any:
         """The HF model being trained (under DeepSpeed, the engine's module)."""
 
-
-def build_engine(cfg: LearnerConfig, model_dir: str | Path) -> TrainEngine:
-    """The engine `cfg.engine` names, loading weights from `model_dir`. Imports torch."""
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()  # quiet logs: loading is not long work worth a bar
-    if cfg.engine.type == "deepspeed":
-        from cua_rl.learner.engine_deepspeed import DeepSpeedTrainEngine
-
-        return DeepSpeedTrainEngine(cfg, model_dir)
-    from cua_rl.learner.engine_torch import TorchTrainEngine
-
-    return TorchTrainEngine(cfg, model_dir)

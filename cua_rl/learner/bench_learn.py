@@ -58,8 +58,8 @@ async def run_bench(model_dir: Path, work: Path, *, updates: int, group: int, ac
     from cua_rl.agent import policy_messages
     from cua_rl.inference.launcher import ModelServersConfig, model_servers
     from cua_rl.inference.pool import InferencePool
-    from cua_rl.learner.base import build_engine
     from cua_rl.learner.config import LearnerConfig, LearnerLoopConfig, LossConfig
+    from cua_rl.learner.engines import build_engine
     from cua_rl.learner.service import LearnerService
     from cua_rl.learner.weight_sync import WeightSync, WeightSyncConfig
     from cua_rl.reward.advantages import standardize

@@ -24,8 +24,8 @@ import torch
 from cua_rl.inference.hf_engine import load_model
 from cua_rl.learner.base import TrainEngine
 from cua_rl.learner.config import DeepSpeedEngineConfig, LearnerConfig
-from cua_rl.learner.engine_torch import load_reference
 from cua_rl.learner.optim import build_optimizer, build_scheduler
+from cua_rl.learner.reference import load_reference
 
 CHECKPOINT_TAG = "train_state"
 """Sub-directory DeepSpeed writes into (its `latest` file names it too)."""

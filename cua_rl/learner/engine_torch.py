@@ -20,18 +20,10 @@ from cua_rl.inference.hf_engine import load_model
 from cua_rl.learner.base import TrainEngine
 from cua_rl.learner.config import LearnerConfig
 from cua_rl.learner.optim import build_optimizer, build_scheduler
+from cua_rl.learner.reference import load_reference
 
 STATE_FILE = "train_state.pt"
 INFO_FILE = "learner.json"
-
-
-def load_reference(cfg: LearnerConfig, model_dir: str | Path, device: Any) -> Any | None:
-    """The frozen KL reference (None when the KL term is off, to save its memory)."""
-    if cfg.loss.kl_beta <= 0:
-        return None
-    reference = load_model(cfg.reference_model or model_dir).to(device)
-    reference.requires_grad_(False)
-    return reference
 
 
 class TorchTrainEngine(TrainEngine):

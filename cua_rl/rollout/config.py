@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class EpisodeConfig(BaseModel):
@@ -67,3 +67,24 @@ class FleetConfig(BaseModel):
     """Staleness bound: start only while serving >= learner - eta."""
     max_attempts: int = Field(3, ge=1)
     """Aborted attempts of one rollout before it is given up (and counted)."""
+
+
+class HorizonSchedule(BaseModel):
+    """AgentGym-RL's ScalingInter: the step limit grows h1 < h2 < ... every `every`
+    policy updates, so early training sees short, cheap episodes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    steps: list[int] = Field(min_length=1)
+    """Step limits h1 < h2 < ..., the last one kept once reached."""
+    every: int = Field(ge=1)
+    """Delta: policy updates between two growth points."""
+
+    @model_validator(mode="after")
+    def _increasing(self) -> HorizonSchedule:
+        if any(b <= a for a, b in zip(self.steps, self.steps[1:], strict=False)):
+            raise ValueError(f"horizon steps must increase strictly, got {self.steps}")
+        return self
+
+    def max_steps(self, policy_version: int) -> int:
+        return self.steps[min(policy_version // self.every, len(self.steps) - 1)]

@@ -23,7 +23,7 @@ from typing import Protocol
 from cua_rl.reward.judge import StreamingJudge
 from cua_rl.rollout.actor import run_episode
 from cua_rl.rollout.base import ChatBackend, EpisodeAborted, EpisodeDesktop
-from cua_rl.rollout.config import EpisodeConfig, FleetConfig
+from cua_rl.rollout.config import EpisodeConfig, FleetConfig, HorizonSchedule
 from cua_rl.rollout.scheduler import GroupScheduler, RolloutTicket, VersionGate
 from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.types import GroupRecord, Trajectory
@@ -54,6 +54,7 @@ class Fleet:
         judge: StreamingJudge | None = None,
         gate: VersionGate | None = None,
         on_group: GroupHandler | None = None,
+        horizon: HorizonSchedule | None = None,
     ) -> None:
         self.scheduler = scheduler
         self.desktops = desktops
@@ -64,6 +65,9 @@ class Fleet:
         self.judge = judge
         self.gate = gate or VersionGate(cfg.eta)
         self.on_group = on_group
+        self.horizon = horizon
+        """Step-limit schedule applied to each episode from the learner version at its
+        start (the one place it is applied, local or under Ray)."""
         self.counts: Counter[str] = Counter()
         self.busy_s = 0.0
         """Desktop-seconds spent inside episodes (for utilization)."""
@@ -85,7 +89,7 @@ class Fleet:
             try:
                 async with self.desktops.lease() as desktop:
                     traj = await run_episode(
-                        ticket.variant, desktop, self.policy, self.store, self.episode,
+                        ticket.variant, desktop, self.policy, self.store, self._episode(),
                         judge=self.judge, trajectory_id=tid, group_id=ticket.group_id,
                         policy_version=version,
                     )
@@ -95,6 +99,12 @@ class Fleet:
                 continue
             self.busy_s += time.perf_counter() - t0
             finishing.create_task(self._finish(ticket, traj), name=f"finish-{tid}")
+
+    def _episode(self) -> EpisodeConfig:
+        if self.horizon is None:
+            return self.episode
+        steps = self.horizon.max_steps(self.gate.learner_version)
+        return self.episode.model_copy(update={"max_steps": steps})
 
     async def _aborted(
         self, ticket: RolloutTicket, tid: str, finishing: asyncio.TaskGroup

@@ -5,23 +5,36 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Any
+from collections import Counter
+from typing import Protocol
 
+from cua_rl.config import RunConfig
 from cua_rl.reward.samples import GroupSamples
-from cua_rl.rollout.scheduler import VersionGate
 from cua_rl.types import GroupRecord
 
-_START = time.monotonic()
+
+class FleetTotals(Protocol):
+    """What the metrics read of a fleet, wherever its actors run."""
+
+    counts: Counter[str]
+    busy_s: float
 
 
-def group_metrics(group: GroupRecord, samples: GroupSamples, gate: VersionGate,
-                  fleet: Any, cfg: Any) -> dict[str, float]:
+class LearnerVersion(Protocol):
+    """A version gate, local or remote: only the learner's version is read."""
+
+    learner_version: int
+
+
+def group_metrics(group: GroupRecord, samples: GroupSamples, gate: LearnerVersion,
+                  fleet: FleetTotals, cfg: RunConfig, started: float) -> dict[str, float]:
+    """`started`: `time.monotonic()` when the run started (rates are since then)."""
     trajs = list(group.trajectories)
     rewards = [r for rs in samples.rewards.values() for r in rs]
     votes = [(t.outcome, v.score) for t in trajs for verdict in group.verdicts.get(t.id, ())
              for v in verdict.votes if v.score != 0]
     advantages = [s.advantage for s in samples.policy]
-    elapsed = max(time.monotonic() - _START, 1e-6)
+    elapsed = max(time.monotonic() - started, 1e-6)
     out = {
         "success_rate": group.accuracy,
         f"success/{group.variant.domain}": group.accuracy,

@@ -13,7 +13,7 @@
   driver runs on a GPU node (`ray job submit` with `--entrypoint-num-gpus`), or
   DeepSpeed's ranks are placed as actors in a STRICT_PACK group of
   `{"GPU": 1, "CPU": c}` bundles, one per rank, behind the learner engine's
-  strategy class (not wired here: the engines are built by `learner.base`).
+  strategy class (not wired here: the engines are built by `learner.engines`).
 
 Bundles never come empty (Ray rejects those), hence the `> 0` CPU bounds in
 `RayConfig`.

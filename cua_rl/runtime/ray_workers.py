@@ -76,25 +76,17 @@ class FleetWorker:
     def __init__(self, spec: WorkerSpec, scheduler: Any, gate: Any) -> None:
         self.spec = spec
         self.scheduler = RemoteScheduler(scheduler)
-        self.gate = RemoteGate(gate, spec.cfg.fleet.eta, on_versions=self._apply_horizon)
-        # Own copy: the horizon schedule changes max_steps as the learner advances.
-        self.episode = spec.cfg.episode.model_copy()
-        self._apply_horizon(0)
+        self.gate = RemoteGate(gate, spec.cfg.fleet.eta)
         self.fleet: Fleet | None = None
         self._running: asyncio.Task[Any] | None = None
         self._done = asyncio.Event()
-
-    def _apply_horizon(self, learner_version: int) -> None:
-        horizon = self.spec.cfg.train.horizon
-        if horizon is not None:
-            self.episode.max_steps = horizon.max_steps(learner_version)
 
     async def run(self) -> WorkerReport:
         """Start this worker's desktops and pools, run the fleet until the
         scheduler is drained, stop everything."""
         self._running = asyncio.current_task()
         try:
-            async with worker_parts(self.spec, self.episode) as parts:
+            async with worker_parts(self.spec, self.spec.cfg.episode) as parts:
                 return await self.run_fleet(parts.desktops, parts.policy, parts.store,
                                             judge=parts.judge)
         finally:
@@ -106,8 +98,9 @@ class FleetWorker:
         """The fleet on given parts (tests give it fakes)."""
         fleet_cfg = self.spec.cfg.fleet.model_copy(update={"actors": self.spec.actors})
         self.fleet = Fleet(self.scheduler, desktops, policy, store,  # type: ignore[arg-type]
-                           self.episode, fleet_cfg, judge=judge,
-                           gate=self.gate, on_group=self._on_group)  # type: ignore[arg-type]
+                           self.spec.cfg.episode, fleet_cfg, judge=judge,
+                           gate=self.gate, on_group=self._on_group,  # type: ignore[arg-type]
+                           horizon=self.spec.cfg.train.horizon)
         counts = await self.fleet.run()
         await store.incr(f"episodes/{self.spec.worker_id}", counts["episodes"])
         return WorkerReport(self.spec.worker_id, dict(counts), self.fleet.busy_s)

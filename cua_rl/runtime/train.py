@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
@@ -53,7 +54,7 @@ log = logging.getLogger(__name__)
 
 
 async def _engine(cfg: RunConfig, role: str, base: str, ckpt: Path, resume: bool) -> Any:
-    from cua_rl.learner.base import build_engine
+    from cua_rl.learner.engines import build_engine
 
     learner = cfg.train.policy if role == "policy" else cfg.train.prm
     temperature = cfg.episode.temperature if role == "policy" else cfg.judge.temperature
@@ -83,10 +84,8 @@ def _templates(cfg: RunConfig, task_set: list[list[TaskVariant]]
 
 async def run_training(cfg: RunConfig, run_dir: Path, *, resume: bool = False
                        ) -> dict[str, Any]:
-    if cfg.runtime == "ray":
-        from cua_rl.runtime.ray_train import run_training_ray
-
-        return await run_training_ray(cfg, run_dir, resume=resume)
+    """A training run with every component on this machine (`runtime: local`);
+    `runtime: ray` is `ray_train.run_training_ray`, which reuses `train` below."""
     engines, served = await start_engines(cfg, run_dir, resume)
     versions = {role: engine.version for role, engine in engines.items()}
     async with local_components(served, run_dir, versions=versions) as parts:
@@ -122,7 +121,8 @@ async def _train(cfg: RunConfig, run_dir: Path, parts: Components, engines: dict
         scheduler = GroupScheduler(source, cfg.fleet.group_size, max_groups=cfg.fleet.max_groups,
                                    group_ids=lambda: f"g-{uuid.uuid4().hex[:12]}")
         return Fleet(scheduler, parts.desktops, parts.policy, parts.store, cfg.episode,
-                     cfg.fleet, judge=parts.judge, gate=gate, on_group=on_group)
+                     cfg.fleet, judge=parts.judge, gate=gate, on_group=on_group,
+                     horizon=cfg.train.horizon)
 
     return await train(cfg, run_dir, store=parts.store, policy=parts.policy, prm=parts.prm,
                        task_set=parts.task_set, engines=engines, gate=gate, rollouts=make_fleet,
@@ -178,6 +178,7 @@ async def _train_loop(cfg: RunConfig, run_dir: Path, *, store: AsyncRunStore,
                       task_set: list[list[TaskVariant]], engines: dict[str, Any], gate: Any,
                       rollouts: RolloutsFactory, resume: bool,
                       rewriter_model: InferencePool | None) -> dict[str, Any]:
+    started = time.monotonic()
     ckpt = run_dir / "checkpoints"
     metrics = MetricsLogger(run_dir, cfg.metrics, cfg.model_dump(mode="json"))
     templates, start = _templates(cfg, task_set)
@@ -201,8 +202,6 @@ async def _train_loop(cfg: RunConfig, run_dir: Path, *, store: AsyncRunStore,
 
     def on_metrics(role: str, values: dict[str, float], version: int) -> None:
         metrics.log(role, values, version)
-        if role == "policy" and cfg.train.horizon is not None:
-            cfg.episode.max_steps = cfg.train.horizon.max_steps(version)
 
     def learner(role: str, urls_pool: Any, loop_cfg: Any) -> LearnerService:
         sync = WeightSync(urls_pool.healthy_urls, cfg.train.sync, run_dir / "exports" / role)
@@ -214,8 +213,6 @@ async def _train_loop(cfg: RunConfig, run_dir: Path, *, store: AsyncRunStore,
 
     policy_learner = learner("policy", policy, cfg.train.policy_loop)
     prm_learner = learner("prm", prm, cfg.train.prm_loop) if prm else None
-    if cfg.train.horizon is not None:
-        cfg.episode.max_steps = cfg.train.horizon.max_steps(policy_learner.version)
     max_updates = cfg.train.max_policy_updates
 
     async def source() -> TaskVariant | None:
@@ -227,7 +224,7 @@ async def _train_loop(cfg: RunConfig, run_dir: Path, *, store: AsyncRunStore,
         selector=selector, store=store, policy=policy_learner, prm=prm_learner, train=cfg.train,
         adapt=cfg.adapt, episode=cfg.episode, selector_file=selector_file,
         on_metrics=lambda group, samples, n: metrics.log(
-            "rollout", group_metrics(group, samples, gate, fleet, cfg), n))
+            "rollout", group_metrics(group, samples, gate, fleet, cfg, started), n))
     fleet = rollouts(source, on_group)
     learners = [policy_learner, *([prm_learner] if prm_learner else [])]
     try:

@@ -53,8 +53,10 @@ def train(config: str | None, preset: str | None, out: Path | None,
     started = time.monotonic()
     quiet = stdout_to_stderr() if as_json else contextlib.nullcontext()
     with quiet:
-        from cua_rl.runtime.train import run_training
-
+        if cfg.runtime == "ray":
+            from cua_rl.runtime.ray_train import run_training_ray as run_training
+        else:
+            from cua_rl.runtime.train import run_training
         summary = run_stoppable(run_training(cfg, run_dir, resume=resume_dir is not None))
     summary["wall_s"] = round(time.monotonic() - started, 1)
     click.echo(json.dumps(summary, indent=2) if as_json else

@@ -4,34 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from cua_rl.adapt.acceptance import AdaptBand
 from cua_rl.adapt.critique import CritiqueConfig
 from cua_rl.adapt.rewriter import RewriterConfig
 from cua_rl.learner.config import LearnerConfig, LearnerLoopConfig
 from cua_rl.learner.weight_sync import WeightSyncConfig
-
-
-class HorizonSchedule(BaseModel):
-    """AgentGym-RL's ScalingInter: the step limit grows h1 < h2 < ... every `every`
-    policy updates, so early training sees short, cheap episodes."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    steps: list[int] = Field(min_length=1)
-    """Step limits h1 < h2 < ..., the last one kept once reached."""
-    every: int = Field(ge=1)
-    """Delta: policy updates between two growth points."""
-
-    @model_validator(mode="after")
-    def _increasing(self) -> HorizonSchedule:
-        if any(b <= a for a, b in zip(self.steps, self.steps[1:], strict=False)):
-            raise ValueError(f"horizon steps must increase strictly, got {self.steps}")
-        return self
-
-    def max_steps(self, policy_version: int) -> int:
-        return self.steps[min(policy_version // self.every, len(self.steps) - 1)]
+from cua_rl.rollout.config import HorizonSchedule
 
 
 class TrainConfig(BaseModel):
@@ -60,7 +40,8 @@ class TrainConfig(BaseModel):
     """Accuracy band of tasks that feed the reward-model learner; None: adapt.band
     (the paper's filter). A wider band trains the PRM on more tasks."""
     horizon: HorizonSchedule | None = None
-    """Optional step-limit schedule; None keeps episode.max_steps."""
+    """Optional step-limit schedule; None keeps episode.max_steps. The fleet applies it
+    to each episode from the learner version when the episode starts."""
 
 
 class AdaptConfig(BaseModel):

@@ -9,9 +9,9 @@ from tests_support.learner_data import prompts
 
 torch = pytest.importorskip("torch")
 
-from cua_rl.learner.base import build_engine  # noqa: E402
 from cua_rl.learner.config import LearnerConfig, LossConfig  # noqa: E402
 from cua_rl.learner.engine_torch import TorchTrainEngine  # noqa: E402
+from cua_rl.learner.engines import build_engine  # noqa: E402
 from cua_rl.types import StepSample  # noqa: E402
 
 pytestmark = pytest.mark.model

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cua_rl.config import RunConfig, load_config
-from cua_rl.runtime.train import run_training
+from cua_rl.runtime.ray_train import run_training_ray
 from cua_rl.store.run_store import RunStore
 
 pytestmark = [pytest.mark.desktop, pytest.mark.model]
@@ -32,7 +32,7 @@ async def test_ray_run_spreads_episodes_over_workers_and_stops_everything(
     import ray
 
     run_dir = tmp_path / "run"
-    summary = await run_training(ray_config, run_dir)
+    summary = await run_training_ray(ray_config, run_dir)
 
     groups = ray_config.fleet.max_groups * ray_config.fleet.group_size
     assert summary["trajectories"] + summary["aborted"] >= groups

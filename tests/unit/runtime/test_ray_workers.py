@@ -16,6 +16,7 @@ from PIL import Image
 
 from cua_rl.config import RunConfig
 from cua_rl.inference.base import ChatResult, Choice
+from cua_rl.rollout.fleet import Fleet
 from cua_rl.runtime import ray_workers
 from cua_rl.runtime.ray_fleet import WorkerFleet
 from cua_rl.runtime.ray_services import GateService, SchedulerService
@@ -123,18 +124,21 @@ async def test_two_workers_share_the_groups_and_every_group_reaches_the_driver(
     assert next(asked).task_id == "t5"  # exactly one variant per group was drawn
 
 
-async def test_worker_applies_the_horizon_from_the_learner_version(
+async def test_worker_fleet_applies_the_horizon_from_the_remote_learner_version(
         cfg: RunConfig, tmp_path: Path, handle) -> None:
     gate_service = GateService(eta=2)
     worker = FleetWorker(WorkerSpec("w0", cfg, tmp_path, ["http://x"], [], actors=1,
                                     desktops=1), handle(SchedulerService(3, max_groups=1,
                                                                          backlog=1)),
                          handle(gate_service))
-    assert worker.episode.max_steps == 1  # horizon at version 0
+    fleet = Fleet(worker.scheduler, FakeDesktops(), FakePolicy(), None,  # type: ignore[arg-type]
+                  cfg.episode, cfg.fleet, gate=worker.gate,  # type: ignore[arg-type]
+                  horizon=cfg.train.horizon)
+    assert fleet._episode().max_steps == 1  # horizon at version 0
+    assert cfg.episode.max_steps == 2  # the shared config is never mutated
     await gate_service.set_versions(learner=1, serving=1)
     assert await worker.gate.wait_fresh() == 1
-    assert worker.episode.max_steps == 2
-    assert cfg.episode.max_steps == 2  # the config sent to the worker is untouched
+    assert fleet._episode().max_steps == 2
 
 
 async def test_stop_cancels_a_running_worker_and_its_parts_are_stopped(
