@@ -36,6 +36,7 @@ class CritiqueConfig(BaseModel):
     temperature: float = Field(0.0, ge=0.0)
     """Summaries should be stable: greedy by default."""
     max_tokens: int = Field(256, ge=1)
+    """Tokens per summary answer; a thinking model needs thousands (the paper preset sets 2048)."""
     max_flagged_steps: int = Field(8, ge=1)
     """Summarize at most this many flagged steps per trajectory (latest first)."""
 

@@ -128,6 +128,7 @@ class RewriterConfig(BaseModel):
     candidates: int = Field(3, ge=1, le=16)
     """k: answers sampled from the model; the first valid one is kept."""
     temperature: float = Field(1.0, ge=0.0)
+    """Sampling temperature of the k answers (they should differ)."""
     max_tokens: int = Field(512, ge=1)
     """Tokens per answer; a thinking model needs room to reason before the JSON."""
 

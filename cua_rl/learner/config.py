@@ -49,6 +49,7 @@ class TorchEngineConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     type: Literal["torch"] = "torch"
+    """Selects this engine in the `engine` union."""
     device: str = "cpu"
     """Torch device of the policy and the reference model."""
 
@@ -59,6 +60,7 @@ class DeepSpeedEngineConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     type: Literal["deepspeed"] = "deepspeed"
+    """Selects this engine in the `engine` union."""
     zero_stage: Literal[0, 1, 2, 3] = 2
     """ZeRO stage: 1 shards optimizer state, 2 also gradients, 3 also parameters."""
     bf16: bool = False
@@ -84,6 +86,7 @@ class LearnerConfig(BaseModel):
     betas: tuple[float, float] = (0.9, 0.999)
     """AdamW betas."""
     adam_eps: float = Field(1e-8, gt=0.0)
+    """AdamW epsilon (numerical floor of the second-moment denominator)."""
     grad_clip: float = Field(1.0, gt=0.0)
     """Global gradient-norm clip applied before every optimizer step."""
     warmup_steps: int = Field(0, ge=0)

@@ -32,6 +32,7 @@ class WeightSyncConfig(BaseModel):
     host: str = "127.0.0.1"
     """Address replicas use to reach the learner's rendezvous store (collective)."""
     timeout_s: float = Field(600.0, gt=0)
+    """Deadline of one weight update on a replica (a large model's transfer takes minutes)."""
     keep_exports: int = Field(1, ge=1)
     """Checkpoint mode: exported versions kept on disk (older ones are removed)."""
 

@@ -31,6 +31,7 @@ class EpisodeConfig(BaseModel):
     screenshot_format: Literal["jpeg", "png"] = "jpeg"
     """Transport format of screenshots from the guest (JPEG is ~7x faster)."""
     screenshot_quality: int = Field(90, ge=10, le=100)
+    """JPEG quality of screenshots sent to the policy and stored (`jpeg` format only)."""
     min_pixels: int = Field(65536, ge=1024)
     """Smart-resize lower bound of an image given to a model."""
     max_pixels: int = Field(1310720, ge=1024)
@@ -47,7 +48,9 @@ class JudgeConfig(BaseModel):
     votes: int = Field(3, ge=1, le=16)
     """m: votes per step, sampled with `n` in one request."""
     temperature: float = Field(0.8, ge=0.0)
+    """Sampling temperature of the m votes (paper: 0.8; votes must differ to carry signal)."""
     max_tokens: int = Field(512, ge=1)
+    """Tokens per vote; a truncated vote is unparseable (score 0, PRM reward -2)."""
     max_in_flight: int = Field(1024, ge=1)
     """Cap on concurrent judge requests of one process (backpressure)."""
 

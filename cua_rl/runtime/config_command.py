@@ -27,3 +27,11 @@ def show(config_file: str | None, preset: str | None, overrides: tuple[str, ...]
 
     cfg = load_run_config(config_file, preset, overrides)
     click.echo(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False), nl=False)
+
+
+@config.command("reference")
+def reference() -> None:
+    """Print the configuration reference (every key, type, default, meaning) as Markdown."""
+    from cua_rl.config_reference import reference as render
+
+    click.echo(render(), nl=False)

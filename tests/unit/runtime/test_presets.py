@@ -85,3 +85,21 @@ def test_code_defaults_stay_cpu_sized() -> None:
     cfg = RunConfig()
     assert cfg.policy.engine == "hf" and cfg.policy.model == "tiny"
     assert cfg.train.tasks_per_update == 1 and cfg.adapt.rewriter.type == "rules"
+
+
+def test_the_committed_configuration_reference_is_current() -> None:
+    from pathlib import Path
+
+    from cua_rl.config_reference import reference
+
+    page = Path(__file__).resolve().parents[3] / "docs" / "configuration.md"
+    assert page.read_text() == reference(), (
+        "docs/configuration.md is stale: run `cua-rl config reference > docs/configuration.md`")
+
+
+def test_every_config_field_has_a_docstring() -> None:
+    from cua_rl.config_reference import reference
+
+    undocumented = [line.split("|")[1].strip() for line in reference().splitlines()
+                    if line.startswith("| `") and line.rstrip().endswith("|  |")]
+    assert not undocumented
