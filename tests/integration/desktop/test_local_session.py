@@ -1,0 +1,81 @@
+"""The local desktop's session matches OSWorld's image where a task can tell:
+runs as the unprivileged `user`, has a D-Bus session bus where gsettings
+persist, AT-SPI for /accessibility, `google-chrome`, and VLC starts (it refuses
+to as root). One real desktop for the whole check (starting one costs seconds)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from tests_support.desktops import local_desktops_unavailable
+
+from cua_rl.desktop.client import GuestClient
+from cua_rl.desktop.providers.local import LocalProvider
+from cua_rl.desktop.providers.local_config import LocalProviderConfig
+
+pytestmark = pytest.mark.desktop
+
+if (_reason := local_desktops_unavailable()) is not None:
+    pytest.skip(_reason, allow_module_level=True)
+
+
+@pytest.fixture
+async def guest(tmp_path: Path) -> AsyncIterator[GuestClient]:
+    provider = LocalProvider(LocalProviderConfig(state_dir=tmp_path / "state"))
+    handle = await provider.start("session")
+    try:
+        yield provider.client(handle)
+    finally:
+        await provider.stop(handle)
+        await provider.close()
+
+
+async def _sh(guest: GuestClient, script: str) -> str:
+    result = await guest.execute(script, shell=True, timeout=30)
+    return (result.output or "").strip()
+
+
+async def test_session_is_osworlds_unprivileged_user(guest: GuestClient, tmp_path: Path) -> None:
+    assert await _sh(guest, "id -un; echo $HOME; stat -c %U /home/user") == (
+        "user\n/home/user\nuser")
+    # No way to root: no sudo (or one that refuses); the host's /tmp is hidden.
+    assert await _sh(guest, "echo password | sudo -S -n id -u 2>/dev/null || echo none") \
+        in ("none", "")
+    assert await _sh(guest, f"test -e {tmp_path}/state && echo visible || echo hidden") == "hidden"
+    assert await _sh(guest, "command -v google-chrome") == "/tmp/.cua-bin/google-chrome"
+
+
+async def test_gsettings_persist_on_the_session_bus(guest: GuestClient) -> None:
+    # Without a session bus gsettings falls back to memory and the default reads back,
+    # which is how a lock-screen task used to pass without the agent doing anything.
+    key = "org.gnome.desktop.screensaver lock-enabled"
+    before = await _sh(guest, f"gsettings get {key}")
+    flipped = "false" if before == "true" else "true"
+    await _sh(guest, f"gsettings set {key} {flipped}")
+    assert await _sh(guest, f"gsettings get {key}") == flipped
+    # Each gsettings call is its own process: only the dconf database carries the value.
+    assert await _sh(guest, "test -s ~/.config/dconf/user && echo stored") == "stored"
+
+
+async def test_accessibility_tree_is_served(guest: GuestClient) -> None:
+    tree = await guest.accessibility_tree()
+    assert tree is not None and tree.lstrip().startswith("<")
+
+
+@pytest.mark.skipif(shutil.which("vlc") is None, reason="vlc is not installed (apt-get vlc)")
+async def test_vlc_starts_as_user(guest: GuestClient) -> None:
+    await guest.launch(["vlc", "--no-qt-privacy-ask"])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if await _sh(guest, "pgrep -u user -x vlc || true"):
+            window = await _sh(guest, "xdotool search --class vlc 2>/dev/null | head -1")
+            if window:
+                break
+        await asyncio.sleep(0.2)
+    else:
+        pytest.fail("VLC did not open a window within 30 s as `user`")
