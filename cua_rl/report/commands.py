@@ -94,6 +94,8 @@ def eval_command(config: str | None, preset: str | None, out: Path | None,
     summary = {
         "run_dir": str(run_dir), "task_runs": result.total, "done_before": result.done_before,
         "done_now": result.done_now, "missing": result.missing, "mean": overall["mean"],
+        "rate_all": overall["rate_all"], "scored": overall["scored"],
+        "setup_failed": overall["setup_failed"], "unsupported": overall["unsupported"],
         "report": [str(p) for p in result.report_files],
         **{k: round(v, 1) if isinstance(v, float) else v for k, v in result.counts.items()},
     }

@@ -52,9 +52,6 @@ class LocalProviderConfig(BaseModel):
     user: str = "user"
     """Unprivileged account the session runs as (OSWorld's `user`, password
     `password`); created on first start when missing."""
-    settle_max_s: float = Field(10.0, ge=0, le=120)
-    """After a task's setup, wait at most this long for two consecutive
-    screenshots to agree before the first observation (0 disables)."""
     first_display: int = Field(200, ge=1, le=60000)
     """Lowest X display number tried; high numbers keep clear of :0/:1/:99 that
     other tools use. Numbers in use anywhere on the machine are skipped."""

@@ -79,3 +79,22 @@ async def test_vlc_starts_as_user(guest: GuestClient) -> None:
         await asyncio.sleep(0.2)
     else:
         pytest.fail("VLC did not open a window within 30 s as `user`")
+
+
+async def test_guest_package_under_tmp_is_visible_inside(tmp_path: Path) -> None:
+    # A checkout under /tmp is hidden by the desktop's private /tmp; the provider
+    # binds the guest package back at its own path (`No module named cua_guest` before).
+    import cua_guest
+
+    lib = tmp_path / "checkout" / "vm" / "guest"
+    shutil.copytree(Path(cua_guest.__file__).parent, lib / "cua_guest")
+    provider = LocalProvider(LocalProviderConfig(state_dir=tmp_path / "state",
+                                                 guest_package_dir=lib))
+    handle = await provider.start("tmp-checkout")
+    try:
+        guest = provider.client(handle)
+        assert await _sh(guest, "echo $PYTHONPATH") == str(lib)
+        assert await _sh(guest, f"test -f {lib}/cua_guest/__init__.py && echo seen") == "seen"
+    finally:
+        await provider.stop(handle)
+        await provider.close()

@@ -77,4 +77,5 @@ def test_a_finished_evaluation_only_rewrites_its_report(tmp_path: Path) -> None:
     assert summary["mean"] == 0.5 and "episodes" not in summary
     report = json.loads((tmp_path / "run" / "report.json").read_text())
     assert report["tasks"]["t1"]["scores"] == [1.0, 0.0]
-    assert report["domains"] == {"os": {"mean": 0.5, "count": 1}}
+    assert list(report["domains"]) == ["os"]
+    assert (report["domains"]["os"]["mean"], report["domains"]["os"]["count"]) == (0.5, 1)
