@@ -1,0 +1,67 @@
+"""`cua-rl tasks check`: which tasks of an OSWorld checkout can run here, and
+what stops the others (see `cua_rl.tasks.preflight`).
+
+Per task one line on stdout (`id  domain  runnable | reason: detail`), or with
+`--json` the summary `{"total", "runnable", "not_runnable": {reason: [ids]}}`;
+the runnable ids are written as a split file that `--split` accepts.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from cua_rl.desktop.file_cache import FileCache, default_cache_root
+from cua_rl.errors import TaskFormatError
+from cua_rl.tasks.preflight import capabilities_for, describe, preflight
+from cua_rl.tasks.sources import load_source
+
+PROVIDERS = ("local", "docker", "qemu", "aws")
+
+
+def write_split(path: Path, ids: list[str], header: str) -> None:
+    """A split file (one id per line, `#` comments) of the runnable tasks."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"# {line}\n" for line in header.splitlines())
+                    + "".join(f"{i}\n" for i in ids))
+
+
+@click.command("check")
+@click.option("--osworld", "osworld", required=True,
+              type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="OSWorld checkout (or its evaluation_examples).")
+@click.option("--provider", type=click.Choice(PROVIDERS), default="local", show_default=True)
+@click.option("--cache", "cache_dir", type=click.Path(file_okay=False, path_type=Path),
+              default=None, help="Asset cache root [default: $CUA_RL_CACHE_DIR or "
+              "~/.cache/cua-rl/files].")
+@click.option("--split", default=None, help="Check only this split's tasks.")
+@click.option("--write-split", "split_out", type=click.Path(dir_okay=False, path_type=Path),
+              default=Path("runnable.txt"), show_default=True,
+              help="Where to write the runnable task ids (a split file).")
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON summary only.")
+def check_tasks(osworld: Path, provider: str, cache_dir: Path | None, split: str | None,
+                split_out: Path, as_json: bool) -> None:
+    """Per task: what it needs (assets uncached, apps missing, credentials, root,
+    the internet) and whether it can run on PROVIDER's desktops here."""
+    try:
+        load = load_source(f"osworld:{osworld}", split)
+    except TaskFormatError as exc:
+        raise click.ClickException(str(exc)) from exc
+    cache = FileCache(cache_dir or default_cache_root())
+    result = preflight(load.tasks, capabilities_for(provider), cache, load.unimplemented)
+    write_split(split_out, result.runnable,
+                f"Tasks of {osworld} runnable on the {provider} provider "
+                f"(cua-rl tasks check, cache {cache.root}).")
+    if as_json:
+        click.echo(json.dumps(result.summary(), indent=2))
+        return
+    for task in load.tasks:
+        state = result.details.get(task.task_id, "runnable")
+        click.echo(f"{task.task_id}  {task.domain}  {state}  "
+                   f"{describe(result.needs[task.task_id])}")
+    counts = ", ".join(f"{r} {len(ids)}" for r, ids in result.not_runnable.items())
+    click.echo(f"{len(result.runnable)} of {result.total} runnable on {provider}"
+               + (f"; not runnable: {counts}" if counts else "")
+               + f"; split written to {split_out}", err=True)
