@@ -141,7 +141,7 @@ class FileCache:
 
     async def fetch(self, url: str) -> Path:
         """A local path holding the content of `url`, downloading it at most once."""
-        local = _local_path(url)
+        local = local_path(url)
         if local is not None:
             if not local.is_file():
                 raise SetupStepError(f"{url}: no such local file ({local})")
@@ -231,7 +231,7 @@ class _HttpStatus(Exception):
         self.reason = reason
 
 
-def _local_path(url: str) -> Path | None:
+def local_path(url: str) -> Path | None:
     """The path a `file://` URL or a plain path names; None for network URLs."""
     parts = urlsplit(url)
     if parts.scheme.lower() == "file":

@@ -122,18 +122,36 @@ def _stored_records(run_dir: Path) -> tuple[list[RunRecord], dict[str, str]]:
         store.close()
 
 
+def preflight_unsupported(cfg: RunConfig, starts: Sequence[TaskVariant]) -> dict[str, str]:
+    """Task id -> why the run's provider cannot run it here (`cua-rl tasks check`)."""
+    from cua_rl.desktop.file_cache import FileCache
+    from cua_rl.runtime.local import host_cache_dir
+    from cua_rl.tasks.preflight import capabilities_for, preflight
+
+    check = preflight(starts, capabilities_for(cfg.desktops.provider.type),
+                      FileCache(host_cache_dir()))
+    return dict(check.details)
+
+
 async def run_evaluation(
-    cfg: RunConfig, run_dir: Path, runs: int = 3, *, progress: EvalProgress | None = None
+    cfg: RunConfig, run_dir: Path, runs: int = 3, *, progress: EvalProgress | None = None,
+    check: bool = True,
 ) -> EvalResult:
     """Run the missing task runs of `cfg`'s task set, then write the report.
 
-    Nothing is started (no model server, no desktop) when every task run is
-    already in the store: the report is just written again.
+    With `check`, the preflight of `cua-rl tasks check` runs first: tasks that
+    cannot run here (an app missing, credentials, root, the internet, uncached
+    assets) are not attempted and are reported as unsupported with the reason,
+    instead of failing again and again. Nothing is started (no model server, no
+    desktop) when every task run is already in the store or unsupported: the
+    report is just written again.
     """
     if runs < 1:
         raise ValueError(f"runs must be >= 1, got {runs}")
     task_set = load_run_tasks(cfg)
-    starts = [variants[0] for variants in task_set]
+    all_starts = [variants[0] for variants in task_set]
+    unsupported = preflight_unsupported(cfg, all_starts) if check else {}
+    starts = [v for v in all_starts if v.task_id not in unsupported]
     records, setup_failed = _stored_records(run_dir)
     # A setup failure is permanent (it would fail the same way): not run again.
     done = done_task_runs((r for r in records if r.run_index < runs), setup_failed)
@@ -167,7 +185,7 @@ async def run_evaluation(
             counts["desktop_replacements"] = parts.pool.replacements
         counts["wall_s"] = time.monotonic() - started
         records, setup_failed = _stored_records(run_dir)
-    report = build_report(records, {v.task_id: v.domain for v in starts}, runs, protocol_of(cfg),
-                          setup_failed=setup_failed)
+    report = build_report(records, {v.task_id: v.domain for v in all_starts}, runs,
+                          protocol_of(cfg), setup_failed=setup_failed, unsupported=unsupported)
     files = write_report(report, run_dir, title=f"OSWorld evaluation ({run_dir.name})")
     return EvalResult(run_dir, total, total - len(todo), done_now, report, files, counts)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from cua_rl.desktop.file_cache import FileCache
+from cua_rl.desktop.file_cache import FileCache, local_path
 from cua_rl.desktop.setup_steps_chrome import EMPTY_HISTORY_URL
 from cua_rl.types import TaskVariant
 
@@ -50,6 +50,8 @@ DOMAIN_APPS: dict[str, str] = {
 }
 """The app a domain's tasks drive, whether or not the setup starts it."""
 
+LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
+"""Hosts inside the desktop (a task's own servers, Chrome's DevTools): no internet."""
 CREDENTIAL_STEPS = frozenset({"googledrive", "login"})
 CREDENTIAL_GETTERS = frozenset({"googledrive_file"})
 _URL = re.compile(r"https?://[^\s\"'<>\\]+")
@@ -136,7 +138,7 @@ def task_needs(task: TaskVariant) -> TaskNeeds:
              for u in _URL.findall(text)]
     network: list[str] = []
     for url in found:
-        if url in assets:
+        if url in assets or urlsplit(url).hostname in LOOPBACK:
             continue
         if _ASSET_PATH.search(urlsplit(url).path):
             assets.append(url)
@@ -195,10 +197,18 @@ def first_blocker(task: TaskVariant, needs: TaskNeeds, host: HostCapabilities,
         return "needs_root", needs.root[0]
     if needs.network and not host.network:
         return "network", needs.network[0]
-    uncached = [u for u in needs.assets if cache.cached(u) is None]
+    uncached = [u for u in needs.assets if not asset_ready(cache, u)]
     if uncached:
         return "assets_uncached", f"{len(uncached)} file(s), first {uncached[0]}"
     return None
+
+
+def asset_ready(cache: FileCache, url: str) -> bool:
+    """Cached (http/https), or an existing local file (file:// URLs and paths)."""
+    if urlsplit(url).scheme.lower() in ("http", "https"):
+        return cache.cached(url) is not None
+    local = local_path(url)
+    return local is not None and local.is_file()
 
 
 @dataclass
