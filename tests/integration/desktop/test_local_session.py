@@ -1,7 +1,7 @@
 """The local desktop's session matches OSWorld's image where a task can tell:
 runs as the unprivileged `user`, has a D-Bus session bus where gsettings
 persist, AT-SPI for /accessibility, `google-chrome`, and VLC starts (it refuses
-to as root). One real desktop for the whole check (starting one costs seconds)."""
+to as root). A real desktop per test."""
 
 from __future__ import annotations
 
@@ -11,12 +11,15 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import aiohttp
 import pytest
 from tests_support.desktops import local_desktops_unavailable
+from tests_support.servers import free_port
 
 from cua_rl.desktop.client import GuestClient
 from cua_rl.desktop.providers.local import LocalProvider
 from cua_rl.desktop.providers.local_config import LocalProviderConfig
+from cua_rl.desktop.settle import wait_until_settled
 
 pytestmark = pytest.mark.desktop
 
@@ -62,9 +65,44 @@ async def test_gsettings_persist_on_the_session_bus(guest: GuestClient) -> None:
     assert await _sh(guest, "test -s ~/.config/dconf/user && echo stored") == "stored"
 
 
-async def test_accessibility_tree_is_served(guest: GuestClient) -> None:
-    tree = await guest.accessibility_tree()
-    assert tree is not None and tree.lstrip().startswith("<")
+@pytest.mark.skipif(shutil.which("mousepad") is None, reason="mousepad is not installed")
+async def test_accessibility_tree_shows_a_running_app(guest: GuestClient) -> None:
+    await guest.launch(["mousepad"])
+    deadline = time.monotonic() + 60
+    tree = ""
+    while time.monotonic() < deadline:
+        tree = await guest.accessibility_tree() or ""
+        if "mousepad" in tree.lower():
+            return
+        await asyncio.sleep(0.5)
+    pytest.fail(f"mousepad never appeared in the AT-SPI tree: {tree[:500]}")
+
+
+async def test_an_idle_screen_settles(guest: GuestClient) -> None:
+    done = await wait_until_settled(lambda: guest.screenshot("png"), max_s=10)
+    assert done.settled
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed")
+async def test_google_chrome_serves_cdp_as_user(guest: GuestClient) -> None:
+    port = free_port()
+    await guest.launch(["google-chrome", f"--remote-debugging-port={port}", "about:blank"])
+    deadline = time.monotonic() + 60
+    async with aiohttp.ClientSession() as session:
+        while time.monotonic() < deadline:
+            try:
+                async with session.get(f"http://127.0.0.1:{port}/json/version",
+                                       timeout=aiohttp.ClientTimeout(total=2)) as resp:
+                    if resp.status == 200:
+                        assert "Chrome" in (await resp.json())["Browser"]
+                        break
+            except (aiohttp.ClientError, TimeoutError):
+                pass
+            await asyncio.sleep(0.3)
+        else:
+            pytest.fail("google-chrome did not serve CDP within 60 s")
+    assert await _sh(guest, "pgrep -u user -c chromium || true") not in ("", "0")
+    assert await _sh(guest, "test -d ~/.config/google-chrome && echo profile") == "profile"
 
 
 @pytest.mark.skipif(shutil.which("vlc") is None, reason="vlc is not installed (apt-get vlc)")
