@@ -10,9 +10,15 @@ equal pixels give equal bytes.
 from __future__ import annotations
 
 import asyncio
+import io
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+
+OPENING_STEPS = frozenset({"launch", "open", "chrome_open_tabs"})
+"""Setup steps that put an app on screen: after them a blank screen is not settled."""
+BLANK_SHARE = 0.995
+"""A screen whose most common colour covers this share of its pixels is blank."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,10 +30,22 @@ class Settled:
     screenshots: int
 
 
+def is_blank(png: bytes) -> bool:
+    """One colour covers (almost) the whole screen: nothing has been drawn yet."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(png)) as image:
+        small = image.convert("RGB").resize((192, 108))
+    counts = small.getcolors(192 * 108) or []
+    return bool(counts) and max(c for c, _ in counts) >= BLANK_SHARE * 192 * 108
+
+
 async def wait_until_settled(shoot: Callable[[], Awaitable[bytes]], *, max_s: float,
-                             interval_s: float = 0.5) -> Settled:
+                             interval_s: float = 0.5, drawn: bool = False) -> Settled:
     """Poll `shoot` until two consecutive results agree or `max_s` has passed.
 
+    With `drawn` (the setup opened an app), two blank screens do not count as
+    settled: an app that has not painted yet shows a stable, empty screen.
     Never raises for an unsettled screen (an animation never settles; the
     episode goes on after `max_s`); errors of `shoot` propagate."""
     began = time.monotonic()
@@ -41,6 +59,6 @@ async def wait_until_settled(shoot: Callable[[], Awaitable[bytes]], *, max_s: fl
         await asyncio.sleep(min(interval_s, remaining))
         current = await shoot()
         count += 1
-        if current == previous:
+        if current == previous and not (drawn and is_blank(current)):
             return Settled(True, time.monotonic() - began, count)
         previous = current

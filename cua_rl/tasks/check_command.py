@@ -41,8 +41,17 @@ def write_split(path: Path, ids: list[str], header: str) -> None:
               default=Path("runnable.txt"), show_default=True,
               help="Where to write the runnable task ids (a split file).")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON summary only.")
+@click.option("--on-desktop", is_flag=True,
+              help="Also run the setup of every runnable task on local desktops and report "
+              "setups that fail or leave a blank first screen.")
+@click.option("--desktops", type=click.IntRange(1, 8), default=1, show_default=True,
+              help="Local desktops for --on-desktop.")
+@click.option("--sample", type=click.IntRange(1), default=None,
+              help="With --on-desktop: only a stratified sample of this many tasks at most "
+              "(every domain and setup-step kind).")
 def check_tasks(osworld: Path, provider: str, cache_dir: Path | None, split: str | None,
-                split_out: Path, as_json: bool) -> None:
+                split_out: Path, as_json: bool, on_desktop: bool, desktops: int,
+                sample: int | None) -> None:
     """Per task: what it needs (assets uncached, apps missing, credentials, root,
     the internet) and whether it can run on PROVIDER's desktops here."""
     try:
@@ -54,8 +63,15 @@ def check_tasks(osworld: Path, provider: str, cache_dir: Path | None, split: str
     write_split(split_out, result.runnable,
                 f"Tasks of {osworld} runnable on the {provider} provider "
                 f"(cua-rl tasks check, cache {cache.root}).")
+    summary = result.summary()
+    if on_desktop:
+        if provider != "local":
+            raise click.UsageError("--on-desktop runs local desktops: use --provider local")
+        summary["on_desktop"] = _on_desktop(
+            [t for t in load.tasks if t.task_id in set(result.runnable)], cache, desktops,
+            sample, quiet=as_json)
     if as_json:
-        click.echo(json.dumps(result.summary(), indent=2))
+        click.echo(json.dumps(summary, indent=2))
         return
     for task in load.tasks:
         state = result.details.get(task.task_id, "runnable")
@@ -65,3 +81,34 @@ def check_tasks(osworld: Path, provider: str, cache_dir: Path | None, split: str
     click.echo(f"{len(result.runnable)} of {result.total} runnable on {provider}"
                + (f"; not runnable: {counts}" if counts else "")
                + f"; split written to {split_out}", err=True)
+
+
+def _on_desktop(tasks: list, cache: FileCache, desktops: int, sample: int | None,
+                quiet: bool) -> dict:
+    """Run the setups (see `cua_rl.tasks.setup_check`); the summary of the outcomes."""
+    import asyncio
+
+    from cua_rl.desktop.providers.local import LocalProvider
+    from cua_rl.tasks.setup_check import check_setups, stratified_sample
+
+    chosen = stratified_sample(tasks, sample) if sample else tasks
+
+    def show(outcome) -> None:
+        if not quiet:
+            state = ("ok" if outcome.ok else f"setup failed: {outcome.error}" if outcome.error
+                     else "blank first screen")
+            click.echo(f"{outcome.task_id}  {outcome.domain}  on desktop: {state}  "
+                       f"({outcome.seconds:.1f} s)")
+
+    async def run() -> list:
+        provider = LocalProvider()
+        try:
+            return await check_setups(chosen, provider, cache, desktops=desktops,
+                                      on_outcome=show)
+        finally:
+            await provider.close()
+
+    outcomes = asyncio.run(run())
+    return {"checked": len(outcomes), "ok": sum(o.ok for o in outcomes),
+            "setup_failed": {o.task_id: o.error for o in outcomes if o.error},
+            "blank": [o.task_id for o in outcomes if o.blank]}

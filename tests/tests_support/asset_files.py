@@ -160,6 +160,7 @@ def write_asset_tree(urls: Iterable[str], root: Path) -> int:
         ext = extension(url)
         if ext not in made:
             made[ext] = templates / f"standin.{ext or 'bin'}"
+            made[ext].unlink(missing_ok=True)  # a rerun must not append to an old one
             WRITERS.get(ext, _bytes)(made[ext])
         rel = repo_path(url) or unquote(urlsplit(url).path).lstrip("/")
         target = root / rel

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 
-from cua_rl.desktop.settle import wait_until_settled
+from cua_rl.desktop.settle import is_blank, wait_until_settled
 
 
 def _shots(frames: list[bytes]) -> tuple[list[int], object]:
@@ -30,3 +31,26 @@ async def test_gives_up_at_max_s_on_a_screen_that_keeps_changing() -> None:
     assert not done.settled
     assert 0.05 <= done.waited_s < 1.0
     assert len(calls) >= 3
+
+
+def _png(color: tuple[int, int, int], dot: bool = False) -> bytes:
+    from PIL import Image
+
+    image = Image.new("RGB", (320, 180), color)
+    if dot:  # an app's window: a tenth of the screen in another colour
+        image.paste((240, 240, 240), (0, 0, 160, 60))
+    out = io.BytesIO()
+    image.save(out, format="PNG")
+    return out.getvalue()
+
+
+async def test_after_opening_an_app_a_blank_screen_is_not_settled() -> None:
+    black, window = _png((0, 0, 0)), _png((0, 0, 0), dot=True)
+    assert is_blank(black) and not is_blank(window)
+    frames = [black, black, black, window, window]
+    calls, shoot = _shots(frames)
+    done = await wait_until_settled(shoot, max_s=5, interval_s=0.001, drawn=True)
+    assert done.settled and len(calls) == 5
+    calls, shoot = _shots(frames)
+    plain = await wait_until_settled(shoot, max_s=5, interval_s=0.001)
+    assert plain.settled and len(calls) == 2  # without `drawn` the blank pair counts
