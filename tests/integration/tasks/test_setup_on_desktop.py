@@ -1,7 +1,10 @@
 """The setups of a stratified sample of OSWorld tasks (every domain and every
 setup-step kind of the tasks runnable here, at most 40) on real local desktops,
 with a cache seeded from generated stand-in assets: none may fail, none may
-leave a blank first screen. `cua-rl tasks check --on-desktop` does this for all."""
+leave a blank first screen. Then the untouched desktop is scored for a no-op
+agent: 0 on feasible tasks (metrics really run; tasks whose expected file is a
+generated stand-in are reported apart), 1 on infeasible ones when it declares
+failure. `cua-rl tasks check --on-desktop` does the setup part for all tasks."""
 
 from __future__ import annotations
 
@@ -23,6 +26,13 @@ from cua_rl.tasks.sources import load_source
 pytestmark = [pytest.mark.desktop, pytest.mark.shared]
 
 OSWORLD = Path(__file__).resolve().parents[3].parent / "shared" / "osworld"
+KNOWN_EVALUATION_GAPS = {
+    "44ee5668-ecd5-4366-a6ce-c1c9b8d4e938": "the history getter finds no `urls` table in "
+    "the profile Chromium wrote",
+    "08c73485-7c6d-4681-999d-919f5c32dcfa": "postconfig close_window finds no "
+    "'Mail.thunderbird' window (Debian's Thunderbird)",
+}
+"""Sampled tasks whose evaluation fails on local desktops today (see the report)."""
 
 
 def test_sampled_setups_run_and_show_something(tmp_path: Path) -> None:
@@ -46,7 +56,7 @@ def test_sampled_setups_run_and_show_something(tmp_path: Path) -> None:
     async def run() -> list:
         provider = LocalProvider(LocalProviderConfig(state_dir=tmp_path / "state"))
         try:
-            return await check_setups(sample, provider, cache, desktops=2)
+            return await check_setups(sample, provider, cache, desktops=2, score_noop=True)
         finally:
             await provider.close()
 
@@ -56,3 +66,14 @@ def test_sampled_setups_run_and_show_something(tmp_path: Path) -> None:
     blank = [o.task_id for o in outcomes if o.blank]
     assert not failed, failed
     assert not blank, blank
+
+    infeasible = [o for o in outcomes if o.noop_expected == 1.0]
+    assert infeasible and all(o.noop_score == 1.0 for o in infeasible)
+    errors = {o.task_id: o.noop_error for o in outcomes if o.noop_error}
+    assert set(errors) <= set(KNOWN_EVALUATION_GAPS), errors
+    false_passes = [o.task_id for o in outcomes if o.noop_expected == 0.0
+                    and not o.standin_expected and o.noop_score not in (None, 0.0)]
+    assert not false_passes, false_passes
+    scored = [o for o in outcomes if o.noop_expected == 0.0 and not o.standin_expected
+              and not o.noop_error]
+    assert len(scored) >= 3  # the metrics really ran on several feasible tasks
