@@ -49,9 +49,12 @@ def write_split(path: Path, ids: list[str], header: str) -> None:
 @click.option("--sample", type=click.IntRange(1), default=None,
               help="With --on-desktop: only a stratified sample of this many tasks at most "
               "(every domain and setup-step kind).")
+@click.option("--noop", is_flag=True,
+              help="With --on-desktop: also score the untouched desktop for a no-op agent "
+              "(must be 0, or 1 on infeasible tasks when it declares failure).")
 def check_tasks(osworld: Path, provider: str, cache_dir: Path | None, split: str | None,
                 split_out: Path, as_json: bool, on_desktop: bool, desktops: int,
-                sample: int | None) -> None:
+                sample: int | None, noop: bool) -> None:
     """Per task: what it needs (assets uncached, apps missing, credentials, root,
     the internet) and whether it can run on PROVIDER's desktops here."""
     try:
@@ -69,7 +72,7 @@ def check_tasks(osworld: Path, provider: str, cache_dir: Path | None, split: str
             raise click.UsageError("--on-desktop runs local desktops: use --provider local")
         summary["on_desktop"] = _on_desktop(
             [t for t in load.tasks if t.task_id in set(result.runnable)], cache, desktops,
-            sample, quiet=as_json)
+            sample, noop, quiet=as_json)
     if as_json:
         click.echo(json.dumps(summary, indent=2))
         return
@@ -84,7 +87,7 @@ def check_tasks(osworld: Path, provider: str, cache_dir: Path | None, split: str
 
 
 def _on_desktop(tasks: list, cache: FileCache, desktops: int, sample: int | None,
-                quiet: bool) -> dict:
+                noop: bool, quiet: bool) -> dict:
     """Run the setups (see `cua_rl.tasks.setup_check`); the summary of the outcomes."""
     import asyncio
 
@@ -97,18 +100,26 @@ def _on_desktop(tasks: list, cache: FileCache, desktops: int, sample: int | None
         if not quiet:
             state = ("ok" if outcome.ok else f"setup failed: {outcome.error}" if outcome.error
                      else "blank first screen")
+            scored = ("" if outcome.noop_expected is None else
+                      f"  no-op score {outcome.noop_score} (expected {outcome.noop_expected:g}"
+                      + (", expected file is downloaded" if outcome.standin_expected else "")
+                      + (f"; {outcome.noop_error}" if outcome.noop_error else "") + ")")
             click.echo(f"{outcome.task_id}  {outcome.domain}  on desktop: {state}  "
-                       f"({outcome.seconds:.1f} s)")
+                       f"({outcome.seconds:.1f} s){scored}")
 
     async def run() -> list:
         provider = LocalProvider()
         try:
             return await check_setups(chosen, provider, cache, desktops=desktops,
-                                      on_outcome=show)
+                                      score_noop=noop, on_outcome=show)
         finally:
             await provider.close()
 
     outcomes = asyncio.run(run())
     return {"checked": len(outcomes), "ok": sum(o.ok for o in outcomes),
             "setup_failed": {o.task_id: o.error for o in outcomes if o.error},
-            "blank": [o.task_id for o in outcomes if o.blank]}
+            "blank": [o.task_id for o in outcomes if o.blank],
+            **({"noop_wrong": {o.task_id: o.noop_error or o.noop_score for o in outcomes
+                               if o.noop_wrong and not o.standin_expected},
+                "noop_standin_expected": [o.task_id for o in outcomes if o.standin_expected]}
+               if noop else {})}
