@@ -78,14 +78,34 @@ def _zip(path: Path) -> None:
         archive.writestr("README.txt", "stand-in archive\n")
 
 
-def _odf(mimetype: str) -> Callable[[Path], None]:
+_ODF_BODY = {"text": "<office:text><text:p>Stand-in document.</text:p></office:text>",
+             "spreadsheet": "<office:spreadsheet><table:table table:name=\"Sheet1\">"
+             "<table:table-row><table:table-cell office:value-type=\"string\">"
+             "<text:p>a</text:p></table:table-cell></table:table-row></table:table>"
+             "</office:spreadsheet>"}
+
+
+def _odf(kind: str) -> Callable[[Path], None]:
+    mimetype = f"application/vnd.oasis.opendocument.{kind}"
+    ns = ('xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
+          'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" '
+          'xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0"')
+
     def write(path: Path) -> None:
         with zipfile.ZipFile(path, "w") as archive:
             archive.writestr(zipfile.ZipInfo("mimetype"), mimetype)  # stored, first
-            archive.writestr("content.xml", '<?xml version="1.0"?><office:document-content '
-                             'xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0"/>')
-            archive.writestr("META-INF/manifest.xml", '<?xml version="1.0"?><manifest:manifest '
-                             'xmlns:manifest="urn:oasis:names:tc:opendocument:xmlns:manifest:1.0"/>')
+            archive.writestr("content.xml", f'<?xml version="1.0" encoding="UTF-8"?>'
+                             f'<office:document-content {ns} office:version="1.2">'
+                             f"<office:body>{_ODF_BODY[kind]}</office:body>"
+                             "</office:document-content>", zipfile.ZIP_DEFLATED)
+            archive.writestr("META-INF/manifest.xml", '<?xml version="1.0" encoding="UTF-8"?>'
+                             '<manifest:manifest xmlns:manifest="urn:oasis:names:tc:'
+                             'opendocument:xmlns:manifest:1.0" manifest:version="1.2">'
+                             f'<manifest:file-entry manifest:full-path="/" '
+                             f'manifest:media-type="{mimetype}"/>'
+                             '<manifest:file-entry manifest:full-path="content.xml" '
+                             'manifest:media-type="text/xml"/></manifest:manifest>',
+                             zipfile.ZIP_DEFLATED)
 
     return write
 
@@ -137,8 +157,7 @@ WRITERS: dict[str, Callable[[Path], None]] = {
     "eml": _text("From: a@example.com\nTo: b@example.com\nSubject: x\n\nbody\n"),
     "code-workspace": _text('{"folders": []}\n'),
     "zip": _zip, "whl": _zip, "vsix": _zip, "epub": _zip,
-    "odt": _odf("application/vnd.oasis.opendocument.text"),
-    "ods": _odf("application/vnd.oasis.opendocument.spreadsheet"),
+    "odt": _odf("text"), "ods": _odf("spreadsheet"),
     "gz": _tar("w:gz"), "xz": _tar("w:xz"), "sqlite": _sqlite, "xcf": _xcf,
 }
 """Extension -> writer; anything else gets opaque bytes (bin, raw, data, ppt, xls)."""
