@@ -40,7 +40,7 @@ UNSUPPORTED_LOCAL_APPS: dict[str, str] = {
 """Apps local desktops cannot provide, with why."""
 
 APP_EXECUTABLES = ("google-chrome", "socat", "thunderbird", "gimp", "vlc", "libreoffice",
-                   "soffice", "code", "nautilus")
+                   "soffice", "code", "nautilus", "gnome-terminal", "gedit")
 """Executables a task's commands start that decide whether it can run."""
 
 DOMAIN_APPS: dict[str, str] = {
@@ -52,6 +52,13 @@ DOMAIN_APPS: dict[str, str] = {
 
 LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
 """Hosts inside the desktop (a task's own servers, Chrome's DevTools): no internet."""
+TERMINAL_HOTKEY = re.compile(r"hotkey\(\s*['\"]ctrl['\"],\s*['\"]alt['\"],\s*['\"]t['\"]")
+"""GNOME's shortcut for a terminal: tasks that press it need gnome-terminal."""
+WINDOW_APPS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"^Terminal$"), "gnome-terminal"),
+    (re.compile(r" - gedit$"), "gedit"),
+)
+"""Window names that only one app gives (activate_window waits for them)."""
 CREDENTIAL_STEPS = frozenset({"googledrive", "login"})
 CREDENTIAL_GETTERS = frozenset({"googledrive_file"})
 _URL = re.compile(r"https?://[^\s\"'<>\\]+")
@@ -122,8 +129,13 @@ def task_needs(task: TaskVariant) -> TaskNeeds:
         if kind in ("launch", "execute", "command", "execute_with_verification"):
             command = params.get("command")
             apps += [w for w in _command_words(command) if w in APP_EXECUTABLES]
+            if any(TERMINAL_HOTKEY.search(text) for text in _strings(command)):
+                apps.append("gnome-terminal")
             if any(_SUDO.search(s) for s in _strings(command)):
                 root.append(" ".join(map(str, _as_list(command)))[:120])
+        if kind == "activate_window":
+            name = str(params.get("window_name", ""))
+            apps += [app for pattern, app in WINDOW_APPS if pattern.search(name)]
     for getter in _getters(task.evaluator):
         if getter.get("type") == "cloud_file":
             assets += [u for u in _as_list(getter.get("path")) if isinstance(u, str)]

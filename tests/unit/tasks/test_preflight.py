@@ -95,3 +95,13 @@ def test_each_task_is_filed_under_its_first_blocker(tmp_path: Path) -> None:
 @pytest.mark.parametrize("app", ["code"])
 def test_local_desktops_never_offer_unsupported_apps(app: str) -> None:
     assert not capabilities_for("local").has_app(app)
+
+
+def test_gnome_only_windows_and_shortcuts_need_their_apps() -> None:
+    task = _task("t", [
+        {"type": "execute", "parameters": {"command": [
+            "python", "-c", "import pyautogui; pyautogui.hotkey('ctrl', 'alt', 't')"]}},
+        {"type": "activate_window", "parameters": {"window_name": "Terminal"}},
+        {"type": "activate_window", "parameters": {"window_name": "notes.txt (~/Desktop) - gedit"}},
+    ])
+    assert task_needs(task).apps == ("gnome-terminal", "gedit")
