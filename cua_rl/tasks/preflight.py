@@ -98,7 +98,7 @@ def _command_words(command: Any) -> list[str]:
     """The executable of a command (argv or shell string), env assignments skipped."""
     text = command if isinstance(command, str) else " ".join(map(str, _as_list(command)))
     words = []
-    for part in re.split(r"[;&|]+", text):
+    for part in re.split(r"[;&|\n]+", text):
         tokens = [t for t in part.split() if "=" not in t or t.startswith(("-", "/"))]
         if tokens:
             words.append(tokens[0].rsplit("/", 1)[-1])

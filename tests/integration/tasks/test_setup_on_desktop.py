@@ -56,7 +56,9 @@ def test_sampled_setups_run_and_show_something(tmp_path: Path) -> None:
     async def run() -> list:
         provider = LocalProvider(LocalProviderConfig(state_dir=tmp_path / "state"))
         try:
-            return await check_setups(sample, provider, cache, desktops=2, score_noop=True)
+            # settle_max_s: a loaded machine (CI) may take longer to paint an app
+            return await check_setups(sample, provider, cache, desktops=2, score_noop=True,
+                                      settle_max_s=30.0)
         finally:
             await provider.close()
 

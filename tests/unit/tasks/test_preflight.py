@@ -105,3 +105,7 @@ def test_gnome_only_windows_and_shortcuts_need_their_apps() -> None:
         {"type": "activate_window", "parameters": {"window_name": "notes.txt (~/Desktop) - gedit"}},
     ])
     assert task_needs(task).apps == ("gnome-terminal", "gedit")
+    script = _task("s", [{"type": "execute", "parameters": {
+        "command": "export DBUS_SESSION_BUS_ADDRESS='unix:path=/run/user/1000/bus'\n"
+                   "gnome-terminal --maximize", "shell": True}}])
+    assert task_needs(script).apps == ("gnome-terminal",)
