@@ -12,9 +12,9 @@ APT_PACKAGES=(
   # the desktop itself
   xvfb openbox xdotool wmctrl x11-utils xauth util-linux procps xdg-utils
   # accessibility tree (/accessibility, /terminal) needs AT-SPI on a D-Bus session
-  at-spi2-core dbus python3-pyatspi
+  at-spi2-core dbus python3-pyatspi dconf-gsettings-backend gsettings-desktop-schemas passwd
   # apps the local task suite drives
-  libreoffice-calc libreoffice-writer libreoffice-impress mousepad chromium gimp vlc
+  libreoffice-calc libreoffice-writer libreoffice-impress mousepad chromium gimp vlc thunderbird socat
   # evaluator metrics: OCR and audio/video decoding
   tesseract-ocr ffmpeg
   # qcow2 overlays of the qemu provider (and its tests)

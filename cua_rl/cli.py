@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "view": "cua_rl.viewer.commands:view",
     "plot": "cua_rl.report.plot_command:plot",
     "config": "cua_rl.runtime.config_command:config",
+    "cache": "cua_rl.desktop.cache_command:cache",
 }
 
 BENCH_COMMANDS: dict[str, str] = {

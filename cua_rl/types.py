@@ -121,6 +121,9 @@ class TrajectoryStatus(StrEnum):
     STEP_LIMIT = "step_limit"
     ABORTED = "aborted"
     """The desktop or a server died: never scored as a failure, never trained on."""
+    SETUP_FAILED = "setup_failed"
+    """The task's setup failed (its reason is stored): never scored, never trained
+    on, not retried (it would fail again)."""
 
 
 @dataclass(frozen=True, slots=True)

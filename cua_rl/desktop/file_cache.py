@@ -8,9 +8,15 @@ same time wait on one download. Files appear in the cache only complete
 never leaves a half file that later looks valid.
 
 Machines without access to the asset host (air-gapped clusters, CI) pre-seed
-the cache: copy the file to the path `FileCache.path_for(url)` names, or call
-`FileCache.seed(url, local_file)`. `file://` URLs and plain local paths are read
-where they are and never copied.
+the cache: copy the file to the path `FileCache.path_for(url)` names, call
+`FileCache.seed(url, local_file)`, or seed in bulk with `cua-rl cache seed`.
+`file://` URLs and plain local paths are read where they are and never copied.
+
+The root is `$CUA_RL_CACHE_DIR` (else ~/.cache/cua-rl/files). Mirrors: the
+files are keyed by their original URL, and fetched from a mirror when one is
+configured: `HF_ENDPOINT` (huggingface_hub's own variable, e.g. a corporate
+hub mirror) replaces `https://huggingface.co` for the hub URLs every OSWorld
+asset uses; `mirrors` maps any other URL prefix.
 """
 
 from __future__ import annotations
@@ -37,6 +43,21 @@ _CHUNK = 1 << 20
 _RETRYABLE_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
 
 
+HF_HOST = "https://huggingface.co"
+
+
+def default_cache_root() -> Path:
+    """`$CUA_RL_CACHE_DIR`, else ~/.cache/cua-rl/files."""
+    env = os.environ.get("CUA_RL_CACHE_DIR")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "cua-rl" / "files"
+
+
+def default_mirrors() -> dict[str, str]:
+    """URL prefix -> replacement from the environment (`HF_ENDPOINT`)."""
+    endpoint = os.environ.get("HF_ENDPOINT", "").rstrip("/")
+    return {HF_HOST: endpoint} if endpoint and endpoint != HF_HOST else {}
+
+
 class FileCache:
     """Downloads URLs once per host and hands out local paths to them.
 
@@ -53,8 +74,11 @@ class FileCache:
         attempts: int = 3,
         backoff_s: float = 1.0,
         session: aiohttp.ClientSession | None = None,
+        mirrors: dict[str, str] | None = None,
     ) -> None:
         self.root = Path(root)
+        self.mirrors = default_mirrors() if mirrors is None else dict(mirrors)
+        """URL prefix -> prefix to fetch from instead (the cache key stays the URL)."""
         self.timeout_s = timeout_s
         """Total seconds one download attempt may take (OSWorld assets reach ~100 MB)."""
         self.attempts = max(1, attempts)
@@ -106,11 +130,18 @@ class FileCache:
             Path(tmp).unlink(missing_ok=True)
         return target
 
+    def source_url(self, url: str) -> str:
+        """Where `url` is fetched from: through the first matching mirror, if any."""
+        for prefix, replacement in self.mirrors.items():
+            if url.startswith(prefix):
+                return replacement + url[len(prefix):]
+        return url
+
     # fetching ------------------------------------------------------------------
 
     async def fetch(self, url: str) -> Path:
         """A local path holding the content of `url`, downloading it at most once."""
-        local = _local_path(url)
+        local = local_path(url)
         if local is not None:
             if not local.is_file():
                 raise SetupStepError(f"{url}: no such local file ({local})")
@@ -146,10 +177,12 @@ class FileCache:
                     await self._download_once(url, target)
         except (_HttpStatus, TimeoutError, aiohttp.ClientError) as exc:
             last = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            via = self.source_url(url)
             raise SetupStepError(
-                f"cannot download {url} ({last}). This machine may have no network access "
+                f"cannot download {url}{f' (via {via})' if via != url else ''} ({last}). "
+                "This machine may have no network access "
                 f"to that host; pre-seed the cache by putting the file at {target} "
-                "(or call FileCache.seed(url, local_file))"
+                "(or seed many with `cua-rl cache seed --from DIR`)"
             ) from exc
         log.info("cached %s at %s", url, target)
         return target
@@ -163,7 +196,7 @@ class FileCache:
         session = self._session or aiohttp.ClientSession(trust_env=True)
         tmp = await asyncio.to_thread(_temp_file, target)
         try:
-            async with session.get(url, timeout=timeout) as resp:
+            async with session.get(self.source_url(url), timeout=timeout) as resp:
                 if resp.status != 200:
                     raise _HttpStatus(resp.status, resp.reason or "")
                 # unbuffered: a full disk fails in _write (naming the file), not at close
@@ -198,7 +231,7 @@ class _HttpStatus(Exception):
         self.reason = reason
 
 
-def _local_path(url: str) -> Path | None:
+def local_path(url: str) -> Path | None:
     """The path a `file://` URL or a plain path names; None for network URLs."""
     parts = urlsplit(url)
     if parts.scheme.lower() == "file":

@@ -67,6 +67,9 @@ class SetupContext:
     strict: bool = False
     """Raise on failures of best-effort steps too (local task suites, debugging)."""
     execute_timeout_s: float = 120.0
+    window_wait_s: float = 15.0
+    """How long activate_window waits for its window: tasks activate an app they
+    have just launched, which may not have mapped its window yet."""
     until_deadline_s: float = 60.0
     """Give up re-running an execute step whose `until` condition never holds."""
 
@@ -318,7 +321,17 @@ async def _sleep(run: StepRun[SleepParams]) -> None:
 @register_setup_step("activate_window", ActivateWindowParams, best_effort=True)
 async def _activate_window(run: StepRun[ActivateWindowParams]) -> None:
     p = run.params
-    await run.client.activate_window(p.window_name, strict=p.strict, by_class=p.by_class)
+    end = asyncio.get_running_loop().time() + run.context.window_wait_s
+    while True:
+        try:
+            await run.client.activate_window(p.window_name, strict=p.strict, by_class=p.by_class)
+            return
+        except GuestUnavailable:
+            raise
+        except GuestError:  # no such window (yet)
+            if asyncio.get_running_loop().time() >= end:
+                raise
+        await asyncio.sleep(0.3)
 
 
 @register_setup_step("close_window", CloseWindowParams, best_effort=True)

@@ -59,9 +59,12 @@ class ProgressBar:
 @click.option("--split", help="A split name or file (sets tasks.split; default osworld-verified).")
 @click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True,
               help="Runs of each task, averaged.")
+@click.option("--preflight/--no-preflight", default=True, show_default=True,
+              help="Skip (and report as unsupported) the tasks `cua-rl tasks check` says "
+              "cannot run here.")
 def eval_command(config: str | None, preset: str | None, out: Path | None,
                  overrides: tuple[str, ...], as_json: bool, osworld: Path | None,
-                 split: str | None, runs: int) -> None:
+                 split: str | None, runs: int, preflight: bool) -> None:
     """Evaluate a policy with the OSWorld protocol (50 steps, temperature 0, 5 s wait,
     3 runs averaged, no reward model) and write a per-domain report.
 
@@ -83,7 +86,8 @@ def eval_command(config: str | None, preset: str | None, out: Path | None,
     bar = ProgressBar(Console(stderr=True))
     try:
         with bar.progress:
-            result = asyncio.run(run_evaluation(cfg, run_dir, runs, progress=bar))
+            result = asyncio.run(run_evaluation(cfg, run_dir, runs, progress=bar,
+                                                check=preflight))
     except (ConfigError, TaskFormatError) as exc:  # raised before anything starts
         raise click.ClickException(str(exc)) from exc
     except KeyboardInterrupt:
@@ -94,6 +98,8 @@ def eval_command(config: str | None, preset: str | None, out: Path | None,
     summary = {
         "run_dir": str(run_dir), "task_runs": result.total, "done_before": result.done_before,
         "done_now": result.done_now, "missing": result.missing, "mean": overall["mean"],
+        "rate_all": overall["rate_all"], "scored": overall["scored"],
+        "setup_failed": overall["setup_failed"], "unsupported": overall["unsupported"],
         "report": [str(p) for p in result.report_files],
         **{k: round(v, 1) if isinstance(v, float) else v for k, v in result.counts.items()},
     }

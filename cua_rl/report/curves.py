@@ -93,7 +93,7 @@ def load_series(conn: sqlite3.Connection) -> RunSeries:
         out.start = started if out.start is None else min(out.start, started)
         out.step_times.append((started, finished, n_steps))
         newest = max(newest, v0, step_version.get(tid) or 0)
-        if status == "aborted" or outcome is None:
+        if status in ("aborted", "setup_failed") or outcome is None:
             continue
         out.outcomes.append(outcome)
         by_step = votes.get(tid, {})

@@ -4,9 +4,14 @@ A task run is one trajectory whose group id is `<task_id>#<run_index>` and whose
 status is finished or step_limit; aborted attempts never count (DESIGN.md
 section 9). Scores are the evaluator's raw scores, so partial credit and
 infeasible tasks count exactly as `evaluate()` says. Every mean is over tasks
-(each task first averaged over its runs), as OSWorld reports success rates; a
-task with no scored run yet is listed as incomplete and left out of the means
-rather than counted as a failure.
+(each task first averaged over its runs), as OSWorld reports success rates.
+
+Truthful counts: every scope (task set, group, domain) says how many of its
+tasks were attempted, scored, failed their setup (`setup_failed`: recorded
+with its reason, never a 0) and are unsupported by the provider, and gives the
+success rate both over the scored tasks (`mean`) and over all its tasks
+(`rate_all`, where any task without a score counts as 0). A task with no
+scored run yet is listed as incomplete.
 """
 
 from __future__ import annotations
@@ -23,13 +28,17 @@ from cua_rl.store.run_store import RunStore
 
 TASK_RUN_SEP = "#"
 SCORED_STATUSES = ("finished", "step_limit")
+SETUP_FAILED = "setup_failed"
 
 GROUPS: dict[str, tuple[str, ...]] = {
+    "OS": ("os",),
     "Office": ("libreoffice_calc", "libreoffice_impress", "libreoffice_writer"),
     "Daily": ("vlc", "thunderbird", "chrome"),
     "Professional": ("gimp", "vs_code"),
+    "Workflow": ("multi_apps",),
 }
-"""OSWorld's domain groups, as its leaderboard reports them."""
+"""OSWorld's domain groups, as its leaderboard's columns report them; every
+OSWorld domain belongs to exactly one."""
 
 REPORT_FILES = ("report.json", "report.md", "report.png")
 
@@ -73,13 +82,31 @@ def records_from_store(store: RunStore) -> list[RunRecord]:
     return out
 
 
-def done_task_runs(records: Iterable[RunRecord]) -> set[str]:
-    """Group ids of the task runs that need not run again."""
-    return {task_run_id(r.task_id, r.run_index) for r in records}
+def setup_failures_from_store(store: RunStore) -> dict[str, str]:
+    """Group id -> reason of every evaluation task run whose setup failed (the
+    first reason recorded). A setup failure is permanent: the run is not retried."""
+    out: dict[str, str] = {}
+    for row in store.trajectory_records():
+        if row["status"] == SETUP_FAILED and parse_task_run_id(row["group_id"]) is not None:
+            out.setdefault(row["group_id"], row.get("error") or "setup failed")
+    return out
 
 
-def _summary(means: list[float]) -> dict[str, Any]:
-    return {"mean": fmean(means) if means else None, "count": len(means)}
+def done_task_runs(records: Iterable[RunRecord],
+                   setup_failed: Iterable[str] = ()) -> set[str]:
+    """Group ids of the task runs that need not run again (scored or setup-failed)."""
+    return {task_run_id(r.task_id, r.run_index) for r in records} | set(setup_failed)
+
+
+def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The truthful counts of a scope's task rows (see the module docstring)."""
+    means = [row["mean"] for row in rows if row["mean"] is not None]
+    count = lambda state: sum(row["state"] == state for row in rows)  # noqa: E731
+    return {"mean": fmean(means) if means else None, "count": len(means),
+            "tasks": len(rows), "attempted": len(means) + count(SETUP_FAILED),
+            "scored": len(means), "setup_failed": count(SETUP_FAILED),
+            "unsupported": count("unsupported"),
+            "rate_all": sum(means) / len(rows) if rows else None}
 
 
 def build_report(
@@ -87,8 +114,15 @@ def build_report(
     tasks: Mapping[str, str] | None = None,
     runs: int | None = None,
     protocol: Mapping[str, Any] | None = None,
+    *,
+    setup_failed: Mapping[str, str] | None = None,
+    unsupported: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The report as plain JSON data.
+
+    `setup_failed` maps task-run group ids to the reason their setup failed;
+    `unsupported` maps task ids to why the provider cannot run them (they were
+    never attempted).
 
     `tasks` (task id -> domain) is the evaluated task set: it fixes the scope and
     order and names tasks that have no run yet; None takes the tasks of the
@@ -101,33 +135,45 @@ def build_report(
             by_task[r.task_id].setdefault(r.run_index, r)
     if tasks is None:
         tasks = {t: next(iter(rs.values())).domain for t, rs in by_task.items()}
+    failed_by_task: dict[str, str] = {}
+    for group_id, reason in (setup_failed or {}).items():
+        key = parse_task_run_id(group_id)
+        if key is not None and (runs is None or key[1] < runs):
+            failed_by_task.setdefault(key[0], reason)
+    unsupported = unsupported or {}
     task_rows: dict[str, dict[str, Any]] = {}
-    domain_means: dict[str, list[float]] = defaultdict(list)
     incomplete: list[str] = []
     for task_id, domain in tasks.items():
         done = [by_task.get(task_id, {})[i] for i in sorted(by_task.get(task_id, {}))]
         scores = [r.score for r in done]
         mean = fmean(scores) if scores else None
-        task_rows[task_id] = {
+        row: dict[str, Any] = {
             "domain": domain, "mean": mean, "scores": scores,
             "runs": [{"run": r.run_index, "score": r.score, "status": r.status,
                       "steps": r.steps, "trajectory_id": r.trajectory_id} for r in done],
         }
+        if mean is not None:
+            row["state"] = "scored"
+        elif task_id in unsupported:
+            row |= {"state": "unsupported", "reason": unsupported[task_id]}
+        elif task_id in failed_by_task:
+            row |= {"state": SETUP_FAILED, "reason": failed_by_task[task_id]}
+        else:
+            row["state"] = "not_run"
+        task_rows[task_id] = row
         if mean is None:
             incomplete.append(task_id)
-        else:
-            domain_means[domain].append(mean)
-    domains = {d: _summary(domain_means[d]) for d in sorted({*tasks.values()})}
-    groups = {
-        name: {**_summary([m for d in members for m in domain_means.get(d, [])]),
-               "domains": list(members)}
-        for name, members in GROUPS.items()
-    }
-    all_means = [m for ms in domain_means.values() for m in ms]
+    in_domain = lambda ds: [r for r in task_rows.values() if r["domain"] in ds]  # noqa: E731
+    domains = {d: _summary(in_domain({d})) for d in sorted({*tasks.values()})}
+    groups = {name: {**_summary(in_domain(set(members))), "domains": list(members)}
+              for name, members in GROUPS.items()}
+    ungrouped = sorted({*tasks.values()} - {d for ms in GROUPS.values() for d in ms})
+    if ungrouped:
+        groups["Other"] = {**_summary(in_domain(set(ungrouped))), "domains": ungrouped}
     runs_done = sum(len(row["runs"]) for row in task_rows.values())
     return {
         "protocol": {**(protocol or {}), "runs": runs},
-        "overall": {**_summary(all_means), "tasks": len(tasks), "runs_done": runs_done,
+        "overall": {**_summary(list(task_rows.values())), "runs_done": runs_done,
                     "runs_expected": len(tasks) * runs if runs is not None else None,
                     "incomplete_tasks": incomplete},
         "groups": groups,
@@ -140,6 +186,15 @@ def _pct(value: float | None) -> str:
     return "–" if value is None else f"{100 * value:.1f}%"
 
 
+def _task_cell(row: Mapping[str, Any]) -> str:
+    if row["scores"]:
+        return ", ".join(f"{s:g}" for s in row["scores"])
+    if row.get("state") in (SETUP_FAILED, "unsupported"):
+        reason = str(row.get("reason", "")).replace("|", "/").replace("\n", " ")[:200]
+        return f"{row['state']}: {reason}"
+    return "(no run yet)"
+
+
 def render_markdown(report: Mapping[str, Any], title: str = "OSWorld evaluation") -> str:
     """Overall and groups first, then one table per domain (a task per row)."""
     overall, proto = report["overall"], report["protocol"]
@@ -150,21 +205,25 @@ def render_markdown(report: Mapping[str, Any], title: str = "OSWorld evaluation"
     expected = overall["runs_expected"]
     lines += [f"Task runs scored: {overall['runs_done']}"
               + (f" of {expected}" if expected is not None else "") + ".", ""]
-    lines += ["## Overall and groups", "", "| scope | tasks | success rate |",
-              "| --- | ---: | ---: |",
-              f"| **Overall** | {overall['count']} | **{_pct(overall['mean'])}** |"]
+    header = ["| scope | tasks | attempted | scored | setup failed | unsupported "
+              "| success (scored) | success (all) |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+
+    def counts(name: str, row: Mapping[str, Any]) -> str:
+        return (f"| {name} | {row['tasks']} | {row['attempted']} | {row['scored']} "
+                f"| {row['setup_failed']} | {row['unsupported']} | {_pct(row['mean'])} "
+                f"| {_pct(row['rate_all'])} |")
+
+    lines += ["## Overall and groups", "", *header, counts("**Overall**", overall)]
     for name, group in report["groups"].items():
-        members = " + ".join(group["domains"])
-        lines.append(f"| {name} ({members}) | {group['count']} | {_pct(group['mean'])} |")
-    lines += ["", "## Domains", "", "| domain | tasks | success rate |", "| --- | ---: | ---: |"]
-    for domain, row in report["domains"].items():
-        lines.append(f"| {domain} | {row['count']} | {_pct(row['mean'])} |")
+        lines.append(counts(f"{name} ({' + '.join(group['domains'])})", group))
+    lines += ["", "## Domains", "", *header]
+    lines += [counts(domain, row) for domain, row in report["domains"].items()]
     for domain in report["domains"]:
         lines += ["", f"### {domain}", "", "| task | mean | run scores |", "| --- | ---: | --- |"]
         for task_id, row in report["tasks"].items():
             if row["domain"] == domain:
-                scores = ", ".join(f"{s:g}" for s in row["scores"]) or "(no run yet)"
-                lines.append(f"| {task_id} | {_pct(row['mean'])} | {scores} |")
+                lines.append(f"| {task_id} | {_pct(row['mean'])} | {_task_cell(row)} |")
     if overall["incomplete_tasks"]:
         lines += ["", "Tasks without a scored run (left out of the means): "
                   + ", ".join(overall["incomplete_tasks"]) + "."]

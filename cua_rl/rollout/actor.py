@@ -140,13 +140,15 @@ async def run_episode(
                 break
         score = await desktop.evaluate(variant, last_action)
     except (GuestError, InferenceError, SetupStepError) as exc:
+        setup_failed = isinstance(exc, SetupStepError)
         aborted = Trajectory(
             id=tid, variant_id=variant.variant_id, steps=tuple(steps),
-            status=TrajectoryStatus.ABORTED, policy_version_at_start=policy_version,
+            status=TrajectoryStatus.SETUP_FAILED if setup_failed else TrajectoryStatus.ABORTED,
+            policy_version_at_start=policy_version,
         )
         await store.save_trajectory(aborted, group_id=group_id, error=str(exc),
                                     started_at=started)
-        raise EpisodeAborted(f"{variant.variant_id}: {exc}") from exc
+        raise EpisodeAborted(f"{variant.variant_id}: {exc}", permanent=setup_failed) from exc
     finally:
         policy.end_session(tid)
     trajectory = Trajectory(

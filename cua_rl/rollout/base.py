@@ -16,7 +16,12 @@ from cua_rl.types import Action, TaskVariant
 
 class EpisodeAborted(CuaRlError):
     """The episode cannot go on for a reason that is not the agent's fault
-    (dead desktop, no model replica, broken task setup). Never a failure."""
+    (dead desktop, no model replica, broken task setup). Never a failure.
+    `permanent`: trying again cannot help (a setup step failed), so it is not re-queued."""
+
+    def __init__(self, message: str, *, permanent: bool = False) -> None:
+        super().__init__(message)
+        self.permanent = permanent
 
 
 class ChatBackend(Protocol):

@@ -26,6 +26,14 @@ class EpisodeConfig(BaseModel):
     """Screenshots in the policy's context, the current one included (the method: 3,
     i.e. the 2 latest past steps replayed as screenshot + response turns); every past
     step also appears as a `Step k:` line of the action history."""
+    settle_max_s: float = Field(10.0, ge=0.0, le=120.0)
+    """After a task's setup, poll the screen until two consecutive screenshots
+    agree, for at most this long, before the first observation (apps such as
+    GIMP, VLC and Chrome draw a blank window first); 0 disables."""
+    strict_setup: bool = True
+    """A failed setup step (an app that cannot launch, a command that cannot run)
+    fails the task run as `setup_failed` with its reason, instead of OSWorld's
+    warning-and-continue that scores an unprepared desktop as a plain 0."""
     wait_after_action_s: float = Field(0.0, ge=0.0)
     """Pause after each action before the next screenshot (OSWorld eval: 5 s)."""
     screenshot_format: Literal["jpeg", "png"] = "jpeg"

@@ -93,9 +93,9 @@ class Fleet:
                         judge=self.judge, trajectory_id=tid, group_id=ticket.group_id,
                         policy_version=version,
                     )
-            except EpisodeAborted:
+            except EpisodeAborted as exc:
                 self.busy_s += time.perf_counter() - t0
-                await self._aborted(ticket, tid, finishing)
+                await self._aborted(ticket, tid, finishing, permanent=exc.permanent)
                 continue
             self.busy_s += time.perf_counter() - t0
             finishing.create_task(self._finish(ticket, traj), name=f"finish-{tid}")
@@ -107,13 +107,14 @@ class Fleet:
         return self.episode.model_copy(update={"max_steps": steps})
 
     async def _aborted(
-        self, ticket: RolloutTicket, tid: str, finishing: asyncio.TaskGroup
+        self, ticket: RolloutTicket, tid: str, finishing: asyncio.TaskGroup,
+        *, permanent: bool = False,
     ) -> None:
         self.counts["aborted"] += 1
         await self.store.incr("aborted_attempts")
         if self.judge is not None:
             self.judge.discard(tid)
-        if ticket.attempt + 1 < self.cfg.max_attempts:
+        if not permanent and ticket.attempt + 1 < self.cfg.max_attempts:
             self.counts["requeued"] += 1
             await self.scheduler.abort(ticket)
             return

@@ -20,6 +20,7 @@ from cua_rl.desktop.client import GuestClient
 from cua_rl.desktop.file_cache import FileCache
 from cua_rl.desktop.pool import DesktopPool
 from cua_rl.desktop.providers.base import DesktopHandle
+from cua_rl.desktop.settle import OPENING_STEPS, Settled, wait_until_settled
 from cua_rl.desktop.setup_steps import SetupContext, run_setup_steps
 from cua_rl.errors import GuestError
 from cua_rl.rollout.base import EpisodeAborted
@@ -51,6 +52,7 @@ class GuestDesktop:
         self.screen = (1920, 1080)
         self.work_dir: Path | None = None
         self._context: SetupContext | None = None
+        self.settled: Settled | None = None
 
     async def prepare(self, variant: TaskVariant) -> None:
         leased = await self.pool.reset(self.handle)
@@ -61,9 +63,14 @@ class GuestDesktop:
         self._context = SetupContext(
             screen_width=self.screen[0], screen_height=self.screen[1],
             client_password=self.client_password, output_dir=self.work_dir,
+            strict=self.cfg.strict_setup,
         )
         await run_setup_steps(self.client, list(variant.config), task_id=variant.task_id,
                               cache=self.cache, context=self._context)
+        if self.cfg.settle_max_s > 0:
+            opened = any(step.get("type") in OPENING_STEPS for step in variant.config)
+            self.settled = await wait_until_settled(
+                lambda: self.client.screenshot("png"), max_s=self.cfg.settle_max_s, drawn=opened)
 
     async def screenshot(self) -> bytes:
         return await self.client.screenshot(self.cfg.screenshot_format,

@@ -7,7 +7,9 @@ run is done once a trajectory of its group is stored as finished or step_limit.
 Running again with the same run directory schedules only the missing task runs,
 so an interrupted evaluation loses at most the episodes that were in flight.
 Aborted attempts are re-queued by the fleet and never count; a task run the
-fleet gives up on stays missing and is tried again by the next invocation.
+fleet gives up on stays missing and is tried again by the next invocation. A
+task run whose setup failed is stored as `setup_failed` with its reason, is
+neither retried nor run again, and the report counts it apart (never as a 0).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from cua_rl.report.eval_report import (
     build_report,
     done_task_runs,
     records_from_store,
+    setup_failures_from_store,
     task_run_id,
     write_report,
 )
@@ -108,30 +111,50 @@ def protocol_of(cfg: RunConfig) -> dict[str, Any]:
             "source": cfg.tasks.source, "split": cfg.tasks.split}
 
 
-def _stored_records(run_dir: Path) -> list[RunRecord]:
+def _stored_records(run_dir: Path) -> tuple[list[RunRecord], dict[str, str]]:
+    """Scored task runs, and the task runs whose setup failed (group id -> reason)."""
     if not (run_dir / DB_NAME).exists():
-        return []
+        return [], {}
     store = RunStore(run_dir)
     try:
-        return records_from_store(store)
+        return records_from_store(store), setup_failures_from_store(store)
     finally:
         store.close()
 
 
+def preflight_unsupported(cfg: RunConfig, starts: Sequence[TaskVariant]) -> dict[str, str]:
+    """Task id -> why the run's provider cannot run it here (`cua-rl tasks check`)."""
+    from cua_rl.desktop.file_cache import FileCache
+    from cua_rl.runtime.local import host_cache_dir
+    from cua_rl.tasks.preflight import capabilities_for, preflight
+
+    check = preflight(starts, capabilities_for(cfg.desktops.provider.type),
+                      FileCache(host_cache_dir()))
+    return dict(check.details)
+
+
 async def run_evaluation(
-    cfg: RunConfig, run_dir: Path, runs: int = 3, *, progress: EvalProgress | None = None
+    cfg: RunConfig, run_dir: Path, runs: int = 3, *, progress: EvalProgress | None = None,
+    check: bool = True,
 ) -> EvalResult:
     """Run the missing task runs of `cfg`'s task set, then write the report.
 
-    Nothing is started (no model server, no desktop) when every task run is
-    already in the store: the report is just written again.
+    With `check`, the preflight of `cua-rl tasks check` runs first: tasks that
+    cannot run here (an app missing, credentials, root, the internet, uncached
+    assets) are not attempted and are reported as unsupported with the reason,
+    instead of failing again and again. Nothing is started (no model server, no
+    desktop) when every task run is already in the store or unsupported: the
+    report is just written again.
     """
     if runs < 1:
         raise ValueError(f"runs must be >= 1, got {runs}")
     task_set = load_run_tasks(cfg)
-    starts = [variants[0] for variants in task_set]
-    records = _stored_records(run_dir)
-    done = done_task_runs(r for r in records if r.run_index < runs)
+    all_starts = [variants[0] for variants in task_set]
+    unsupported = preflight_unsupported(cfg, all_starts) if check else {}
+    starts = [v for v in all_starts if v.task_id not in unsupported]
+    records, setup_failed = _stored_records(run_dir)
+    # A setup failure is permanent (it would fail the same way): not run again.
+    done = done_task_runs((r for r in records if r.run_index < runs), setup_failed)
     todo = plan_task_runs(starts, runs, done)
     total = len(starts) * runs
     if progress is not None:
@@ -161,7 +184,8 @@ async def run_evaluation(
             counts = dict(await fleet.run())
             counts["desktop_replacements"] = parts.pool.replacements
         counts["wall_s"] = time.monotonic() - started
-        records = _stored_records(run_dir)
-    report = build_report(records, {v.task_id: v.domain for v in starts}, runs, protocol_of(cfg))
+        records, setup_failed = _stored_records(run_dir)
+    report = build_report(records, {v.task_id: v.domain for v in all_starts}, runs,
+                          protocol_of(cfg), setup_failed=setup_failed, unsupported=unsupported)
     files = write_report(report, run_dir, title=f"OSWorld evaluation ({run_dir.name})")
     return EvalResult(run_dir, total, total - len(todo), done_now, report, files, counts)

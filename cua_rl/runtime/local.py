@@ -42,7 +42,10 @@ class Components:
 
 
 def host_cache_dir() -> Path:
-    return Path.home() / ".cache" / "cua-rl" / "files"
+    """The asset cache root: `$CUA_RL_CACHE_DIR`, else ~/.cache/cua-rl/files."""
+    from cua_rl.desktop.file_cache import default_cache_root
+
+    return default_cache_root()
 
 
 def load_run_tasks(cfg: RunConfig) -> list[list[TaskVariant]]:

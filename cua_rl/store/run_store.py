@@ -251,7 +251,8 @@ class RunStore:
         ]
 
     def finished_trajectory_ids(self, variant_id: str | None = None) -> list[str]:
-        sql = "SELECT trajectory_id FROM trajectories WHERE status != 'aborted'"
+        sql = ("SELECT trajectory_id FROM trajectories "
+               "WHERE status NOT IN ('aborted', 'setup_failed')")
         args: tuple[Any, ...] = ()
         if variant_id is not None:
             sql, args = sql + " AND variant_id = ?", (variant_id,)
@@ -262,11 +263,11 @@ class RunStore:
         domain, oldest first: what reports aggregate without loading steps."""
         rows = self._db.execute(
             "SELECT t.trajectory_id, t.variant_id, t.group_id, t.status, t.score, t.n_steps, "
-            "t.finished_at, v.task_id, v.domain FROM trajectories t "
+            "t.finished_at, v.task_id, v.domain, t.error FROM trajectories t "
             "LEFT JOIN variants v ON v.variant_id = t.variant_id ORDER BY t.finished_at"
         )
         keys = ("trajectory_id", "variant_id", "group_id", "status", "score", "n_steps",
-                "finished_at", "task_id", "domain")
+                "finished_at", "task_id", "domain", "error")
         return [dict(zip(keys, row, strict=True)) for row in rows]
 
     def summary(self) -> dict[str, Any]:
@@ -276,12 +277,16 @@ class RunStore:
         per_task: dict[str, dict[str, Any]] = {}
         for variant_id, n, wins in self._db.execute(
             "SELECT variant_id, COUNT(*), SUM(outcome = 1) FROM trajectories "
-            "WHERE status != 'aborted' GROUP BY variant_id ORDER BY variant_id"
+            "WHERE status NOT IN ('aborted', 'setup_failed') "
+            "GROUP BY variant_id ORDER BY variant_id"
         ):
             per_task[variant_id] = {"trajectories": n, "success_rate": (wins or 0) / n}
         out: dict[str, Any] = {
             "run_id": self.run_id,
-            "trajectories": one("SELECT COUNT(*) FROM trajectories WHERE status != 'aborted'"),
+            "trajectories": one("SELECT COUNT(*) FROM trajectories "
+                                "WHERE status NOT IN ('aborted', 'setup_failed')"),
+            "setup_failed": one("SELECT COUNT(*) FROM trajectories "
+                                "WHERE status = 'setup_failed'"),
             "steps": one("SELECT COUNT(*) FROM steps"),
             "verdicts": one("SELECT COUNT(*) FROM (SELECT DISTINCT trajectory_id, step_index "
                             "FROM votes)"),

@@ -18,6 +18,7 @@ from pathlib import Path
 import click
 
 from cua_rl.errors import TaskFormatError
+from cua_rl.tasks.check_command import check_tasks
 from cua_rl.tasks.names import variant_name_problems
 from cua_rl.tasks.osworld import TaskLoad
 from cua_rl.tasks.pairs import check_pair, load_variants, pair_task_ids, template_path
@@ -65,6 +66,9 @@ def _source_options(command: Callable[..., None]) -> Callable[..., None]:
 @click.group()
 def tasks() -> None:
     """List, show and check task files (OSWorld checkout or the local suite)."""
+
+
+tasks.add_command(check_tasks)
 
 
 @tasks.command("list")

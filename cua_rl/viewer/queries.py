@@ -69,11 +69,11 @@ def overview(conn: sqlite3.Connection) -> dict[str, Any]:
     for run_id, created_at, n, wins, aborted, steps in conn.execute(
         "SELECT r.run_id, r.created_at, "
         "(SELECT COUNT(*) FROM trajectories t WHERE t.run_id = r.run_id "
-        " AND t.status != 'aborted'), "
+        " AND t.status NOT IN ('aborted', 'setup_failed')), "
         "(SELECT COUNT(*) FROM trajectories t WHERE t.run_id = r.run_id "
-        " AND t.status != 'aborted' AND t.outcome = 1), "
+        " AND t.status NOT IN ('aborted', 'setup_failed') AND t.outcome = 1), "
         "(SELECT COUNT(*) FROM trajectories t WHERE t.run_id = r.run_id "
-        " AND t.status = 'aborted'), "
+        " AND t.status IN ('aborted', 'setup_failed')), "
         "(SELECT COALESCE(SUM(n_steps), 0) FROM trajectories t WHERE t.run_id = r.run_id) "
         f"FROM runs r ORDER BY r.created_at LIMIT {MAX_PAGE}"
     ):
@@ -108,8 +108,9 @@ def tasks_page(conn: sqlite3.Connection, offset: int = 0, limit: int | None = No
     trajectories that were not aborted."""
     limit = clamp_limit(limit)
     body = (
-        f"SELECT {TASK_EXPR} AS task_id, t.status != 'aborted' AS n, "
-        "(t.status != 'aborted' AND t.outcome = 1) AS win, t.status = 'aborted' AS ab, "
+        f"SELECT {TASK_EXPR} AS task_id, t.status NOT IN ('aborted', 'setup_failed') AS n, "
+        "(t.status NOT IN ('aborted', 'setup_failed') AND t.outcome = 1) AS win, "
+        "t.status IN ('aborted', 'setup_failed') AS ab, "
         f"v.domain AS domain {TRAJ_FROM} "
         "UNION ALL SELECT task_id, 0, 0, 0, domain FROM variants"
     )
@@ -129,9 +130,9 @@ def task_variants(conn: sqlite3.Connection, task_id: str) -> list[dict[str, Any]
     rows = conn.execute(
         "SELECT v.variant_id, v.evaluator_name, v.instruction, v.created_at, "
         "(SELECT COUNT(*) FROM trajectories t WHERE t.variant_id = v.variant_id "
-        " AND t.status != 'aborted'), "
+        " AND t.status NOT IN ('aborted', 'setup_failed')), "
         "(SELECT COUNT(*) FROM trajectories t WHERE t.variant_id = v.variant_id "
-        " AND t.status != 'aborted' AND t.outcome = 1) "
+        " AND t.status NOT IN ('aborted', 'setup_failed') AND t.outcome = 1) "
         f"FROM variants v WHERE v.task_id = ? ORDER BY v.created_at LIMIT {MAX_PAGE}",
         (task_id,),
     )
@@ -180,9 +181,9 @@ class TrajectoryFilter:
             clauses.append("t.policy_version_at_start = ?")
             args.append(self.policy_version)
         if self.aborted == "exclude":
-            clauses.append("t.status != 'aborted'")
+            clauses.append("t.status NOT IN ('aborted', 'setup_failed')")
         elif self.aborted == "only":
-            clauses.append("t.status = 'aborted'")
+            clauses.append("t.status IN ('aborted', 'setup_failed')")
         return " AND ".join(clauses) or "1", args
 
 

@@ -11,6 +11,7 @@ gone: the namespace, its mounts and its X display number go with them.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
 import shutil
@@ -28,6 +29,7 @@ from cua_rl.desktop.providers.local_session import (
     kill_session,
     process_start_time,
 )
+from cua_rl.desktop.providers.local_user import ensure_desktop_user
 from cua_rl.errors import DesktopError, GuestUnavailable
 
 UNSHARE = ["unshare", "--mount", "--propagation", "private", "--"]
@@ -128,7 +130,23 @@ class LocalProvider(DesktopProvider):
                 f"--propagation private` failed: {probe.stderr.strip()}); run as root or "
                 "with CAP_SYS_ADMIN, e.g. a container started with --privileged"
             )
+        try:
+            ensure_desktop_user(self.config.user)
+        except RuntimeError as exc:
+            raise DesktopError(f"local provider: {exc}") from exc
         self._checked = True
+
+    def _guest_lib(self) -> str | None:
+        """The directory to bind as the guest's package root (see the config field)."""
+        if self.config.guest_package_dir is not None:
+            path = Path(self.config.guest_package_dir).expanduser().resolve()
+            if not (path / "cua_guest" / "__init__.py").is_file():
+                raise DesktopError(f"guest_package_dir {path}: no cua_guest package in it")
+            return str(path)
+        spec = importlib.util.find_spec("cua_guest")
+        if spec is None or spec.origin is None:
+            return None
+        return str(Path(spec.origin).resolve().parent.parent)
 
     def _template(self) -> Path:
         if self.config.home_template is not None:
@@ -157,6 +175,12 @@ class LocalProvider(DesktopProvider):
                   "log": record.log, "alive": record_alive(record)},
         )
 
+    def _interpreter_dirs(self) -> list[str]:
+        """Prefixes of the guest interpreter (and of the venv it may belong to)."""
+        if os.path.realpath(self.config.guest_python) == os.path.realpath(sys.executable):
+            return sorted({sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix})
+        return [str(Path(self.config.guest_python).resolve().parent.parent)]
+
     def _port(self, prefer: int | None) -> int:
         """A free port not handed to another desktop of this process meanwhile."""
         for _ in range(50):
@@ -171,6 +195,7 @@ class LocalProvider(DesktopProvider):
                       prefer_port: int | None) -> DesktopHandle:
         """Start the session launcher and wait for its guest; record it on success."""
         ddir = self.state_dir / desktop_id
+        guest_lib = self._guest_lib()
         lock = st.allocate_display(st.display_lock_root(), self.config.first_display,
                                    prefer=prefer_display)
         port = self._port(prefer_port)
@@ -178,6 +203,8 @@ class LocalProvider(DesktopProvider):
                 "width": self.config.width, "height": self.config.height,
                 "window_manager": self.config.window_manager,
                 "guest_python": self.config.guest_python,
+                "guest_lib": guest_lib, "user": self.config.user,
+                "expose": [guest_lib, *self._interpreter_dirs()],
                 "home": str(ddir / "home"), "token_file": str(ddir / "token"),
                 "owner_pid": self.owner_pid}
         spec_path = ddir / "session.json"

@@ -42,8 +42,16 @@ class LocalProviderConfig(BaseModel):
     ready_timeout_s: float = Field(60.0, gt=0, le=600)
     """Deadline for the guest server to answer /healthz after a (re)start."""
     guest_python: str = Field(default_factory=lambda: sys.executable)
-    """Interpreter that runs `-m cua_guest`; it must have the `cua-guest` package
+    """Interpreter that runs `-m cua_guest`; it must have the guest's dependencies
     and must not live under /tmp or /home (hidden inside the desktop)."""
+    guest_package_dir: Path | None = None
+    """Directory holding the `cua_guest` package, bound into every desktop and put
+    on the guest's PYTHONPATH, so the checkout may live anywhere (/tmp included);
+    None: wherever this process imports `cua_guest` from (none: the guest
+    interpreter's own install)."""
+    user: str = "user"
+    """Unprivileged account the session runs as (OSWorld's `user`, password
+    `password`); created on first start when missing."""
     first_display: int = Field(200, ge=1, le=60000)
     """Lowest X display number tried; high numbers keep clear of :0/:1/:99 that
     other tools use. Numbers in use anywhere on the machine are skipped."""

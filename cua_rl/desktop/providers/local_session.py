@@ -11,6 +11,15 @@ so every mount below is invisible to the host and vanishes with the namespace:
     mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /tmp      (private /tmp)
     mount -t tmpfs -o mode=755 tmpfs /home                   (hide host homes)
     mount --bind <state_dir>/<id>/home /home/user            (this desktop's home)
+    mount -t tmpfs -o mode=755 tmpfs /root                   (hide root's home)
+    mount --bind -o ro <dir> <dir>     (guest interpreter and package, if hidden)
+
+Everything a task or the agent can run (window manager, D-Bus session bus, the
+guest server and whatever it starts) runs as the unprivileged `user` of
+OSWorld's image (`local_user`); only the launcher and Xvfb stay root. The
+guest's interpreter and package are bound back at their own paths when the
+tmpfs mounts hide them, so a checkout or venv under /tmp or /root still starts
+its guest.
 
 Invariant: when this process ends, for whatever reason short of SIGKILL, every
 process of its namespace ends with it; a dead Xvfb or guest server ends it, so
@@ -32,9 +41,16 @@ import signal
 import subprocess
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
+from cua_rl.desktop.providers.local_user import (
+    DesktopUser,
+    chown_tree,
+    desktop_env,
+    write_chrome_shim,
+)
 from cua_rl.errors import DesktopError
 
 _MS_NOSUID, _MS_NODEV, _MS_BIND = 2, 4, 4096
@@ -80,26 +96,107 @@ def _mount(source: str, target: str, fstype: str | None, flags: int, data: str |
         raise OSError(err, f"mount {source} on {target}: {os.strerror(err)}")
 
 
-def _isolate(home: str, desktop_id: str, token: str) -> str:
-    """Private /tmp and /home/user; returns the token path inside the desktop."""
-    # Opened before the tmpfs mounts hide it (the home may live under /tmp or
-    # /home); mount(2) follows the /proc magic link to the directory itself.
+SHIM_BIN = "/tmp/.cua-bin"
+BUS_PATH = "/tmp/runtime-user/bus"
+HIDDEN_ROOTS = ("/tmp", "/home", "/root")
+"""Covered by an empty tmpfs inside every desktop: the host's temporary files and
+homes are none of a task's business, and `user` must be able to traverse them to
+reach what is exposed again (see `_expose`)."""
+_MS_RDONLY, _MS_REMOUNT = 1, 32
+
+
+def _hidden(path: str) -> bool:
+    return any(path == root or path.startswith(root + "/") for root in HIDDEN_ROOTS)
+
+
+def _open_exposed(paths: list[str]) -> list[tuple[str, int]]:
+    """O_PATH descriptors of the paths that the tmpfs mounts will hide, outermost
+    first, skipping paths inside another exposed one."""
+    chosen: list[str] = []
+    for path in sorted({os.path.realpath(p) for p in paths if p}):
+        if _hidden(path) and os.path.isdir(path) and not any(
+                path.startswith(outer + "/") for outer in chosen):
+            chosen.append(path)
+    return [(path, os.open(path, os.O_PATH | os.O_DIRECTORY)) for path in chosen]
+
+
+def _expose(opened: list[tuple[str, int]]) -> None:
+    """Bind each directory back at its own path, read-only: the guest's
+    interpreter and package then work wherever the checkout or venv lives."""
+    for path, fd in opened:
+        os.makedirs(path, mode=0o755, exist_ok=True)
+        _mount(f"/proc/self/fd/{fd}", path, None, _MS_BIND, None)
+        os.close(fd)
+        _mount("none", path, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY, None)
+
+
+def _isolate(home: str, desktop_id: str, token: str, expose: list[str],
+             user: DesktopUser) -> str:
+    """Private /tmp, /root and /home/user owned by `user`; the guest's interpreter
+    and package exposed again; returns the token path inside the desktop."""
+    # Opened before the tmpfs mounts hide them (the home or the checkout may live
+    # under /tmp or /home); mount(2) follows the /proc magic link to the directory.
     home_fd = os.open(home, os.O_PATH | os.O_DIRECTORY)
+    opened = _open_exposed(expose)
     _mount("tmpfs", "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=1777")
     os.makedirs("/home", exist_ok=True)
     _mount("tmpfs", "/home", "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=755")
+    _mount("tmpfs", "/root", "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=755")
     os.mkdir("/home/user", 0o755)
     _mount(f"/proc/self/fd/{home_fd}", "/home/user", None, _MS_BIND, None)
     os.close(home_fd)
+    chown_tree("/home/user", user)
     for path, mode in (("/tmp/.X11-unix", 0o1777), ("/tmp/.ICE-unix", 0o1777),
-                       ("/tmp/runtime-user", 0o700), ("/tmp/.cua-guest", 0o700)):
+                       ("/tmp/runtime-user", 0o700), ("/tmp/.cua-guest", 0o700),
+                       (SHIM_BIN, 0o755)):
         os.mkdir(path)
         os.chmod(path, mode)
+    for path in ("/tmp/runtime-user", "/tmp/.cua-guest"):
+        os.chown(path, user.uid, user.gid)
+    _expose(opened)
+    write_chrome_shim(SHIM_BIN)
     token_path = f"/tmp/.cua-guest/{desktop_id}.token"
     fd = os.open(token_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as fh:
         fh.write(token)
+    os.chown(token_path, user.uid, user.gid)
     return token_path
+
+
+def _start_bus(env: dict[str, str], user: DesktopUser) -> subprocess.Popen:
+    """The session bus of `user`; returns once it listens (it prints its address)."""
+    read_fd, write_fd = os.pipe()
+    proc = subprocess.Popen(
+        ["dbus-daemon", "--session", "--nofork", "--nopidfile", f"--address=unix:path={BUS_PATH}",
+         f"--print-address={write_fd}"],
+        pass_fds=(write_fd,), env=env, cwd="/home/user", **user.popen_kwargs(),
+    )
+    os.close(write_fd)
+    try:
+        _read_line(read_fd, proc, "dbus-daemon")
+    finally:
+        os.close(read_fd)
+    return proc
+
+
+def _read_line(read_fd: int, proc: subprocess.Popen, what: str) -> bytes:
+    """Wait (deadline) for a newline-terminated line a starting server writes to a pipe."""
+    deadline = time.monotonic() + _XVFB_READY_S
+    got = b""
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([read_fd], [], [], 0.1)
+        # Xvfb writes the number and the newline separately; closing the pipe
+        # before the newline arrives makes its second write fail fatally.
+        if ready:
+            chunk = os.read(read_fd, 256)
+            got += chunk
+            if got.endswith(b"\n"):
+                return got
+            if not chunk and proc.poll() is not None:
+                break
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}")
+    raise RuntimeError(f"{what} not ready within {_XVFB_READY_S:.0f} s")
 
 
 def _start_xvfb(display: int, width: int, height: int, env: dict[str, str]) -> subprocess.Popen:
@@ -111,22 +208,11 @@ def _start_xvfb(display: int, width: int, height: int, env: dict[str, str]) -> s
         pass_fds=(write_fd,), env=env,
     )
     os.close(write_fd)
-    deadline = time.monotonic() + _XVFB_READY_S
-    got = b""
     try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([read_fd], [], [], 0.1)
-            # Xvfb writes the number and the newline separately; closing the pipe
-            # before the newline arrives makes its second write fail fatally.
-            if ready:
-                got += os.read(read_fd, 32)
-                if got.endswith(b"\n"):
-                    return proc
-            if proc.poll() is not None:
-                raise RuntimeError(f"Xvfb :{display} exited with {proc.returncode}")
-        raise RuntimeError(f"Xvfb :{display} not ready within {_XVFB_READY_S:.0f} s")
+        _read_line(read_fd, proc, f"Xvfb :{display}")
     finally:
         os.close(read_fd)
+    return proc
 
 
 class _Stop(Exception):
@@ -148,27 +234,30 @@ def run(spec: dict) -> int:
     log = lambda msg: print(f"[session {spec['id']}] {msg}", file=sys.stderr, flush=True)  # noqa: E731
     try:
         token = Path(spec["token_file"]).read_text().strip()
-        token_path = _isolate(spec["home"], spec["id"], token)
-        env = {k: v for k, v in os.environ.items()
-               if k not in ("XAUTHORITY", "SESSION_MANAGER", "DBUS_SESSION_BUS_ADDRESS")}
-        env.update(DISPLAY=f":{spec['display']}", HOME="/home/user", TMPDIR="/tmp",
-                   XDG_RUNTIME_DIR="/tmp/runtime-user", CUA_RL_DESKTOP_ID=spec["id"])
+        user = DesktopUser.lookup(spec.get("user", "user"))
+        token_path = _isolate(spec["home"], spec["id"], token, spec.get("expose", []), user)
+        env = desktop_env(os.environ, display=spec["display"], desktop_id=spec["id"],
+                          user=user, bus=f"unix:path={BUS_PATH}", shim_bin=SHIM_BIN,
+                          guest_lib=spec.get("guest_lib"))
+        as_user = user.popen_kwargs()
         xvfb = _start_xvfb(spec["display"], spec["width"], spec["height"], env)
+        bus = _start_bus(env, user)
         if spec.get("window_manager"):
-            subprocess.Popen(spec["window_manager"].split(), env=env, cwd="/home/user")
+            subprocess.Popen(spec["window_manager"].split(), env=env, cwd="/home/user",
+                             **as_user)
         guest = subprocess.Popen(
             [spec["guest_python"], "-m", "cua_guest", "--host", "127.0.0.1",
              "--port", str(spec["port"]), "--token-file", token_path],
-            env=env, cwd="/home/user",
+            env=env, cwd="/home/user", **as_user,
         )
-        critical = {xvfb.pid: "Xvfb", guest.pid: "guest server"}
+        critical = {xvfb.pid: "Xvfb", bus.pid: "session bus", guest.pid: "guest server"}
         log(f"up: display :{spec['display']} port {spec['port']} ns {my_ns}")
         return _supervise(critical, spec.get("owner_pid"), log)
     except _Stop as stop:
         log(f"stopping on {stop}")
         return 0
     except Exception as exc:  # report any setup failure in the log the host reads
-        log(f"failed: {exc!r}")
+        log(f"failed: {exc!r}\n{traceback.format_exc()}")
         return 1
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)

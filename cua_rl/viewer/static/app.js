@@ -44,6 +44,9 @@ async function getJSON(url, key) {
 
 function outcomeBadge(t) {
   if (t.status === "aborted") return el("span", { class: "abort", title: "aborted" }, "⊘");
+  if (t.status === "setup_failed") {
+    return el("span", { class: "abort", title: `setup failed${t.error ? ": " + t.error : ""}` }, "⚠");
+  }
   return t.outcome === 1
     ? el("span", { class: "ok", title: "success" }, "✓")
     : el("span", { class: "fail", title: "failure" }, "✗");
@@ -211,8 +214,8 @@ function renderTrajectory() {
   const t = state.traj;
   $("traj-panel").hidden = false;
   $("empty").hidden = true;
-  const outcome = t.status === "aborted"
-    ? el("span", { class: "abort" }, `aborted${t.error ? ": " + t.error : ""}`)
+  const outcome = t.status === "aborted" || t.status === "setup_failed"
+    ? el("span", { class: "abort" }, `${t.status.replace("_", " ")}${t.error ? ": " + t.error : ""}`)
     : el("span", { class: t.outcome === 1 ? "ok" : "fail" },
       `${t.outcome === 1 ? "success" : "failure"} (O = ${t.outcome > 0 ? "+1" : "-1"}, score ${num(t.score)})`);
   $("traj-head").replaceChildren(

@@ -167,7 +167,7 @@ async def test_task_setup_on_a_real_desktop(
     # A postconfig that activates a window that is gone: OSWorld only logs it.
     postconfig = [step("activate_window", window_name="no such window", strict=True),
                   step("sleep", seconds=0.1)]
-    lenient = SetupContext(screen_width=WIDTH, screen_height=HEIGHT)
+    lenient = SetupContext(screen_width=WIDTH, screen_height=HEIGHT, window_wait_s=0.5)
     warnings = await run_setup_steps(client, postconfig, task_id="live", cache=cache,
                                      context=lenient, phase="evaluator.postconfig")
     assert len(warnings) == 1

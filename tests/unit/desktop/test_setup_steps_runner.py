@@ -105,7 +105,8 @@ async def client(guest: Guest) -> AsyncIterator[GuestClient]:
 
 
 def ctx(tmp_path: Path, **kw: Any) -> SetupContext:
-    return SetupContext(screen_width=1920, screen_height=1080, output_dir=tmp_path / "out", **kw)
+    return SetupContext(screen_width=1920, screen_height=1080, output_dir=tmp_path / "out",
+                        **{"window_wait_s": 0.0, **kw})
 
 
 def step(kind: str, **params: Any) -> dict[str, Any]:

@@ -77,4 +77,39 @@ def test_a_finished_evaluation_only_rewrites_its_report(tmp_path: Path) -> None:
     assert summary["mean"] == 0.5 and "episodes" not in summary
     report = json.loads((tmp_path / "run" / "report.json").read_text())
     assert report["tasks"]["t1"]["scores"] == [1.0, 0.0]
-    assert report["domains"] == {"os": {"mean": 0.5, "count": 1}}
+    assert list(report["domains"]) == ["os"]
+    assert (report["domains"]["os"]["mean"], report["domains"]["os"]["count"]) == (0.5, 1)
+
+
+def test_tasks_that_cannot_run_here_are_reported_not_attempted(tmp_path: Path,
+                                                               monkeypatch) -> None:
+    monkeypatch.setenv("CUA_RL_CACHE_DIR", str(tmp_path / "cache"))
+    tasks = {
+        "vs": {"id": "vs", "instruction": "x", "evaluator": {"func": "infeasible"},
+               "config": [{"type": "launch", "parameters": {"command": ["code"]}}]},
+        "web": {"id": "web", "instruction": "x", "evaluator": {"func": "infeasible"},
+                "config": [{"type": "chrome_open_tabs",
+                            "parameters": {"urls_to_open": ["https://www.example.com/"]}}]},
+        "ok": {"id": "ok", "instruction": "x", "config": [],
+               "evaluator": {"func": "infeasible"}},
+    }
+    (tmp_path / "osworld" / "examples" / "os").mkdir(parents=True)
+    for task_id, task in tasks.items():
+        (tmp_path / "osworld" / "examples" / "os" / f"{task_id}.json").write_text(json.dumps(task))
+    store = RunStore(tmp_path / "run")  # the runnable task is done: nothing may start
+    store.save_trajectory(Trajectory(id="r0", variant_id="ok:default", steps=(),
+                                     status=TrajectoryStatus.FINISHED, score=1.0),
+                          group_id=task_run_id("ok", 0))
+    store.close()
+    result = CliRunner().invoke(cli, [
+        "eval", "--osworld", str(tmp_path / "osworld"), "--runs", "1",
+        "--out", str(tmp_path / "run"), "--json", "tasks.split=null",
+        "policy.urls=[http://127.0.0.1:9]"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert (summary["task_runs"], summary["missing"], summary["unsupported"]) == (1, 0, 2)
+    assert summary["mean"] == 1.0 and summary["rate_all"] == 1 / 3
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert report["tasks"]["vs"]["state"] == "unsupported"
+    assert report["tasks"]["vs"]["reason"].startswith("unsupported_app:code")
+    assert report["tasks"]["web"]["reason"] == "network: https://www.example.com/"

@@ -11,9 +11,11 @@ from PIL import Image
 from cua_rl.report.eval_report import (
     build_report,
     chart_values,
+    done_task_runs,
     parse_task_run_id,
     records_from_store,
     render_markdown,
+    setup_failures_from_store,
     task_run_id,
     write_report,
 )
@@ -75,24 +77,30 @@ def test_aggregates_tasks_domains_groups_and_overall(store: RunStore) -> None:
     assert tasks["calc-a"]["runs"][1]["trajectory_id"] == "calc-a-1"
     assert tasks["writer-a"]["scores"] == [0.0, 0.0]
     assert tasks["os-a"]["scores"] == [1.0]  # the aborted attempt is not a failure
-    assert tasks["os-never"] == {"domain": "os", "mean": None, "scores": [], "runs": []}
+    assert tasks["os-never"] == {"domain": "os", "mean": None, "scores": [], "runs": [],
+                                 "state": "not_run"}
 
     domains = report["domains"]
-    assert domains["libreoffice_calc"] == {"mean": 0.75, "count": 2}
-    assert domains["chrome"] == {"mean": 0.75, "count": 1}
-    assert domains["os"] == {"mean": 1.0, "count": 1}  # os-never is left out, not a 0
+    assert domains["libreoffice_calc"]["mean"] == 0.75
+    assert domains["libreoffice_calc"]["count"] == 2
+    assert domains["chrome"]["mean"] == 0.75 and domains["chrome"]["count"] == 1
+    # os-never is left out of the mean over scored tasks, and counts as 0 over all tasks
+    assert domains["os"] == {"mean": 1.0, "count": 1, "tasks": 2, "attempted": 1, "scored": 1,
+                             "setup_failed": 0, "unsupported": 0, "rate_all": 0.5}
     assert list(domains) == sorted(set(TASKS.values()))
 
     groups = report["groups"]
     assert groups["Office"]["count"] == 3  # calc-a, calc-b, writer-a (task-weighted)
     assert groups["Office"]["mean"] == pytest.approx((0.5 + 1.0 + 0.0) / 3)
-    assert groups["Daily"] == {"mean": 0.75, "count": 1,
-                               "domains": ["vlc", "thunderbird", "chrome"]}
+    assert groups["Daily"]["mean"] == 0.75 and groups["Daily"]["count"] == 1
+    assert groups["Daily"]["domains"] == ["vlc", "thunderbird", "chrome"]
+    assert groups["OS"]["domains"] == ["os"] and groups["OS"]["tasks"] == 2
     assert groups["Professional"]["mean"] == 0.5
 
     overall = report["overall"]
     assert overall["mean"] == pytest.approx((0.5 + 1.0 + 0.0 + 0.75 + 0.5 + 1.0) / 6)
     assert overall["count"] == 6 and overall["tasks"] == 7
+    assert overall["rate_all"] == pytest.approx((0.5 + 1.0 + 0.0 + 0.75 + 0.5 + 1.0) / 7)
     assert overall["runs_done"] == 11 and overall["runs_expected"] == 14
     assert overall["incomplete_tasks"] == ["os-never"]
     assert report["protocol"] == {"max_steps": 50, "temperature": 0.0, "runs": 2}
@@ -113,9 +121,9 @@ def test_writes_json_markdown_and_png(store: RunStore, tmp_path: Path) -> None:
 
     md = files[1].read_text()
     assert md.startswith("# Eval test\n")
-    assert "| **Overall** | 6 | **62.5%** |" in md
-    assert "| Office (libreoffice_calc + libreoffice_impress + libreoffice_writer) | 3 | 50.0% |" \
-        in md
+    assert "| **Overall** | 7 | 6 | 6 | 0 | 0 | 62.5% | 53.6% |" in md
+    assert ("| Office (libreoffice_calc + libreoffice_impress + libreoffice_writer) "
+            "| 3 | 3 | 3 | 0 | 0 | 50.0% | 50.0% |") in md
     for domain in set(TASKS.values()):
         assert f"\n### {domain}\n\n| task | mean | run scores |" in md
     assert "| calc-a | 50.0% | 1, 0 |" in md
@@ -128,8 +136,52 @@ def test_writes_json_markdown_and_png(store: RunStore, tmp_path: Path) -> None:
 
 def test_chart_values_skip_empty_groups(store: RunStore) -> None:
     report = build_report(records_from_store(store), TASKS, runs=2)
-    report["groups"]["Daily"] = {"mean": None, "count": 0, "domains": []}
+    report["groups"]["Daily"] |= {"mean": None, "count": 0, "domains": []}
     values = chart_values(report)
     assert "Daily" not in values and values["Overall"] == pytest.approx(62.5)
     assert values["libreoffice_calc"] == 75.0
     assert "## Domains" in render_markdown(report)
+
+
+def test_setup_failures_and_unsupported_tasks_are_counted_apart(tmp_path: Path) -> None:
+    tasks = {"calc-a": "libreoffice_calc", "calc-b": "libreoffice_calc", "os-a": "os",
+             "code-a": "vs_code", "multi-a": "multi_apps"}
+    store = RunStore(tmp_path / "run")
+    for task_id, domain in tasks.items():
+        store.add_variant(TaskVariant(task_id=task_id, domain=domain, evaluator_name="default",
+                                      instruction="do it", config=(),
+                                      evaluator={"func": "exact_match"}))
+    variant = lambda t: TaskVariant(task_id=t, domain=tasks[t], evaluator_name="default",  # noqa: E731
+                                    instruction="do it", config=(),
+                                    evaluator={"func": "exact_match"}).variant_id
+    store.save_trajectory(Trajectory(id="t1", variant_id=variant("calc-a"), steps=(),
+                                     status=TrajectoryStatus.FINISHED, score=1.0),
+                          group_id=task_run_id("calc-a", 0))
+    store.save_trajectory(Trajectory(id="t2", variant_id=variant("calc-b"), steps=(),
+                                     status=TrajectoryStatus.SETUP_FAILED),
+                          group_id=task_run_id("calc-b", 0),
+                          error="launch: `google-chrome` not found")
+    failed = setup_failures_from_store(store)
+    assert failed == {task_run_id("calc-b", 0): "launch: `google-chrome` not found"}
+    records = records_from_store(store)
+    assert [r.task_id for r in records] == ["calc-a"]  # a setup failure is never a 0
+    assert done_task_runs(records, failed) == {task_run_id("calc-a", 0),
+                                               task_run_id("calc-b", 0)}
+    report = build_report(records, tasks, runs=1, setup_failed=failed,
+                          unsupported={"code-a": "VS Code is not packaged by Debian"})
+    store.close()
+    assert report["tasks"]["calc-b"]["state"] == "setup_failed"
+    assert report["tasks"]["calc-b"]["reason"] == "launch: `google-chrome` not found"
+    assert report["tasks"]["code-a"]["state"] == "unsupported"
+    overall = report["overall"]
+    assert (overall["tasks"], overall["attempted"], overall["scored"], overall["setup_failed"],
+            overall["unsupported"]) == (5, 2, 1, 1, 1)
+    assert overall["mean"] == 1.0 and overall["rate_all"] == pytest.approx(1 / 5)
+    calc = report["domains"]["libreoffice_calc"]
+    assert (calc["attempted"], calc["scored"], calc["setup_failed"]) == (2, 1, 1)
+    assert calc["rate_all"] == 0.5
+    grouped = {d for g in report["groups"].values() for d in g["domains"]}
+    assert set(tasks.values()) <= grouped and "Other" not in report["groups"]
+    md = render_markdown(report)
+    assert "| calc-b | – | setup_failed: launch: `google-chrome` not found |" in md
+    assert "| code-a | – | unsupported: VS Code is not packaged by Debian |" in md

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 from tests_support.bad_model_server import BadModelServer
 
-from cua_rl.errors import CorruptImageError
+from cua_rl.errors import CorruptImageError, SetupStepError
 from cua_rl.inference.pool import InferencePool, InferencePoolConfig
 from cua_rl.reward.judge import StreamingJudge
 from cua_rl.rollout.actor import run_episode
@@ -97,3 +97,25 @@ async def test_bad_reward_model_answer_costs_only_its_verdict(tmp_path, server, 
         assert store.counters()["judge_failures"] == 1
     finally:
         store.close()
+
+
+class BrokenSetupDesktop(SimulatedDesktop):
+    """A desktop on which the task's setup fails (an app that cannot launch)."""
+
+    async def prepare(self, variant: TaskVariant) -> None:
+        raise SetupStepError("task t0: config[0] ('launch'): google-chrome: not found")
+
+
+async def test_failed_setup_is_recorded_with_its_reason_and_not_retried(tmp_path,
+                                                                        server) -> None:
+    with pytest.raises(EpisodeAborted, match="google-chrome") as caught:
+        await _episode(tmp_path, server, BrokenSetupDesktop)
+    assert caught.value.permanent  # the fleet gives it up instead of re-queueing it
+    assert server.requests == 0
+    store = RunStore(tmp_path)
+    try:
+        (record,) = store.trajectory_records()
+    finally:
+        store.close()
+    assert record["status"] == TrajectoryStatus.SETUP_FAILED.value
+    assert "google-chrome: not found" in record["error"]

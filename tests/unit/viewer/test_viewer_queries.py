@@ -136,3 +136,21 @@ def test_cursor_is_validated() -> None:
     with pytest.raises(ValueError, match="bad cursor"):
         queries.decode_cursor("nonsense")
     assert queries.decode_cursor(queries.encode_cursor(12.5, "a|b")) == (12.5, "a|b")
+
+
+def test_setup_failures_show_their_reason_and_never_count(tmp_path: Path) -> None:
+    build_run(tmp_path)
+    store = RunStore(tmp_path)
+    store._db.execute("UPDATE trajectories SET status = 'setup_failed', score = NULL, "
+                      "outcome = NULL, error = 'config[1] (''launch''): no google-chrome' "
+                      "WHERE trajectory_id = 'traj-0'")
+    store.close()
+    conn = open_readonly(tmp_path)
+    only = queries.trajectories_page(conn, TrajectoryFilter(aborted="only"))
+    assert [t["trajectory_id"] for t in only["items"]] == ["traj-0"]
+    assert only["items"][0]["status"] == "setup_failed"
+    detail = trajectory_detail(conn, "traj-0")
+    assert detail is not None and detail["error"] == "config[1] ('launch'): no google-chrome"
+    assert queries.trajectories_page(conn, TrajectoryFilter(aborted="exclude"))["total"] == 2
+    assert queries.tasks_page(conn)["items"][0]["aborted"] == 1
+    conn.close()

@@ -61,14 +61,28 @@ async def activate_id(window_id: str) -> None:
         await run_command(["xdotool", "windowactivate", str(int(window_id, 16))], timeout=10)
 
 
+WINDOW_ALIASES: dict[str, tuple[str, ...]] = {
+    "Google Chrome": ("Chromium",),
+    "google-chrome.Google-chrome": ("chromium.Chromium",),
+}
+"""Names OSWorld's tasks use for Google Chrome, and what Debian's Chromium (which
+stands in for it where Chrome is not installed) calls the same window. Tried
+only when the name itself matches nothing."""
+
+
 async def wmctrl_by_name(action: str, name: str, strict: bool, by_class: bool) -> int:
     """`wmctrl -[x][F]<action> name` as OSWorld runs it; returns wmctrl's exit code.
 
     wmctrl exits 1 when no window matched, which the routes report as 404.
     """
     flags = "-" + ("x" if by_class else "") + ("F" if strict else "") + action
-    try:
-        result = await run_command(["wmctrl", flags, name], timeout=10)
-    except CommandNotRunnable:
-        raise ToolMissing("wmctrl is not installed (apt-get install wmctrl)") from None
-    return result.returncode if result.returncode is not None else -1
+    code = -1
+    for candidate in (name, *WINDOW_ALIASES.get(name, ())):
+        try:
+            result = await run_command(["wmctrl", flags, candidate], timeout=10)
+        except CommandNotRunnable:
+            raise ToolMissing("wmctrl is not installed (apt-get install wmctrl)") from None
+        code = result.returncode if result.returncode is not None else -1
+        if code == 0:
+            break
+    return code

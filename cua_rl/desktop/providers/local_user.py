@@ -1,0 +1,133 @@
+"""Who a local desktop's session runs as, and the environment it sees: the
+unprivileged `user` of OSWorld's image (password `password`, home /home/user),
+a D-Bus session bus with AT-SPI enabled, and Chromium under the name
+`google-chrome` (docs/osworld-local.md says what else matches the image).
+
+Why not root: VLC refuses to start as root, `gsettings` needs a session bus it
+owns, and a task's `sudo` must never mean root on the host. `user` gets no sudo
+(no sudoers entry; Debian's sudo is not even installed here), so tasks whose
+setup needs root are reported `needs_root` by `cua-rl tasks check`.
+
+Stdlib only: the session launcher imports this on every (re)start.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+DESKTOP_USER = "user"
+DESKTOP_PASSWORD = "password"
+"""OSWorld's image has this account; tasks type the password into dialogs."""
+
+# Chromium flags that make it behave as OSWorld's google-chrome: the profile
+# where OSWorld's getters look, an accessibility tree for /accessibility, no
+# first-run or default-browser dialogs covering the page.
+CHROME_FLAGS = ("--user-data-dir=$HOME/.config/google-chrome", "--force-renderer-accessibility",
+                "--no-first-run", "--no-default-browser-check", "--password-store=basic")
+CHROMIUM_NAMES = ("chromium", "chromium-browser")
+
+
+@dataclass(frozen=True, slots=True)
+class DesktopUser:
+    """The account a desktop's processes run as."""
+
+    name: str
+    uid: int
+    gid: int
+
+    @classmethod
+    def lookup(cls, name: str) -> DesktopUser:
+        try:
+            entry = pwd.getpwnam(name)
+        except KeyError:
+            raise RuntimeError(f"desktop user {name!r} does not exist (the local provider "
+                               "creates it on start; see docs/osworld-local.md)") from None
+        return cls(name, entry.pw_uid, entry.pw_gid)
+
+    def popen_kwargs(self) -> dict[str, Any]:
+        """`subprocess.Popen` arguments that drop to this user (no supplementary groups)."""
+        return {"user": self.uid, "group": self.gid, "extra_groups": []}
+
+
+def ensure_desktop_user(name: str = DESKTOP_USER, password: str = DESKTOP_PASSWORD) -> None:
+    """Create the account if missing (needs root, which the provider needs anyway).
+
+    Raises RuntimeError naming the command that failed."""
+    try:
+        pwd.getpwnam(name)
+        return
+    except KeyError:
+        pass
+    steps = (
+        (["useradd", "--no-create-home", "--home-dir", "/home/user", "--shell", "/bin/bash",
+          "--user-group", name], None),
+        (["chpasswd"], f"{name}:{password}\n"),
+    )
+    for argv, stdin in steps:
+        if shutil.which(argv[0]) is None:
+            raise RuntimeError(f"cannot create desktop user {name!r}: `{argv[0]}` not found "
+                               "(apt-get install passwd)")
+        done = subprocess.run(argv, input=stdin, capture_output=True, text=True, check=False)
+        if done.returncode != 0 and not (argv[0] == "useradd" and done.returncode == 9):
+            raise RuntimeError(f"cannot create desktop user {name!r}: {' '.join(argv)} "
+                               f"exited {done.returncode}: {done.stderr.strip()}")
+
+
+def chown_tree(root: str, user: DesktopUser) -> None:
+    """Give the whole home to `user` (templates are written by root)."""
+    os.lchown(root, user.uid, user.gid)
+    for parent, dirs, files in os.walk(root):
+        for name in (*dirs, *files):
+            os.lchown(os.path.join(parent, name), user.uid, user.gid)
+
+
+def desktop_env(base: Mapping[str, str], *, display: int, desktop_id: str, user: DesktopUser,
+                bus: str, shim_bin: str, guest_lib: str | None) -> dict[str, str]:
+    """The environment of every process of the session.
+
+    PYTHONPATH is replaced, not extended: host entries may point under /tmp or
+    /home, which the desktop hides; the guest needs only its own package."""
+    drop = {"XAUTHORITY", "SESSION_MANAGER", "DBUS_SESSION_BUS_ADDRESS", "NO_AT_BRIDGE",
+            "PYTHONPATH", "SUDO_USER", "SUDO_UID", "SUDO_GID", "SUDO_COMMAND", "MAIL"}
+    env = {k: v for k, v in base.items() if k not in drop}
+    env.update(
+        DISPLAY=f":{display}", HOME="/home/user", USER=user.name, LOGNAME=user.name,
+        SHELL="/bin/bash", TMPDIR="/tmp", XDG_RUNTIME_DIR="/tmp/runtime-user",
+        DBUS_SESSION_BUS_ADDRESS=bus, CUA_RL_DESKTOP_ID=desktop_id,
+        # Toolkits export their widgets to AT-SPI only when asked to.
+        GNOME_ACCESSIBILITY="1", QT_ACCESSIBILITY="1", QT_LINUX_ACCESSIBILITY_ALWAYS_ON="1",
+        SAL_USE_VCLPLUGIN=base.get("SAL_USE_VCLPLUGIN", "gtk3"),
+        PATH=f"{shim_bin}:{base.get('PATH', '/usr/local/bin:/usr/bin:/bin')}",
+    )
+    if guest_lib:
+        env["PYTHONPATH"] = guest_lib
+    return env
+
+
+def chrome_shim(chromium: str) -> str:
+    """A `google-chrome` script that runs Debian's Chromium as OSWorld's Chrome.
+
+    The caller's flags come last, so a task's `--remote-debugging-port=1337`
+    (which OSWorld forwards to 9222 with socat) is honoured as given."""
+    flags = " ".join(f'"{flag}"' for flag in CHROME_FLAGS)
+    return f'#!/bin/sh\nexec {chromium} {flags} "$@"\n'
+
+
+def write_chrome_shim(bin_dir: str) -> str | None:
+    """Write `google-chrome` into bin_dir when only Chromium is installed; returns its path."""
+    if shutil.which("google-chrome") is not None:
+        return None
+    chromium = next((found for name in CHROMIUM_NAMES if (found := shutil.which(name))), None)
+    if chromium is None:
+        return None
+    path = os.path.join(bin_dir, "google-chrome")
+    with open(path, "w") as fh:
+        fh.write(chrome_shim(chromium))
+    os.chmod(path, 0o755)
+    return path

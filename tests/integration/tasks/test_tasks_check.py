@@ -1,0 +1,64 @@
+"""`cua-rl cache seed` + `cua-rl tasks check` on OSWorld's 369 tasks, with a cache
+seeded from well-formed stand-in files generated for every asset URL (real assets
+cannot be downloaded here)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from tests_support.asset_files import write_asset_tree
+
+from cua_rl.cli import cli
+from cua_rl.desktop.file_cache import FileCache
+from cua_rl.tasks.preflight import task_needs
+from cua_rl.tasks.sources import load_source
+from cua_rl.tasks.splits import read_split
+
+pytestmark = pytest.mark.shared
+
+OSWORLD = Path(__file__).resolve().parents[3].parent / "shared" / "osworld"
+
+
+@pytest.fixture(scope="module")
+def osworld() -> Path:
+    if not (OSWORLD / "examples").is_dir():
+        pytest.skip(f"OSWorld task files not found at {OSWORLD} (the ../shared test data)")
+    return OSWORLD
+
+
+def _check(osworld: Path, cache: Path, split: Path) -> dict:
+    result = CliRunner().invoke(cli, ["tasks", "check", "--osworld", str(osworld),
+                                      "--provider", "local", "--cache", str(cache),
+                                      "--write-split", str(split), "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_seeded_cache_makes_most_tasks_runnable_locally(osworld: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    empty = _check(osworld, cache, tmp_path / "before.txt")
+    assert empty["total"] == 369
+    assert len(empty["not_runnable"]["assets_uncached"]) > 150
+
+    urls = [u for t in load_source(f"osworld:{osworld}").tasks for u in task_needs(t).assets]
+    assert len(set(urls)) == 662
+    written = write_asset_tree(urls, tmp_path / "snapshot")
+    seeded = CliRunner().invoke(cli, ["cache", "seed", "--from", str(tmp_path / "snapshot"),
+                                      "--osworld", str(osworld), "--cache", str(cache),
+                                      "--json"])
+    assert seeded.exit_code == 0, seeded.output
+    assert json.loads(seeded.stdout)["seeded"] == written == 662
+    assert all(FileCache(cache).cached(u) is not None for u in urls)
+
+    summary = _check(osworld, cache, tmp_path / "runnable.txt")
+    assert summary["total"] == 369
+    assert summary["runnable"] >= 200
+    assert "assets_uncached" not in summary["not_runnable"]
+    ids = [i for group in summary["not_runnable"].values() for i in group]
+    assert len(ids) == len(set(ids)) == 369 - summary["runnable"]  # one reason per task
+    assert len(summary["not_runnable"]["unsupported_app:code"]) >= 20  # VS Code tasks
+    runnable = read_split(str(tmp_path / "runnable.txt"))
+    assert len(runnable) == summary["runnable"] and not set(runnable) & set(ids)

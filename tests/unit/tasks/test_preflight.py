@@ -1,0 +1,111 @@
+"""What the preflight reads from a task, and the one reason it files it under."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cua_rl.desktop.file_cache import FileCache
+from cua_rl.desktop.setup_steps_chrome import EMPTY_HISTORY_URL
+from cua_rl.tasks.preflight import (
+    HostCapabilities,
+    capabilities_for,
+    preflight,
+    task_needs,
+)
+from cua_rl.types import TaskVariant
+
+HUB = "https://huggingface.co/datasets/xlangai/ubuntu_osworld_file_cache/resolve/main"
+
+
+def _task(task_id: str, config: list[dict[str, Any]], evaluator: dict[str, Any] | None = None,
+          domain: str = "os") -> TaskVariant:
+    return TaskVariant(task_id=task_id, domain=domain, evaluator_name="default",
+                       instruction="x", config=tuple(config),
+                       evaluator=evaluator or {"func": "infeasible"})
+
+
+def _launch(*argv: str) -> dict[str, Any]:
+    return {"type": "launch", "parameters": {"command": list(argv)}}
+
+
+def test_needs_are_read_from_setup_and_evaluator() -> None:
+    task = _task("t", [
+        {"type": "download", "parameters": {"files": [{"url": f"{HUB}/a/b.xlsx",
+                                                       "path": "/home/user/b.xlsx"}]}},
+        _launch("google-chrome", "--remote-debugging-port=1337"),
+        {"type": "execute", "parameters": {"command": "VLC_VERBOSE=-1 vlc --x; sudo rm -f /y",
+                                           "shell": True}},
+        {"type": "chrome_open_tabs", "parameters": {"urls_to_open": [
+            "https://www.example.com/page", "http://localhost:8080/"]}},
+        {"type": "update_browse_history", "parameters": {"history": [
+            {"url": "https://history.example/", "title": "h",
+             "visit_time_from_now_in_seconds": 5}]}},
+    ], {"func": "compare_table", "result": {"type": "vm_file", "path": "/home/user/b.xlsx"},
+        "expected": {"type": "cloud_file", "path": f"{HUB}/a/gold.xlsx", "dest": "g.xlsx"}},
+        domain="libreoffice_calc")
+    needs = task_needs(task)
+    assert needs.assets == (f"{HUB}/a/b.xlsx", EMPTY_HISTORY_URL, f"{HUB}/a/gold.xlsx")
+    assert needs.apps == ("google-chrome", "vlc", "libreoffice")
+    assert needs.root and "sudo rm" in needs.root[0]
+    # the loopback page and the history entries (only written to a database) need no internet
+    assert needs.network == ("https://www.example.com/page",)
+    assert needs.credentials == ()
+
+
+def test_each_task_is_filed_under_its_first_blocker(tmp_path: Path) -> None:
+    cache = FileCache(tmp_path / "cache")
+    asset = f"{HUB}/os/x.txt"
+    local_file = tmp_path / "here.txt"
+    local_file.write_text("x")
+    download = {"type": "download", "parameters": {"files": [{"url": asset, "path": "/tmp/x"}]}}
+    tasks = [
+        _task("code", [_launch("code"), download]),
+        _task("creds", [{"type": "googledrive", "parameters": {"settings_file": "s.json"}},
+                        {"type": "execute", "parameters": {"command": "sudo true",
+                                                           "shell": True}}]),
+        _task("root", [{"type": "execute", "parameters": {"command": "sudo true",
+                                                          "shell": True}}, download]),
+        _task("web", [{"type": "chrome_open_tabs",
+                       "parameters": {"urls_to_open": ["https://example.com/"]}}, download]),
+        _task("asset", [download]),
+        _task("local-file", [{"type": "download", "parameters": {"files": [
+            {"url": local_file.as_uri(), "path": "/tmp/x"}]}}]),
+        _task("plain", []),
+    ]
+    host = HostCapabilities("local", lambda app: app != "code", root=False)
+    result = preflight(tasks, host, cache)
+    assert result.not_runnable == {"unsupported_app:code": ["code"], "credentials": ["creds"],
+                                   "needs_root": ["root"], "network": ["web"],
+                                   "assets_uncached": ["asset"]}
+    assert result.runnable == ["local-file", "plain"]
+    assert result.summary()["runnable"] == 2 and result.summary()["total"] == 7
+
+    source = tmp_path / "x.txt"
+    source.write_text("x")
+    cache.seed(asset, source)
+    assert "asset" in preflight(tasks, host, cache).runnable
+    # OSWorld's VM images have every app and sudo
+    vm = preflight(tasks, capabilities_for("docker"), cache)
+    assert vm.not_runnable == {"credentials": ["creds"], "network": ["web"]}
+
+
+@pytest.mark.parametrize("app", ["code"])
+def test_local_desktops_never_offer_unsupported_apps(app: str) -> None:
+    assert not capabilities_for("local").has_app(app)
+
+
+def test_gnome_only_windows_and_shortcuts_need_their_apps() -> None:
+    task = _task("t", [
+        {"type": "execute", "parameters": {"command": [
+            "python", "-c", "import pyautogui; pyautogui.hotkey('ctrl', 'alt', 't')"]}},
+        {"type": "activate_window", "parameters": {"window_name": "Terminal"}},
+        {"type": "activate_window", "parameters": {"window_name": "notes.txt (~/Desktop) - gedit"}},
+    ])
+    assert task_needs(task).apps == ("gnome-terminal", "gedit")
+    script = _task("s", [{"type": "execute", "parameters": {
+        "command": "export DBUS_SESSION_BUS_ADDRESS='unix:path=/run/user/1000/bus'\n"
+                   "gnome-terminal --maximize", "shell": True}}])
+    assert task_needs(script).apps == ("gnome-terminal",)
