@@ -1,7 +1,7 @@
 """Parameters of each OSWorld setup/postconfig step type, as pydantic models.
 
 One model per step type is the single definition of its parameters: task
-validation (no desktop) and the runner (`setup_steps.py`) both parse through it.
+validation (no desktop) and the runner (`setup_steps/core.py`) both parse through it.
 Names, defaults and accepted shapes are OSWorld's: a command is an argv list or
 a string, `shell` may be written as the string "true" (some OSWorld tasks do),
 and unknown parameters are errors because OSWorld passes them on as keyword

@@ -35,7 +35,7 @@ from cua_rl.types import Action, TaskVariant
 if TYPE_CHECKING:
     from cua_rl.desktop.client import GuestClient
     from cua_rl.desktop.file_cache import FileCache
-    from cua_rl.desktop.setup_steps import SetupContext
+    from cua_rl.desktop.setup_context import SetupContext
 
 log = logging.getLogger(__name__)
 

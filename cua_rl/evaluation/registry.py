@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from cua_rl.desktop.client import GuestClient
     from cua_rl.desktop.file_cache import FileCache
-    from cua_rl.desktop.setup_steps import SetupContext
+    from cua_rl.desktop.setup_context import SetupContext
 
 Finding = tuple[str, str]
 """(JSON sub-path such as `.rules[0].type`, what was expected there)."""

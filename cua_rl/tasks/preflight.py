@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from cua_rl.desktop.file_cache import FileCache, local_path
-from cua_rl.desktop.setup_steps_chrome import EMPTY_HISTORY_URL
+from cua_rl.desktop.setup_steps.chrome import EMPTY_HISTORY_URL
 from cua_rl.types import TaskVariant
 
 REASON_ORDER = ("unimplemented", "unsupported_app", "credentials", "needs_root", "network",

@@ -30,6 +30,7 @@ from pydantic import ValidationError
 
 from cua_rl.desktop.client import ExecResult, GuestClient
 from cua_rl.desktop.file_cache import FileCache
+from cua_rl.desktop.setup_context import SetupContext
 from cua_rl.desktop.setup_step_params import (
     ActivateWindowParams,
     ChangeWallpaperParams,
@@ -49,38 +50,6 @@ from cua_rl.errors import GuestError, GuestUnavailable, SetupStepError
 log = logging.getLogger(__name__)
 
 P = TypeVar("P", bound=StepParams)
-
-
-@dataclass(frozen=True, slots=True)
-class SetupContext:
-    """What steps need to know about the desktop and the host they run from."""
-
-    screen_width: int
-    screen_height: int
-    client_password: str = "password"
-    """Substituted for {CLIENT_PASSWORD}; OSWorld images use `password`."""
-    output_dir: Path | None = None
-    """Where `stdout`/`stderr` of execute steps are written (OSWorld's cache_dir,
-    read back by the evaluator's `cache_file` getter). Needed only by such steps."""
-    local_root: Path | None = None
-    """Base of relative `local_path`s of upload_file steps (default: the cwd)."""
-    strict: bool = False
-    """Raise on failures of best-effort steps too (local task suites, debugging)."""
-    execute_timeout_s: float = 120.0
-    window_wait_s: float = 15.0
-    """How long activate_window waits for its window: tasks activate an app they
-    have just launched, which may not have mapped its window yet."""
-    until_deadline_s: float = 60.0
-    """Give up re-running an execute step whose `until` condition never holds."""
-
-    def placeholders(self) -> dict[str, str]:
-        return {
-            "SCREEN_WIDTH": str(self.screen_width),
-            "SCREEN_HEIGHT": str(self.screen_height),
-            "SCREEN_WIDTH_HALF": str(self.screen_width // 2),
-            "SCREEN_HEIGHT_HALF": str(self.screen_height // 2),
-            "CLIENT_PASSWORD": self.client_password,
-        }
 
 
 @dataclass(slots=True)
@@ -357,12 +326,3 @@ def _resolve_local(local_path: str, root: Path | None) -> Path:
 def _write_text(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
-
-
-__all__ = [
-    "SETUP_STEPS", "SetupContext", "StepRun", "StepSpec", "parse_setup_step",
-    "register_setup_step", "run_setup_steps", "substitute_placeholders",
-    "validate_setup_steps",
-]
-
-from cua_rl.desktop import setup_steps_chrome as _chrome_steps  # noqa: E402, F401  (registers Chrome steps)

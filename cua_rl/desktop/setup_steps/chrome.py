@@ -27,7 +27,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from cua_rl.desktop.setup_step_params import StepParams, Text
-from cua_rl.desktop.setup_steps import StepRun, register_setup_step
+from cua_rl.desktop.setup_steps.core import StepRun, register_setup_step
 from cua_rl.errors import CuaRlError, SetupStepError
 
 log = logging.getLogger(__name__)
