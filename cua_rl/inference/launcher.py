@@ -51,7 +51,7 @@ class ModelServersConfig(BaseModel):
     urls: list[str] = Field(default_factory=list)
     """Use these running servers instead of starting any."""
     threads: int = Field(1, ge=1)
-    """CPU threads per hf replica."""
+    """CPU threads per replica (hf: torch threads; vLLM CPU build: OMP_NUM_THREADS)."""
     ready_timeout_s: float = Field(300.0, gt=0)
     """Deadline for a replica to answer /health after start (a vLLM CPU replica
     needs about a minute)."""
