@@ -3,10 +3,11 @@
 Each engine serves the tiny checkpoint from one replica that this command launches the
 way a run does (`model_servers`), and answers policy-shaped requests: a turn with three
 screenshots at the rollout's default resolution, one sample with logprobs, a fixed
-number of new tokens. At each concurrency level, that many clients send requests back
-to back for a fixed time; the figures are completed requests per second and the
-median and 99th-percentile latency. Every level is bounded in time, so the whole
-bench is too: about engines x (start-up + levels x (seconds + one request)).
+number of new tokens (64 distinct prompts in turn). At each concurrency level, that
+many clients send requests back to back for a fixed time; the figures are completed
+requests per second and the median and 99th-percentile latency. Every level is
+bounded in time, so the whole bench is too: about engines x (start-up + levels x
+(seconds + the slowest request)).
 """
 
 from __future__ import annotations
@@ -23,27 +24,39 @@ from typing import Any
 import click
 
 ENGINES = ("hf", "vllm")
+DISTINCT_REQUESTS = 64
+"""Requests cycle through this many different prompts."""
 
 
-def policy_request(seed: int = 0) -> list[dict[str, Any]]:
-    """A policy turn with three full-size screenshots (resized as actors resize them)."""
+def policy_requests(count: int) -> list[list[dict[str, Any]]]:
+    """`count` distinct policy turns, each with three screenshots of the size actors send
+    (a 1920x1080 screen resized to the rollout's pixel budget, JPEG as the guest sends).
+
+    Distinct images keep vLLM's prefix and multimodal caches from answering repeats,
+    which a run's turns rarely are; built before timing starts."""
     from PIL import Image, ImageDraw
 
     from cua_rl.agent import policy_messages
-    from cua_rl.agent.images import encode_image
+    from cua_rl.agent.images import encode_image, resized_image_size
     from cua_rl.rollout.config import EpisodeConfig
 
     episode = EpisodeConfig()
-    shots = []
-    for i, color in enumerate(("white", "lightgray", "beige")):
-        image = Image.new("RGB", (1920, 1080), color)
-        ImageDraw.Draw(image).rectangle((200 + 40 * i + seed, 150, 900, 600), fill="steelblue")
-        buf = io.BytesIO()
-        image.save(buf, format="PNG")
-        shots.append(encode_image(buf.getvalue(), min_pixels=episode.min_pixels,
-                                  max_pixels=episode.max_pixels))
-    return policy_messages("Open the File menu.", ["Action: click", "Action: type"], shots,
-                           (1920, 1080))
+    size = resized_image_size((1920, 1080), episode.min_pixels, episode.max_pixels)
+    requests = []
+    for r in range(count):
+        shots = []
+        for i, color in enumerate(("white", "lightgray", "beige")):
+            image = Image.new("RGB", size, color)
+            ImageDraw.Draw(image).rectangle((100 + 7 * r, 80 + 40 * i, 700, 500),
+                                            fill=(40 + r % 200, 90, 160))
+            buf = io.BytesIO()
+            image.save(buf, format="JPEG", quality=episode.screenshot_quality)
+            shots.append(encode_image(buf.getvalue(), min_pixels=episode.min_pixels,
+                                      max_pixels=episode.max_pixels))
+        requests.append(policy_messages(f"Open menu number {r}.", ["Action: click",
+                                                                  "Action: type"], shots,
+                                         (1920, 1080)))
+    return requests
 
 
 def summarize(latencies_s: list[float], wall_s: float) -> dict[str, float]:
@@ -57,7 +70,7 @@ def summarize(latencies_s: list[float], wall_s: float) -> dict[str, float]:
             "p99_ms": round(p99 * 1000, 1), "requests": len(ordered)}
 
 
-async def run_level(url: str, messages: list[dict[str, Any]], concurrency: int,
+async def run_level(url: str, requests: list[list[dict[str, Any]]], concurrency: int,
                     seconds: float, max_tokens: int, timeout_s: float) -> dict[str, float]:
     """`concurrency` clients send requests back to back until `seconds` have passed."""
     from cua_rl.inference.client import InferenceClient
@@ -67,9 +80,11 @@ async def run_level(url: str, messages: list[dict[str, Any]], concurrency: int,
     start = loop.time()
     end = start + seconds
     latencies: list[float] = []
+    counter = iter(range(10**9))
 
     async def worker() -> None:
         while loop.time() < end:
+            messages = requests[next(counter) % len(requests)]
             sent = loop.time()
             await client.chat(messages, temperature=1.0, max_tokens=max_tokens)
             latencies.append(loop.time() - sent)
@@ -90,10 +105,10 @@ async def bench_engine(engine: str, model_dir: Path, work: Path, levels: list[in
 
     cfg = ModelServersConfig(engine=engine, model=str(model_dir), replicas=1, threads=2,
                              ready_timeout_s=ready_timeout_s)
-    messages = policy_request()
+    requests = policy_requests(DISTINCT_REQUESTS)
     async with model_servers(cfg, name=engine, log_dir=work / "logs") as urls:
-        await run_level(urls[0], messages, 1, 0.0, max_tokens, 600.0)  # warm-up request
-        return {str(c): await run_level(urls[0], messages, c, seconds, max_tokens, 600.0)
+        await run_level(urls[0], requests[-1:], 1, 0.0, max_tokens, 600.0)  # warm-up
+        return {str(c): await run_level(urls[0], requests, c, seconds, max_tokens, 600.0)
                 for c in levels}
 
 
