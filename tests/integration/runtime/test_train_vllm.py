@@ -24,6 +24,7 @@ def vllm_available() -> None:
         pytest.skip(reason)
 
 
+@pytest.mark.timeout(1800)  # two replica start-ups and the run; the primed model may be built
 def test_quickstart_on_vllm_trains_both_models_and_adapts(
     tmp_path: Path, primed_tiny_model_dir: Path, local_desktops: None, vllm_available: None
 ) -> None:
