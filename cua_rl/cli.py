@@ -33,6 +33,7 @@ BENCH_COMMANDS: dict[str, str] = {
     "guest": "cua_rl.desktop.bench:bench_guest",
     "learn": "cua_rl.learner.bench_learn:bench_learn",
     "fleet": "cua_rl.rollout.bench_fleet:bench_fleet",
+    "inference": "cua_rl.inference.bench_inference:bench_inference",
 }
 
 

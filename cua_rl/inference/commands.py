@@ -52,6 +52,12 @@ def tiny_model(out_dir: str, seed: int, primed: bool) -> None:
     type=int,
     help="hf engine: sampled rows (sum of n) decoded together.",
 )
+@click.option(
+    "--python",
+    "python",
+    default=None,
+    help="vllm engine: vLLM's interpreter (default: the environment ./setup.sh --vllm builds).",
+)
 def serve(
     engine: str,
     model_dir: str,
@@ -60,6 +66,7 @@ def serve(
     version: int,
     threads: int | None,
     max_batch_rows: int,
+    python: str | None,
 ) -> None:
     """Serve MODEL over the OpenAI-compatible inference protocol (DESIGN.md 4.2)."""
     from pathlib import Path
@@ -74,6 +81,7 @@ def serve(
 
         run_hf_server(model_dir, host, port, version, threads, max_batch_rows)
         return
-    from cua_rl.inference.vllm_engine import VllmEngineConfig, exec_vllm
+    from cua_rl.inference.vllm_engine import VllmEngineConfig, detect_device, exec_vllm
 
-    exec_vllm(VllmEngineConfig(model=model_dir, host=host, port=port))
+    exec_vllm(VllmEngineConfig(model=model_dir, host=host, port=port, version=version,
+                               python=python, device=detect_device()))

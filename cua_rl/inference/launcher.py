@@ -1,9 +1,12 @@
 """Start and stop the model-server replicas a run needs.
 
-`hf` replicas are `cua-rl serve --engine hf` child processes on free ports, each
-in its own process group so that stopping a run never leaves one behind.
-Readiness is polled on /health with a deadline. Servers given as `urls` are
-used as they are (e.g. a vLLM deployment managed elsewhere).
+`hf` replicas are `cua-rl serve --engine hf` child processes on free ports; `vllm`
+replicas are vLLM's server in its own interpreter (vllm_engine.py), reached through
+`python -m cua_rl.inference.vllm_engine`, which arms the owner's death signal and
+execs it. Each replica runs in its own process group so that stopping a run never
+leaves one (or a vLLM engine-core child) behind, logs to `<log_dir>/<name>-<i>.log`,
+and is polled on /health with a deadline. Servers given as `urls` are used as they
+are (e.g. a vLLM deployment managed elsewhere).
 """
 
 from __future__ import annotations
@@ -23,6 +26,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from cua_rl.errors import ConfigError, InferenceUnavailable
 from cua_rl.inference.client import InferenceClient
 from cua_rl.inference.owner_watch import owner_env
+from cua_rl.inference.vllm_engine import (
+    VllmEngineConfig,
+    VllmOptions,
+    detect_device,
+    resolve_vllm_python,
+)
 
 TINY = "tiny"
 """Model name that selects the locally built tiny Qwen3-VL checkpoint."""
@@ -42,9 +51,17 @@ class ModelServersConfig(BaseModel):
     urls: list[str] = Field(default_factory=list)
     """Use these running servers instead of starting any."""
     threads: int = Field(1, ge=1)
-    """CPU threads per hf replica."""
+    """CPU threads per replica (hf: torch threads; vLLM CPU build: OMP_NUM_THREADS)."""
     ready_timeout_s: float = Field(300.0, gt=0)
-    """Deadline for a replica to answer /health after start."""
+    """Deadline for a replica to answer /health after start (a vLLM CPU replica
+    needs about a minute)."""
+    python: str | None = None
+    """vllm: interpreter of the vLLM install (e.g. a CUDA vLLM venv on a GPU node);
+    None: the environment `./setup.sh --vllm` builds."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """vllm: which build `python` is; auto: cuda when an NVIDIA device exists."""
+    vllm: VllmOptions = Field(default_factory=VllmOptions)
+    """vllm: server options (memory, context length, dtype, extra flags)."""
 
 
 TINY_BUILD = "tiny-qwen3-vl-primed-v3"
@@ -98,11 +115,7 @@ async def model_servers(
     if cfg.urls:
         yield list(cfg.urls)
         return
-    if cfg.engine == "vllm":
-        raise ConfigError(
-            f"{name}: engine vllm: start the servers with `cua-rl serve --engine vllm` on GPU "
-            f"nodes and list them in {name}.urls (this machine launches only hf replicas)"
-        )
+    python = resolve_vllm_python(cfg.python) if cfg.engine == "vllm" else None
     tiny = tiny_dir or default_tiny_dir()
     if cfg.model == TINY:
         await ensure_tiny_model(tiny)
@@ -117,10 +130,13 @@ async def model_servers(
             log = open(log_dir / f"{name}-{i}.log", "ab")  # noqa: SIM115, ASYNC230
             env = {**os.environ, "OMP_NUM_THREADS": str(cfg.threads),
                    "TOKENIZERS_PARALLELISM": "false", **owner_env()}
+            argv = ([sys.executable, "-m", "cua_rl.cli", "serve", "--engine", "hf", "--model",
+                     model, "--port", str(port), "--threads", str(cfg.threads),
+                     "--version", str(version)] if python is None
+                    else vllm_argv(cfg, model, python, port, version))
             procs.append(await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "cua_rl.cli", "serve", "--engine", "hf", "--model", model,
-                "--port", str(port), "--threads", str(cfg.threads), "--version", str(version),
-                stdout=log, stderr=asyncio.subprocess.STDOUT, env=env, start_new_session=True,
+                *argv, stdout=log, stderr=asyncio.subprocess.STDOUT, env=env,
+                start_new_session=True,
             ))
             log.close()
             urls.append(f"http://127.0.0.1:{port}")
@@ -131,6 +147,15 @@ async def model_servers(
         yield urls
     finally:
         await asyncio.gather(*(stop_process(p) for p in procs))
+
+
+def vllm_argv(cfg: ModelServersConfig, model: str, python: str, port: int, version: int,
+              host: str = "127.0.0.1") -> list[str]:
+    """The command that starts one vLLM replica of this pool (via the exec shim)."""
+    device = detect_device() if cfg.device == "auto" else cfg.device
+    engine = VllmEngineConfig(model=model, python=python, device=device, host=host, port=port,
+                              version=version, **cfg.vllm.model_dump())
+    return [sys.executable, "-m", "cua_rl.inference.vllm_engine", engine.model_dump_json()]
 
 
 async def _wait_healthy(
