@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import os
 import signal
 import socket
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Literal
@@ -26,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from cua_rl.errors import ConfigError, InferenceUnavailable
 from cua_rl.inference.client import InferenceClient
 from cua_rl.inference.owner_watch import owner_env
+from cua_rl.inference.pool import InferencePoolConfig
 from cua_rl.inference.vllm_engine import (
     VllmEngineConfig,
     VllmOptions,
@@ -62,6 +65,9 @@ class ModelServersConfig(BaseModel):
     """vllm: which build `python` is; auto: cuda when an NVIDIA device exists."""
     vllm: VllmOptions = Field(default_factory=VllmOptions)
     """vllm: server options (memory, context length, dtype, extra flags)."""
+    requests: InferencePoolConfig = Field(default_factory=InferencePoolConfig)
+    """Deadlines and attempts of requests to this pool (a hung or bad replica costs at
+    most these)."""
 
 
 TINY_BUILD = "tiny-qwen3-vl-primed-v3"
@@ -75,17 +81,43 @@ def default_tiny_dir() -> Path:
     return Path(os.environ.get("CUA_RL_TINY_MODEL", default))
 
 
-async def ensure_tiny_model(path: Path) -> Path:
-    """Build the tiny checkpoint once (seed 0); later runs reuse it."""
+async def ensure_tiny_model(path: Path, *, lock_timeout_s: float = 1800.0) -> Path:
+    """Build the tiny checkpoint once (seed 0); later runs reuse it.
+
+    A lock file beside it makes concurrent callers (two runs, two pools) wait for one
+    build instead of building twice; the build itself is written atomically. The
+    build takes minutes, so it says so on stderr when it starts and ends.
+    """
     if (path / "config.json").is_file():
         return path
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "cua_rl.cli", "tiny-model", str(path),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-    )
-    out, _ = await proc.communicate()
-    if proc.returncode != 0:
-        raise ConfigError(f"building the tiny model in {path} failed:\n{out.decode()[-2000:]}")
+    path.parent.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 - once, before a build
+    with open(path.parent / f".{path.name}.lock", "w") as lock:  # noqa: ASYNC230
+        deadline = time.monotonic() + lock_timeout_s
+        while True:  # non-blocking tries, so cancellation is never stuck in a thread
+            try:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise ConfigError(f"{path}: another process has been building the tiny "
+                                      f"model for {lock_timeout_s:.0f} s; remove "
+                                      f"{lock.name} if no build is running") from None
+                await asyncio.sleep(1.0)
+        if (path / "config.json").is_file():  # built by whoever held the lock
+            return path
+        print(f"cua-rl: building the tiny model in {path} (once; about 4 minutes on 2 cores)",
+              file=sys.stderr, flush=True)
+        started = time.monotonic()
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "cua_rl.cli", "tiny-model", str(path),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        )
+        out, _ = await proc.communicate()
+        if proc.returncode != 0:
+            raise ConfigError(f"building the tiny model in {path} failed:\n"
+                              f"{out.decode()[-2000:]}")
+        print(f"cua-rl: tiny model built in {time.monotonic() - started:.0f} s",
+              file=sys.stderr, flush=True)
     return path
 
 

@@ -12,6 +12,8 @@ Invariant: the same seed produces byte-identical weights and tokenizer files.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -218,13 +220,15 @@ def build_tiny_model(out_dir: str | Path, seed: int = 0, primed: bool = False) -
     """Write a complete HF checkpoint dir (weights, config, tokenizer, processor).
 
     `primed` runs the format warm-up of tiny_priming.py in memory before anything
-    is saved, so the directory never holds half-primed weights.
+    is saved, and the checkpoint is written to a sibling directory that is renamed
+    into place at the end, so `out_dir` never holds a partial model (a reader that
+    sees its config.json sees a complete checkpoint).
     """
     import torch
     from transformers import GenerationConfig, Qwen3VLForConditionalGeneration
 
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
     tokenizer = build_tokenizer()
     processor = build_processor(tokenizer)
     config = build_config(tokenizer)
@@ -241,8 +245,16 @@ def build_tiny_model(out_dir: str | Path, seed: int = 0, primed: bool = False) -
         temperature=1.0,
         top_p=1.0,
     )
-    model.save_pretrained(out)
-    processor.save_pretrained(out)
+    partial = out.with_name(f".{out.name}.partial-{os.getpid()}")
+    shutil.rmtree(partial, ignore_errors=True)
+    model.save_pretrained(partial)
+    processor.save_pretrained(partial)
+    if out.is_dir():  # replaced below: an empty directory or an older checkpoint only
+        if any(out.iterdir()) and not (out / "config.json").is_file():
+            shutil.rmtree(partial)
+            raise FileExistsError(f"{out}: not empty and not a checkpoint; not replacing it")
+        shutil.rmtree(out)
+    os.replace(partial, out)
     return TinyModel(out, count_parameters(model), primed)
 
 

@@ -8,6 +8,7 @@ model servers after a run).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import os
@@ -71,17 +72,15 @@ async def local_components(cfg: RunConfig, run_dir: Path, *,
     logs = run_dir / "logs"
     async with contextlib.AsyncExitStack() as stack:
         stack.push_async_callback(store.close)
-        policy_urls = await stack.enter_async_context(
-            model_servers(cfg.policy, name="policy", log_dir=logs, tiny_dir=tiny,
-                          version=versions.get("policy", 0)))
-        policy = InferencePool(policy_urls)
+        # Both pools start at once: a replica spends most of its start-up loading
+        # weights and waiting to be ready, so starting them in turn doubles the wait.
+        names = ["policy", *(["prm"] if cfg.judge.enabled else [])]
+        urls = await _start_pools(stack, cfg, names, logs, tiny, versions)
+        policy = InferencePool(urls["policy"], cfg.policy.requests)
         stack.push_async_callback(policy.close)
         prm = judge = None
         if cfg.judge.enabled:
-            prm_urls = await stack.enter_async_context(
-                model_servers(cfg.prm, name="prm", log_dir=logs, tiny_dir=tiny,
-                              version=versions.get("prm", 0)))
-            prm = InferencePool(prm_urls)
+            prm = InferencePool(urls["prm"], cfg.prm.requests)
             stack.push_async_callback(prm.close)
             judge = StreamingJudge(prm, store, cfg.judge)
             stack.push_async_callback(judge.close)
@@ -92,6 +91,20 @@ async def local_components(cfg: RunConfig, run_dir: Path, *,
         desktops = PoolDesktops(pool, cache=FileCache(host_cache_dir()),
                                 work_root=run_dir / "work", cfg=cfg.episode)
         yield Components(store, policy, prm, pool, desktops, judge, task_set)
+
+
+async def _start_pools(stack: contextlib.AsyncExitStack, cfg: RunConfig, names: list[str],
+                       logs: Path, tiny: Path, versions: dict[str, int]) -> dict[str, list[str]]:
+    """Start the named pools concurrently; each one's stop joins `stack`, also when
+    another fails to start (then the error propagates after all have settled)."""
+    pools = {name: model_servers(getattr(cfg, name), name=name, log_dir=logs, tiny_dir=tiny,
+                                 version=versions.get(name, 0)) for name in names}
+    results = await asyncio.gather(*(stack.enter_async_context(cm) for cm in pools.values()),
+                                   return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return dict(zip(pools, results, strict=True))  # type: ignore[arg-type]
 
 
 def task_cycle(variants: Sequence[TaskVariant], max_groups: int | None) -> TaskSource:

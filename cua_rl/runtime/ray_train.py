@@ -112,13 +112,13 @@ async def ray_components(cfg: RunConfig, served: RunConfig, run_dir: Path,
         stack.push_async_callback(store.close)
         policy_urls = await stack.enter_async_context(
             replicas(served, served.policy, "policy", run_dir, versions.get("policy", 0)))
-        policy = InferencePool(policy_urls)
+        policy = InferencePool(policy_urls, cfg.policy.requests)
         stack.push_async_callback(policy.close)
         prm, prm_urls = None, []
         if served.judge.enabled:
             prm_urls = await stack.enter_async_context(
                 replicas(served, served.prm, "prm", run_dir, versions.get("prm", 0)))
-            prm = InferencePool(prm_urls)
+            prm = InferencePool(prm_urls, cfg.prm.requests)
             stack.push_async_callback(prm.close)
         options = placement.service_options(
             cfg.ray.worker_actors(cfg.fleet.actors) * cfg.ray.fleet_workers)

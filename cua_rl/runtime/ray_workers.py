@@ -125,11 +125,11 @@ async def worker_parts(spec: WorkerSpec, episode: Any) -> AsyncIterator[WorkerPa
     async with contextlib.AsyncExitStack() as stack:
         store = AsyncRunStore.open(spec.run_dir)
         stack.push_async_callback(store.close)
-        policy = InferencePool(spec.policy_urls)
+        policy = InferencePool(spec.policy_urls, cfg.policy.requests)
         stack.push_async_callback(policy.close)
         judge = None
         if cfg.judge.enabled and spec.prm_urls:
-            prm = InferencePool(spec.prm_urls)
+            prm = InferencePool(spec.prm_urls, cfg.prm.requests)
             stack.push_async_callback(prm.close)
             judge = StreamingJudge(prm, store, cfg.judge)
             stack.push_async_callback(judge.close)

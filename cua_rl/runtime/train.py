@@ -166,7 +166,7 @@ async def rewriter_pool(cfg: RunConfig, run_dir: Path) -> AsyncIterator[Inferenc
         return
     async with model_servers(rewriter.pool, name="rewriter", log_dir=run_dir / "logs",
                              tiny_dir=cfg.tiny_model_dir or default_tiny_dir()) as urls:
-        pool = InferencePool(urls)
+        pool = InferencePool(urls, rewriter.pool.requests)
         try:
             yield pool
         finally:
