@@ -56,7 +56,7 @@ APT_PACKAGES=(
   # accessibility tree (/accessibility, /terminal) needs AT-SPI on a D-Bus session
   at-spi2-core dbus python3-pyatspi dconf-gsettings-backend gsettings-desktop-schemas passwd
   # apps the local task suite drives
-  libreoffice-calc libreoffice-writer libreoffice-impress mousepad chromium gimp vlc thunderbird socat
+  libreoffice-calc libreoffice-writer libreoffice-impress mousepad chromium gimp vlc thunderbird socat python3-tk
   # evaluator metrics: OCR and audio/video decoding
   tesseract-ocr ffmpeg
   # qcow2 overlays of the qemu provider (and its tests)

@@ -126,6 +126,7 @@ from cua_rl.desktop.providers.base import ProviderConfig  # noqa: E402
 from cua_rl.desktop.providers.local_config import LocalProviderConfig  # noqa: E402
 from cua_rl.inference.launcher import ModelServersConfig  # noqa: E402
 from cua_rl.rollout.config import EpisodeConfig, FleetConfig, JudgeConfig  # noqa: E402
+from cua_rl.runtime.demo_config import DemoConfig  # noqa: E402
 from cua_rl.runtime.ray_config import RayConfig  # noqa: E402
 from cua_rl.runtime.train_config import AdaptConfig, MetricsConfig, TrainConfig  # noqa: E402
 
@@ -184,3 +185,5 @@ class RunConfig(BaseModel):
     (optionally) model replicas as Ray actors, the learners on the driver."""
     ray: RayConfig = Field(default_factory=RayConfig)
     """Cluster placement (used only when `runtime: ray`)."""
+    demo: DemoConfig = Field(default_factory=DemoConfig)
+    """Evaluation passes before and after training (the learn-demo preset)."""

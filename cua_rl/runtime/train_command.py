@@ -53,11 +53,16 @@ def train(config: str | None, preset: str | None, out: Path | None,
     started = time.monotonic()
     quiet = stdout_to_stderr() if as_json else contextlib.nullcontext()
     with quiet:
-        if cfg.runtime == "ray":
-            from cua_rl.runtime.ray_train import run_training_ray as run_training
+        if cfg.demo.eval_rollouts and resume_dir is None:
+            from cua_rl.runtime.learn_demo import run_learn_demo
+
+            summary = run_stoppable(run_learn_demo(cfg, run_dir))
         else:
-            from cua_rl.runtime.train import run_training
-        summary = run_stoppable(run_training(cfg, run_dir, resume=resume_dir is not None))
+            if cfg.runtime == "ray":
+                from cua_rl.runtime.ray_train import run_training_ray as run_training
+            else:
+                from cua_rl.runtime.train import run_training
+            summary = run_stoppable(run_training(cfg, run_dir, resume=resume_dir is not None))
     summary["wall_s"] = round(time.monotonic() - started, 1)
     click.echo(json.dumps(summary, indent=2) if as_json else
                "  ".join(f"{k}={v}" for k, v in summary.items()))

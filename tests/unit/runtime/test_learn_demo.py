@@ -1,0 +1,50 @@
+"""The learning demo's pure parts: its preset, its config check, the series it reports."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cua_rl.config import RunConfig, load_config
+from cua_rl.errors import ConfigError
+from cua_rl.report.learn_demo_curves import DemoSeries
+from cua_rl.runtime.learn_demo import check_demo_config
+
+REPO = Path(__file__).resolve().parents[3]
+TASK = "3f721143-4ecd-5578-b3c7-538ff7573b16"
+
+
+def test_preset_runs_the_demo_from_the_easiest_click_variant() -> None:
+    cfg = load_config(RunConfig, preset="learn-demo")
+    assert cfg.demo.eval_rollouts >= 32  # the issue's minimum per pass
+    assert cfg.tasks.ids == [TASK]
+    assert cfg.judge.enabled and cfg.adapt.enabled and cfg.adapt.rewriter.type == "rules"
+    check_demo_config(cfg)
+    order = json.loads((REPO / "osworld_tasks/local/difficulty.json").read_text())[TASK]
+    task = json.loads((REPO / f"osworld_tasks/local/os/{TASK}.json").read_text())
+    easiest = json.loads((REPO / f"evaluators/{TASK}/{order[0]}.json").read_text())
+    assert task["evaluator"] == easiest  # runs start from the original = easiest variant
+
+
+def test_demo_needs_checkpoint_weight_sync() -> None:
+    cfg = load_config(RunConfig, preset="learn-demo", overrides=["train.sync.mode=collective"])
+    with pytest.raises(ConfigError, match="train.sync.mode=checkpoint"):
+        check_demo_config(cfg)
+    assert load_config(RunConfig).demo.eval_rollouts == 0  # off unless asked for
+
+
+def test_series_first_and_last_agreement_and_harder_variants() -> None:
+    series = DemoSeries(
+        agreement_by_version={0: (3, 6), 2: (5, 10), 5: (9, 10), 6: (0, 2)},
+        served=[(0.0, "easy", 0), (5.0, "easy", 0), (9.0, "hard", 2), (12.0, "mid", 1),
+                (14.0, "hard", 2)])
+    # versions with fewer than min_votes votes are passed over when others have enough
+    assert series.agreement("first", min_votes=10) == 0.5
+    assert series.agreement("last", min_votes=10) == 0.9
+    assert series.agreement("first", min_votes=50) == 0.5  # none large enough: all
+    assert series.agreement("last", min_votes=50) == 0.0
+    assert series.harder_served(0) == ["hard", "mid"]
+    assert series.harder_served(1) == ["hard"]
+    assert DemoSeries().agreement("first") is None
