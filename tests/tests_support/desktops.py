@@ -21,3 +21,17 @@ def local_desktops_unavailable() -> str | None:
     if probe.returncode != 0:
         return f"cannot create mount namespaces here: {probe.stderr.strip()}"
     return None
+
+
+async def guest_ready(url: str, token: str, deadline_s: float = 60.0) -> bool:
+    """Whether a guest server answers its readiness probe before the deadline (the
+    fixtures that start one report its log when it does not)."""
+    from cua_rl.desktop.client import GuestClient
+    from cua_rl.errors import GuestUnavailable
+
+    async with GuestClient(url, token, timeout=5.0) as client:
+        try:
+            await client.wait_ready(deadline_s=deadline_s)
+        except GuestUnavailable:
+            return False
+    return True

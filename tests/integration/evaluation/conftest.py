@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from tests_support.desktops import guest_ready
 from tests_support.servers import free_port
 from tests_support.xvfb import kill_group, start_xvfb
 
 from cua_rl.desktop.client import GuestClient
-from cua_rl.errors import GuestUnavailable
 
 TOKEN = "evaluation-test-token-0123456789"
 
@@ -34,15 +34,6 @@ class Desktop:
     display: str
     root: Path
     """A scratch folder both the tests and the guest see (same machine)."""
-
-
-async def _ready(url: str) -> bool:
-    async with GuestClient(url, TOKEN, timeout=5.0) as client:
-        try:
-            await client.wait_ready(deadline_s=60.0)
-        except GuestUnavailable:
-            return False
-    return True
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +60,7 @@ def desktop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Desktop]:
         )
         procs.append(server)
         url = f"http://127.0.0.1:{port}"
-        if not asyncio.run(_ready(url)):
+        if not asyncio.run(guest_ready(url, TOKEN)):
             pytest.fail(f"guest not ready within 60 s (exit status {server.poll()}): "
                         f"{log.read_text()[-2000:]}")
         yield Desktop(url=url, token=TOKEN, display=display, root=root)

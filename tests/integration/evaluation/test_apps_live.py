@@ -21,13 +21,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests_support.desktops import guest_ready
 from tests_support.servers import free_port
 from tests_support.xvfb import kill_group
 
 from cua_rl.desktop.client import GuestClient
 from cua_rl.desktop.file_cache import FileCache
 from cua_rl.desktop.setup_steps import SetupContext
-from cua_rl.errors import GuestError, GuestUnavailable
+from cua_rl.errors import GuestError
 from cua_rl.evaluation import evaluate, get_metric
 from cua_rl.types import Action, TaskVariant
 
@@ -42,15 +43,6 @@ CSV_FILTER = "csv:Text - txt - csv (StarCalc):44,34,UTF-8,,,,false,true,true,fal
 class AppGuest:
     url: str
     home: Path
-
-
-async def _ready(url: str) -> bool:
-    async with GuestClient(url, TOKEN, timeout=5.0) as client:
-        try:
-            await client.wait_ready(deadline_s=60.0)
-        except GuestUnavailable:
-            return False
-    return True
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +66,7 @@ def app_guest(desktop: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
     try:
         url = f"http://127.0.0.1:{port}"
-        if not asyncio.run(_ready(url)):
+        if not asyncio.run(guest_ready(url, TOKEN)):
             pytest.fail(f"guest not ready: {log.read_text()[-2000:]}")
         yield AppGuest(url=url, home=home)
     finally:

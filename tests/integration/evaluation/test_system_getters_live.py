@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests_support.desktops import guest_ready
 from tests_support.servers import free_port
 
 from cua_rl.desktop.client import GuestClient
@@ -46,15 +47,6 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=10)
 
 
-async def _ready(url: str) -> bool:
-    async with GuestClient(url, TOKEN, timeout=5.0) as client:
-        try:
-            await client.wait_ready(deadline_s=60.0)
-        except Exception:  # noqa: BLE001 - reported by the fixture with the guest's log
-            return False
-    return True
-
-
 @pytest.fixture(scope="module")
 def home_guest(desktop: Any,
                tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
@@ -73,7 +65,7 @@ def home_guest(desktop: Any,
         env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
     try:
         url = f"http://127.0.0.1:{port}"
-        if not asyncio.run(_ready(url)):
+        if not asyncio.run(guest_ready(url, TOKEN)):
             pytest.fail(f"guest not ready: {log.read_text()[-2000:]}")
         yield url, home
     finally:
