@@ -43,13 +43,7 @@ def read_text(path: PathLike) -> str | None:
     other bytes; we score 0 instead, never a text with U+FFFD stand-ins that
     could make two different files look equal.
     """
-    data = _read_bytes(path)
-    if data is None:
-        return None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
+    return _decode(_read_bytes(path), fallback=None)
 
 
 def read_text_latin1_fallback(path: PathLike) -> str | None:
@@ -59,13 +53,17 @@ def read_text_latin1_fallback(path: PathLike) -> str | None:
     fall back to Latin-1, which decodes any byte: two different Latin-1 files
     stay different, and Latin-1 "café" equals UTF-8 "café".
     """
-    data = _read_bytes(path)
+    return _decode(_read_bytes(path), fallback="latin-1")
+
+
+def _decode(data: bytes | None, fallback: str | None) -> str | None:
+    """UTF-8, else the fallback encoding (None: no text at all)."""
     if data is None:
         return None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        return data.decode("latin-1")
+        return data.decode(fallback) if fallback else None
 
 
 def file_lines(text: str) -> list[str]:

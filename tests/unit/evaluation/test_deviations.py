@@ -10,21 +10,12 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
+from tests_support.metrics import run, write_bytes
 from tests_support.servers import free_port
 
 from cua_rl.desktop.client import GuestClient
 from cua_rl.desktop.file_cache import FileCache
-from cua_rl.evaluation import GetterContext, get_getter, get_metric
-
-
-def run(name: str, *args: object, **options: object) -> float:
-    return float(get_metric(name).func(*args, **options))
-
-
-def write_bytes(tmp_path: Path, name: str, data: bytes) -> str:
-    path = tmp_path / name
-    path.write_bytes(data)
-    return str(path)
+from cua_rl.evaluation import GetterContext, get_getter
 
 
 def test_non_utf8_text_files_score_zero(tmp_path: Path) -> None:

@@ -9,19 +9,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
-from cua_rl.evaluation import get_metric
-
-
-def run(name: str, *args: object, **options: object) -> float:
-    return float(get_metric(name).func(*args, **options))
-
-
-def write_bytes(tmp_path: Path, name: str, data: bytes) -> str:
-    path = tmp_path / name
-    path.write_bytes(data)
-    return str(path)
-
+from tests_support.metrics import run, write_bytes
 
 # -- check_accessibility_tree: the prefixes map to the namespaces our guest writes --------
 
