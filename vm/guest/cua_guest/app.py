@@ -13,10 +13,18 @@ import logging
 
 from aiohttp import web
 
-from cua_guest import routes_exec, routes_files, routes_info, routes_setup
+from cua_guest import (
+    routes_download,
+    routes_exec,
+    routes_files,
+    routes_info,
+    routes_record,
+    routes_setup,
+)
 from cua_guest.act_worker import ActWorker
 from cua_guest.auth import Handler, auth_middleware
 from cua_guest.bodies import BadRequest, json_error
+from cua_guest.limits import GuestLimits
 from cua_guest.state import GUEST, GuestState
 
 log = logging.getLogger(__name__)
@@ -44,14 +52,25 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return json_error(500, f"{request.method} {request.path} failed: {exc!r}")
 
 
-def build_app(token: str | None, act_timeout: float) -> web.Application:
+def build_app(
+    token: str | None, act_timeout: float, limits: GuestLimits | None = None
+) -> web.Application:
     """The guest application; `token=None` disables authentication."""
     # Auth runs first so unauthenticated callers learn nothing, not even 404s.
     app = web.Application(
         middlewares=[auth_middleware(token), error_middleware], client_max_size=MAX_BODY_BYTES
     )
-    app[GUEST] = GuestState(worker=ActWorker(default_timeout=act_timeout))
-    for module in (routes_info, routes_exec, routes_setup, routes_files):
+    app[GUEST] = GuestState(
+        worker=ActWorker(default_timeout=act_timeout), limits=limits or GuestLimits()
+    )
+    for module in (
+        routes_info,
+        routes_exec,
+        routes_setup,
+        routes_download,
+        routes_files,
+        routes_record,
+    ):
         app.add_routes(module.routes)
     app.on_startup.append(_start)
     app.on_cleanup.append(_stop)
@@ -77,5 +96,7 @@ async def _stop(app: web.Application) -> None:
     state = app[GUEST]
     await state.worker.close()
     state.launched.terminate_all()
+    if state.recorder is not None:
+        await state.recorder.close()
     state.capturer.close()
     state.x11.close()

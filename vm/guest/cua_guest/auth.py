@@ -53,10 +53,23 @@ def auth_middleware(token: str | None) -> Callable[[web.Request, Handler], Await
 
     @web.middleware
     async def check_token(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if expected is not None:
-            given = request.headers.get("Authorization", "").encode()
-            if not hmac.compare_digest(given, expected):
-                return json_error(401, "missing or wrong bearer token (Authorization header)")
+        if expected is not None and not _matches(request, expected):
+            return json_error(401, "missing or wrong bearer token (Authorization header)")
         return await handler(request)
 
     return check_token
+
+
+def _matches(request: web.Request, expected: bytes) -> bool:
+    """Whether the Authorization header is exactly `expected`.
+
+    aiohttp hands over header bytes that are not UTF-8 as surrogate escapes;
+    they are turned back into the bytes that were sent, so any malformed value
+    is simply a wrong credential (401), never an encoding error (500).
+    """
+    given = request.headers.get("Authorization", "")
+    try:
+        raw = given.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return False
+    return hmac.compare_digest(raw, expected)

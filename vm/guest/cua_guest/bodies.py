@@ -13,6 +13,11 @@ from typing import Any
 
 from aiohttp import web
 
+#: Deepest nesting of arrays/objects accepted in a JSON body. No route needs more
+#: than a handful of levels; the limit keeps a hostile body from exhausting the
+#: parser's recursion (which would otherwise surface as a 500).
+MAX_JSON_DEPTH = 64
+
 
 class BadRequest(Exception):
     """The request body is not what the route expects; becomes HTTP 400."""
@@ -32,6 +37,10 @@ async def read_json(request: web.Request) -> dict[str, Any]:
         body = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BadRequest(f"request body: expected a JSON object ({exc})") from None
+    except RecursionError:
+        raise BadRequest(_too_deep()) from None
+    if _depth(body) > MAX_JSON_DEPTH:
+        raise BadRequest(_too_deep())
     if not isinstance(body, dict):
         raise BadRequest(f"request body: expected a JSON object, got {type(body).__name__}")
     return body
@@ -40,9 +49,36 @@ async def read_json(request: web.Request) -> dict[str, Any]:
 async def read_fields(request: web.Request) -> dict[str, Any]:
     """Read a JSON object or form fields, whichever the client sent."""
     if request.content_type in ("application/x-www-form-urlencoded", "multipart/form-data"):
-        form = await request.post()
+        try:
+            form = await request.post()
+        except (ValueError, AssertionError, UnicodeDecodeError) as exc:
+            # aiohttp's form parsers raise these for a body that is not the declared form.
+            raise BadRequest(f"request body: expected {request.content_type} ({exc})") from None
         return {key: value for key, value in form.items() if isinstance(value, str)}
     return await read_json(request)
+
+
+def _too_deep() -> str:
+    return f"request body: JSON nested deeper than {MAX_JSON_DEPTH} levels"
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of a parsed JSON value, computed without recursion."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, level)
+        if deepest > MAX_JSON_DEPTH:
+            return deepest
+        stack.extend((child, level + 1) for child in children)
+    return deepest
 
 
 def require_str(body: dict[str, Any], field: str) -> str:

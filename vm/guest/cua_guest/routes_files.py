@@ -8,25 +8,22 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
 from cua_guest.bodies import BadRequest, json_error, read_fields, read_json, require_str
-from cua_guest.procs import run_command
+from cua_guest.sendfile import send_file
+from cua_guest.state import GUEST
+from cua_guest.wallpaper import current_wallpaper
+from cua_guest.x11 import DisplayUnavailable
 
 routes = web.RouteTableDef()
 
 
 def _expand(path: str) -> Path:
     return Path(os.path.expandvars(os.path.expanduser(path)))
-
-
-def _send(path: Path) -> web.StreamResponse:
-    headers = {"Content-Disposition": f'attachment; filename="{path.name}"'}
-    return web.FileResponse(path, headers=headers)
 
 
 @routes.post("/file")
@@ -38,13 +35,16 @@ async def get_file(request: web.Request) -> web.StreamResponse:
         return json_error(404, f"file_path: file not found: {path}", error="File not found")
     if not path.is_file():
         raise BadRequest(f"file_path: {path} is not a regular file")
-    return _send(path)
+    return send_file(path)
 
 
 def _tree(directory: Path) -> dict[str, Any]:
     """OSWorld's tree: {type: directory, name, children: [...]} with files as {type, name}.
 
     Symlinked directories are listed but not entered, so link loops cannot recurse.
+    An entry that cannot be examined (no permission, a name too long to stat) is
+    listed as a file, as OSWorld's server does (os.path.isdir is False on any
+    error); a directory that cannot be read becomes {"error": ...}.
     """
     node: dict[str, Any] = {"type": "directory", "name": directory.name, "children": []}
     try:
@@ -53,12 +53,12 @@ def _tree(directory: Path) -> dict[str, Any]:
         return {"error": str(exc)}
     for entry in entries:
         full = directory / entry
-        if full.is_dir() and not full.is_symlink():
-            node["children"].append(_tree(full))
-        elif full.is_dir():
+        if not os.path.isdir(full):  # False (not an exception) when stat fails
+            node["children"].append({"type": "file", "name": entry})
+        elif os.path.islink(full):
             node["children"].append({"type": "directory", "name": entry, "children": []})
         else:
-            node["children"].append({"type": "file", "name": entry})
+            node["children"].append(_tree(full))
     return node
 
 
@@ -83,14 +83,11 @@ async def desktop_path(request: web.Request) -> web.Response:
 
 @routes.post("/wallpaper")
 async def wallpaper(request: web.Request) -> web.StreamResponse:
-    """The current wallpaper file (GNOME's picture-uri setting)."""
-    if not shutil.which("gsettings"):
-        return json_error(404, "Wallpaper file not found (gsettings is not installed)")
-    result = await run_command(
-        ["gsettings", "get", "org.gnome.desktop.background", "picture-uri"], timeout=10
-    )
-    value = result.stdout.strip().strip("'").removeprefix("file://")
-    path = Path(value) if value else None
-    if result.returncode != 0 or path is None or not path.is_file():
-        return json_error(404, f"Wallpaper file not found ({value or result.stderr.strip()})")
-    return _send(path)
+    """The current wallpaper file (see wallpaper.py for where it is looked up)."""
+    try:
+        path = await current_wallpaper(request.app[GUEST].x11)
+    except DisplayUnavailable as exc:
+        return json_error(503, str(exc))
+    if path is None:
+        return json_error(404, "Wallpaper file not found")
+    return send_file(path)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import platform
 import shutil
 import tempfile
 from pathlib import Path
@@ -25,9 +24,12 @@ from cua_guest.bodies import (
     read_json,
     require_str,
 )
-from cua_guest.procs import CommandNotRunnable, run_command
+from cua_guest.procs import CommandNotRunnable
 from cua_guest.routes_exec import command_argv
 from cua_guest.state import GUEST
+from cua_guest.transfer import TooLarge, check_declared_size, stream_to
+from cua_guest.wallpaper import WallpaperError
+from cua_guest.wallpaper import change_wallpaper as paint_wallpaper
 from cua_guest.windows import ToolMissing, activate_id, wait_for_window, wmctrl_by_name
 
 routes = web.RouteTableDef()
@@ -49,17 +51,37 @@ _OFFICE_SUFFIXES = {
 }
 
 
+#: Names tasks use for Chrome, and the Chromium builds that stand in for it.
+_CHROME_NAMES = ("google-chrome", "google-chrome-stable")
+_CHROMIUM_NAMES = ("chromium", "chromium-browser")
+
+
 def _expand(path: str) -> Path:
     return Path(os.path.expandvars(os.path.expanduser(path)))
+
+
+def resolve_browser(argv: list[str]) -> list[str]:
+    """OSWorld's tasks launch `google-chrome`; where it is not installed but Chromium
+    is (any architecture: Chrome has no arm64 build, Debian has no Chrome), run that."""
+    chromium = next((name for name in _CHROMIUM_NAMES if shutil.which(name)), None)
+    if chromium is None:
+        return argv
+    resolved = list(argv)
+    for index, arg in enumerate(resolved):
+        if arg in _CHROME_NAMES and shutil.which(arg) is None:
+            resolved[index] = chromium
+    if resolved[:2] == ["/bin/sh", "-c"] and len(resolved) > 2:  # shell=True: first word
+        first, sep, rest = resolved[2].partition(" ")
+        if first in _CHROME_NAMES and shutil.which(first) is None:
+            resolved[2] = chromium + sep + rest
+    return resolved
 
 
 @routes.post("/setup/launch")
 async def launch(request: web.Request) -> web.StreamResponse:
     """Start an application in the background and return at once."""
     body = await read_json(request)
-    argv = command_argv(body)
-    if "google-chrome" in argv and platform.machine().lower() in ("arm64", "aarch64"):
-        argv[argv.index("google-chrome")] = "chromium"  # no arm64 Chrome builds
+    argv = resolve_browser(command_argv(body))
     try:
         request.app[GUEST].launched.launch(argv)
     except CommandNotRunnable as exc:
@@ -111,12 +133,14 @@ async def upload(request: web.Request) -> web.StreamResponse:
     """Multipart upload: form field file_path plus file part file_data, streamed to disk."""
     if request.content_type != "multipart/form-data":
         raise BadRequest("request body: expected multipart/form-data with file_path and file_data")
+    limit = request.app[GUEST].limits.max_upload_bytes
     loop = asyncio.get_running_loop()
     target: Path | None = None
     staged: Path | None = None
     size = 0
-    reader = await request.multipart()
     try:
+        check_declared_size(request.content_length, limit, "upload")
+        reader = await request.multipart()
         while (part := await reader.next()) is not None:
             if not isinstance(part, BodyPartReader):
                 continue
@@ -129,21 +153,28 @@ async def upload(request: web.Request) -> web.StreamResponse:
                 fd, name = tempfile.mkstemp(prefix=".cua_upload_", dir=staging_dir)
                 staged = Path(name)
                 with os.fdopen(fd, "wb") as sink:
-                    while chunk := await part.read_chunk(1 << 20):
-                        await loop.run_in_executor(None, sink.write, chunk)
-                        size += len(chunk)
+                    size = await stream_to(sink, _chunks(part), limit, "upload")
         if target is None or staged is None:
             missing = "file_path" if target is None else "file_data"
             raise BadRequest(f"{missing}: expected in the multipart body (file_path and file_data)")
         await loop.run_in_executor(None, _make_dir, target.parent)
         await loop.run_in_executor(None, shutil.move, str(staged), str(target))
         staged = None
+    except TooLarge as exc:
+        return json_error(413, str(exc))
+    except ValueError as exc:  # aiohttp's multipart reader on a body that is not multipart
+        raise BadRequest(f"request body: malformed multipart/form-data ({exc})") from None
     except OSError as exc:
         return json_error(500, f"Failed to upload file to {target}: {exc}")
     finally:
         if staged is not None:
             staged.unlink(missing_ok=True)
     return web.Response(text=f"File Uploaded: {size} bytes")
+
+
+async def _chunks(part: BodyPartReader):  # type: ignore[no-untyped-def]
+    while chunk := await part.read_chunk(1 << 20):
+        yield chunk
 
 
 def _make_dir(path: Path) -> None:
@@ -176,18 +207,13 @@ async def close_window(request: web.Request) -> web.StreamResponse:
 
 @routes.post("/setup/change_wallpaper")
 async def change_wallpaper(request: web.Request) -> web.StreamResponse:
-    """Set the wallpaper with gsettings (GNOME), else feh (bare window managers)."""
+    """Paint the image on the root window, and set GNOME's key where it sticks."""
     body = await read_json(request)
     path = _expand(require_str(body, "path"))
-    if not path.exists():
+    if not path.is_file():
         return json_error(404, f"path: file not found: {path}")
-    if shutil.which("gsettings"):
-        argv = ["gsettings", "set", "org.gnome.desktop.background", "picture-uri", f"file://{path}"]
-    elif shutil.which("feh"):
-        argv = ["feh", "--bg-scale", str(path)]
-    else:
-        return json_error(501, "no wallpaper tool: install gsettings (GNOME) or feh")
-    result = await run_command(argv, timeout=30)
-    if result.returncode != 0:
-        return json_error(500, f"Failed to change wallpaper: {result.stderr.strip()}")
+    try:
+        await paint_wallpaper(request.app[GUEST].x11, path)
+    except WallpaperError as exc:
+        raise BadRequest(str(exc)) from None
     return web.Response(text="Wallpaper changed successfully")

@@ -26,6 +26,10 @@ class X11:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="x11")
         self._conn: Any = None
 
+    async def call(self, fn: Callable[[Any], T]) -> T:
+        """Run fn(connection) on the X thread (for callers outside this module)."""
+        return await self._call(fn)
+
     async def _call(self, fn: Callable[[Any], T]) -> T:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, self._with_conn, fn)
