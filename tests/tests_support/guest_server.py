@@ -28,6 +28,8 @@ from tests_support.xvfb import kill_group, start_xvfb
 
 START_DEADLINE_S = 60.0
 TOKEN = "guest-test-token-0123456789"
+#: --max-upload-bytes of the guest the protocol tests share (small: 413 is cheap to hit).
+OSW_UPLOAD_LIMIT = 1 << 20
 
 
 @dataclass(frozen=True)

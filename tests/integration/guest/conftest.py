@@ -21,10 +21,14 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from tests_support.guest_server import OSW_UPLOAD_LIMIT, RunningGuest, running_guest
+from tests_support.osworld_protocol import OSWorldProtocol
 from tests_support.servers import free_port
 from tests_support.xvfb import kill_group, start_xvfb
 
 START_DEADLINE_S = 60.0
+#: Root without the file-permission override, as the desktop's user meets permissions.
+DROP_DAC = ("setpriv", "--bounding-set", "-dac_override,-dac_read_search")
 TOKEN = "test-token-0123456789"
 
 
@@ -128,3 +132,24 @@ async def anon(guest: Guest) -> AsyncIterator[aiohttp.ClientSession]:
     """A session without credentials."""
     async with aiohttp.ClientSession(base_url=guest.url) as session:
         yield session
+
+
+@pytest.fixture(scope="package")
+def osw_guest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningGuest]:
+    """A guest with a 1 MiB upload limit and no permission override, for the protocol
+    and robustness tests (one per package run: starting one costs seconds)."""
+    prefix = DROP_DAC if shutil.which("setpriv") else ()
+    with running_guest(
+        tmp_path_factory.mktemp("osworld-routes"),
+        args=("--max-upload-bytes", str(OSW_UPLOAD_LIMIT), "--record-fps", "10"),
+        prefix=prefix,
+    ) as running:
+        (running.tmp / "home" / "Desktop").mkdir()
+        yield running
+
+
+@pytest.fixture
+async def osw(osw_guest: RunningGuest) -> AsyncIterator[OSWorldProtocol]:
+    """OSWorld's protocol, as its host controller speaks it, against `osw_guest`."""
+    async with OSWorldProtocol(osw_guest.url, osw_guest.token) as client:
+        yield client

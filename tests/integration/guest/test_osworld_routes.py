@@ -13,37 +13,18 @@ import json
 import shutil
 import subprocess
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from aiohttp import web
 from PIL import Image
-from tests_support.guest_server import RunningGuest, running_guest
+from tests_support.guest_server import OSW_UPLOAD_LIMIT, RunningGuest
 from tests_support.osworld_protocol import OSWorldProtocol
 
 pytestmark = pytest.mark.desktop
 
-UPLOAD_LIMIT = 1 << 20
-DROP_DAC = ("setpriv", "--bounding-set", "-dac_override,-dac_read_search")
-
-
-@pytest.fixture(scope="module")
-def guest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningGuest]:
-    prefix = DROP_DAC if shutil.which("setpriv") else ()
-    with running_guest(
-        tmp_path_factory.mktemp("osworld-routes"),
-        args=("--max-upload-bytes", str(UPLOAD_LIMIT), "--record-fps", "10"),
-        prefix=prefix,
-    ) as running:
-        (running.tmp / "home" / "Desktop").mkdir()
-        yield running
-
-
-@pytest.fixture
-async def osw(guest: RunningGuest) -> AsyncIterator[OSWorldProtocol]:
-    async with OSWorldProtocol(guest.url, guest.token) as client:
-        yield client
+UPLOAD_LIMIT = OSW_UPLOAD_LIMIT
 
 
 @pytest.fixture
@@ -71,9 +52,9 @@ async def web_server() -> AsyncIterator[str]:
 
 
 async def test_every_osworld_route_answers_as_osworld(
-    osw: OSWorldProtocol, guest: RunningGuest
+    osw: OSWorldProtocol, osw_guest: RunningGuest
 ) -> None:
-    home = guest.tmp / "home"
+    home = osw_guest.tmp / "home"
     status, body, _ = await osw.screenshot()
     assert status == 200 and body.startswith(b"\x89PNG")
     assert (await osw.platform())[:2] == (200, b"Linux")
@@ -111,8 +92,10 @@ async def test_every_osworld_route_answers_as_osworld(
         assert (await window_route("no window has this title"))[0] == 404
 
 
-async def test_download_file(osw: OSWorldProtocol, guest: RunningGuest, web_server: str) -> None:
-    target = guest.tmp / "home" / "dl" / "small.bin"
+async def test_download_file(
+    osw: OSWorldProtocol, osw_guest: RunningGuest, web_server: str
+) -> None:
+    target = osw_guest.tmp / "home" / "dl" / "small.bin"
     status, body, _ = await osw.download_file(f"{web_server}/small.bin", str(target))
     assert (status, body) == (200, b"File downloaded successfully")
     assert target.read_bytes() == b"osworld" * 1000
@@ -126,9 +109,9 @@ async def test_download_file(osw: OSWorldProtocol, guest: RunningGuest, web_serv
 
 
 async def test_change_wallpaper_shows_on_screen_and_wallpaper_returns_it(
-    osw: OSWorldProtocol, guest: RunningGuest
+    osw: OSWorldProtocol, osw_guest: RunningGuest
 ) -> None:
-    image = guest.tmp / "home" / "wall.png"
+    image = osw_guest.tmp / "home" / "wall.png"
     Image.new("RGB", (64, 36), (200, 30, 90)).save(image)
     status, body, _ = await osw.change_wallpaper(str(image))
     assert (status, body) == (200, b"Wallpaper changed successfully")
@@ -156,7 +139,7 @@ def _ffprobe(path: Path) -> dict:
 
 @pytest.mark.skipif(shutil.which("ffprobe") is None, reason="ffprobe is not installed")
 async def test_recording_is_an_mp4_of_the_screen_for_the_recorded_span(
-    osw: OSWorldProtocol, guest: RunningGuest
+    osw: OSWorldProtocol, osw_guest: RunningGuest
 ) -> None:
     assert (await osw.end_recording())[0] == 400  # nothing to stop yet
     status, body, _ = await osw.start_recording()
@@ -169,7 +152,7 @@ async def test_recording_is_an_mp4_of_the_screen_for_the_recorded_span(
     status, video, headers = await osw.end_recording()
     assert status == 200, video[:300]
     assert "recording.mp4" in headers["Content-Disposition"]
-    path = guest.tmp / "recording.mp4"
+    path = osw_guest.tmp / "recording.mp4"
     path.write_bytes(video)
     info = _ffprobe(path)
     assert (info["codec_name"], info["width"], info["height"]) == ("h264", 1920, 1080)

@@ -27,7 +27,7 @@ from cua_guest.bodies import (
 from cua_guest.procs import CommandNotRunnable
 from cua_guest.routes_exec import command_argv
 from cua_guest.state import GUEST
-from cua_guest.transfer import TooLarge, check_declared_size, stream_to
+from cua_guest.transfer import MULTIPART_SLACK, TooLarge, check_declared_size, stream_to
 from cua_guest.wallpaper import WallpaperError
 from cua_guest.wallpaper import change_wallpaper as paint_wallpaper
 from cua_guest.windows import ToolMissing, activate_id, wait_for_window, wmctrl_by_name
@@ -139,7 +139,7 @@ async def upload(request: web.Request) -> web.StreamResponse:
     staged: Path | None = None
     size = 0
     try:
-        check_declared_size(request.content_length, limit, "upload")
+        check_declared_size(request.content_length, limit, "upload", MULTIPART_SLACK)
         reader = await request.multipart()
         while (part := await reader.next()) is not None:
             if not isinstance(part, BodyPartReader):

@@ -17,9 +17,13 @@ class TooLarge(Exception):
     """More bytes than the guest's limit (--max-upload-bytes)."""
 
 
-def check_declared_size(declared: int | None, limit: int, what: str) -> None:
-    """Refuse at once when the sender announces more than the limit."""
-    if declared is not None and declared > limit:
+#: Room for a multipart body's headers and boundaries around a file at the limit.
+MULTIPART_SLACK = 64 * 1024
+
+
+def check_declared_size(declared: int | None, limit: int, what: str, slack: int = 0) -> None:
+    """Refuse at once when the sender announces more than the limit (+ framing slack)."""
+    if declared is not None and declared > limit + slack:
         raise TooLarge(_message(what, limit, f"{declared} bytes announced"))
 
 
