@@ -4,19 +4,24 @@ It speaks OSWorld's guest HTTP protocol, so it drives both our own guest server
 (vm/guest, with a bearer token and the fast /act route) and an unmodified
 OSWorld image. Every call has a timeout; a desktop that does not answer raises
 `GuestUnavailable`, which the pool and the actors treat as a dead desktop.
+
+A guest on a network serves HTTPS (docs/guest-protocol.md): give either the
+SHA-256 fingerprint of its certificate (`tls_fingerprint`, what the guest prints
+at start; the certificate may be self-signed) or a CA file (`ca_file`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import aiohttp
 
-from cua_rl.errors import GuestError, GuestUnavailable
+from cua_rl.errors import ConfigError, GuestError, GuestUnavailable
 
 ImageFormat = Literal["png", "jpeg"]
 
@@ -64,12 +69,15 @@ class GuestClient:
         *,
         timeout: float = 30.0,
         session: aiohttp.ClientSession | None = None,
+        tls_fingerprint: str | None = None,
+        ca_file: str | None = None,
     ) -> None:
         self.url = url.rstrip("/")
         self.token = token
         self.timeout = timeout
         self._session = session
         self._owns_session = session is None
+        self._ssl = tls_settings(self.url, tls_fingerprint, ca_file)
         self.has_act: bool | None = None
 
     async def __aenter__(self) -> GuestClient:
@@ -87,7 +95,7 @@ class GuestClient:
         if self._session is None or self._session.closed:
             headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
             self._session = aiohttp.ClientSession(
-                headers=headers, connector=aiohttp.TCPConnector(limit=8)
+                headers=headers, connector=aiohttp.TCPConnector(limit=8, ssl=self._ssl)
             )
             self._owns_session = True
         return self._session
@@ -113,6 +121,11 @@ class GuestClient:
             ) as resp:
                 body = await resp.read()
                 ctype = resp.headers.get("Content-Type", "")
+        except aiohttp.ServerFingerprintMismatch as exc:
+            raise GuestError(
+                f"{method} {self.url}{route}: the guest's TLS certificate is not the pinned one "
+                f"(got sha256 {exc.got.hex()})"
+            ) from None
         except (TimeoutError, aiohttp.ClientConnectionError, OSError) as exc:
             raise GuestUnavailable(f"{method} {self.url}{route}: no answer ({exc!r})") from exc
         if resp.status not in ok_statuses:
@@ -302,6 +315,37 @@ class GuestClient:
 
     async def change_wallpaper(self, path: str) -> None:
         await self._request("POST", "/setup/change_wallpaper", json={"path": path})
+
+
+def tls_settings(
+    url: str, fingerprint: str | None, ca_file: str | None
+) -> aiohttp.Fingerprint | ssl.SSLContext | bool:
+    """What aiohttp verifies an https guest with: a pinned certificate fingerprint, a CA
+    file, or (neither) the system's CAs. Pinning over plain http is refused: it would
+    silently protect nothing."""
+    if fingerprint is None and ca_file is None:
+        return True
+    if not url.startswith("https://"):
+        raise ConfigError(f"guest {url}: a TLS fingerprint or CA file needs an https:// URL")
+    if fingerprint is not None and ca_file is not None:
+        raise ConfigError(f"guest {url}: give a TLS fingerprint or a CA file, not both")
+    if ca_file is not None:
+        try:
+            return ssl.create_default_context(cafile=ca_file)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(f"guest CA file {ca_file}: cannot load it ({exc})") from None
+    assert fingerprint is not None
+    digest = fingerprint.replace(":", "").strip().lower()
+    try:
+        raw = bytes.fromhex(digest)
+    except ValueError:
+        raw = b""
+    if len(raw) != 32:
+        raise ConfigError(
+            f"guest {url}: TLS fingerprint must be a SHA-256 digest (64 hex digits, colons "
+            f"allowed), got {fingerprint[:80]!r}"
+        )
+    return aiohttp.Fingerprint(raw)
 
 
 def _loads_or_none(body: bytes) -> Any:
