@@ -316,6 +316,25 @@ class GuestClient:
     async def change_wallpaper(self, path: str) -> None:
         await self._request("POST", "/setup/change_wallpaper", json={"path": path})
 
+    async def download_file(self, url: str, path: str, timeout: float = 600.0) -> None:
+        """The desktop fetches `url` into `path` itself (OSWorld's /setup/download_file)."""
+        await self._request(
+            "POST", "/setup/download_file", json={"url": url, "path": path}, timeout=timeout
+        )
+
+    # recording -----------------------------------------------------------------
+
+    async def start_recording(self) -> None:
+        """Start an MP4 capture of the screen (one at a time per guest)."""
+        await self._request("POST", "/start_recording", timeout=max(self.timeout, 30.0))
+
+    async def end_recording(self, timeout: float = 120.0) -> bytes:
+        """Stop the capture and return the MP4 bytes."""
+        _, body, _ = await self._request("POST", "/end_recording", timeout=timeout)
+        if body[4:8] != b"ftyp":
+            raise GuestError(f"POST {self.url}/end_recording: expected an MP4, got {body[:40]!r}")
+        return body
+
 
 def tls_settings(
     url: str, fingerprint: str | None, ca_file: str | None

@@ -25,6 +25,7 @@ from cua_rl.errors import GuestError, InferenceError, ModelResponseError, SetupS
 from cua_rl.rollout.base import ChatBackend, EpisodeAborted, EpisodeDesktop
 from cua_rl.rollout.config import EpisodeConfig
 from cua_rl.rollout.context import history_line, model_image_size, step_messages
+from cua_rl.rollout.episode_recording import EpisodeRecording, recording_path
 from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.types import (
     Action,
@@ -91,8 +92,12 @@ async def run_episode(
     images = EpisodeImages(store, cfg)
     started = time.time()
     steps: list[Step] = []
+    recording: EpisodeRecording | None = None
     try:
         await desktop.prepare(variant)
+        if cfg.record:
+            recording = EpisodeRecording(desktop, recording_path(store.sync.run_dir, tid))
+            await recording.start()
         image_size = model_image_size(desktop.screen, cfg)
         shot_hash, shot_url = await images.add(await desktop.screenshot())
         urls = [shot_url]
@@ -138,9 +143,13 @@ async def run_episode(
             if last_action is not None and last_action.kind == "terminate":
                 status = TrajectoryStatus.FINISHED
                 break
+        if recording is not None:
+            await recording.save()  # before evaluate(): OSWorld's runner stops it there too
         score = await desktop.evaluate(variant, last_action)
     except (GuestError, InferenceError, SetupStepError) as exc:
         setup_failed = isinstance(exc, SetupStepError)
+        if recording is not None:
+            await recording.save()  # keep what was recorded; frees the guest's recorder
         aborted = Trajectory(
             id=tid, variant_id=variant.variant_id, steps=tuple(steps),
             status=TrajectoryStatus.SETUP_FAILED if setup_failed else TrajectoryStatus.ABORTED,

@@ -44,6 +44,10 @@ class EpisodeConfig(BaseModel):
     """Smart-resize lower bound of an image given to a model."""
     max_pixels: int = Field(1310720, ge=1024)
     """Smart-resize upper bound (1920x1080 becomes 1504x832 by default)."""
+    record: bool = False
+    """Record each episode's screen (the guest's /start_recording) into
+    RUN_DIR/recordings/<trajectory id>.mp4; a failed recording never fails the
+    episode. Off in training (it costs guest CPU); an eval may turn it on."""
 
 
 class JudgeConfig(BaseModel):
