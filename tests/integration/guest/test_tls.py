@@ -83,3 +83,38 @@ def test_guest_refuses_plain_http_off_loopback(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=60,
     )
     assert result.returncode != 0 and "--tls-key go together" in result.stderr
+
+
+@pytest.mark.parametrize("backend", ["cryptography", "openssl"])
+def test_tls_pair_for_image_builds(tmp_path: Path, backend: str) -> None:
+    """`python -m cua_guest.tls DIR` (image build) prints the pinned fingerprint; the
+    openssl command stands in when the cryptography package is absent."""
+    block = "import sys; sys.modules['cryptography'] = None; " if backend == "openssl" else ""
+    code = f"{block}from cua_guest.tls import main; main([{str(tmp_path / 'tls')!r}])"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    der = ssl.PEM_cert_to_DER_cert((tmp_path / "tls" / "guest.crt").read_text())
+    assert done.stdout.strip() == hashlib.sha256(der).hexdigest()
+    assert (tmp_path / "tls" / "guest.key").stat().st_mode & 0o077 == 0
+
+
+def test_shipped_units_never_serve_plain_http_off_loopback() -> None:
+    """The systemd unit and its cloud-init copy: TLS or loopback, and identical."""
+    import shlex
+
+    from cua_guest.main import parse_args
+    from cua_guest.tls import is_loopback
+
+    root = Path(__file__).resolve().parents[3]
+    unit = (root / "infra" / "systemd" / "cua-guest.service").read_text()
+    image = (root / "vm" / "images" / "cloud-init" / "cua-guest.yaml").read_text()
+    starts = [
+        line.strip().removeprefix("ExecStart=")
+        for text in (unit, image) for line in text.splitlines()
+        if line.strip().startswith("ExecStart=")
+    ]
+    assert len(starts) == 2 and starts[0] == starts[1]
+    args = parse_args(shlex.split(starts[0])[3:])  # after `python -m cua_guest`
+    assert is_loopback(args.host) or (args.tls_cert and args.tls_key) or args.tls_self_signed
+    assert not args.allow_plain_http and not args.no_auth

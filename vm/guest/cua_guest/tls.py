@@ -6,6 +6,10 @@ is either given (`--tls-cert/--tls-key`, e.g. from the image build) or a
 self-signed pair made once in a directory (`--tls-self-signed DIR`); either way
 the SHA-256 fingerprint of the certificate is printed and written next to it, so
 the host can pin exactly that certificate (no CA needed).
+
+`python -m cua_guest.tls DIR` makes the pair and prints the fingerprint without
+starting a server (for image builds). The pair is made with the `cryptography`
+package when installed (the `tls` extra), else with the `openssl` command.
 """
 
 from __future__ import annotations
@@ -14,8 +18,11 @@ import datetime
 import hashlib
 import ipaddress
 import os
+import shutil
 import socket
 import ssl
+import subprocess
+import sys
 from pathlib import Path
 
 CERT_NAME = "guest.crt"
@@ -35,16 +42,43 @@ def ensure_self_signed(directory: Path) -> tuple[Path, Path]:
     if cert.is_file() and key.is_file():
         return cert, key
     try:
-        from cryptography import x509
-        from cryptography.hazmat.primitives import hashes, serialization
-        from cryptography.hazmat.primitives.asymmetric import ec
-        from cryptography.x509.oid import NameOID
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise TlsError(f"--tls-self-signed {directory}: cannot create it ({exc})") from None
+    try:
+        import cryptography  # noqa: F401
     except ImportError:
+        _openssl_pair(cert, key)
+    else:
+        _cryptography_pair(cert, key)
+    return cert, key
+
+
+def _openssl_pair(cert: Path, key: Path) -> None:
+    """The same pair (EC P-256, 10 years) with the openssl command."""
+    if shutil.which("openssl") is None:
         raise TlsError(
-            "--tls-self-signed needs the 'cryptography' package "
-            "(pip install 'cua-guest[tls]'), or give --tls-cert/--tls-key"
-        ) from None
-    directory.mkdir(parents=True, exist_ok=True)
+            "--tls-self-signed needs the 'cryptography' package (pip install "
+            "'cua-guest[tls]') or the openssl command; or give --tls-cert/--tls-key"
+        )
+    argv = [
+        "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+        "-nodes", "-days", str(VALIDITY_DAYS), "-subj", f"/CN={socket.gethostname()[:64]}",
+        "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+        "-keyout", str(key), "-out", str(cert),
+    ]  # fmt: skip
+    os.close(os.open(key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))  # never readable by others
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    if done.returncode != 0:
+        raise TlsError(f"openssl could not make a certificate: {done.stderr.strip()[-300:]}")
+
+
+def _cryptography_pair(cert: Path, key: Path) -> None:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
     private = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, socket.gethostname()[:64])])
     now = datetime.datetime.now(datetime.UTC)
@@ -71,7 +105,6 @@ def ensure_self_signed(directory: Path) -> tuple[Path, Path]:
     with os.fdopen(fd, "wb") as sink:
         sink.write(key_bytes)
     cert.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    return cert, key
 
 
 def server_context(cert: Path, key: Path) -> tuple[ssl.SSLContext, str]:
@@ -114,3 +147,21 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m cua_guest.tls DIR`: make (or keep) the pair, print the fingerprint."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1 or args[0].startswith("-"):
+        sys.exit("usage: python -m cua_guest.tls DIR (makes DIR/guest.crt, .key, .sha256)")
+    try:
+        cert, key = ensure_self_signed(Path(args[0]))
+        _, fingerprint = server_context(cert, key)
+    except TlsError as exc:
+        sys.exit(f"cua-guest: {exc}")
+    write_fingerprint(cert, fingerprint)
+    print(fingerprint)
+
+
+if __name__ == "__main__":
+    main()
