@@ -158,3 +158,31 @@ async def test_recording_is_an_mp4_of_the_screen_for_the_recorded_span(
     assert (info["codec_name"], info["width"], info["height"]) == ("h264", 1920, 1080)
     assert abs(info["duration"] - (ended - started)) < 1.0, (info, ended - started)
     assert (await osw.end_recording())[0] == 400  # stopped: nothing left to stop
+
+
+@pytest.mark.skipif(
+    not (shutil.which("chromium") or shutil.which("chromium-browser"))
+    or shutil.which("google-chrome") is not None,
+    reason="needs Chromium installed and Chrome not installed",
+)
+async def test_google_chrome_launches_chromium(osw: OSWorldProtocol) -> None:
+    status, body, _ = await osw.launch(["google-chrome", "--version"])
+    assert status == 200, body
+    assert (await osw.launch("google-chrome --version", shell=True))[0] == 200
+
+
+def test_resolve_browser_on_any_architecture(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cua_guest import routes_setup
+
+    installed = {"chromium-browser"}
+    monkeypatch.setattr(
+        routes_setup.shutil, "which", lambda name: f"/usr/bin/{name}" if name in installed else None
+    )
+    resolve = routes_setup.resolve_browser
+    assert resolve(["google-chrome", "--x"]) == ["chromium-browser", "--x"]
+    assert resolve(["nohup", "google-chrome-stable"]) == ["nohup", "chromium-browser"]
+    shell = ["/bin/sh", "-c", "google-chrome --a b"]
+    assert resolve(shell) == ["/bin/sh", "-c", "chromium-browser --a b"]
+    assert resolve(["firefox"]) == ["firefox"]
+    installed.add("google-chrome")
+    assert resolve(["google-chrome"]) == ["google-chrome"]  # the real one when installed
