@@ -186,3 +186,20 @@ def test_resolve_browser_on_any_architecture(monkeypatch: pytest.MonkeyPatch) ->
     assert resolve(["firefox"]) == ["firefox"]
     installed.add("google-chrome")
     assert resolve(["google-chrome"]) == ["google-chrome"]  # the real one when installed
+
+
+@pytest.mark.skipif(shutil.which("ffprobe") is None, reason="ffprobe is not installed")
+async def test_recording_stops_by_itself_at_the_bound(osw_guest: RunningGuest) -> None:
+    from cua_guest.recording import Recorder
+
+    recorder = Recorder(max_seconds=1.0, fps=10)
+    try:
+        await recorder.start(osw_guest.display, (1920, 1080))
+        assert await recorder.wait_ended(timeout=15)  # ffmpeg stops on its own
+        assert not recorder.running()
+        info = _ffprobe(await recorder.stop())
+        assert info["duration"] <= 1.3, info
+        directory = recorder.path.parent
+    finally:
+        await recorder.close()
+    assert not directory.exists()  # closing removes the recording directory
