@@ -95,7 +95,7 @@ class GuestClient:
         if self._session is None or self._session.closed:
             headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
             self._session = aiohttp.ClientSession(
-                headers=headers, connector=aiohttp.TCPConnector(limit=8, ssl=self._ssl)
+                headers=headers, connector=aiohttp.TCPConnector(limit=8)
             )
             self._owns_session = True
         return self._session
@@ -117,7 +117,7 @@ class GuestClient:
         limit = aiohttp.ClientTimeout(total=timeout or self.timeout)
         try:
             async with self._http().request(
-                method, self.url + route, timeout=limit, **kwargs
+                method, self.url + route, timeout=limit, ssl=self._ssl, **kwargs
             ) as resp:
                 body = await resp.read()
                 ctype = resp.headers.get("Content-Type", "")

@@ -12,6 +12,7 @@ import asyncio
 import os
 import shutil
 import tempfile
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from aiohttp import BodyPartReader, web
@@ -31,6 +32,7 @@ from cua_guest.transfer import MULTIPART_SLACK, TooLarge, check_declared_size, s
 from cua_guest.wallpaper import WallpaperError
 from cua_guest.wallpaper import change_wallpaper as paint_wallpaper
 from cua_guest.windows import ToolMissing, activate_id, wait_for_window, wmctrl_by_name
+from cua_guest.x11 import DisplayUnavailable
 
 routes = web.RouteTableDef()
 
@@ -172,7 +174,7 @@ async def upload(request: web.Request) -> web.StreamResponse:
     return web.Response(text=f"File Uploaded: {size} bytes")
 
 
-async def _chunks(part: BodyPartReader):  # type: ignore[no-untyped-def]
+async def _chunks(part: BodyPartReader) -> AsyncIterator[bytes]:
     while chunk := await part.read_chunk(1 << 20):
         yield chunk
 
@@ -216,4 +218,6 @@ async def change_wallpaper(request: web.Request) -> web.StreamResponse:
         await paint_wallpaper(request.app[GUEST].x11, path)
     except WallpaperError as exc:
         raise BadRequest(str(exc)) from None
+    except DisplayUnavailable as exc:
+        return json_error(503, str(exc))
     return web.Response(text="Wallpaper changed successfully")

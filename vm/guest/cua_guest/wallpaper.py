@@ -33,16 +33,19 @@ class WallpaperError(Exception):
 
 
 async def change_wallpaper(x11: X11, path: Path) -> str:
-    """Show `path` as the wallpaper; returns how ("root window", "+ GNOME")."""
-    gnome = await _set_gnome(path)
+    """Show `path` as the wallpaper; returns where ("root window", "+ GNOME").
+
+    Raises WallpaperError for a file that is not an image, before changing anything.
+    """
     width, height = await x11.ping()
 
     def paint(conn: Any) -> None:  # on the X thread: decoding and scaling stay off the loop
-        pixels = _load_scaled(path, width, height)
-        _paint_root(conn, pixels, width, height)
-        _write_property(conn, f"{path}\n{'gnome' if gnome else 'root'}")
+        _paint_root(conn, _load_scaled(path, width, height), width, height)
 
     await x11.call(paint)
+    gnome = await _set_gnome(path)
+    record = f"{path}\n{'gnome' if gnome else 'root'}"
+    await x11.call(lambda conn: _write_property(conn, record))
     return "root window and GNOME" if gnome else "root window"
 
 
@@ -63,7 +66,7 @@ def _load_scaled(path: Path, width: int, height: int) -> bytes:
     try:
         with Image.open(path) as image:
             rgb = image.convert("RGB").resize((width, height))
-    except (UnidentifiedImageError, OSError, ValueError) as exc:
+    except (UnidentifiedImageError, Image.DecompressionBombError, OSError, ValueError) as exc:
         raise WallpaperError(f"path: {path} is not a readable image ({exc})") from None
     return rgb.tobytes("raw", "BGRX")
 
