@@ -56,9 +56,10 @@ def build_app(
     token: str | None, act_timeout: float, limits: GuestLimits | None = None
 ) -> web.Application:
     """The guest application; `token=None` disables authentication."""
-    # Auth runs first so unauthenticated callers learn nothing, not even 404s.
+    # Auth runs before any route (so unauthenticated callers learn nothing, not even
+    # 404s) but inside the error middleware, so even a failure in it answers JSON.
     app = web.Application(
-        middlewares=[auth_middleware(token), error_middleware], client_max_size=MAX_BODY_BYTES
+        middlewares=[error_middleware, auth_middleware(token)], client_max_size=MAX_BODY_BYTES
     )
     app[GUEST] = GuestState(
         worker=ActWorker(default_timeout=act_timeout), limits=limits or GuestLimits()
