@@ -47,7 +47,8 @@ def _run(coro_fn, provider: DesktopProvider):
 
 
 def _as_dict(handle: DesktopHandle) -> dict:
-    return {"id": handle.id, "url": handle.url, "token": handle.token, **handle.info}
+    return {"id": handle.id, "url": handle.url, "token": handle.token,
+            "tls_fingerprint": handle.tls_fingerprint, **handle.info}
 
 
 provider_option = click.option("--provider", "provider_name", type=PROVIDERS, default="local",
@@ -133,7 +134,7 @@ def down(provider_name: str, state_dir: Path | None, desktop_ids: tuple[str, ...
 
 async def _client(provider: DesktopProvider, desktop_id: str) -> GuestClient:
     handle = await provider.get(desktop_id)
-    return GuestClient(handle.url, handle.token)
+    return handle.guest_client()
 
 
 @vm.command(name="exec")

@@ -201,7 +201,7 @@ class DesktopPool:
         if slot.client is not None:
             await slot.client.close()
         assert slot.handle is not None
-        slot.client = GuestClient(slot.handle.url, slot.handle.token)
+        slot.client = slot.handle.guest_client()
 
     async def _start_slot(self, slot: _Slot) -> None:
         slot.handle = await self.provider.start(slot.desktop_id)

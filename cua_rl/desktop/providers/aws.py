@@ -11,31 +11,42 @@ Reset replaces the instance by default (terminate + launch: the only revert
 that needs no API beyond RunInstances, the one OSWorld uses too);
 `reset_mode: replace_root_volume` keeps the instance and restores its root
 volume to the launch state with a CreateReplaceRootVolumeTask.
+
+Two kinds of AMI (`image`): OSWorld's public one (its server, plain http, no
+auth) and ours (`cua`: our guest over HTTPS). For ours each launch makes a
+certificate on the host, sends it with the token in the user data and tags the
+instance with its fingerprint, which every handle then pins (aws_tls.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import re
 import secrets
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cua_rl.desktop.client import GuestClient
 from cua_rl.desktop.providers.aws_api import Ec2Api, Ec2Error, tag
 from cua_rl.desktop.providers.aws_config import (
     OSWORLD_AMIS,
     TAG_DESKTOP,
     TAG_EXPIRES,
     TAG_RUN,
+    TAG_TLS,
     AwsProviderConfig,
 )
+from cua_rl.desktop.providers.aws_tls import GuestPair, cloud_config, make_pair
 from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider
 from cua_rl.desktop.providers.local_state import check_desktop_id
 from cua_rl.errors import DesktopError, GuestUnavailable
 
+log = logging.getLogger(__name__)
+
 LIVE_STATES = ["pending", "running", "stopping", "stopped"]
+FINGERPRINT = re.compile(r"[0-9a-f]{64}")
 GuestUrl = Callable[[dict[str, Any]], str]
 Probe = Callable[[DesktopHandle, float], Awaitable[None]]
 
@@ -46,12 +57,18 @@ def expires_at(now: datetime, ttl_s: float) -> str:
 
 
 def launch_params(config: AwsProviderConfig, desktop_id: str, ami: str, now: datetime,
-                  root_device: str | None = None) -> dict[str, Any]:
-    """RunInstances arguments for one desktop (a pure function, tested)."""
+                  root_device: str | None = None,
+                  pair: GuestPair | None = None) -> dict[str, Any]:
+    """RunInstances arguments for one desktop (a pure function, tested); `pair` is the
+    guest's TLS pair for `image: cua` (its key goes into the user data only)."""
+    if (config.image == "cua") != (pair is not None):
+        raise ValueError(f"image {config.image!r} with{'out' if pair is None else ''} a TLS pair")
     tags = [{"Key": TAG_RUN, "Value": config.run_id}, {"Key": TAG_DESKTOP, "Value": desktop_id},
             {"Key": TAG_EXPIRES, "Value": expires_at(now, config.ttl_s)},
             {"Key": "Name", "Value": f"cua-rl-{config.run_id}-{desktop_id}"[:255]},
             *({"Key": k, "Value": v} for k, v in config.extra_tags.items())]
+    if pair is not None:
+        tags.append({"Key": TAG_TLS, "Value": pair.fingerprint})
     params: dict[str, Any] = {
         "ImageId": ami, "InstanceType": config.instance_type, "MinCount": 1, "MaxCount": 1,
         "InstanceInitiatedShutdownBehavior": "terminate",
@@ -72,8 +89,11 @@ def launch_params(config: AwsProviderConfig, desktop_id: str, ami: str, now: dat
         params["SecurityGroupIds"] = list(config.security_group_ids)
     if config.key_name:
         params["KeyName"] = config.key_name
-    if config.self_shutdown:
-        minutes = max(1, int(config.ttl_s // 60))
+    minutes = max(1, int(config.ttl_s // 60)) if config.self_shutdown else None
+    if pair is not None:
+        assert config.guest_token  # the config validator requires it with image 'cua'
+        params["UserData"] = cloud_config(pair, config.guest_token, minutes)
+    elif minutes is not None:
         params["UserData"] = f"#!/bin/sh\nshutdown -h +{minutes} 'cua-rl ttl reached'\n"
     if config.root_volume_gb and root_device:
         params["BlockDeviceMappings"] = [{"DeviceName": root_device, "Ebs": {
@@ -158,7 +178,7 @@ class AwsProvider(DesktopProvider):
             return False
         if not self.config.wait_ready:
             return True
-        async with GuestClient(handle.url, handle.token) as client:
+        async with handle.guest_client() as client:
             return await client.healthy(timeout=5.0)
 
     async def list(self) -> list[DesktopHandle]:
@@ -223,8 +243,11 @@ class AwsProvider(DesktopProvider):
     async def _launch(self, desktop_id: str) -> DesktopHandle:
         """RunInstances, wait for `running` and the guest; terminate on any failure."""
         ami = self._ami()
+        pair = None
+        if self.config.image == "cua":
+            pair = make_pair(f"cua-rl {self.config.run_id} {desktop_id}", self._clock())
         params = launch_params(self.config, desktop_id, ami, self._clock(),
-                               await self._root_device_name(ami))
+                               await self._root_device_name(ami), pair)
         reservation = await self.api.call("run_instances", **params)
         instance_id = reservation["Instances"][0]["InstanceId"]
         try:
@@ -300,10 +323,11 @@ class AwsProvider(DesktopProvider):
         return instance.get(key)
 
     def _default_url(self, instance: dict[str, Any]) -> str:
-        return f"http://{self._address(instance)}:{self.config.guest_port}"
+        scheme = "https" if self.config.image == "cua" else "http"
+        return f"{scheme}://{self._address(instance)}:{self.config.guest_port}"
 
     async def _wait_guest(self, handle: DesktopHandle, deadline_s: float) -> None:
-        async with GuestClient(handle.url, handle.token) as client:
+        async with handle.guest_client() as client:
             try:
                 await client.wait_ready(deadline_s, interval_s=1.0)
             except GuestUnavailable as exc:
@@ -314,8 +338,17 @@ class AwsProvider(DesktopProvider):
         state = instance.get("State", {}).get("Name", "")
         desktop_id = tag(instance, TAG_DESKTOP) or instance["InstanceId"]
         url = self._guest_url(instance) if self._address(instance) else ""
+        # image 'cua': the pin from the launch tag; an instance without one (launched by
+        # hand) gets none, and the client then refuses its self-signed certificate
+        pin = tag(instance, TAG_TLS) if self.config.image == "cua" else None
+        if pin is not None and not FINGERPRINT.fullmatch(pin):
+            log.warning("aws provider: instance %s: tag %s is not a SHA-256 fingerprint "
+                        "(%r); not pinning, so its guest will be refused",
+                        instance["InstanceId"], TAG_TLS, pin[:80])
+            pin = None
         return DesktopHandle(
             id=desktop_id, url=url, token=self.config.guest_token, provider=self.type,
+            tls_fingerprint=pin,
             info={"instance_id": instance["InstanceId"], "state": state,
                   "alive": state == "running",
                   "private_ip": instance.get("PrivateIpAddress"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 # OSWorld's public desktop AMI (1920x1080, its server on port 5000, no auth), as
 # published in OSWorld's desktop_env/providers/aws/manager.py. AMIs are regional:
@@ -15,6 +15,10 @@ OSWORLD_AMIS = {"us-east-1": "ami-0d23263edb96951d8"}
 TAG_RUN = "cua-rl:run"
 TAG_DESKTOP = "cua-rl:desktop"
 TAG_EXPIRES = "cua-rl:expires-at"
+TAG_TLS = "cua-rl:tls-sha256"
+"""Tag carrying the SHA-256 fingerprint of an instance's guest certificate (image `cua`),
+so every process of the run can pin it; a fingerprint is public, the key never leaves
+the user data."""
 
 
 class AwsProviderConfig(BaseModel):
@@ -34,6 +38,12 @@ class AwsProviderConfig(BaseModel):
     """EC2 region; the OSWorld AMI is published in us-east-1."""
     ami_id: str | None = None
     """AMI to launch; None uses OSWorld's AMI for `region` (`OSWORLD_AMIS`)."""
+    image: Literal["osworld", "cua"] = "osworld"
+    """What serves the guest protocol in the AMI. `osworld`: OSWorld's public AMI, its
+    own server over plain http without auth (keep it on a private network).
+    `cua`: an AMI baked with vm/images/cloud-init/cua-guest.yaml, our guest over HTTPS;
+    the host makes a certificate per instance, hands it and the token over in the user
+    data and pins its fingerprint (docs/security.md). Needs `ami_id` and `guest_token`."""
     instance_type: str = "t3.medium"
     """OSWorld's default size (2 vCPU, 4 GiB); larger types boot and act faster."""
     subnet_id: str | None = None
@@ -52,8 +62,8 @@ class AwsProviderConfig(BaseModel):
     guest_port: int = Field(5000, ge=1, le=65535)
     """Port of the guest server in the instance (OSWorld's server: 5000)."""
     guest_token: str | None = None
-    """Bearer token of the guest server; None for the OSWorld AMI (no auth). Set
-    it for images with our guest (vm/images/cloud-init/cua-guest.yaml)."""
+    """Bearer token of the guest server; None for the OSWorld AMI (no auth). Required
+    with `image: cua`: it reaches each instance through its user data."""
     run_id: str = Field("adhoc", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
     """Tag `cua-rl:run`: the training run owning the instances; `vm list/down`
     and `sweep` act on one run's instances."""
@@ -63,7 +73,8 @@ class AwsProviderConfig(BaseModel):
     (see `self_shutdown`). Longer than the longest run between two resets."""
     self_shutdown: bool = True
     """Pass user data `shutdown -h +<ttl>` so an instance terminates itself at its
-    expiry even when nobody sweeps (needs cloud-init in the AMI, as Ubuntu has)."""
+    expiry even when nobody sweeps (needs cloud-init in the AMI, as Ubuntu has; with
+    `image: cua` it is a `runcmd` of the instance's cloud-config)."""
     root_volume_gb: int | None = Field(None, ge=8, le=16384)
     """Root volume size; None keeps the AMI's."""
     extra_tags: dict[str, str] = Field(default_factory=dict)
@@ -92,3 +103,10 @@ class AwsProviderConfig(BaseModel):
     """Largest backoff between two attempts."""
     api_threads: int = Field(8, ge=1, le=64)
     """Threads running boto3 calls (blocking), apart from asyncio's default pool."""
+
+    @model_validator(mode="after")
+    def _cua_image_needs_ami_and_token(self) -> AwsProviderConfig:
+        if self.image == "cua" and (self.ami_id is None or not self.guest_token):
+            raise ValueError("aws provider: image 'cua' needs `ami_id` (the AMI baked with "
+                             "vm/images/cloud-init/cua-guest.yaml) and `guest_token`")
+        return self

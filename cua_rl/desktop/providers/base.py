@@ -32,13 +32,26 @@ class DesktopHandle:
     id: str
     """Unique among the provider's live desktops; a pool slot reuses it."""
     url: str
-    """Base URL of the guest server, e.g. `http://127.0.0.1:41234`."""
+    """Base URL of the guest server, e.g. `http://127.0.0.1:41234` (local) or
+    `https://10.0.3.7:5000` (a guest on a network, with a TLS pin below)."""
     token: str | None
     """Bearer token of our guest server; None for guests without auth."""
     provider: str
     """The `type` of the provider that owns it."""
     info: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     """Provider details for humans and debugging (display, pid, home, ...)."""
+    tls_fingerprint: str | None = None
+    """SHA-256 of the guest's certificate, pinned by every client of this desktop; the
+    provider knows it before the guest boots (never trust on first use). None for
+    plain-http guests on 127.0.0.1 and OSWorld's own server."""
+    tls_ca_file: str | None = None
+    """Or a CA file that signed the guest's certificate (exclusive with the pin)."""
+
+    def guest_client(self, *, timeout: float = 30.0) -> GuestClient:
+        """A new `GuestClient` for this desktop, with its URL, token and TLS pin: the one
+        way to build one from a handle, so no caller can forget the pin."""
+        return GuestClient(self.url, self.token, timeout=timeout,
+                           tls_fingerprint=self.tls_fingerprint, ca_file=self.tls_ca_file)
 
 
 class GuestClients:
@@ -51,7 +64,7 @@ class GuestClients:
     def get(self, handle: DesktopHandle) -> GuestClient:
         client = self._clients.get(handle.id)
         if client is None or client.url != handle.url.rstrip("/"):
-            client = self._clients[handle.id] = GuestClient(handle.url, handle.token)
+            client = self._clients[handle.id] = handle.guest_client()
         return client
 
     async def drop(self, desktop_id: str) -> None:

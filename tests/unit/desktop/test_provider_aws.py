@@ -4,11 +4,14 @@ test_aws_moto.py)."""
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+import yaml
+from pydantic import ValidationError
 
 pytest.importorskip("botocore")
 from botocore.exceptions import ClientError  # noqa: E402
@@ -17,6 +20,7 @@ from cua_rl.desktop.providers.aws import AwsProvider, launch_params  # noqa: E40
 from cua_rl.desktop.providers.aws_api import Ec2Api, Ec2Error, backoff_delay  # noqa: E402
 from cua_rl.desktop.providers.aws_config import AwsProviderConfig  # noqa: E402
 from cua_rl.desktop.providers.aws_sweep import sweep_reason  # noqa: E402
+from cua_rl.desktop.providers.aws_tls import make_pair  # noqa: E402
 from cua_rl.desktop.providers.base import DesktopHandle  # noqa: E402
 from cua_rl.errors import DesktopError  # noqa: E402
 
@@ -184,3 +188,71 @@ def test_sweep_reason(instance_tags: dict[str, str], run_id: str | None,
     instance = {"Tags": [{"Key": k, "Value": v} for k, v in instance_tags.items()]}
     reason = sweep_reason(instance, run_id, NOW)
     assert (reason is None) if expected is None else (expected in (reason or ""))
+
+
+def cua_config(**kwargs: Any) -> AwsProviderConfig:
+    return AwsProviderConfig(image="cua", ami_id="ami-cua", guest_token="tok-" + "x" * 20,
+                             run_id="run-7", ttl_s=7200, **kwargs)
+
+
+def test_cua_image_user_data_carries_the_pair_and_the_tag_its_fingerprint() -> None:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    config = cua_config()
+    pair = make_pair("cua-rl run-7 d-1", NOW)
+    params = launch_params(config, "d-1", "ami-cua", NOW, pair=pair)
+    assert tags(params)["cua-rl:tls-sha256"] == pair.fingerprint
+    assert "PRIVATE KEY" not in str(params["TagSpecifications"])
+    assert params["UserData"].startswith("#cloud-config\n")
+    data = yaml.safe_load(params["UserData"])
+    files = {f["path"]: f for f in data["write_files"]}
+    cert_pem = files["/etc/cua-guest/tls/guest.crt"]["content"]
+    cert = x509.load_pem_x509_certificate(cert_pem.encode())
+    assert hashlib.sha256(cert.public_bytes(serialization.Encoding.DER)).hexdigest() \
+        == pair.fingerprint == files["/etc/cua-guest/tls/guest.sha256"]["content"].strip()
+    key = serialization.load_pem_private_key(
+        files["/etc/cua-guest/tls/guest.key"]["content"].encode(), password=None)
+    assert key.public_key() == cert.public_key()  # the key belongs to the pinned cert
+    for private in ("/etc/cua-guest/tls/guest.key", "/etc/cua-guest/token"):
+        assert files[private]["permissions"] == "0640"
+        assert files[private]["owner"] == "root:user"
+    assert files["/etc/cua-guest/token"]["content"].strip() == config.guest_token
+    assert data["runcmd"] == [["systemctl", "restart", "cua-guest.service"],
+                              ["shutdown", "-h", "+120", "cua-rl ttl reached"]]
+    assert pair.key_pem not in repr(pair)
+    assert make_pair("x", NOW).fingerprint != pair.fingerprint  # a fresh key per instance
+    quiet = launch_params(cua_config(self_shutdown=False), "d-1", "ami-cua", NOW, pair=pair)
+    assert yaml.safe_load(quiet["UserData"])["runcmd"] == [
+        ["systemctl", "restart", "cua-guest.service"]]
+    with pytest.raises(ValueError, match="without a TLS pair"):
+        launch_params(config, "d-1", "ami-cua", NOW)
+    with pytest.raises(ValueError, match="with a TLS pair"):
+        launch_params(AwsProviderConfig(), "d-1", "ami-1", NOW, pair=pair)
+
+
+@pytest.mark.parametrize("kwargs", [{"ami_id": "ami-1"}, {"guest_token": "t" * 20}])
+def test_cua_image_needs_its_ami_and_a_token(kwargs: dict[str, str]) -> None:
+    with pytest.raises(ValidationError, match="image 'cua' needs"):
+        AwsProviderConfig(image="cua", **kwargs)
+
+
+@pytest.mark.parametrize(("image", "tag_value", "url", "pin"), [
+    ("cua", "ab" * 32, "https://10.0.0.5:5000", "ab" * 32),
+    ("cua", "not-a-digest", "https://10.0.0.5:5000", None),
+    ("cua", None, "https://10.0.0.5:5000", None),
+    ("osworld", "ab" * 32, "http://10.0.0.5:5000", None),
+])
+def test_handles_pin_the_fingerprint_tag_of_cua_instances(
+        image: str, tag_value: str | None, url: str, pin: str | None) -> None:
+    config = cua_config() if image == "cua" else AwsProviderConfig()
+    provider = AwsProvider(config, api=ScriptedApi())  # type: ignore[arg-type]
+    instance = {"InstanceId": "i-1", "State": {"Name": "running"},
+                "PrivateIpAddress": "10.0.0.5",
+                "Tags": [{"Key": "cua-rl:desktop", "Value": "d-1"},
+                         *([{"Key": "cua-rl:tls-sha256", "Value": tag_value}]
+                           if tag_value else [])]}
+    handle = provider._handle(instance)
+    assert (handle.url, handle.tls_fingerprint) == (url, pin)
+    client = handle.guest_client()  # builds (the pin is valid for its URL) without I/O
+    assert client.url == url

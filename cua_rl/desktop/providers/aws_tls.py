@@ -1,0 +1,102 @@
+"""TLS and user data for instances of our baked AMI (`image: cua`).
+
+The host makes each instance's certificate and key itself, before the launch, and
+hands them (with the guest token) to the instance in its user data; the
+certificate's SHA-256 fingerprint goes on the instance as a tag. So the host pins
+the exact certificate from the first request on: no trust on first use, nothing
+read back from the console. Each instance has its own pair, so a key read inside
+one desktop (user data is readable there, see docs/security.md) opens no other.
+
+The user data is a cloud-config: `write_files` runs in cloud-init's first stage,
+before network-online.target and so before cua-guest.service starts; the
+`systemctl restart` in `runcmd` makes the guest take the new pair even if an image
+orders its units differently.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+from dataclasses import dataclass
+
+import yaml
+
+from cua_rl.errors import DesktopError
+
+TLS_DIR = "/etc/cua-guest/tls"
+TOKEN_PATH = "/etc/cua-guest/token"
+GUEST_USER = "user"
+"""The desktop session user of the OSWorld image, which the guest unit runs as."""
+VALIDITY = datetime.timedelta(days=30)
+"""Longer than any instance lives (`ttl_s` is at most 14 days); pins ignore it anyway."""
+USER_DATA_LIMIT = 16 * 1024
+"""EC2's limit on user data, before base64."""
+
+
+@dataclass(frozen=True, slots=True)
+class GuestPair:
+    """One instance's certificate and key (PEM) and the certificate's SHA-256 (hex)."""
+
+    cert_pem: str
+    key_pem: str
+    fingerprint: str
+
+    def __repr__(self) -> str:  # never print the key
+        return f"GuestPair(fingerprint={self.fingerprint!r})"
+
+
+def make_pair(common_name: str, now: datetime.datetime | None = None) -> GuestPair:
+    """A self-signed EC P-256 pair (what `python -m cua_guest.tls` makes in an image);
+    about a millisecond, so it runs on the event loop."""
+    try:
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import NameOID
+    except ImportError as exc:
+        raise DesktopError("aws provider: image 'cua' needs the 'cryptography' package "
+                           "(pip install 'cua-rl[aws]')") from exc
+    now = now or datetime.datetime.now(datetime.UTC)
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name[:64])])
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name).issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1))  # clock skew
+        .not_valid_after(now + VALIDITY)
+        .sign(key, hashes.SHA256())
+    )
+    der = cert.public_bytes(serialization.Encoding.DER)
+    return GuestPair(
+        cert_pem=cert.public_bytes(serialization.Encoding.PEM).decode(),
+        key_pem=key.private_bytes(serialization.Encoding.PEM,
+                                  serialization.PrivateFormat.PKCS8,
+                                  serialization.NoEncryption()).decode(),
+        fingerprint=hashlib.sha256(der).hexdigest(),
+    )
+
+
+def cloud_config(pair: GuestPair, token: str, shutdown_minutes: int | None) -> str:
+    """User data giving the guest its pair and token (readable by root and the session
+    user only), restarting it, and scheduling the ttl shutdown when asked."""
+    private = {"permissions": "0640", "owner": f"root:{GUEST_USER}"}
+    config = {
+        "write_files": [
+            {"path": f"{TLS_DIR}/guest.crt", "permissions": "0644", "owner": "root:root",
+             "content": pair.cert_pem},
+            {"path": f"{TLS_DIR}/guest.key", **private, "content": pair.key_pem},
+            {"path": f"{TLS_DIR}/guest.sha256", "permissions": "0644", "owner": "root:root",
+             "content": pair.fingerprint + "\n"},
+            {"path": TOKEN_PATH, **private, "content": token + "\n"},
+        ],
+        "runcmd": [["systemctl", "restart", "cua-guest.service"]],
+    }
+    if shutdown_minutes is not None:
+        config["runcmd"].append(["shutdown", "-h", f"+{shutdown_minutes}", "cua-rl ttl reached"])
+    text = "#cloud-config\n" + yaml.safe_dump(config, sort_keys=False, width=1000)
+    if len(text.encode()) > USER_DATA_LIMIT:  # a token of absurd length
+        raise DesktopError(f"aws provider: user data of {len(text.encode())} bytes exceeds "
+                           f"EC2's {USER_DATA_LIMIT}; is `guest_token` that long?")
+    return text
