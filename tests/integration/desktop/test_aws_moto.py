@@ -6,6 +6,8 @@ moto's instances have no guest behind them, so readiness is handled in two
 ways, both tested: `guest_url` points every instance at a local guest-protocol
 stub (aiohttp, /healthz + /platform) and the real GuestClient probe polls it;
 and `wait_ready: false` skips the guest and returns once EC2 says `running`.
+For image `cua`, a real guest serves HTTPS with the pair the provider put in the
+user data.
 """
 
 from __future__ import annotations
@@ -15,10 +17,13 @@ import json
 import socket
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 pytest.importorskip("moto.server")
 import boto3  # noqa: E402
@@ -29,7 +34,8 @@ from cua_rl.desktop.providers.aws import AwsProvider  # noqa: E402
 from cua_rl.desktop.providers.aws_api import Ec2Api  # noqa: E402
 from cua_rl.desktop.providers.aws_config import AwsProviderConfig  # noqa: E402
 from cua_rl.desktop.providers.aws_sweep import sweep  # noqa: E402
-from cua_rl.errors import DesktopError  # noqa: E402
+from cua_rl.desktop.providers.base import GuestClients  # noqa: E402
+from cua_rl.errors import DesktopError, GuestError  # noqa: E402
 
 REGION = "us-east-1"
 
@@ -242,3 +248,56 @@ def test_vm_sweep_command_dry_run_lists_without_terminating(network: dict[str, A
     result = CliRunner().invoke(sweep_command, args)
     assert result.exit_code == 0 and f"terminated {instance_id}" in result.output
     assert describe(ec2, instance_id)["State"]["Name"] != "running"
+
+
+@pytest.mark.desktop
+async def test_cua_image_a_real_tls_guest_with_the_pair_from_the_user_data(
+        network: dict[str, Any], tmp_path: Path) -> None:
+    """image 'cua' end to end, EC2 faked only: the provider makes the pair, moto keeps
+    the user data and tags, a real guest serves HTTPS with the pair from that user data,
+    and clients built from handles (the pool's cache, health) pin its fingerprint."""
+    from tests_support.guest_server import TOKEN, running_guest
+
+    ec2 = network["ec2"]
+    launcher = AwsProvider(make_config(network, image="cua", guest_token=TOKEN,
+                                       wait_ready=False))
+    try:
+        handle = await launcher.start("d-tls")
+        instance_id = handle.info["instance_id"]
+        assert handle.url == f"https://{handle.info['private_ip']}:5000"
+        assert handle.token == TOKEN
+        assert tags_of(describe(ec2, instance_id))["cua-rl:tls-sha256"] == handle.tls_fingerprint
+        user_data = base64.b64decode(ec2.describe_instance_attribute(
+            InstanceId=instance_id, Attribute="userData")["UserData"]["Value"]).decode()
+        files = {f["path"]: f["content"] for f in yaml.safe_load(user_data)["write_files"]}
+        guest_dir = tmp_path / "etc"
+        guest_dir.mkdir()
+        for path, content in files.items():
+            (guest_dir / Path(path).name).write_text(content)
+        (guest_dir / "guest.key").chmod(0o600)
+        args = ("--tls-cert", str(guest_dir / "guest.crt"), "--tls-key",
+                str(guest_dir / "guest.key"), "--token-file", str(guest_dir / "token"))
+        (tmp_path / "guest").mkdir()
+        with running_guest(tmp_path / "guest", args=args, scheme="https") as guest:
+            # another process of the run: knows the instance from its tags only
+            other = AwsProvider(make_config(network, image="cua", guest_token=TOKEN),
+                                guest_url=lambda instance: guest.url)
+            clients = GuestClients()
+            try:
+                (listed,) = await other.list()
+                assert listed.tls_fingerprint == handle.tls_fingerprint
+                assert await other.health(listed)
+                result = await clients.get(listed).execute(["echo", "pinned"])
+                assert result.output == "pinned\n"
+                forged = replace(listed, id="d-forged", tls_fingerprint="ab" * 32)
+                with pytest.raises(GuestError, match="not the pinned one"):
+                    await clients.get(forged).platform()
+                assert not await other.health(forged)
+                unpinned = replace(listed, id="d-unpinned", tls_fingerprint=None)
+                assert not await other.health(unpinned)  # self-signed: no system CA has it
+            finally:
+                await clients.close()
+                await other.close()
+        await launcher.stop(handle)
+    finally:
+        await launcher.close()
