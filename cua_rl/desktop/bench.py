@@ -141,7 +141,7 @@ async def bench_local(calls: int, rows: int, cols: int) -> dict[str, float | int
     provider = LocalProvider()
     handle = await provider.start(f"bench-{secrets.token_hex(3)}")
     try:
-        async with GuestClient(handle.url, handle.token) as client:
+        async with handle.guest_client() as client:
             began = time.monotonic()
             await open_spreadsheet(client, rows, cols)
             setup_s = round(time.monotonic() - began, 1)
@@ -154,17 +154,20 @@ async def bench_local(calls: int, rows: int, cols: int) -> dict[str, float | int
 @click.command(name="guest")
 @click.option("--url", default=None, help="Measure this guest instead of starting a desktop.")
 @click.option("--token", default=None, help="Bearer token of --url.")
+@click.option("--tls-fingerprint", default=None,
+              help="SHA-256 of an https --url's certificate, pinned (docs/security.md).")
 @click.option("--calls", type=click.IntRange(min=20), default=20, show_default=True,
               help="Calls per figure (medians).")
 @click.option("--rows", type=click.IntRange(min=1), default=200, show_default=True)
 @click.option("--cols", type=click.IntRange(min=1), default=12, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
-def bench_guest(url: str | None, token: str | None, calls: int, rows: int, cols: int,
-                as_json: bool) -> None:
+def bench_guest(url: str | None, token: str | None, tls_fingerprint: str | None, calls: int,
+                rows: int, cols: int, as_json: bool) -> None:
     """Screenshot and action latency of a guest server (DESIGN.md section 8)."""
 
     async def remote() -> dict[str, float | int]:
-        async with GuestClient(url, token) as client:  # type: ignore[arg-type]
+        async with GuestClient(url, token,  # type: ignore[arg-type]
+                               tls_fingerprint=tls_fingerprint) as client:
             await client.wait_ready(30)
             return await measure_guest(client, calls)
 

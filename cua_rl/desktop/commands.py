@@ -85,7 +85,8 @@ def up(provider_name: str, state_dir: Path | None, count: int, as_json: bool) ->
 
     handles = _run(go, _provider(provider_name, state_dir))
     if as_json:
-        click.echo(json.dumps([{"id": h.id, "url": h.url, "token": h.token} for h in handles]))
+        click.echo(json.dumps([{"id": h.id, "url": h.url, "token": h.token,
+                                "tls_fingerprint": h.tls_fingerprint} for h in handles]))
     else:
         for h in handles:
             click.echo(f"{h.id}  {h.url}  token={h.token}  display={h.info.get('display')}")
