@@ -41,8 +41,8 @@ class RunningGuest:
     log: Path
 
 
-def _probe(url: str, context: ssl.SSLContext | None) -> bool:
-    request = urllib.request.Request(url + "/healthz", headers={"Authorization": f"Bearer {TOKEN}"})
+def _probe(url: str, context: ssl.SSLContext | None, token: str = TOKEN) -> bool:
+    request = urllib.request.Request(url + "/healthz", headers={"Authorization": f"Bearer {token}"})
     try:
         with urllib.request.urlopen(request, timeout=2, context=context) as response:
             return response.status == 200
@@ -58,8 +58,10 @@ def running_guest(
     prefix: tuple[str, ...] = (),
     scheme: str = "http",
     size: tuple[int, int] = (1920, 1080),
+    token: str = TOKEN,
 ) -> Iterator[RunningGuest]:
-    """Xvfb (+ openbox when installed) and a guest with `args`; everything killed after."""
+    """Xvfb (+ openbox when installed) and a guest with `args` and bearer `token`;
+    everything killed after."""
     if shutil.which("Xvfb") is None:
         pytest.skip("Xvfb is not installed (apt-get install xvfb)")
     procs: list[subprocess.Popen[bytes]] = []
@@ -76,7 +78,7 @@ def running_guest(
                 start_new_session=True,
             ))
         token_file = tmp / "token"
-        token_file.write_text(TOKEN + "\n")
+        token_file.write_text(token + "\n")
         port = free_port()
         log = tmp / "guest.log"
         server = subprocess.Popen(
@@ -92,13 +94,13 @@ def running_guest(
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
         deadline = time.monotonic() + START_DEADLINE_S
-        while not _probe(url, context):
+        while not _probe(url, context, token):
             if server.poll() is not None:
                 pytest.fail(f"guest exited with {server.returncode}: {log.read_text()[-2000:]}")
             if time.monotonic() > deadline:
                 pytest.fail(f"guest not healthy in {START_DEADLINE_S} s: {log.read_text()[-2000:]}")
             time.sleep(0.05)
-        yield RunningGuest(url=url, token=TOKEN, display=display, tmp=tmp, log=log)
+        yield RunningGuest(url=url, token=token, display=display, tmp=tmp, log=log)
     finally:
         for proc in reversed(procs):
             kill_group(proc)

@@ -14,8 +14,9 @@ volume to the launch state with a CreateReplaceRootVolumeTask.
 
 Two kinds of AMI (`image`): OSWorld's public one (its server, plain http, no
 auth) and ours (`cua`: our guest over HTTPS). For ours each launch makes a
-certificate on the host, sends it with the token in the user data and tags the
-instance with its fingerprint, which every handle then pins (aws_tls.py).
+certificate on the host, sends it with a token derived for that instance in the
+user data and tags the instance with its fingerprint, which every handle then
+pins (aws_tls.py).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from cua_rl.desktop.providers.aws_config import (
     TAG_TLS,
     AwsProviderConfig,
 )
-from cua_rl.desktop.providers.aws_tls import GuestPair, cloud_config, make_pair
+from cua_rl.desktop.providers.aws_tls import GuestPair, cloud_config, instance_token, make_pair
 from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider
 from cua_rl.desktop.providers.local_state import check_desktop_id
 from cua_rl.errors import DesktopError, GuestUnavailable
@@ -346,9 +347,11 @@ class AwsProvider(DesktopProvider):
                         "(%r); not pinning, so its guest will be refused",
                         instance["InstanceId"], TAG_TLS, pin[:80])
             pin = None
+        token = self.config.guest_token
+        if self.config.image == "cua":  # the run's token itself never leaves the host
+            token = instance_token(token, pin) if token and pin else None
         return DesktopHandle(
-            id=desktop_id, url=url, token=self.config.guest_token, provider=self.type,
-            tls_fingerprint=pin,
+            id=desktop_id, url=url, token=token, provider=self.type, tls_fingerprint=pin,
             info={"instance_id": instance["InstanceId"], "state": state,
                   "alive": state == "running",
                   "private_ip": instance.get("PrivateIpAddress"),

@@ -42,8 +42,8 @@ class AwsProviderConfig(BaseModel):
     """What serves the guest protocol in the AMI. `osworld`: OSWorld's public AMI, its
     own server over plain http without auth (keep it on a private network).
     `cua`: an AMI baked with vm/images/cloud-init/cua-guest.yaml, our guest over HTTPS;
-    the host makes a certificate per instance, hands it and the token over in the user
-    data and pins its fingerprint (docs/security.md). Needs `ami_id` and `guest_token`."""
+    the host makes a certificate and a token per instance, hands them over in the user
+    data and pins the fingerprint (docs/security.md). Needs `ami_id` and `guest_token`."""
     instance_type: str = "t3.medium"
     """OSWorld's default size (2 vCPU, 4 GiB); larger types boot and act faster."""
     subnet_id: str | None = None
@@ -63,7 +63,8 @@ class AwsProviderConfig(BaseModel):
     """Port of the guest server in the instance (OSWorld's server: 5000)."""
     guest_token: str | None = None
     """Bearer token of the guest server; None for the OSWorld AMI (no auth). Required
-    with `image: cua`: it reaches each instance through its user data."""
+    with `image: cua`, where it is the run's secret: each instance gets a token derived
+    from it and its certificate, never this one."""
     run_id: str = Field("adhoc", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
     """Tag `cua-rl:run`: the training run owning the instances; `vm list/down`
     and `sweep` act on one run's instances."""

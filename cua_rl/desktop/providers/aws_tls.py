@@ -4,8 +4,11 @@ The host makes each instance's certificate and key itself, before the launch, an
 hands them (with the guest token) to the instance in its user data; the
 certificate's SHA-256 fingerprint goes on the instance as a tag. So the host pins
 the exact certificate from the first request on: no trust on first use, nothing
-read back from the console. Each instance has its own pair, so a key read inside
-one desktop (user data is readable there, see docs/security.md) opens no other.
+read back from the console. Each instance has its own pair and its own token, so
+what one desktop can read of its user data (see docs/security.md) opens no other:
+the token is an HMAC of the run's `guest_token` and the instance's fingerprint,
+which any process of the run recomputes from the tag while the run's secret never
+leaves the host.
 
 The user data is a cloud-config: `write_files` runs in cloud-init's first stage,
 before network-online.target and so before cua-guest.service starts; the
@@ -15,8 +18,10 @@ orders its units differently.
 
 from __future__ import annotations
 
+import base64
 import datetime
 import hashlib
+import hmac
 from dataclasses import dataclass
 
 import yaml
@@ -78,9 +83,20 @@ def make_pair(common_name: str, now: datetime.datetime | None = None) -> GuestPa
     )
 
 
-def cloud_config(pair: GuestPair, token: str, shutdown_minutes: int | None) -> str:
-    """User data giving the guest its pair and token (readable by root and the session
-    user only), restarting it, and scheduling the ttl shutdown when asked."""
+def instance_token(run_token: str, fingerprint: str) -> str:
+    """The bearer token of the instance whose certificate has `fingerprint`: derived, so
+    it needs no storage, and one instance's token tells nothing about another's or
+    about `run_token`."""
+    mac = hmac.new(run_token.encode(), b"cua-rl guest token\0" + fingerprint.encode(),
+                   hashlib.sha256)
+    return base64.urlsafe_b64encode(mac.digest()).rstrip(b"=").decode()
+
+
+def cloud_config(pair: GuestPair, run_token: str, shutdown_minutes: int | None) -> str:
+    """User data giving the guest its pair and its token (`instance_token`; both
+    readable by root and the session user only), restarting it, and scheduling the
+    ttl shutdown when asked."""
+    token = instance_token(run_token, pair.fingerprint)
     private = {"permissions": "0640", "owner": f"root:{GUEST_USER}"}
     config = {
         "write_files": [
@@ -98,5 +114,5 @@ def cloud_config(pair: GuestPair, token: str, shutdown_minutes: int | None) -> s
     text = "#cloud-config\n" + yaml.safe_dump(config, sort_keys=False, width=1000)
     if len(text.encode()) > USER_DATA_LIMIT:  # a token of absurd length
         raise DesktopError(f"aws provider: user data of {len(text.encode())} bytes exceeds "
-                           f"EC2's {USER_DATA_LIMIT}; is `guest_token` that long?")
+                           f"EC2's {USER_DATA_LIMIT}")
     return text

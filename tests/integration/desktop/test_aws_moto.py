@@ -265,7 +265,7 @@ async def test_cua_image_a_real_tls_guest_with_the_pair_from_the_user_data(
         handle = await launcher.start("d-tls")
         instance_id = handle.info["instance_id"]
         assert handle.url == f"https://{handle.info['private_ip']}:5000"
-        assert handle.token == TOKEN
+        assert handle.token and handle.token != TOKEN  # the instance's own token
         assert tags_of(describe(ec2, instance_id))["cua-rl:tls-sha256"] == handle.tls_fingerprint
         user_data = base64.b64decode(ec2.describe_instance_attribute(
             InstanceId=instance_id, Attribute="userData")["UserData"]["Value"]).decode()
@@ -275,10 +275,12 @@ async def test_cua_image_a_real_tls_guest_with_the_pair_from_the_user_data(
         for path, content in files.items():
             (guest_dir / Path(path).name).write_text(content)
         (guest_dir / "guest.key").chmod(0o600)
+        assert (guest_dir / "token").read_text().strip() == handle.token
         args = ("--tls-cert", str(guest_dir / "guest.crt"), "--tls-key",
-                str(guest_dir / "guest.key"), "--token-file", str(guest_dir / "token"))
+                str(guest_dir / "guest.key"))
         (tmp_path / "guest").mkdir()
-        with running_guest(tmp_path / "guest", args=args, scheme="https") as guest:
+        with running_guest(tmp_path / "guest", args=args, scheme="https",
+                           token=handle.token) as guest:
             # another process of the run: knows the instance from its tags only
             other = AwsProvider(make_config(network, image="cua", guest_token=TOKEN),
                                 guest_url=lambda instance: guest.url)
@@ -286,6 +288,7 @@ async def test_cua_image_a_real_tls_guest_with_the_pair_from_the_user_data(
             try:
                 (listed,) = await other.list()
                 assert listed.tls_fingerprint == handle.tls_fingerprint
+                assert listed.token == handle.token  # recomputed from the tag
                 assert await other.health(listed)
                 result = await clients.get(listed).execute(["echo", "pinned"])
                 assert result.output == "pinned\n"
@@ -295,6 +298,9 @@ async def test_cua_image_a_real_tls_guest_with_the_pair_from_the_user_data(
                 assert not await other.health(forged)
                 unpinned = replace(listed, id="d-unpinned", tls_fingerprint=None)
                 assert not await other.health(unpinned)  # self-signed: no system CA has it
+                run_secret = replace(listed, id="d-run-token", token=TOKEN)
+                with pytest.raises(GuestError, match="HTTP 401"):
+                    await clients.get(run_secret).platform()
             finally:
                 await clients.close()
                 await other.close()

@@ -20,7 +20,7 @@ from cua_rl.desktop.providers.aws import AwsProvider, launch_params  # noqa: E40
 from cua_rl.desktop.providers.aws_api import Ec2Api, Ec2Error, backoff_delay  # noqa: E402
 from cua_rl.desktop.providers.aws_config import AwsProviderConfig  # noqa: E402
 from cua_rl.desktop.providers.aws_sweep import sweep_reason  # noqa: E402
-from cua_rl.desktop.providers.aws_tls import make_pair  # noqa: E402
+from cua_rl.desktop.providers.aws_tls import instance_token, make_pair  # noqa: E402
 from cua_rl.desktop.providers.base import DesktopHandle  # noqa: E402
 from cua_rl.errors import DesktopError  # noqa: E402
 
@@ -217,7 +217,10 @@ def test_cua_image_user_data_carries_the_pair_and_the_tag_its_fingerprint() -> N
     for private in ("/etc/cua-guest/tls/guest.key", "/etc/cua-guest/token"):
         assert files[private]["permissions"] == "0640"
         assert files[private]["owner"] == "root:user"
-    assert files["/etc/cua-guest/token"]["content"].strip() == config.guest_token
+    assert config.guest_token and config.guest_token not in params["UserData"]  # host only
+    token = files["/etc/cua-guest/token"]["content"].strip()
+    assert token == instance_token(config.guest_token, pair.fingerprint)
+    assert len(token) >= 40 and token != instance_token(config.guest_token, "ab" * 32)
     assert data["runcmd"] == [["systemctl", "restart", "cua-guest.service"],
                               ["shutdown", "-h", "+120", "cua-rl ttl reached"]]
     assert pair.key_pem not in repr(pair)
@@ -243,7 +246,7 @@ def test_cua_image_needs_its_ami_and_a_token(kwargs: dict[str, str]) -> None:
     ("cua", None, "https://10.0.0.5:5000", None),
     ("osworld", "ab" * 32, "http://10.0.0.5:5000", None),
 ])
-def test_handles_pin_the_fingerprint_tag_of_cua_instances(
+def test_handles_pin_the_fingerprint_tag_of_cua_instances_and_derive_their_token(
         image: str, tag_value: str | None, url: str, pin: str | None) -> None:
     config = cua_config() if image == "cua" else AwsProviderConfig()
     provider = AwsProvider(config, api=ScriptedApi())  # type: ignore[arg-type]
@@ -254,5 +257,10 @@ def test_handles_pin_the_fingerprint_tag_of_cua_instances(
                            if tag_value else [])]}
     handle = provider._handle(instance)
     assert (handle.url, handle.tls_fingerprint) == (url, pin)
+    if image == "osworld":
+        assert handle.token is None  # OSWorld's server has no auth
+    else:  # the instance's own token, and none at all for a guest we cannot pin
+        assert config.guest_token
+        assert handle.token == (instance_token(config.guest_token, pin) if pin else None)
     client = handle.guest_client()  # builds (the pin is valid for its URL) without I/O
     assert client.url == url
