@@ -42,7 +42,7 @@ from cua_rl.desktop.providers.aws_config import (
 from cua_rl.desktop.providers.aws_tls import GuestPair, cloud_config, instance_token, make_pair
 from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider
 from cua_rl.desktop.providers.local_state import check_desktop_id
-from cua_rl.errors import DesktopError, GuestUnavailable
+from cua_rl.errors import DesktopError, GuestError, GuestUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -333,7 +333,7 @@ class AwsProvider(DesktopProvider):
                 await client.wait_ready(deadline_s, interval_s=1.0)
             except GuestUnavailable as exc:
                 raise DesktopError(f"aws provider: instance {handle.info['instance_id']}: "
-                                   f"{exc}") from exc
+                                   f"{exc}{await _last_answer(handle)}") from exc
 
     def _handle(self, instance: dict[str, Any]) -> DesktopHandle:
         state = instance.get("State", {}).get("Name", "")
@@ -358,3 +358,14 @@ class AwsProvider(DesktopProvider):
                   "public_ip": instance.get("PublicIpAddress"),
                   "expires_at": tag(instance, TAG_EXPIRES), "run": tag(instance, TAG_RUN)},
         )
+
+
+async def _last_answer(handle: DesktopHandle) -> str:
+    """Why a guest is not ready, for the error: readiness polls only say "no", and a
+    certificate that is not the pinned one must be named, not reported as a timeout."""
+    async with handle.guest_client(timeout=5.0) as client:
+        try:
+            await client.platform()
+        except (GuestError, GuestUnavailable) as exc:
+            return f" (last answer: {exc})"
+    return ""

@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import json
 import socket
+import ssl
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
@@ -34,6 +35,7 @@ from cua_rl.desktop.providers.aws import AwsProvider  # noqa: E402
 from cua_rl.desktop.providers.aws_api import Ec2Api  # noqa: E402
 from cua_rl.desktop.providers.aws_config import AwsProviderConfig  # noqa: E402
 from cua_rl.desktop.providers.aws_sweep import sweep  # noqa: E402
+from cua_rl.desktop.providers.aws_tls import make_pair  # noqa: E402
 from cua_rl.desktop.providers.base import GuestClients  # noqa: E402
 from cua_rl.errors import DesktopError, GuestError  # noqa: E402
 
@@ -248,6 +250,38 @@ def test_vm_sweep_command_dry_run_lists_without_terminating(network: dict[str, A
     result = CliRunner().invoke(sweep_command, args)
     assert result.exit_code == 0 and f"terminated {instance_id}" in result.output
     assert describe(ec2, instance_id)["State"]["Name"] != "running"
+
+
+async def test_cua_instance_serving_another_certificate_fails_naming_it(
+        network: dict[str, Any], tmp_path: Path) -> None:
+    """A guest with a certificate other than the one the provider made (a man in the
+    middle, an image that ignored its user data) is never trusted: the launch fails
+    with the fingerprint it got, and the instance is terminated."""
+    impostor = make_pair("impostor")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert.write_text(impostor.cert_pem)
+    key.write_text(impostor.key_pem)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    async def platform(_: web.Request) -> web.Response:
+        return web.Response(text="Linux")
+
+    app = web.Application()
+    app.router.add_get("/platform", platform)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port, ssl_context=context).start()
+    provider = AwsProvider(make_config(network, image="cua", guest_token="t" * 24,
+                                       ready_timeout_s=2),
+                           guest_url=lambda instance: f"https://127.0.0.1:{port}")
+    try:
+        with pytest.raises(DesktopError, match=f"not the pinned one.*{impostor.fingerprint}"):
+            await provider.start("d-mitm")
+        assert await provider.list() == []
+    finally:
+        await provider.close()
+        await runner.cleanup()
 
 
 @pytest.mark.desktop
