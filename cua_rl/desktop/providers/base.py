@@ -56,25 +56,26 @@ class DesktopHandle:
 
 class GuestClients:
     """One cached `GuestClient` per desktop (a connection pool each), rebuilt when
-    the desktop's url changes and closed when the desktop goes away."""
+    the desktop's url, token or TLS pin changes and closed when the desktop goes away."""
 
     def __init__(self) -> None:
-        self._clients: dict[str, GuestClient] = {}
+        self._clients: dict[str, tuple[tuple[str | None, ...], GuestClient]] = {}
 
     def get(self, handle: DesktopHandle) -> GuestClient:
-        client = self._clients.get(handle.id)
-        if client is None or client.url != handle.url.rstrip("/"):
-            client = self._clients[handle.id] = handle.guest_client()
-        return client
+        key = (handle.url.rstrip("/"), handle.token, handle.tls_fingerprint, handle.tls_ca_file)
+        cached = self._clients.get(handle.id)
+        if cached is None or cached[0] != key:
+            cached = self._clients[handle.id] = (key, handle.guest_client())
+        return cached[1]
 
     async def drop(self, desktop_id: str) -> None:
         """Close and forget a desktop's client (its connections died with its guest)."""
-        client = self._clients.pop(desktop_id, None)
-        if client is not None:
-            await client.close()
+        cached = self._clients.pop(desktop_id, None)
+        if cached is not None:
+            await cached[1].close()
 
     async def close(self) -> None:
-        for client in self._clients.values():
+        for _, client in self._clients.values():
             await client.close()
         self._clients.clear()
 

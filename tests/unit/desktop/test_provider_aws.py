@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,7 +22,7 @@ from cua_rl.desktop.providers.aws_api import Ec2Api, Ec2Error, backoff_delay  # 
 from cua_rl.desktop.providers.aws_config import AwsProviderConfig  # noqa: E402
 from cua_rl.desktop.providers.aws_sweep import sweep_reason  # noqa: E402
 from cua_rl.desktop.providers.aws_tls import instance_token, make_pair  # noqa: E402
-from cua_rl.desktop.providers.base import DesktopHandle  # noqa: E402
+from cua_rl.desktop.providers.base import DesktopHandle, GuestClients  # noqa: E402
 from cua_rl.errors import DesktopError  # noqa: E402
 
 NOW = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
@@ -264,3 +265,19 @@ def test_handles_pin_the_fingerprint_tag_of_cua_instances_and_derive_their_token
         assert handle.token == (instance_token(config.guest_token, pin) if pin else None)
     client = handle.guest_client()  # builds (the pin is valid for its URL) without I/O
     assert client.url == url
+
+
+async def test_cached_clients_follow_a_changed_pin_or_token() -> None:
+    """A desktop whose certificate or token changed at the same address (a reset that
+    kept the IP) must not be driven through a client holding the old pin."""
+    clients = GuestClients()
+    old = DesktopHandle("d-1", "https://10.0.0.5:5000", "t1", "aws", tls_fingerprint="ab" * 32)
+    try:
+        first = clients.get(old)
+        assert clients.get(replace(old, info={"state": "running"})) is first
+        for new in (replace(old, tls_fingerprint="cd" * 32), replace(old, token="t2")):
+            assert clients.get(new) is not first
+            first = clients.get(new)
+            assert clients.get(new) is first
+    finally:
+        await clients.close()
