@@ -83,6 +83,14 @@ def make_pair(common_name: str, now: datetime.datetime | None = None) -> GuestPa
     )
 
 
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings (PEM) as `|` blocks, so the user data reads as it is written."""
+
+
+_Dumper.add_representer(str, lambda dumper, data: dumper.represent_scalar(
+    "tag:yaml.org,2002:str", data, style="|" if "\n" in data else None))
+
+
 def instance_token(run_token: str, fingerprint: str) -> str:
     """The bearer token of the instance whose certificate has `fingerprint`: derived, so
     it needs no storage, and one instance's token tells nothing about another's or
@@ -111,7 +119,7 @@ def cloud_config(pair: GuestPair, run_token: str, shutdown_minutes: int | None) 
     }
     if shutdown_minutes is not None:
         config["runcmd"].append(["shutdown", "-h", f"+{shutdown_minutes}", "cua-rl ttl reached"])
-    text = "#cloud-config\n" + yaml.safe_dump(config, sort_keys=False, width=1000)
+    text = "#cloud-config\n" + yaml.dump(config, Dumper=_Dumper, sort_keys=False, width=1000)
     if len(text.encode()) > USER_DATA_LIMIT:  # a token of absurd length
         raise DesktopError(f"aws provider: user data of {len(text.encode())} bytes exceeds "
                            f"EC2's {USER_DATA_LIMIT}")
