@@ -12,7 +12,7 @@ that needs no API beyond RunInstances, the one OSWorld uses too);
 `reset_mode: replace_root_volume` keeps the instance and restores its root
 volume to the launch state with a CreateReplaceRootVolumeTask.
 
-Two kinds of AMI (`image`): OSWorld's public one (its server, plain http, no
+Two kinds of AMI (`image_kind`): OSWorld's public one (its server, plain http, no
 auth) and ours (`cua`: our guest over HTTPS). For ours each launch makes a
 certificate on the host, sends it with a token derived for that instance in the
 user data and tags the instance with its fingerprint, which every handle then
@@ -61,9 +61,10 @@ def launch_params(config: AwsProviderConfig, desktop_id: str, ami: str, now: dat
                   root_device: str | None = None,
                   pair: GuestPair | None = None) -> dict[str, Any]:
     """RunInstances arguments for one desktop (a pure function, tested); `pair` is the
-    guest's TLS pair for `image: cua` (its key goes into the user data only)."""
-    if (config.image == "cua") != (pair is not None):
-        raise ValueError(f"image {config.image!r} with{'out' if pair is None else ''} a TLS pair")
+    guest's TLS pair for `image_kind: cua` (its key goes into the user data only)."""
+    if (config.image_kind == "cua") != (pair is not None):
+        missing = "without" if pair is None else "with"
+        raise ValueError(f"image_kind {config.image_kind!r} {missing} a TLS pair")
     tags = [{"Key": TAG_RUN, "Value": config.run_id}, {"Key": TAG_DESKTOP, "Value": desktop_id},
             {"Key": TAG_EXPIRES, "Value": expires_at(now, config.ttl_s)},
             {"Key": "Name", "Value": f"cua-rl-{config.run_id}-{desktop_id}"[:255]},
@@ -92,7 +93,7 @@ def launch_params(config: AwsProviderConfig, desktop_id: str, ami: str, now: dat
         params["KeyName"] = config.key_name
     minutes = max(1, int(config.ttl_s // 60)) if config.self_shutdown else None
     if pair is not None:
-        assert config.guest_token  # the config validator requires it with image 'cua'
+        assert config.guest_token  # the config validator requires it with image_kind 'cua'
         params["UserData"] = cloud_config(pair, config.guest_token, minutes)
     elif minutes is not None:
         params["UserData"] = f"#!/bin/sh\nshutdown -h +{minutes} 'cua-rl ttl reached'\n"
@@ -245,7 +246,7 @@ class AwsProvider(DesktopProvider):
         """RunInstances, wait for `running` and the guest; terminate on any failure."""
         ami = self._ami()
         pair = None
-        if self.config.image == "cua":
+        if self.config.image_kind == "cua":
             pair = make_pair(f"cua-rl {self.config.run_id} {desktop_id}", self._clock())
         params = launch_params(self.config, desktop_id, ami, self._clock(),
                                await self._root_device_name(ami), pair)
@@ -324,7 +325,7 @@ class AwsProvider(DesktopProvider):
         return instance.get(key)
 
     def _default_url(self, instance: dict[str, Any]) -> str:
-        scheme = "https" if self.config.image == "cua" else "http"
+        scheme = "https" if self.config.image_kind == "cua" else "http"
         return f"{scheme}://{self._address(instance)}:{self.config.guest_port}"
 
     async def _wait_guest(self, handle: DesktopHandle, deadline_s: float) -> None:
@@ -339,16 +340,16 @@ class AwsProvider(DesktopProvider):
         state = instance.get("State", {}).get("Name", "")
         desktop_id = tag(instance, TAG_DESKTOP) or instance["InstanceId"]
         url = self._guest_url(instance) if self._address(instance) else ""
-        # image 'cua': the pin from the launch tag; an instance without one (launched by
-        # hand) gets none, and the client then refuses its self-signed certificate
-        pin = tag(instance, TAG_TLS) if self.config.image == "cua" else None
+        # image_kind 'cua': the pin from the launch tag; an instance without one (launched
+        # by hand) gets none, and the client then refuses its self-signed certificate
+        pin = tag(instance, TAG_TLS) if self.config.image_kind == "cua" else None
         if pin is not None and not FINGERPRINT.fullmatch(pin):
             log.warning("aws provider: instance %s: tag %s is not a SHA-256 fingerprint "
                         "(%r); not pinning, so its guest will be refused",
                         instance["InstanceId"], TAG_TLS, pin[:80])
             pin = None
         token = self.config.guest_token
-        if self.config.image == "cua":  # the run's token itself never leaves the host
+        if self.config.image_kind == "cua":  # the run's token itself never leaves the host
             token = instance_token(token, pin) if token and pin else None
         return DesktopHandle(
             id=desktop_id, url=url, token=token, provider=self.type, tls_fingerprint=pin,

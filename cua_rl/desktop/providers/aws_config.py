@@ -16,9 +16,9 @@ TAG_RUN = "cua-rl:run"
 TAG_DESKTOP = "cua-rl:desktop"
 TAG_EXPIRES = "cua-rl:expires-at"
 TAG_TLS = "cua-rl:tls-sha256"
-"""Tag carrying the SHA-256 fingerprint of an instance's guest certificate (image `cua`),
-so every process of the run can pin it; a fingerprint is public, the key never leaves
-the user data."""
+"""Tag carrying the SHA-256 fingerprint of an instance's guest certificate
+(image_kind `cua`), so every process of the run can pin it; a fingerprint is public,
+the key never leaves the user data."""
 
 
 class AwsProviderConfig(BaseModel):
@@ -38,7 +38,7 @@ class AwsProviderConfig(BaseModel):
     """EC2 region; the OSWorld AMI is published in us-east-1."""
     ami_id: str | None = None
     """AMI to launch; None uses OSWorld's AMI for `region` (`OSWORLD_AMIS`)."""
-    image: Literal["osworld", "cua"] = "osworld"
+    image_kind: Literal["osworld", "cua"] = "osworld"
     """What serves the guest protocol in the AMI. `osworld`: OSWorld's public AMI, its
     own server over plain http without auth (keep it on a private network).
     `cua`: an AMI baked with vm/images/cloud-init/cua-guest.yaml, our guest over HTTPS;
@@ -63,8 +63,8 @@ class AwsProviderConfig(BaseModel):
     """Port of the guest server in the instance (OSWorld's server: 5000)."""
     guest_token: str | None = None
     """Bearer token of the guest server; None for the OSWorld AMI (no auth). Required
-    with `image: cua`, where it is the run's secret: each instance gets a token derived
-    from it and its certificate, never this one."""
+    with `image_kind: cua`, where it is the run's secret: each instance gets a token
+    derived from it and its certificate, never this one."""
     run_id: str = Field("adhoc", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
     """Tag `cua-rl:run`: the training run owning the instances; `vm list/down`
     and `sweep` act on one run's instances."""
@@ -75,7 +75,7 @@ class AwsProviderConfig(BaseModel):
     self_shutdown: bool = True
     """Pass user data `shutdown -h +<ttl>` so an instance terminates itself at its
     expiry even when nobody sweeps (needs cloud-init in the AMI, as Ubuntu has; with
-    `image: cua` it is a `runcmd` of the instance's cloud-config)."""
+    `image_kind: cua` it is a `runcmd` of the instance's cloud-config)."""
     root_volume_gb: int | None = Field(None, ge=8, le=16384)
     """Root volume size; None keeps the AMI's."""
     extra_tags: dict[str, str] = Field(default_factory=dict)
@@ -107,7 +107,7 @@ class AwsProviderConfig(BaseModel):
 
     @model_validator(mode="after")
     def _cua_image_needs_ami_and_token(self) -> AwsProviderConfig:
-        if self.image == "cua" and (self.ami_id is None or not self.guest_token):
-            raise ValueError("aws provider: image 'cua' needs `ami_id` (the AMI baked with "
-                             "vm/images/cloud-init/cua-guest.yaml) and `guest_token`")
+        if self.image_kind == "cua" and (self.ami_id is None or not self.guest_token):
+            raise ValueError("aws provider: image_kind 'cua' needs `ami_id` (the AMI baked "
+                             "with vm/images/cloud-init/cua-guest.yaml) and `guest_token`")
         return self

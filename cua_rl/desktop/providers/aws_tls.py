@@ -1,4 +1,4 @@
-"""TLS and user data for instances of our baked AMI (`image: cua`).
+"""TLS and user data for instances of our baked AMI (`image_kind: cua`).
 
 The host makes each instance's certificate and key itself, before the launch, and
 hands them (with the guest token) to the instance in its user data; the
@@ -59,7 +59,7 @@ def make_pair(common_name: str, now: datetime.datetime | None = None) -> GuestPa
         from cryptography.hazmat.primitives.asymmetric import ec
         from cryptography.x509.oid import NameOID
     except ImportError as exc:
-        raise DesktopError("aws provider: image 'cua' needs the 'cryptography' package "
+        raise DesktopError("aws provider: image_kind 'cua' needs the 'cryptography' package "
                            "(pip install 'cua-rl[aws]')") from exc
     now = now or datetime.datetime.now(datetime.UTC)
     key = ec.generate_private_key(ec.SECP256R1())

@@ -6,7 +6,7 @@ moto's instances have no guest behind them, so readiness is handled in two
 ways, both tested: `guest_url` points every instance at a local guest-protocol
 stub (aiohttp, /healthz + /platform) and the real GuestClient probe polls it;
 and `wait_ready: false` skips the guest and returns once EC2 says `running`.
-For image `cua`, a real guest serves HTTPS with the pair the provider put in the
+For image_kind `cua`, a real guest serves HTTPS with the pair the provider put in the
 user data.
 """
 
@@ -272,7 +272,7 @@ async def test_cua_instance_serving_another_certificate_fails_naming_it(
     await runner.setup()
     port = free_port()
     await web.TCPSite(runner, "127.0.0.1", port, ssl_context=context).start()
-    provider = AwsProvider(make_config(network, image="cua", guest_token="t" * 24,
+    provider = AwsProvider(make_config(network, image_kind="cua", guest_token="t" * 24,
                                        ready_timeout_s=2),
                            guest_url=lambda instance: f"https://127.0.0.1:{port}")
     try:
@@ -287,13 +287,13 @@ async def test_cua_instance_serving_another_certificate_fails_naming_it(
 @pytest.mark.desktop
 async def test_cua_image_a_real_tls_guest_with_the_pair_from_the_user_data(
         network: dict[str, Any], tmp_path: Path) -> None:
-    """image 'cua' end to end, EC2 faked only: the provider makes the pair, moto keeps
+    """image_kind 'cua' end to end, EC2 faked only: the provider makes the pair, moto keeps
     the user data and tags, a real guest serves HTTPS with the pair from that user data,
     and clients built from handles (the pool's cache, health) pin its fingerprint."""
     from tests_support.guest_server import TOKEN, running_guest
 
     ec2 = network["ec2"]
-    launcher = AwsProvider(make_config(network, image="cua", guest_token=TOKEN,
+    launcher = AwsProvider(make_config(network, image_kind="cua", guest_token=TOKEN,
                                        wait_ready=False))
     try:
         handle = await launcher.start("d-tls")
@@ -316,7 +316,7 @@ async def test_cua_image_a_real_tls_guest_with_the_pair_from_the_user_data(
         with running_guest(tmp_path / "guest", args=args, scheme="https",
                            token=handle.token) as guest:
             # another process of the run: knows the instance from its tags only
-            other = AwsProvider(make_config(network, image="cua", guest_token=TOKEN),
+            other = AwsProvider(make_config(network, image_kind="cua", guest_token=TOKEN),
                                 guest_url=lambda instance: guest.url)
             clients = GuestClients()
             try:

@@ -192,8 +192,9 @@ def test_sweep_reason(instance_tags: dict[str, str], run_id: str | None,
 
 
 def cua_config(**kwargs: Any) -> AwsProviderConfig:
-    return AwsProviderConfig(image="cua", ami_id="ami-cua", guest_token="tok-" + "x" * 20,
-                             run_id="run-7", ttl_s=7200, **kwargs)
+    return AwsProviderConfig(image_kind="cua", ami_id="ami-cua",
+                             guest_token="tok-" + "x" * 20, run_id="run-7", ttl_s=7200,
+                             **kwargs)
 
 
 def test_cua_image_user_data_carries_the_pair_and_the_tag_its_fingerprint() -> None:
@@ -237,8 +238,8 @@ def test_cua_image_user_data_carries_the_pair_and_the_tag_its_fingerprint() -> N
 
 @pytest.mark.parametrize("kwargs", [{"ami_id": "ami-1"}, {"guest_token": "t" * 20}])
 def test_cua_image_needs_its_ami_and_a_token(kwargs: dict[str, str]) -> None:
-    with pytest.raises(ValidationError, match="image 'cua' needs"):
-        AwsProviderConfig(image="cua", **kwargs)
+    with pytest.raises(ValidationError, match="image_kind 'cua' needs"):
+        AwsProviderConfig(image_kind="cua", **kwargs)
 
 
 @pytest.mark.parametrize(("image", "tag_value", "url", "pin"), [
