@@ -165,16 +165,19 @@ def _docker_import(image: BuiltImage, profile: str) -> str:
                    f"WORKDIR /home/{rc.USER}", "ENV CUA_RUN_DIR=/run/cua",
                    f"LABEL cua-rl.image={image.content_hash}"]
         argv = ["docker", "import", *(a for c in changes for a in ("--change", c)), "-", tag]
-        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
-        assert proc.stdin is not None
-        try:
-            _container_tree(image.rootfs_tar, proc.stdin)
-        finally:
-            proc.stdin.close()
-        out, err = proc.communicate(timeout=BUILD_TIMEOUT_S)
-        if proc.returncode != 0:
-            raise DesktopError(f"image build: docker import failed: {err.decode()[-2000:]}")
+        with tempfile.TemporaryFile() as err:  # a file: a full pipe cannot stall the import
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                    stderr=err)
+            assert proc.stdin is not None
+            try:
+                _container_tree(image.rootfs_tar, proc.stdin)
+            finally:
+                proc.stdin.close()
+            proc.wait(timeout=BUILD_TIMEOUT_S)
+            err.seek(0)
+            if proc.returncode != 0:
+                raise DesktopError("image build: docker import failed: "
+                                   f"{err.read().decode(errors='replace')[-2000:]}")
     _run(["docker", "tag", tag, f"{DOCKER_REPO}:{profile}"], "docker tag")
     return tag
 

@@ -13,27 +13,34 @@ W=${CUA_SCREEN_WIDTH:-1920}
 H=${CUA_SCREEN_HEIGHT:-1080}
 
 if [ "$$" = 1 ]; then
-  # Booted as a VM's init: the kernel gives us nothing else.
-  mount -t proc proc /proc; mount -t sysfs sys /sys
-  mount -t devtmpfs dev /dev 2>/dev/null || true
-  mkdir -p /dev/pts /dev/shm /run /tmp
-  mount -t devpts devpts /dev/pts; mount -t tmpfs -o mode=1777 shm /dev/shm
-  mount -t tmpfs -o mode=755 run /run; mount -t tmpfs -o mode=1777 tmp /tmp
+  # Booted as a VM's init (the initramfs moved /proc, /sys, /dev, /run here or
+  # not): nothing may fail fatally, since PID 1 exiting panics the kernel.
+  set +e
+  mkdir -p /proc /sys /dev /run /tmp
+  mountpoint -q /proc || mount -t proc proc /proc
+  mountpoint -q /sys || mount -t sysfs sys /sys
+  mountpoint -q /dev || mount -t devtmpfs dev /dev
+  mkdir -p /dev/pts /dev/shm
+  mountpoint -q /dev/pts || mount -t devpts devpts /dev/pts
+  mountpoint -q /dev/shm || mount -t tmpfs -o mode=1777 shm /dev/shm
+  mountpoint -q /run || mount -t tmpfs -o mode=755 run /run
+  mountpoint -q /tmp || mount -t tmpfs -o mode=1777 tmp /tmp
   mount -o remount,rw /
-  hostname cua-desktop
-  modprobe virtio_net 2>/dev/null || true
+  hostname cua-desktop 2>/dev/null
+  modprobe virtio_net 2>/dev/null
   ip link set lo up
   ip link set eth0 up && ip addr add 10.0.2.15/24 dev eth0 && ip route add default via 10.0.2.2
   mkdir -p "$RUN_DIR" && chown user:user "$RUN_DIR"
   for arg in $(cat /proc/cmdline); do
     case "$arg" in cua_guest_token=*) echo "${arg#cua_guest_token=}" > "$RUN_DIR/token";; esac
   done
-  chown user:user "$RUN_DIR/token" 2>/dev/null || true; chmod 600 "$RUN_DIR/token" 2>/dev/null || true
+  chown user:user "$RUN_DIR/token" 2>/dev/null; chmod 600 "$RUN_DIR/token" 2>/dev/null
   export CUA_GUEST_LISTEN=${CUA_GUEST_LISTEN:-tcp:0.0.0.0:5000}
   # PID 1 must never exit (a kernel panic): run the session as `user`, reap, halt.
   setpriv --reuid=user --regid=user --init-groups env -i PATH=/usr/local/bin:/usr/bin:/bin \
     HOME=/home/user USER=user CUA_RUN_DIR="$RUN_DIR" CUA_GUEST_LISTEN="$CUA_GUEST_LISTEN" \
-    "$0" || true
+    "$0"
+  echo "cua-desktop: the session exited ($?); powering off" > /dev/console
   echo o > /proc/sysrq-trigger 2>/dev/null
   while :; do sleep 3600; done
 fi

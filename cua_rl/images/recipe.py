@@ -32,12 +32,14 @@ HOME_DIRS = ("Desktop", "Documents", "Downloads", "Music", "Pictures", "Videos")
 MINIMAL_PACKAGES = (
     "python3", "xvfb", "openbox", "dbus", "dbus-x11", "xdotool", "wmctrl", "x11-utils",
     "procps", "fonts-dejavu-core", "xterm",
+    # pyautogui imports mouseinfo, which exits without tkinter
+    "python3-tk",
 )
 # The local task suite's apps and what the OSWorld-fidelity work relies on.
 FULL_PACKAGES = MINIMAL_PACKAGES + (
     "at-spi2-core", "python3-pyatspi", "dconf-gsettings-backend", "gsettings-desktop-schemas",
     "libreoffice-calc", "libreoffice-writer", "libreoffice-impress", "mousepad", "chromium",
-    "gimp", "vlc", "thunderbird", "socat", "python3-tk", "ffmpeg", "xdg-utils",
+    "gimp", "vlc", "thunderbird", "socat", "ffmpeg", "xdg-utils",
     "tesseract-ocr",
 )
 # A VM boots Debian's kernel straight from the image (no boot loader), with our
