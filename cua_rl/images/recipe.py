@@ -92,9 +92,15 @@ def python_closure(root: str = GUEST_DIST) -> dict[str, str]:
 
 def guest_source_dir() -> Path:
     """`vm/guest` of the checkout the running `cua_rl` comes from."""
-    import cua_guest  # the guest is installed beside cua-rl (editable or not)
+    import cua_guest  # installed beside cua-rl, editable from the checkout
 
-    return Path(cua_guest.__file__).resolve().parent.parent
+    root = Path(cua_guest.__file__).resolve().parent.parent
+    if not (root / "pyproject.toml").is_file():
+        from cua_rl.errors import DesktopError
+
+        raise DesktopError(f"image build: the guest at {root} is not a source tree; build "
+                           "images from a checkout (pip install -e vm/guest)")
+    return root
 
 
 def tree_digest(root: Path) -> str:
