@@ -61,6 +61,8 @@ APT_PACKAGES=(
   tesseract-ocr ffmpeg
   # qcow2 overlays of the qemu provider (and its tests)
   qemu-utils
+  # desktop images (cua-rl image build), container and qemu desktops (and their tests)
+  mmdebstrap docker.io qemu-system-x86
   # fonts so screenshots have real text
   fonts-dejavu-core
 )

@@ -27,10 +27,12 @@ COMMANDS: dict[str, str] = {
     "plot": "cua_rl.report.plot_command:plot",
     "config": "cua_rl.runtime.config_command:config",
     "cache": "cua_rl.desktop.cache_command:cache",
+    "image": "cua_rl.images.command:image",
 }
 
 BENCH_COMMANDS: dict[str, str] = {
     "guest": "cua_rl.desktop.bench:bench_guest",
+    "desktops": "cua_rl.desktop.bench_desktops:bench_desktops",
     "learn": "cua_rl.learner.bench_learn:bench_learn",
     "fleet": "cua_rl.rollout.bench_fleet:bench_fleet",
     "inference": "cua_rl.inference.bench_inference:bench_inference",

@@ -32,3 +32,47 @@ def primed_tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-primed") / "model", seed=0,
                             primed=True).path
+
+
+@pytest.fixture(scope="session")
+def docker_available(tmp_path_factory: pytest.TempPathFactory):
+    """A Docker engine for the session (started here when installed but not running)."""
+    from tests_support.images import docker_engine
+
+    with docker_engine(tmp_path_factory.mktemp("dockerd") / "dockerd.log") as reason:
+        yield reason
+
+
+@pytest.fixture(scope="session")
+def minimal_docker_image(docker_available: str | None) -> str:
+    """Tag of the minimal desktop image (built once, cached by content hash)."""
+    from tests_support.images import image_build_unavailable
+
+    if docker_available is not None:
+        pytest.skip(docker_available)
+    if (reason := image_build_unavailable()) is not None:
+        pytest.skip(reason)
+    from cua_rl.images.build import build_image
+
+    built = build_image("minimal", "docker")
+    assert built.docker_tag is not None
+    return built.docker_tag
+
+
+@pytest.fixture(scope="session")
+def minimal_qcow2_image() -> Path:
+    """disk.qcow2 of the minimal image (kernel and initrd beside it), built once
+    and cached by content hash (it shares nothing with the docker build but the
+    package list and the guest)."""
+    import shutil
+
+    from tests_support.images import image_build_unavailable
+
+    if (reason := image_build_unavailable()) is not None:
+        pytest.skip(reason)
+    for tool in ("qemu-system-x86_64", "qemu-img", "mkfs.ext4"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} missing (apt-get install qemu-system-x86 qemu-utils)")
+    from cua_rl.images.build import build_image
+
+    return build_image("minimal", "qcow2").qcow2

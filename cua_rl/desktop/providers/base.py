@@ -3,7 +3,7 @@
 A provider turns a desktop id into a running desktop whose guest server speaks
 the guest protocol (DESIGN.md section 4.1) and returns a `DesktopHandle`, the
 only thing the pool, the actors and the CLI keep. Implementations (local,
-docker, qemu, aws) live beside this file; `make_provider` picks one from the
+container, docker, qemu, aws) live beside this file; `make_provider` picks one from the
 `type` of a `ProviderConfig`, so a new provider is one module plus one union
 member.
 """
@@ -19,6 +19,7 @@ from pydantic import Field
 
 from cua_rl.desktop.client import GuestClient
 from cua_rl.desktop.providers.aws_config import AwsProviderConfig
+from cua_rl.desktop.providers.container_config import ContainerProviderConfig
 from cua_rl.desktop.providers.docker_config import DockerProviderConfig
 from cua_rl.desktop.providers.local_config import LocalProviderConfig
 from cua_rl.desktop.providers.qemu_config import QemuProviderConfig
@@ -132,13 +133,15 @@ class DesktopProvider(ABC):
 # The union grows one member per provider; the
 # `type` field selects the member, so YAML reads `provider: {type: local, ...}`.
 ProviderConfig = Annotated[
-    LocalProviderConfig | DockerProviderConfig | QemuProviderConfig | AwsProviderConfig,
+    LocalProviderConfig | ContainerProviderConfig | DockerProviderConfig | QemuProviderConfig
+    | AwsProviderConfig,
     Field(discriminator="type"),
 ]
 
 # type -> "module:class" so that a provider's heavy imports happen only when used.
 _PROVIDERS: dict[str, str] = {
     "local": "cua_rl.desktop.providers.local:LocalProvider",
+    "container": "cua_rl.desktop.providers.container:ContainerProvider",
     "docker": "cua_rl.desktop.providers.docker:DockerProvider",
     "qemu": "cua_rl.desktop.providers.qemu:QemuProvider",
     "aws": "cua_rl.desktop.providers.aws:AwsProvider",

@@ -7,6 +7,13 @@ fresh one, boot again (same ports, so the URL survives). The guest server is
 reached through user-mode networking with a host port forward; no bridge, no
 root needed beyond /dev/kvm access.
 
+Images from `cua-rl image build --format qcow2` boot their kernel directly (the
+vmlinuz and initrd.img beside the disk), get a fresh guest token on the kernel
+command line, and run with `restrict=on` networking. Once a desktop's guest
+first answers, its state is saved as the VM snapshot `ready` (QMP `savevm`); a
+reset restores it (`loadvm`) instead of rebooting, falling back to a reboot on
+a fresh overlay when there is no snapshot.
+
 Every desktop is recorded under the state dir once its guest answers
 (`<id>/state.json`, plus `<id>/overlay.qcow2` and `<id>/qemu.log`), so a VM
 outlives the process that started it and later `cua-rl vm` commands find it.
@@ -15,6 +22,8 @@ outlives the process that started it and later `cua-rl vm` commands find it.
 from __future__ import annotations
 
 import asyncio
+import logging
+import secrets
 import shutil
 import subprocess
 import time
@@ -25,6 +34,7 @@ from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider, GuestC
 from cua_rl.desktop.providers.local_session import process_start_time
 from cua_rl.desktop.providers.local_state import check_desktop_id
 from cua_rl.desktop.providers.qemu_config import QemuProviderConfig
+from cua_rl.desktop.providers.qemu_qmp import hmp, kvm_boots
 from cua_rl.desktop.providers.qemu_state import (
     STOP_DEADLINE_S,
     QemuRecord,
@@ -33,8 +43,17 @@ from cua_rl.desktop.providers.qemu_state import (
     spawn,
     tail,
 )
-from cua_rl.desktop.providers.vm_host import require_image, require_tool, run_command, use_kvm
+from cua_rl.desktop.providers.vm_host import (
+    KVM_DEVICE,
+    require_image,
+    require_tool,
+    run_command,
+    use_kvm,
+)
 from cua_rl.errors import DesktopError, GuestUnavailable
+
+log = logging.getLogger(__name__)
+SNAPSHOT = "ready"
 
 QEMU = "qemu-system-x86_64"
 QEMU_IMG = "qemu-img"
@@ -86,6 +105,10 @@ class QemuProvider(DesktopProvider):
         record = self._record(handle.id)
         base = require_image(self.config.image, self.type)
         await self._clients.drop(handle.id)
+        if record.snapshot and record.alive and record.qmp:
+            new = await self._restore(record)
+            new.info["reset_s"] = round(time.monotonic() - began, 3)
+            return new
         await asyncio.to_thread(self._kill, record)
         overlay = Path(record.overlay)
         await asyncio.to_thread(overlay.unlink, True)
@@ -124,24 +147,48 @@ class QemuProvider(DesktopProvider):
     async def close(self) -> None:
         await self._clients.close()
 
+    def boot_files(self, base: Path) -> tuple[Path, Path] | None:
+        """(kernel, initrd) for a direct boot, or None to boot the image's loader."""
+        cfg = self.config
+        kernel = cfg.kernel or (base.parent / "vmlinuz")
+        initrd = cfg.initrd or (base.parent / "initrd.img")
+        if cfg.kernel is None and not kernel.is_file():
+            return None
+        for path in (kernel, initrd):
+            if not Path(path).is_file():
+                raise DesktopError(f"qemu provider: {path} not found (kernel/initrd of the "
+                                   "image; rebuild it with `cua-rl image build --format qcow2`)")
+        return Path(kernel).absolute(), Path(initrd).absolute()
+
     def qemu_argv(self, desktop_id: str, overlay: Path, *, port: int, cdp_port: int,
-                  vnc_port: int | None, kvm: bool) -> list[str]:
+                  vnc_port: int | None, kvm: bool, boot: tuple[Path, Path] | None = None,
+                  token: str | None = None, qmp: Path | None = None) -> list[str]:
         """The QEMU command line of one desktop (a pure function, tested)."""
         cfg = self.config
         argv = [QEMU, "-name", f"cua-rl-{desktop_id}", "-machine", "q35",
                 "-smp", str(cfg.cpus), "-m", str(cfg.memory_mb)]
         argv += ["-enable-kvm", "-cpu", "host"] if kvm else ["-cpu", "max"]
-        if cfg.firmware is not None:
+        if boot is not None:  # our image: its kernel, the session script as init
+            append = ("root=/dev/vda rw console=ttyS0 net.ifnames=0 quiet "
+                      "init=/usr/local/bin/cua-desktop")
+            if token:
+                append += f" cua_guest_token={token}"
+            argv += ["-kernel", str(boot[0]), "-initrd", str(boot[1]), "-append", append,
+                     "-serial", f"file:{overlay.parent / 'console.log'}"]
+        elif cfg.firmware is not None:
             argv += ["-bios", str(cfg.firmware)]
         argv += ["-drive", f"file={overlay},if=virtio,format=qcow2,discard=unmap",
                  "-netdev", f"user,id=net0,hostfwd=tcp:{cfg.host}:{port}-:{cfg.guest_port},"
-                            f"hostfwd=tcp:{cfg.host}:{cdp_port}-:{CDP_PORT}",
+                            f"hostfwd=tcp:{cfg.host}:{cdp_port}-:{CDP_PORT}"
+                            + (",restrict=on" if cfg.restrict_network else ""),
                  "-device", "virtio-net-pci,netdev=net0",
                  # a tablet gives absolute pointer coordinates (VNC and pyautogui agree)
                  "-usb", "-device", "usb-tablet",
                  "-display", "none", "-monitor", "none"]
         if vnc_port is not None:
             argv += ["-vnc", f"{cfg.host}:{vnc_port - 5900}"]
+        if qmp is not None:
+            argv += ["-qmp", f"unix:{qmp},server=on,wait=off"]
         return [*argv, *cfg.extra_args]
 
     # internals ----------------------------------------------------------------
@@ -165,8 +212,9 @@ class QemuProvider(DesktopProvider):
                                    "cdp_port": record.cdp_port, "alive": record.alive}
         if record.vnc_port is not None:
             info["vnc"] = f"{self.config.host}:{record.vnc_port}"
-        return DesktopHandle(id=record.id, url=record.url, token=None, provider=self.type,
-                             info=info)
+        info["snapshot"] = record.snapshot
+        return DesktopHandle(id=record.id, url=record.url, token=record.token,
+                             provider=self.type, info=info)
 
     def _port(self, prefer: int | None, low: int | None = None) -> int:
         """A free port (`prefer` when free; at or above `low` when given, as VNC
@@ -185,13 +233,17 @@ class QemuProvider(DesktopProvider):
         """Start QEMU and wait for the guest; record the VM on success, kill it on failure."""
         ddir = self.state_dir / desktop_id
         overlay, log_path = ddir / "overlay.qcow2", ddir / "qemu.log"
-        kvm = use_kvm(self.config.kvm, self.type)
+        boot = self.boot_files(base)
+        kvm = await self._use_kvm(boot)
+        token = (prefer.token if prefer else None) or (
+            secrets.token_urlsafe(24) if boot else None)
+        qmp = ddir / "qmp.sock"
         port = self._port(prefer.port if prefer else None)
         cdp_port = self._port(prefer.cdp_port if prefer else None)
         vnc_port = (self._port(prefer.vnc_port if prefer else None, low=5900)
                     if self.config.vnc else None)
         argv = self.qemu_argv(desktop_id, overlay, port=port, cdp_port=cdp_port,
-                              vnc_port=vnc_port, kvm=kvm)
+                              vnc_port=vnc_port, kvm=kvm, boot=boot, token=token, qmp=qmp)
         try:
             proc = await asyncio.to_thread(spawn, argv, log_path)
             self._procs[desktop_id] = proc
@@ -200,20 +252,66 @@ class QemuProvider(DesktopProvider):
             record = QemuRecord(id=desktop_id, url=url, port=port, cdp_port=cdp_port,
                                 vnc_port=vnc_port, pid=proc.pid,
                                 start_time=process_start_time(proc.pid) or 0.0,
-                                overlay=str(overlay), log=str(log_path), kvm=kvm)
+                                overlay=str(overlay), log=str(log_path), kvm=kvm,
+                                token=token, qmp=str(qmp))
             handle = self._handle(record)
             try:
                 await self._wait_ready(proc, self.client(handle))
             except (DesktopError, OSError) as exc:
                 await asyncio.to_thread(self._kill, record)
+                console = ddir / "console.log"
+                serial = (f"\n--- {console} (tail) ---\n{tail(console, 1500)}"
+                          if console.exists() else "")
                 raise DesktopError(f"qemu desktop {desktop_id!r} did not start: {exc}\n"
-                                   f"--- {log_path} (tail) ---\n{tail(log_path)}") from exc
+                                   f"--- {log_path} (tail) ---\n{tail(log_path)}{serial}"
+                                   ) from exc
             except BaseException:  # cancelled while booting: leave nothing running
                 self._kill(record)
                 raise
         finally:
             self._ports.difference_update({port, cdp_port, vnc_port})
+        if self.config.snapshot_reset:
+            record.snapshot = await self._save_snapshot(record)
         record.save(ddir)
+        return self._handle(record)
+
+    async def _use_kvm(self, boot: tuple[Path, Path] | None) -> bool:
+        """KVM when a bounded probe boot shows it works (direct-boot images), else
+        the `kvm` setting as for OSWorld's image."""
+        if boot is None or self.config.kvm != "auto":
+            return use_kvm(self.config.kvm, self.type)
+        if not KVM_DEVICE.exists():
+            return use_kvm("off", self.type)
+        return await asyncio.to_thread(kvm_boots, QEMU, boot[0], boot[1],
+                                       self.config.kvm_probe_s)
+
+    async def _save_snapshot(self, record: QemuRecord) -> bool:
+        """Save the booted desktop as the `ready` snapshot; False (reset reboots)
+        when QEMU cannot."""
+        began = time.monotonic()
+        try:
+            out = await hmp(Path(record.qmp or ""), f"savevm {SNAPSHOT}")
+        except DesktopError as exc:
+            log.warning("qemu desktop %s: no snapshot, resets will reboot: %s", record.id, exc)
+            return False
+        if out:  # savevm prints only errors
+            log.warning("qemu desktop %s: savevm failed, resets will reboot: %s", record.id, out)
+            return False
+        log.info("qemu desktop %s: snapshot saved in %.1f s", record.id,
+                 time.monotonic() - began)
+        return True
+
+    async def _restore(self, record: QemuRecord) -> DesktopHandle:
+        """`loadvm ready`, then wait for the guest: the desktop as it first answered."""
+        out = await hmp(Path(record.qmp or ""), f"loadvm {SNAPSHOT}")
+        if out:
+            raise DesktopError(f"qemu desktop {record.id!r}: loadvm {SNAPSHOT} failed: {out}")
+        handle = self._handle(record)
+        try:
+            await self.client(handle).wait_ready(self.config.ready_timeout_s, interval_s=0.1)
+        except GuestUnavailable as exc:
+            raise DesktopError(f"qemu desktop {record.id!r}: no guest after loadvm: {exc}"
+                               ) from exc
         return handle
 
     async def _wait_ready(self, proc: subprocess.Popen, client: GuestClient) -> None:

@@ -63,6 +63,21 @@ class QemuProviderConfig(BaseModel):
     """Serve the screen over VNC on a free port (for watching a desktop)."""
     extra_args: list[str] = Field(default_factory=list)
     """More `qemu-system-x86_64` arguments, appended last."""
+    kernel: Path | None = None
+    """Boot this kernel directly (`-kernel`, with `initrd`), as images from `cua-rl
+    image build --format qcow2` are; None: the vmlinuz beside `image` when there is
+    one (our images), else the image's own boot loader (OSWorld's)."""
+    initrd: Path | None = None
+    """The initrd of `kernel`; None: the initrd.img beside `image`."""
+    restrict_network: bool = True
+    """User-mode networking with `restrict=on`: the VM reaches nothing outside;
+    only the host's forwards into it (on `host`) work."""
+    snapshot_reset: bool = True
+    """Reset by restoring the VM snapshot saved when the desktop first answered
+    (`loadvm`: seconds, no reboot); False: reboot from a fresh overlay."""
+    kvm_probe_s: float = Field(20.0, gt=0, le=120)
+    """With `kvm: auto` and a direct-boot kernel: a probe boot under KVM must print
+    the kernel's first line within this time, else software emulation is used."""
     ready_timeout_s: float = Field(600.0, gt=0, le=3600)
     """Deadline for the guest to answer after QEMU starts (KVM boot: ~30-90 s)."""
     command_timeout_s: float = Field(60.0, gt=0)

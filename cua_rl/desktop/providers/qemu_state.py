@@ -42,6 +42,12 @@ class QemuRecord:
     overlay: str
     log: str
     kvm: bool
+    token: str | None = None
+    """Guest token of our images (given on the kernel command line); None for OSWorld's."""
+    qmp: str | None = None
+    """QMP socket of the VM (snapshot save/restore)."""
+    snapshot: bool = False
+    """True once the `ready` snapshot of the booted desktop is saved in the overlay."""
 
     def save(self, ddir: Path) -> None:
         """Atomic, so a concurrent `vm list` never reads half a record."""

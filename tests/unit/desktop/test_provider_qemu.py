@@ -167,3 +167,24 @@ async def test_missing_qemu_and_missing_image_are_clear_errors(
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     with pytest.raises(DesktopError, match="`qemu-system-x86_64` not found on PATH; apt-get"):
         await QemuProvider(config(tmp_path, base_image)).start("d-1")
+
+
+def test_our_image_boots_its_kernel_with_the_token_and_restricted_network(
+        tmp_path: Path) -> None:
+    disk = tmp_path / "disk.qcow2"
+    for name in ("disk.qcow2", "vmlinuz", "initrd.img"):
+        (tmp_path / name).write_bytes(b"")
+    provider = QemuProvider(QemuProviderConfig(image=disk, firmware=None))
+    boot = provider.boot_files(disk)
+    assert boot == (tmp_path / "vmlinuz", tmp_path / "initrd.img")
+    argv = provider.qemu_argv("d-1", tmp_path / "o.qcow2", port=41000, cdp_port=41001,
+                              vnc_port=None, kvm=False, boot=boot, token="tok",
+                              qmp=tmp_path / "qmp.sock")
+    append = argv[argv.index("-append") + 1]
+    assert "init=/usr/local/bin/cua-desktop" in append and "cua_guest_token=tok" in append
+    assert argv[argv.index("-kernel") + 1] == str(tmp_path / "vmlinuz")
+    assert "-bios" not in argv
+    assert argv[argv.index("-netdev") + 1].endswith(",restrict=on")
+    assert f"unix:{tmp_path / 'qmp.sock'},server=on,wait=off" in argv
+    (tmp_path / "vmlinuz").unlink()
+    assert provider.boot_files(disk) is None  # OSWorld's image: its own boot loader

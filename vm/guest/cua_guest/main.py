@@ -1,4 +1,5 @@
-"""Command line: `python -m cua_guest --host H --port P [--token-file F] [--no-auth]`.
+"""Command line: `python -m cua_guest --host H --port P [--token-file F] [--no-auth]`
+(or `--unix-socket PATH` instead of --host/--port: container desktops have no network).
 
 Kept thin: parse, configure logging (warnings only by default), load the token
 and the TLS pair or refuse to start, and serve until SIGINT/SIGTERM. A
@@ -41,6 +42,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=5000, help="port to bind (default 5000)")
+    parser.add_argument(
+        "--unix-socket",
+        help="listen on this Unix socket instead of --host/--port (a container desktop with "
+        "no network, its socket forwarded to 127.0.0.1 by the host)",
+    )
     parser.add_argument(
         "--token-file", help=f"file holding the bearer token (else ${TOKEN_ENV} is used)"
     )
@@ -135,10 +141,11 @@ def main(argv: list[str] | None = None) -> None:
         record_fps=args.record_fps,
     )
     app = build_app(token, args.act_timeout, limits)
+    where = {"path": args.unix_socket} if args.unix_socket else {
+        "host": args.host, "port": args.port}
     web.run_app(
         app,
-        host=args.host,
-        port=args.port,
+        **where,
         ssl_context=ssl_context,
         access_log=None,
         print=None,

@@ -1,0 +1,173 @@
+"""`cua-rl bench desktops`: start, reset and screenshot times and memory per
+desktop, side by side for each provider, plus how many local desktops this
+machine holds with p99 screenshot latency within budget.
+
+Memory is the resident set of the desktop's processes: for `local` the
+processes in the desktop's session, for `container` the container's cgroup
+(`docker stats`), for `qemu` the QEMU process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import time
+from typing import Any
+
+import click
+
+from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider
+
+SCREENSHOT_BUDGET_MS = 100.0
+SCREENSHOT_FORMAT = "jpeg"
+"""The episode's default transport (JPEG q90), as `bench guest` measures it."""
+ALL_PROVIDERS = ("local", "container", "qemu")
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of a non-empty list."""
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
+    return ordered[rank - 1]
+
+
+def _rss_mb_of_pids(pids: list[int]) -> float:
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/status") as fh:
+                for line in fh:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+        except OSError:
+            continue
+    return round(total / 1024, 1)
+
+
+def _session_pids(pgid: int) -> list[int]:
+    out = subprocess.run(["ps", "-eo", "pid=,pgid="], capture_output=True, text=True).stdout
+    return [int(p) for p, g in (line.split() for line in out.splitlines()) if int(g) == pgid]
+
+
+async def rss_mb(provider: DesktopProvider, handle: DesktopHandle) -> float | None:
+    if provider.type == "local":
+        return _rss_mb_of_pids(_session_pids(os.getpgid(int(handle.info["pid"]))))
+    if provider.type == "qemu":
+        return _rss_mb_of_pids([int(handle.info["pid"])])
+    if provider.type == "container":
+        out = await asyncio.to_thread(subprocess.run, [
+            getattr(provider, "engine", "docker"), "stats", "--no-stream", "--format",
+            "{{.MemUsage}}", handle.info["container"]], capture_output=True, text=True,
+            timeout=60)
+        used = out.stdout.split("/")[0].strip()
+        units = {"KiB": 1 / 1024, "MiB": 1.0, "GiB": 1024.0, "B": 1 / 2**20}
+        for unit, factor in units.items():
+            if used.endswith(unit):
+                return round(float(used[: -len(unit)]) * factor, 1)
+    return None
+
+
+async def screenshot_ms(provider: DesktopProvider, handle: DesktopHandle,
+                        calls: int) -> list[float]:
+    client = provider.client(handle)  # type: ignore[attr-defined]
+    await client.screenshot(SCREENSHOT_FORMAT)  # warm-up
+    times = []
+    for _ in range(calls):
+        began = time.perf_counter()
+        await client.screenshot(SCREENSHOT_FORMAT)
+        times.append((time.perf_counter() - began) * 1000)
+    return times
+
+
+def make(name: str, **fields: Any) -> DesktopProvider:
+    from pydantic import TypeAdapter
+
+    from cua_rl.desktop.providers.base import ProviderConfig, make_provider
+
+    config = TypeAdapter(ProviderConfig).validate_python({"type": name, **fields})
+    return make_provider(config, owner_pid=os.getpid())
+
+
+async def bench_provider(name: str, calls: int, **fields: Any) -> dict[str, Any]:
+    provider = make(name, **fields)
+    handle = None
+    try:
+        began = time.monotonic()
+        handle = await provider.start(f"bench-{name}")
+        start_s = time.monotonic() - began
+        began = time.monotonic()
+        handle = await provider.reset(handle)
+        reset_s = time.monotonic() - began
+        shots = await screenshot_ms(provider, handle, calls)
+        return {"start_s": round(start_s, 2), "reset_s": round(reset_s, 2),
+                "screenshot_p50_ms": round(statistics.median(shots), 1),
+                "screenshot_p99_ms": round(percentile(shots, 99), 1),
+                "rss_mb": await rss_mb(provider, handle)}
+    finally:
+        if handle is not None:
+            await provider.stop(handle)
+        await provider.close()
+
+
+async def max_local_desktops(limit: int, calls: int) -> dict[str, Any]:
+    """Add local desktops one at a time; at each count take screenshots on all of
+    them concurrently; the answer is the last count whose p99 stayed in budget."""
+    provider = make("local")
+    handles: list[DesktopHandle] = []
+    best, curve = 0, {}
+    try:
+        for n in range(1, limit + 1):
+            handles.append(await provider.start(f"bench-max-{n}"))
+            per = await asyncio.gather(*(screenshot_ms(provider, h, calls) for h in handles))
+            p99 = percentile([t for ts in per for t in ts], 99)
+            curve[n] = round(p99, 1)
+            if p99 > SCREENSHOT_BUDGET_MS:
+                break
+            best = n
+    finally:
+        await asyncio.gather(*(provider.stop(h) for h in handles), return_exceptions=True)
+        await provider.close()
+    return {"max_desktops": best, "max_desktops_p99_ms": curve,
+            "max_desktops_limit": limit}
+
+
+@click.command(name="desktops")
+@click.option("--provider", "providers", default=",".join(ALL_PROVIDERS), show_default=True,
+              help="Comma list of providers to measure.")
+@click.option("--calls", type=click.IntRange(min=5), default=50, show_default=True,
+              help="Screenshots per figure.")
+@click.option("--max-limit", type=click.IntRange(min=0, max=64), default=8, show_default=True,
+              help="Largest number of local desktops tried for max_desktops (0: skip).")
+@click.option("--container-image", default="cua-rl-desktop:full", show_default=True,
+              help="Image of the container desktops (`cua-rl image build --format docker`).")
+@click.option("--qemu-image", type=click.Path(dir_okay=False), default=None,
+              help="disk.qcow2 of `cua-rl image build --format qcow2` (default: the "
+              "provider's configured image).")
+@click.option("--qemu-memory-mb", type=click.IntRange(min=512), default=1024, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+def bench_desktops(providers: str, calls: int, max_limit: int, container_image: str,
+                   qemu_image: str | None, qemu_memory_mb: int, as_json: bool) -> None:
+    """Start/reset/screenshot times and memory per desktop, per provider."""
+    from cua_rl.errors import CuaRlError
+
+    names = [p.strip() for p in providers.split(",") if p.strip()]
+    unknown = sorted(set(names) - set(ALL_PROVIDERS))
+    if unknown:
+        raise click.BadParameter(f"unknown provider(s) {unknown}; expected {ALL_PROVIDERS}",
+                                 param_hint="--provider")
+    fields: dict[str, dict[str, Any]] = {
+        "local": {}, "container": {"image": container_image},
+        "qemu": {"memory_mb": qemu_memory_mb, "vnc": False, "firmware": None,
+                 **({"image": qemu_image} if qemu_image else {})}}
+    figures: dict[str, Any] = {}
+    for name in names:
+        try:
+            figures[name] = asyncio.run(bench_provider(name, calls, **fields[name]))
+        except CuaRlError as exc:
+            figures[name] = {"error": str(exc).splitlines()[0]}
+    if max_limit:
+        figures.update(asyncio.run(max_local_desktops(max_limit, max(5, calls // 5))))
+    click.echo(json.dumps(figures, indent=None if as_json else 2))

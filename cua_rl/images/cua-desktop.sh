@@ -1,0 +1,86 @@
+#!/bin/sh
+# cua-desktop: one desktop session in a cua-rl image (container or VM).
+# Starts Xvfb, openbox and the guest server as the unprivileged `user`.
+# The guest token comes from, in order: $CUA_GUEST_TOKEN, the kernel command
+# line (cua_guest_token=...), the metadata file $CUA_RUN_DIR/token.
+# The guest listens on $CUA_GUEST_LISTEN: `unix:PATH` (containers: a socket in
+# the bind-mounted run dir, forwarded to 127.0.0.1 on the host) or
+# `tcp:HOST:PORT` (VMs: reached through QEMU's host forward).
+set -eu
+
+RUN_DIR=${CUA_RUN_DIR:-/run/cua}
+W=${CUA_SCREEN_WIDTH:-1920}
+H=${CUA_SCREEN_HEIGHT:-1080}
+
+if [ "$$" = 1 ]; then
+  # Booted as a VM's init (the initramfs moved /proc, /sys, /dev, /run here or
+  # not): nothing may fail fatally, since PID 1 exiting panics the kernel.
+  set +e
+  mkdir -p /proc /sys /dev /run /tmp
+  mountpoint -q /proc || mount -t proc proc /proc
+  mountpoint -q /sys || mount -t sysfs sys /sys
+  mountpoint -q /dev || mount -t devtmpfs dev /dev
+  mkdir -p /dev/pts /dev/shm
+  mountpoint -q /dev/pts || mount -t devpts devpts /dev/pts
+  mountpoint -q /dev/shm || mount -t tmpfs -o mode=1777 shm /dev/shm
+  mountpoint -q /run || mount -t tmpfs -o mode=755 run /run
+  mountpoint -q /tmp || mount -t tmpfs -o mode=1777 tmp /tmp
+  mount -o remount,rw /
+  hostname cua-desktop 2>/dev/null
+  modprobe virtio_net 2>/dev/null
+  ip link set lo up
+  ip link set eth0 up && ip addr add 10.0.2.15/24 dev eth0 && ip route add default via 10.0.2.2
+  mkdir -p "$RUN_DIR" && chown user:user "$RUN_DIR"
+  for arg in $(cat /proc/cmdline); do
+    case "$arg" in cua_guest_token=*) echo "${arg#cua_guest_token=}" > "$RUN_DIR/token";; esac
+  done
+  chown user:user "$RUN_DIR/token" 2>/dev/null; chmod 600 "$RUN_DIR/token" 2>/dev/null
+  export CUA_GUEST_LISTEN=${CUA_GUEST_LISTEN:-tcp:0.0.0.0:5000}
+  # PID 1 must never exit (a kernel panic): run the session as `user`, reap, halt.
+  setpriv --reuid=user --regid=user --init-groups env -i PATH=/usr/local/bin:/usr/bin:/bin \
+    HOME=/home/user USER=user CUA_RUN_DIR="$RUN_DIR" CUA_GUEST_LISTEN="$CUA_GUEST_LISTEN" \
+    "$0"
+  echo "cua-desktop: the session exited ($?); powering off" > /dev/console
+  echo o > /proc/sysrq-trigger 2>/dev/null
+  while :; do sleep 3600; done
+fi
+
+token=${CUA_GUEST_TOKEN:-}
+if [ -z "$token" ] && [ -r /proc/cmdline ]; then
+  for arg in $(cat /proc/cmdline); do
+    case "$arg" in cua_guest_token=*) token=${arg#cua_guest_token=};; esac
+  done
+fi
+if [ -z "$token" ] && [ -r "$RUN_DIR/token" ]; then token=$(cat "$RUN_DIR/token"); fi
+if [ -z "$token" ]; then
+  echo "cua-desktop: no guest token: set CUA_GUEST_TOKEN, boot with cua_guest_token=..., or write $RUN_DIR/token" >&2
+  exit 2
+fi
+unset CUA_GUEST_TOKEN
+
+export DISPLAY=:0 HOME=${HOME:-/home/user} XDG_RUNTIME_DIR=/tmp/runtime-user
+export PYTHONPATH=/opt/cua-guest/site
+mkdir -p "$XDG_RUNTIME_DIR" && chmod 700 "$XDG_RUNTIME_DIR"
+cd "$HOME"
+
+Xvfb :0 -screen 0 "${W}x${H}x24" -nolisten tcp -ac >/tmp/xvfb.log 2>&1 &
+i=0
+until xdpyinfo >/dev/null 2>&1; do
+  i=$((i + 1))
+  if [ "$i" -gt 300 ]; then echo "cua-desktop: Xvfb did not start" >&2; cat /tmp/xvfb.log >&2; exit 1; fi
+  sleep 0.05
+done
+
+case "${CUA_GUEST_LISTEN:-unix:$RUN_DIR/guest.sock}" in
+  unix:*) sock=${CUA_GUEST_LISTEN#unix:}; sock=${sock:-$RUN_DIR/guest.sock}
+          rm -f "$sock"; listen="--unix-socket $sock" ;;
+  tcp:*) hp=${CUA_GUEST_LISTEN#tcp:}; listen="--host ${hp%:*} --port ${hp##*:}" ;;
+  *) echo "cua-desktop: CUA_GUEST_LISTEN must be unix:PATH or tcp:HOST:PORT" >&2; exit 2 ;;
+esac
+
+umask 077
+printf '%s' "$token" > /tmp/.guest-token
+umask 022
+# One D-Bus session for the window manager, the apps and AT-SPI.
+# shellcheck disable=SC2086
+exec dbus-run-session -- sh -c "openbox >/tmp/openbox.log 2>&1 & exec python3 -m cua_guest $listen --token-file /tmp/.guest-token"

@@ -1,0 +1,143 @@
+"""What a desktop image holds: Debian packages per profile, the guest's Python
+closure, and the session script that runs inside every container or VM.
+
+The recipe is data, so its hash (`recipe_key`) says whether a cached image was
+built from the same inputs; the resolved versions are recorded by `build`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from importlib.resources import files
+from pathlib import Path
+from typing import Literal
+
+from packaging.requirements import Requirement
+
+Profile = Literal["minimal", "full"]
+Format = Literal["rootfs", "docker", "qcow2"]
+
+RECIPE_VERSION = 1
+"""Bumped whenever the build steps change in a way the package lists do not show."""
+SUITE = "bookworm"
+USER, UID = "user", 1000
+HOME_DIRS = ("Desktop", "Documents", "Downloads", "Music", "Pictures", "Videos")
+
+# The session: an X server, a window manager, D-Bus (AT-SPI needs a session bus)
+# and what the guest's window routes call; `xterm` is the one app of `minimal`.
+MINIMAL_PACKAGES = (
+    "python3", "xvfb", "openbox", "dbus", "dbus-x11", "xdotool", "wmctrl", "x11-utils",
+    "procps", "fonts-dejavu-core", "xterm",
+    # pyautogui imports mouseinfo, which exits without tkinter
+    "python3-tk",
+)
+# The local task suite's apps and what the OSWorld-fidelity work relies on.
+FULL_PACKAGES = MINIMAL_PACKAGES + (
+    "at-spi2-core", "python3-pyatspi", "dconf-gsettings-backend", "gsettings-desktop-schemas",
+    "libreoffice-calc", "libreoffice-writer", "libreoffice-impress", "mousepad", "chromium",
+    "gimp", "vlc", "thunderbird", "socat", "ffmpeg", "xdg-utils",
+    "tesseract-ocr",
+)
+# A VM boots Debian's kernel straight from the image (no boot loader), with our
+# session script as the init (no systemd): the network needs iproute2. Every
+# image has them, so one root file system serves containers and VMs alike (the
+# docker import leaves /boot and the kernel modules out).
+VM_PACKAGES = ("linux-image-amd64", "iproute2", "kmod")
+
+GUEST_DIST = "cua-guest"
+# Debian bookworm's interpreter: the markers the image's pip would evaluate.
+IMAGE_MARKERS = {"python_version": "3.11", "python_full_version": "3.11.2",
+                 "platform_system": "Linux", "sys_platform": "linux",
+                 "platform_machine": "x86_64", "implementation_name": "cpython",
+                 "platform_python_implementation": "CPython", "os_name": "posix"}
+GUEST_DIR_IN_IMAGE = "/opt/cua-guest"
+SESSION_SCRIPT_IN_IMAGE = "/usr/local/bin/cua-desktop"
+MANIFEST_IN_IMAGE = "/etc/cua-image/manifest.json"
+
+
+def packages(profile: Profile) -> list[str]:
+    """The Debian packages of an image, sorted (the list is part of the key)."""
+    return sorted({*(FULL_PACKAGES if profile == "full" else MINIMAL_PACKAGES), *VM_PACKAGES})
+
+
+def _requirement_name(spec: str) -> str | None:
+    """`aiohttp>=3.9; extra == "x"` -> `aiohttp`; None when the marker rules it out
+    on the image (Linux, CPython 3.11, no extras)."""
+    req = Requirement(spec)
+    if req.marker is not None and not req.marker.evaluate({"extra": "", **IMAGE_MARKERS}):
+        return None
+    return req.name
+
+
+def python_closure(root: str = GUEST_DIST) -> dict[str, str]:
+    """The guest's runtime dependencies, recursively, pinned to the versions
+    installed here (the versions the project's tests ran against)."""
+    pins: dict[str, str] = {}
+    todo = [root]
+    while todo:
+        name = todo.pop()
+        dist = importlib.metadata.distribution(name)
+        key = re.sub(r"[-_.]+", "-", dist.metadata["Name"]).lower()
+        if key in pins:
+            continue
+        pins[key] = dist.version
+        todo += [n for n in map(_requirement_name, dist.requires or []) if n]
+    pins.pop(re.sub(r"[-_.]+", "-", root).lower())
+    return dict(sorted(pins.items()))
+
+
+def guest_source_dir() -> Path:
+    """`vm/guest` of the checkout the running `cua_rl` comes from."""
+    import cua_guest  # installed beside cua-rl, editable from the checkout
+
+    root = Path(cua_guest.__file__).resolve().parent.parent
+    if not (root / "pyproject.toml").is_file():
+        from cua_rl.errors import DesktopError
+
+        raise DesktopError(f"image build: the guest at {root} is not a source tree; build "
+                           "images from a checkout (pip install -e vm/guest)")
+    return root
+
+
+def tree_digest(root: Path) -> str:
+    """sha256 over the relative paths and bytes of a source tree (no caches)."""
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if path.is_file() and "__pycache__" not in rel and ".egg-info" not in rel:
+            digest.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def session_script() -> str:
+    """The script every container/VM runs: read the token, start X, the window
+    manager and the guest as `user` (see the script's own comments)."""
+    return files("cua_rl.images").joinpath("cua-desktop.sh").read_text()
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """The inputs of one image (every format of it); `key()` hashes them."""
+
+    profile: Profile
+    suite: str = SUITE
+    packages: list[str] = field(default_factory=list)
+    python: dict[str, str] = field(default_factory=dict)
+    guest_digest: str = ""
+    script_digest: str = ""
+    version: int = RECIPE_VERSION
+
+    @classmethod
+    def for_profile(cls, profile: Profile) -> Recipe:
+        return cls(profile=profile, packages=packages(profile),
+                   python=python_closure(), guest_digest=tree_digest(guest_source_dir()),
+                   script_digest=hashlib.sha256(session_script().encode()).hexdigest())
+
+    def key(self) -> str:
+        """sha256 of the recipe."""
+        blob = json.dumps(asdict(self), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()

@@ -1,0 +1,127 @@
+"""Container desktops of the minimal image on a real Docker engine: the guest
+answers on 127.0.0.1 through the Unix-socket forwarder, reset restores the home,
+desktops cannot see each other, and nothing outlives a run that dies."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from cua_rl.desktop.providers.container import ContainerProvider
+from cua_rl.desktop.providers.container_config import ContainerProviderConfig
+
+pytestmark = pytest.mark.desktop
+
+
+@pytest.fixture
+async def provider(tmp_path: Path, minimal_docker_image: str):
+    prov = ContainerProvider(ContainerProviderConfig(
+        image=minimal_docker_image, state_dir=tmp_path / "state", engine="docker",
+        name_prefix=f"cua-rl-test-{os.getpid()}-"))
+    prov.owner_pid = os.getpid()
+    yield prov
+    for handle in await prov.list():
+        await prov.stop(handle)
+    await prov.close()
+
+
+async def test_start_screenshot_reset_restores_the_home(provider: ContainerProvider) -> None:
+    began = time.monotonic()
+    handle = await provider.start("one")
+    print(f"\ncontainer desktop start took {time.monotonic() - began:.2f} s")
+    assert handle.url.startswith("http://127.0.0.1:")
+    client = provider.client(handle)
+    png = await client.screenshot()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert await client.screen_size() == (1920, 1080)
+    assert await provider.health(handle)
+    who = await client.execute(["id", "-un"])
+    assert who.ok and who.output.strip() == "user", who
+    await client.upload_file("/home/user/Desktop/made.txt", b"x")
+    assert await client.get_file("/home/user/Desktop/made.txt") == b"x"
+    handle = await provider.reset(handle)
+    print(f"container desktop reset took {handle.info['reset_s']:.2f} s")
+    client = provider.client(handle)
+    assert await client.get_file("/home/user/Desktop/made.txt") is None
+    assert "Documents" in str(await client.list_directory("/home/user"))
+    assert (await client.act("pyautogui.moveTo(10, 20)")).ok
+    assert await client.cursor_position() == (10, 20)
+    assert [h.id for h in await provider.list()] == ["one"]
+
+
+async def test_desktops_do_not_see_each_other(provider: ContainerProvider) -> None:
+    one, two = await asyncio.gather(provider.start("a"), provider.start("b"))
+    c1, c2 = provider.client(one), provider.client(two)
+    await c1.upload_file("/tmp/secret.txt", b"only in a")
+    assert await c2.get_file("/tmp/secret.txt") is None
+    # no network but loopback: the other desktop's forwarded port is unreachable
+    port_b = two.url.rsplit(":", 1)[1]
+    probe = await c1.execute(["python3", "-c", textwrap.dedent(f"""
+        import socket
+        try:
+            socket.create_connection(("127.0.0.1", {port_b}), timeout=2); print("open")
+        except OSError as e:
+            print("refused")""")])
+    assert probe.ok and probe.output.splitlines()[0] == "refused", probe
+    procs = await c1.execute(["ps", "-eo", "comm="])
+    assert procs.ok and "dockerd" not in procs.output and procs.output.count("Xvfb") == 1
+    mounts = await c1.execute(["ls", "-A", "/run/cua"])
+    assert sorted(mounts.output.split()) == ["guest.sock", "token"], mounts
+    token_a = await c1.execute(["cat", "/run/cua/token"])
+    assert token_a.output.strip() == one.token != two.token
+
+
+OWNER = """
+import asyncio, os, sys
+from cua_rl.desktop.providers.container import ContainerProvider
+from cua_rl.desktop.providers.container_config import ContainerProviderConfig
+async def main():
+    prov = ContainerProvider(ContainerProviderConfig(image=sys.argv[1], state_dir=sys.argv[2],
+                                                     engine="docker", name_prefix=sys.argv[3]))
+    prov.owner_pid = os.getpid()
+    await prov.start("orphan")
+    print("up", flush=True)
+    await asyncio.sleep(600)
+asyncio.run(main())
+"""
+
+
+def _containers(prefix: str) -> list[str]:
+    out = subprocess.run(["docker", "ps", "-aq", "--filter", f"name={prefix}"],
+                         capture_output=True, text=True, timeout=30)
+    return out.stdout.split()
+
+
+def test_nothing_outlives_a_run_killed_by_sigkill(tmp_path: Path,
+                                                  minimal_docker_image: str) -> None:
+    prefix = f"cua-rl-test-orphan-{os.getpid()}-"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, minimal_docker_image,
+                              str(tmp_path / "state"), prefix], stdout=subprocess.PIPE,
+                             text=True, env=env)
+    try:
+        assert owner.stdout is not None and owner.stdout.readline().strip() == "up"
+        assert len(_containers(prefix)) == 1
+        forward = (tmp_path / "state" / "orphan" / "forward.json").read_text()
+        owner.send_signal(signal.SIGKILL)
+        owner.wait(timeout=10)
+        deadline = time.monotonic() + 60
+        while _containers(prefix):
+            assert time.monotonic() < deadline, "container outlived its run"
+            time.sleep(0.2)
+        pid = int(forward.split('"pid": ')[1].split(",")[0])
+        while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not os.path.exists(f"/proc/{pid}"), "forwarder outlived its run"
+    finally:
+        owner.kill()
+        for cid in _containers(prefix):
+            subprocess.run(["docker", "rm", "-f", cid], capture_output=True, timeout=60)
