@@ -71,7 +71,9 @@ class SandboxSpec:
     user: str
     network: bool = False
     """Share the host's network namespace (egress, and host loopback!) instead of
-    an own one with only loopback."""
+    an own one with only loopback; the guest then listens on `guest_port` of the
+    host directly and nothing is forwarded."""
+    guest_port: int = 0
 
 
 def sandbox_env(base: Mapping[str, str], spec: SandboxSpec) -> dict[str, str]:
@@ -143,8 +145,12 @@ def bwrap_argv(spec: SandboxSpec, env: Mapping[str, str], fds: SandboxFds,
              "--perms", "0600", "--file", str(fds.token), TOKEN_PATH]
     if fds.shim is not None:
         argv += ["--perms", "0755", "--file", str(fds.shim), f"{SHIM_BIN}/google-chrome"]
-    argv += ["--chdir", "/home/user", "--", "/bin/bash", "-c", SESSION_SCRIPT, "session",
-             str(spec.display), str(spec.width), str(spec.height), spec.window_manager]
+    # The root itself (bwrap's tmpfs) read-only: no new top-level directories.
+    argv += ["--remount-ro", "/", "--chdir", "/home/user",
+             "--", "/bin/bash", "-c", SESSION_SCRIPT, "session", str(spec.display),
+             str(spec.width), str(spec.height), spec.window_manager,
+             str(spec.guest_port if spec.network else INNER_GUEST_PORT),
+             "" if spec.network else "forward"]
     return argv
 
 
@@ -158,14 +164,14 @@ def host_forwarders(ports: Mapping[str, int]) -> list[list[str]]:
 
 def _forward_lines() -> str:
     return "\n".join(
-        f"socat UNIX-LISTEN:{SOCK_MOUNT}/{name}.sock,fork,mode=600 "
-        f"TCP:127.0.0.1:{port},nodelay & crit=\"$crit $!\""
+        f"[ -n \"$forward\" ] && {{ socat UNIX-LISTEN:{SOCK_MOUNT}/{name}.sock,fork,mode=600 "
+        f"TCP:127.0.0.1:{port},nodelay & crit=\"$crit $!\"; }}"
         for name, port in FORWARDED.items())
 
 
 SESSION_SCRIPT = f"""
 set -u
-display=$1 width=$2 height=$3 wm=${{4:-}}
+display=$1 width=$2 height=$3 wm=${{4:-}} port=$5 forward=${{6:-}}
 wait_for() {{  # a socket a starting server creates, within 20 s
   for _ in $(seq 400); do [ -S "$1" ] && return 0; sleep 0.05; done
   echo "session: $2 not ready within 20 s" >&2; exit 1
@@ -178,7 +184,7 @@ crit="$crit $!"
 wait_for /tmp/runtime-user/bus "session bus"
 [ -n "$wm" ] && {{ $wm & }}
 {_forward_lines()}
-{GUEST_MOUNT}/bin/python -m cua_guest --host 127.0.0.1 --port {INNER_GUEST_PORT} \\
+{GUEST_MOUNT}/bin/python -m cua_guest --host 127.0.0.1 --port "$port" \\
   --token-file {TOKEN_PATH} & crit="$crit $!"
 echo "session: up (display :$display)" >&2
 wait -n $crit

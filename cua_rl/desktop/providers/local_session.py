@@ -129,7 +129,8 @@ def _start(spec: dict, user: DesktopUser, log: Any) -> dict[int, str]:
     box = SandboxSpec(
         desktop_id=spec["id"], display=spec["display"], width=spec["width"],
         height=spec["height"], window_manager=spec["window_manager"], uid=user.uid,
-        gid=user.gid, user=user.name, network=spec.get("network", False))
+        gid=user.gid, user=user.name, network=spec.get("network", False),
+        guest_port=spec["ports"]["guest"])
     _stage(spec["home"], sock_dir, spec["guest_venv"])
     chromium = chromium_path()
     token = _data_fd(Path(spec["token_file"]).read_text().strip())
@@ -142,7 +143,7 @@ def _start(spec: dict, user: DesktopUser, log: Any) -> dict[int, str]:
         for fd in fds.all():
             os.close(fd)
     critical = {sandbox.pid: "sandbox (bwrap)"}
-    for fwd_argv in host_forwarders(spec["ports"]):
+    for fwd_argv in [] if box.network else host_forwarders(spec["ports"]):
         fwd = subprocess.Popen(fwd_argv, env=_HOST_ENV, cwd=f"{STAGE}/sock",
                                stdin=subprocess.DEVNULL, **user.popen_kwargs())
         critical[fwd.pid] = f"host forwarder {fwd_argv[1].split(',')[0]}"
