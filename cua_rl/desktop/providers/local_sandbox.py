@@ -47,14 +47,18 @@ MERGED_USR = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 ETC_SECRETS = ("shadow", "shadow-", "gshadow", "gshadow-", "sudoers", "sudoers.d", "ssh",
                "docker", "containerd", "npmrc", "pip.conf", "gitconfig", "wgetrc",
                "security/opasswd")
-"""Under /etc but none of a desktop's business: masked by an empty file or directory."""
+"""Under /etc but none of a desktop's business: files masked by /dev/null (unreadable:
+the bind is nodev), directories by an empty tmpfs."""
 ENV_FROM_HOST = ("LANG", "LANGUAGE", "TZ", "SAL_USE_VCLPLUGIN")
 """The only variables (with LC_*) taken from the launcher's environment."""
 STAGE = "/run/cua-rl-stage"
 """Where the launcher, root in its private mount namespace, binds this desktop's
 home, socket directory and guest venv for bwrap: bwrap runs as the desktop user,
 who cannot traverse a state dir under /root or a 0700 temporary directory."""
-PATH = f"{SHIM_BIN}:/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+# The guest venv's bin/ is on PATH: `python`/`python3` there are Debian's python3
+# with the guest's packages (pyautogui, Pillow...), as the system Python of
+# OSWorld's image has them; tasks run `python -c "import pyautogui; ..."`.
+PATH = f"{SHIM_BIN}:{GUEST_MOUNT}/bin:/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 
 
 @dataclass(frozen=True, slots=True)
