@@ -52,6 +52,8 @@ class GuestClients:
         client = self._clients.get(handle.id)
         if client is None or client.url != handle.url.rstrip("/"):
             client = self._clients[handle.id] = GuestClient(handle.url, handle.token)
+        port = handle.info.get("cdp_port")
+        client.cdp_port = port if isinstance(port, int) and port > 0 else None
         return client
 
     async def drop(self, desktop_id: str) -> None:

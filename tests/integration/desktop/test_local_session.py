@@ -16,6 +16,7 @@ import pytest
 from tests_support.desktops import local_desktops_unavailable
 
 from cua_rl.desktop.client import GuestClient
+from cua_rl.desktop.file_cache import FileCache
 from cua_rl.desktop.providers.local import LocalProvider
 from cua_rl.desktop.providers.local_config import LocalProviderConfig
 from cua_rl.desktop.providers.local_guest_env import (
@@ -24,6 +25,9 @@ from cua_rl.desktop.providers.local_guest_env import (
     guest_source_dir,
 )
 from cua_rl.desktop.settle import wait_until_settled
+from cua_rl.desktop.setup_steps import SetupContext, run_setup_steps
+from cua_rl.evaluation import GetterContext, get_getter
+from cua_rl.evaluation.getters.chrome_cdp import cdp_url
 
 pytestmark = pytest.mark.desktop
 
@@ -94,7 +98,20 @@ async def test_google_chrome_serves_cdp_as_user(tmp_path: Path) -> None:
     provider = LocalProvider(LocalProviderConfig(state_dir=tmp_path / "state"))
     handle = await provider.start("cdp")
     try:
-        await _chrome_serves_cdp(provider.client(handle), handle.info["cdp_port"])
+        client = provider.client(handle)
+        # What getters and setup steps use: the forwarded port, not the host's 9222.
+        assert cdp_url(client) == f"http://127.0.0.1:{handle.info['cdp_port']}"
+        await _chrome_serves_cdp(client, handle.info["cdp_port"])
+        # A setup step and a getter over CDP, as a task's setup and evaluator do.
+        page = "data:text/html,<title>sandboxed</title>"
+        ctx = GetterContext(client=client, cache=FileCache(tmp_path / "cache"),
+                            cache_dir=tmp_path / "traj",
+                            setup=SetupContext(800, 600, strict=True))
+        await run_setup_steps(client, [{"type": "chrome_open_tabs",
+                                        "parameters": {"urls_to_open": [page]}}],
+                              task_id="cdp", cache=ctx.cache, context=ctx.setup)
+        tabs = await get_getter("open_tabs_info").func(ctx, {"type": "open_tabs_info"})
+        assert any(tab["title"] == "sandboxed" for tab in tabs), tabs
     finally:
         await provider.stop(handle)
         await provider.close()
