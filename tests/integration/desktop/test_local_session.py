@@ -176,3 +176,22 @@ async def test_a_checkout_under_tmp_gets_its_own_guest_venv(tmp_path: Path) -> N
     finally:
         await provider.stop(handle)
         await provider.close()
+
+
+async def test_network_option_shares_the_hosts_network(tmp_path: Path) -> None:
+    # Egress for tasks that need it (off by default; docs/sandbox.md): the desktop
+    # then reaches the host's loopback, and its guest listens on the host directly.
+    provider = LocalProvider(LocalProviderConfig(state_dir=tmp_path / "state", network=True,
+                                                 width=800, height=600))
+    listener = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
+    port = listener.sockets[0].getsockname()[1]
+    handle = await provider.start("net")
+    try:
+        reach = (f"python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 3)'"
+                 " && echo reached")
+        assert await _sh(provider.client(handle), reach) == "reached"
+        assert await _sh(provider.client(handle), "id -un") == "user"
+    finally:
+        await provider.stop(handle)
+        await provider.close()
+        listener.close()
