@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
 # One-command setup for a fresh Debian/Ubuntu machine (run as root or with sudo):
-# the local desktop stack (Xvfb, a window manager, the apps tasks use) and the
-# Python packages of every role. Safe to run again.
+# the local desktop stack (Xvfb, bubblewrap, a window manager, the apps tasks use),
+# this checkout's own virtual environment `.venv` with the Python packages of every
+# role, and the guest's venv under /opt/cua-rl. Safe to run again.
+#
+#   ./setup.sh                 everything
+#   ./setup.sh --python-only   .venv and the guest venv only (no apt)
+#   ./setup.sh --vllm          the vLLM environment only (see below)
+#
+# Nothing is installed into the system interpreter: two checkouts on one machine
+# each get their .venv, and the desktops run the guest from a venv keyed by the
+# guest package's content (docs/sandbox.md), never from a checkout.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -47,33 +56,55 @@ if [ "${1:-}" = "--vllm" ]; then
   exit 0
 fi
 
-SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+apt_setup() {
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
-APT_PACKAGES=(
-  # the desktop itself
-  xvfb openbox xdotool wmctrl x11-utils xauth util-linux procps xdg-utils
-  # accessibility tree (/accessibility, /terminal) needs AT-SPI on a D-Bus session
-  at-spi2-core dbus python3-pyatspi dconf-gsettings-backend gsettings-desktop-schemas passwd
-  # apps the local task suite drives
-  libreoffice-calc libreoffice-writer libreoffice-impress mousepad chromium gimp vlc thunderbird socat python3-tk
-  # evaluator metrics: OCR and audio/video decoding
-  tesseract-ocr ffmpeg
-  # qcow2 overlays of the qemu provider (and its tests)
-  qemu-utils
-  # desktop images (cua-rl image build), container and qemu desktops (and their tests)
-  mmdebstrap docker.io qemu-system-x86
-  # fonts so screenshots have real text
-  fonts-dejavu-core
-)
-if ! dpkg -s "${APT_PACKAGES[@]}" >/dev/null 2>&1; then
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
-    "${APT_PACKAGES[@]}"
+  APT_PACKAGES=(
+    # the desktop itself, each in a bubblewrap sandbox (docs/sandbox.md); socat forwards
+    # its ports; the guest runs on Debian's python3 in a venv
+    xvfb openbox xdotool wmctrl x11-utils xauth util-linux procps xdg-utils bubblewrap
+    python3 python3-venv
+    # accessibility tree (/accessibility, /terminal) needs AT-SPI on a D-Bus session
+    at-spi2-core dbus python3-pyatspi dconf-gsettings-backend gsettings-desktop-schemas passwd
+    # apps the local task suite drives
+    libreoffice-calc libreoffice-writer libreoffice-impress mousepad chromium gimp vlc thunderbird socat python3-tk
+    # evaluator metrics: OCR and audio/video decoding
+    tesseract-ocr ffmpeg
+    # qcow2 overlays of the qemu provider (and its tests)
+    qemu-utils
+    # desktop images (cua-rl image build), container and qemu desktops (and their tests)
+    mmdebstrap docker.io qemu-system-x86
+    # fonts so screenshots have real text
+    fonts-dejavu-core
+  )
+  if ! dpkg -s "${APT_PACKAGES[@]}" >/dev/null 2>&1; then
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+      "${APT_PACKAGES[@]}"
+  fi
+}
+
+python_setup() {
+  # The checkout's own environment. PYTHON picks the interpreter (default python3).
+  if [ ! -x .venv/bin/python ]; then
+    "${PYTHON:-python3}" -m venv .venv
+  fi
+  local pip=".venv/bin/python -m pip"
+  # torch first and pinned: a bare `torch` requirement would pull a multi-GB build.
+  quiet $pip install -q torch==2.14.1 torchvision==0.29.1
+  quiet $pip install -q -e ./vm/guest -e ".[train,dev]"
+  # The guest's interpreter for local desktops (Debian's python3, non-editable guest);
+  # it lives under /opt/cua-rl, so it needs root (as local desktops do).
+  if [ "$(id -u)" -eq 0 ]; then
+    .venv/bin/python -m cua_rl.desktop.providers.local_guest_env ./vm/guest
+  else
+    echo "guest venv skipped (not root): the local provider builds it on first use"
+  fi
+}
+
+if [ "${1:-}" != "--python-only" ]; then
+  apt_setup
 fi
-
-PIP="python3 -m pip"
-# torch first and pinned: a bare `torch` requirement would pull a multi-GB build.
-$PIP install -q torch==2.14.1 torchvision==0.29.1
-$PIP install -q -e ./vm/guest -e ".[train,dev]"
-echo "cua-rl setup done: try 'cua-rl --help'"
+python_setup
+echo "cua-rl setup done: try '.venv/bin/cua-rl --help'"

@@ -74,6 +74,9 @@ class GuestClient:
     ) -> None:
         self.url = url.rstrip("/")
         self.token = token
+        self.cdp_port: int | None = None
+        """Host port forwarded to the desktop's Chromium DevTools port 9222, when its
+        provider forwards one (local and docker desktops); set by `GuestClients`."""
         self.timeout = timeout
         self._session = session
         self._owns_session = session is None

@@ -174,7 +174,7 @@ class HostCapabilities:
 
 def local_capabilities() -> HostCapabilities:
     """Local desktops: the host's executables (Chromium counts as `google-chrome`,
-    see `local_user.write_chrome_shim`), minus the apps Debian cannot provide."""
+    see `local_user.chrome_shim`), minus the apps Debian cannot provide."""
 
     def has_app(name: str) -> bool:
         if name in UNSUPPORTED_LOCAL_APPS:

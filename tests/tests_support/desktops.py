@@ -11,7 +11,8 @@ import subprocess
 @functools.cache
 def local_desktops_unavailable() -> str | None:
     """Why local desktops cannot run here, or None when they can."""
-    missing = [t for t in ("Xvfb", "openbox", "unshare") if shutil.which(t) is None]
+    missing = [t for t in ("Xvfb", "openbox", "unshare", "bwrap", "socat")
+               if shutil.which(t) is None]
     if missing:
         return f"desktop tools missing: {', '.join(missing)} (run ./setup.sh)"
     if importlib.util.find_spec("cua_guest") is None:

@@ -51,8 +51,17 @@ class DesktopHandle:
     def guest_client(self, *, timeout: float = 30.0) -> GuestClient:
         """A new `GuestClient` for this desktop, with its URL, token and TLS pin: the one
         way to build one from a handle, so no caller can forget the pin."""
-        return GuestClient(self.url, self.token, timeout=timeout,
-                           tls_fingerprint=self.tls_fingerprint, ca_file=self.tls_ca_file)
+        client = GuestClient(self.url, self.token, timeout=timeout,
+                             tls_fingerprint=self.tls_fingerprint, ca_file=self.tls_ca_file)
+        client.cdp_port = self.cdp_port
+        return client
+
+    @property
+    def cdp_port(self) -> int | None:
+        """The host port forwarded to the desktop's Chromium remote debugging (9222
+        inside a sandboxed desktop), or None when the provider forwards none."""
+        port = self.info.get("cdp_port")
+        return port if isinstance(port, int) and port > 0 else None
 
 
 class GuestClients:
@@ -60,10 +69,11 @@ class GuestClients:
     the desktop's url, token or TLS pin changes and closed when the desktop goes away."""
 
     def __init__(self) -> None:
-        self._clients: dict[str, tuple[tuple[str | None, ...], GuestClient]] = {}
+        self._clients: dict[str, tuple[tuple[str | int | None, ...], GuestClient]] = {}
 
     def get(self, handle: DesktopHandle) -> GuestClient:
-        key = (handle.url.rstrip("/"), handle.token, handle.tls_fingerprint, handle.tls_ca_file)
+        key = (handle.url.rstrip("/"), handle.token, handle.tls_fingerprint, handle.tls_ca_file,
+               handle.cdp_port)
         cached = self._clients.get(handle.id)
         if cached is None or cached[0] != key:
             cached = self._clients[handle.id] = (key, handle.guest_client())

@@ -1,5 +1,6 @@
 """The `local` provider: desktops on this machine, each Xvfb + a window manager +
-our guest server in a private mount namespace (see `local_session`).
+our guest server in a bubblewrap sandbox of its own (see `local_session`,
+`local_sandbox` and docs/sandbox.md), reached through 127.0.0.1 forwarders.
 
 Every desktop is recorded in the state dir (`local_state`) as soon as its guest
 answers, so a desktop outlives the process that started it and any later
@@ -11,7 +12,6 @@ gone: the namespace, its mounts and its X display number go with them.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import os
 import shutil
@@ -24,6 +24,7 @@ from cua_rl.desktop.client import GuestClient
 from cua_rl.desktop.providers import local_state as st
 from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider, GuestClients
 from cua_rl.desktop.providers.local_config import LocalProviderConfig
+from cua_rl.desktop.providers.local_guest_env import ensure_guest_venv, guest_source_dir
 from cua_rl.desktop.providers.local_session import (
     STOP_DEADLINE_S,
     kill_session,
@@ -52,6 +53,7 @@ class LocalProvider(DesktopProvider):
         self._clients = GuestClients()
         self._ports: set[int] = set()
         self._checked = False
+        self._venv: str | None = None
 
     # public API -------------------------------------------------------------------
 
@@ -77,7 +79,7 @@ class LocalProvider(DesktopProvider):
         await asyncio.to_thread(self._kill, record)
         await asyncio.to_thread(st.restore_home, self._template(), Path(record.home))
         new = await self._launch(record.id, record.token, prefer_display=record.display,
-                                 prefer_port=record.port)
+                                 prefer_port=record.port, prefer_cdp=record.cdp_port or None)
         new.info["reset_s"] = round(time.monotonic() - began, 3)
         return new
 
@@ -119,10 +121,11 @@ class LocalProvider(DesktopProvider):
         """Fail early and clearly when this machine cannot run local desktops."""
         if self._checked:
             return
-        for tool in ("unshare", "Xvfb"):
+        for tool in ("unshare", "Xvfb", "bwrap", "socat"):
             if shutil.which(tool) is None:
                 raise DesktopError(f"local provider: `{tool}` not found on PATH (apt-get "
-                                   "install util-linux xvfb, or run ./setup.sh)")
+                                   "install util-linux xvfb bubblewrap socat, or run "
+                                   "./setup.sh)")
         probe = subprocess.run([*UNSHARE, "true"], capture_output=True, text=True)
         if probe.returncode != 0:
             raise DesktopError(
@@ -136,17 +139,26 @@ class LocalProvider(DesktopProvider):
             raise DesktopError(f"local provider: {exc}") from exc
         self._checked = True
 
-    def _guest_lib(self) -> str | None:
-        """The directory to bind as the guest's package root (see the config field)."""
-        if self.config.guest_package_dir is not None:
-            path = Path(self.config.guest_package_dir).expanduser().resolve()
-            if not (path / "cua_guest" / "__init__.py").is_file():
-                raise DesktopError(f"guest_package_dir {path}: no cua_guest package in it")
-            return str(path)
-        spec = importlib.util.find_spec("cua_guest")
-        if spec is None or spec.origin is None:
-            return None
-        return str(Path(spec.origin).resolve().parent.parent)
+    def _guest_venv(self) -> str:
+        """The guest venv bound into every desktop (see the config fields)."""
+        if self._venv is not None:
+            return self._venv
+        if self.config.guest_venv is not None:
+            path = Path(self.config.guest_venv).expanduser().resolve()
+            if not (path / "bin" / "python").exists():
+                raise DesktopError(f"guest_venv {path}: no bin/python in it")
+            self._venv = str(path)
+            return self._venv
+        src = guest_source_dir()
+        if src is None:
+            raise DesktopError("local provider: no cua_guest source (vm/guest with its "
+                               "pyproject.toml) importable here; set guest_venv to a venv "
+                               "with cua-guest installed")
+        try:
+            self._venv = str(ensure_guest_venv(src, Path(self.config.guest_venv_root)))
+        except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+            raise DesktopError(f"local provider: {exc}") from exc
+        return self._venv
 
     def _template(self) -> Path:
         if self.config.home_template is not None:
@@ -172,14 +184,9 @@ class LocalProvider(DesktopProvider):
         return DesktopHandle(
             id=record.id, url=record.url, token=record.token, provider=self.type,
             info={"display": f":{record.display}", "pid": record.pid, "home": record.home,
-                  "log": record.log, "alive": record_alive(record)},
+                  "log": record.log, "alive": record_alive(record),
+                  "cdp_port": record.cdp_port},
         )
-
-    def _interpreter_dirs(self) -> list[str]:
-        """Prefixes of the guest interpreter (and of the venv it may belong to)."""
-        if os.path.realpath(self.config.guest_python) == os.path.realpath(sys.executable):
-            return sorted({sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix})
-        return [str(Path(self.config.guest_python).resolve().parent.parent)]
 
     def _port(self, prefer: int | None) -> int:
         """A free port not handed to another desktop of this process meanwhile."""
@@ -192,19 +199,20 @@ class LocalProvider(DesktopProvider):
         raise DesktopError("no free TCP port on 127.0.0.1 for a guest server")
 
     async def _launch(self, desktop_id: str, token: str, *, prefer_display: int | None,
-                      prefer_port: int | None) -> DesktopHandle:
+                      prefer_port: int | None, prefer_cdp: int | None = None
+                      ) -> DesktopHandle:
         """Start the session launcher and wait for its guest; record it on success."""
         ddir = self.state_dir / desktop_id
-        guest_lib = self._guest_lib()
+        venv = await asyncio.to_thread(self._guest_venv)
         lock = st.allocate_display(st.display_lock_root(), self.config.first_display,
                                    prefer=prefer_display)
-        port = self._port(prefer_port)
-        spec = {"id": desktop_id, "display": lock.number, "port": port,
+        port, cdp_port = self._port(prefer_port), self._port(prefer_cdp)
+        spec = {"id": desktop_id, "display": lock.number,
+                "ports": {"guest": port, "cdp": cdp_port},
                 "width": self.config.width, "height": self.config.height,
                 "window_manager": self.config.window_manager,
-                "guest_python": self.config.guest_python,
-                "guest_lib": guest_lib, "user": self.config.user,
-                "expose": [guest_lib, *self._interpreter_dirs()],
+                "guest_venv": venv, "network": self.config.network,
+                "user": self.config.user, "sock_dir": str(ddir / "sock"),
                 "home": str(ddir / "home"), "token_file": str(ddir / "token"),
                 "owner_pid": self.owner_pid}
         spec_path = ddir / "session.json"
@@ -224,7 +232,7 @@ class LocalProvider(DesktopProvider):
                 id=desktop_id, url=url, token=token, port=port, display=lock.number,
                 pid=proc.pid, pgid=proc.pid, start_time=process_start_time(proc.pid) or 0.0,
                 mnt_ns=os.readlink(f"/proc/{proc.pid}/ns/mnt"), home=spec["home"],
-                log=str(log_path),
+                log=str(log_path), cdp_port=cdp_port,
             )
         except (DesktopError, OSError) as exc:
             await asyncio.to_thread(self._kill_proc, proc)
@@ -235,7 +243,7 @@ class LocalProvider(DesktopProvider):
             self._kill_proc(proc)
             raise
         finally:
-            self._ports.discard(port)
+            self._ports.difference_update({port, cdp_port})
         record.save(ddir)
         return self._handle(record)
 

@@ -4,7 +4,6 @@ loading never imports process-management code)."""
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import Literal
 
@@ -20,7 +19,7 @@ def default_state_dir() -> Path:
 
 class LocalProviderConfig(BaseModel):
     """Desktops on this machine: Xvfb + a window manager + our guest server, each
-    in its own mount namespace (private /tmp, own /home/user)."""
+    in its own bubblewrap sandbox (docs/sandbox.md)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -41,14 +40,19 @@ class LocalProviderConfig(BaseModel):
     default one (Desktop, Documents, Downloads, ...) under `state_dir` on first use."""
     ready_timeout_s: float = Field(60.0, gt=0, le=600)
     """Deadline for the guest server to answer /healthz after a (re)start."""
-    guest_python: str = Field(default_factory=lambda: sys.executable)
-    """Interpreter that runs `-m cua_guest`; it must have the guest's dependencies
-    and must not live under /tmp or /home (hidden inside the desktop)."""
-    guest_package_dir: Path | None = None
-    """Directory holding the `cua_guest` package, bound into every desktop and put
-    on the guest's PYTHONPATH, so the checkout may live anywhere (/tmp included);
-    None: wherever this process imports `cua_guest` from (none: the guest
-    interpreter's own install)."""
+    guest_venv: Path | None = None
+    """A virtual environment with `cua-guest` installed (its bin/python runs the
+    guest), bound read-only into every desktop; it must hold nothing secret. None:
+    `guest_venv_root`/guest-venv-<content hash>, built on first use from the
+    `vm/guest` sources this process imports `cua_guest` from."""
+    guest_venv_root: Path = Path("/opt/cua-rl")
+    """Where the content-keyed guest venvs are built (outside any checkout and
+    outside /root, so a desktop may see the venv and nothing else)."""
+    network: bool = False
+    """Give desktops the host's network (egress for tasks that need the internet).
+    Off: each desktop has its own network namespace with only loopback, so it can
+    reach nothing on the host, including model servers and other desktops. On, the
+    host's loopback services are reachable from the desktop too."""
     user: str = "user"
     """Unprivileged account the session runs as (OSWorld's `user`, password
     `password`); created on first start when missing."""

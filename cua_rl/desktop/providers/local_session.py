@@ -1,29 +1,22 @@
 """Session launcher of one local desktop: runs as the leader of its own session,
-inside a private mount namespace, and supervises Xvfb, the window manager and
-the guest server.
+in a private mount namespace, and supervises the desktop's sandbox and the host
+ends of its port forwarders.
 
 Started by `LocalProvider` as
 
     unshare --mount --propagation private -- PYTHON -m cua_rl.desktop.providers.local_session SPEC
 
-so every mount below is invisible to the host and vanishes with the namespace:
-
-    mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /tmp      (private /tmp)
-    mount -t tmpfs -o mode=755 tmpfs /home                   (hide host homes)
-    mount --bind <state_dir>/<id>/home /home/user            (this desktop's home)
-    mount -t tmpfs -o mode=755 tmpfs /root                   (hide root's home)
-    mount --bind -o ro <dir> <dir>     (guest interpreter and package, if hidden)
-
-Everything a task or the agent can run (window manager, D-Bus session bus, the
-guest server and whatever it starts) runs as the unprivileged `user` of
-OSWorld's image (`local_user`); only the launcher and Xvfb stay root. The
-guest's interpreter and package are bound back at their own paths when the
-tmpfs mounts hide them, so a checkout or venv under /tmp or /root still starts
-its guest.
+it starts, as the unprivileged desktop user, `bwrap` with the whole session
+inside (Xvfb, the session bus, the window manager, the guest; see
+`local_sandbox` and docs/sandbox.md) and one `socat` per forwarded port that
+serves 127.0.0.1:PORT on the host from the sandbox's Unix socket. The launcher
+itself stays root on the host only to prepare the desktop's directories; nothing
+of the session runs as root or sees the host's files.
 
 Invariant: when this process ends, for whatever reason short of SIGKILL, every
-process of its namespace ends with it; a dead Xvfb or guest server ends it, so
-a broken desktop never looks half alive. It also holds the display's flock
+process it started ends with it (the sandbox's PID namespace dies with bwrap,
+which `--die-with-parent` ties to us); a dead sandbox or forwarder ends it, so a
+broken desktop never looks half alive. It also holds the display's flock
 (inherited descriptor), which the kernel drops when it exits. Stdlib only: it
 starts on every (re)start, so it must start fast.
 
@@ -45,17 +38,27 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from cua_rl.desktop.providers.local_sandbox import (
+    STAGE,
+    SandboxFds,
+    SandboxSpec,
+    bwrap_argv,
+    host_forwarders,
+    quoted,
+    sandbox_env,
+)
 from cua_rl.desktop.providers.local_user import (
     DesktopUser,
     chown_tree,
-    desktop_env,
-    write_chrome_shim,
+    chrome_shim,
+    chromium_path,
 )
 from cua_rl.errors import DesktopError
 
-_MS_NOSUID, _MS_NODEV, _MS_BIND = 2, 4, 4096
 _PR_SET_CHILD_SUBREAPER = 36
-_XVFB_READY_S = 20.0
+_MS_NOSUID, _MS_NODEV, _MS_BIND = 2, 4, 4096
+_HOST_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+"""All that bwrap and the host forwarders get of the launcher's environment."""
 STOP_DEADLINE_S = 10.0
 TERM_GRACE_S = 3.0
 
@@ -86,6 +89,14 @@ def kill_namespace(mnt_ns: str, exclude: tuple[int, ...] = ()) -> list[int]:
     return pids
 
 
+def _data_fd(data: str) -> int:
+    """A pipe's read end holding `data` (bwrap copies it into a file inside)."""
+    read_fd, write_fd = os.pipe()
+    with os.fdopen(write_fd, "w") as fh:  # small: fits the pipe buffer, never blocks
+        fh.write(data)
+    return read_fd
+
+
 def _mount(source: str, target: str, fstype: str | None, flags: int, data: str | None) -> None:
     def enc(text: str | None) -> bytes | None:
         return text.encode() if text is not None else None
@@ -96,123 +107,48 @@ def _mount(source: str, target: str, fstype: str | None, flags: int, data: str |
         raise OSError(err, f"mount {source} on {target}: {os.strerror(err)}")
 
 
-SHIM_BIN = "/tmp/.cua-bin"
-BUS_PATH = "/tmp/runtime-user/bus"
-HIDDEN_ROOTS = ("/tmp", "/home", "/root")
-"""Covered by an empty tmpfs inside every desktop: the host's temporary files and
-homes are none of a task's business, and `user` must be able to traverse them to
-reach what is exposed again (see `_expose`)."""
-_MS_RDONLY, _MS_REMOUNT = 1, 32
+def _stage(home: str, sock_dir: str, guest_venv: str) -> None:
+    """Bind the three host directories the sandbox gets under `STAGE`, on a tmpfs
+    of this (private) mount namespace: invisible to the host and to other desktops."""
+    os.makedirs(STAGE, mode=0o755, exist_ok=True)  # an empty mount point on the host
+    _mount("tmpfs", STAGE, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=755")
+    for source, name in ((home, "home"), (sock_dir, "sock"), (guest_venv, "guest")):
+        os.mkdir(f"{STAGE}/{name}", 0o755)
+        _mount(source, f"{STAGE}/{name}", None, _MS_BIND, None)
 
 
-def _hidden(path: str) -> bool:
-    return any(path == root or path.startswith(root + "/") for root in HIDDEN_ROOTS)
-
-
-def _open_exposed(paths: list[str]) -> list[tuple[str, int]]:
-    """O_PATH descriptors of the paths that the tmpfs mounts will hide, outermost
-    first, skipping paths inside another exposed one."""
-    chosen: list[str] = []
-    for path in sorted({os.path.realpath(p) for p in paths if p}):
-        if _hidden(path) and os.path.isdir(path) and not any(
-                path.startswith(outer + "/") for outer in chosen):
-            chosen.append(path)
-    return [(path, os.open(path, os.O_PATH | os.O_DIRECTORY)) for path in chosen]
-
-
-def _expose(opened: list[tuple[str, int]]) -> None:
-    """Bind each directory back at its own path, read-only: the guest's
-    interpreter and package then work wherever the checkout or venv lives."""
-    for path, fd in opened:
-        os.makedirs(path, mode=0o755, exist_ok=True)
-        _mount(f"/proc/self/fd/{fd}", path, None, _MS_BIND, None)
-        os.close(fd)
-        _mount("none", path, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY, None)
-
-
-def _isolate(home: str, desktop_id: str, token: str, expose: list[str],
-             user: DesktopUser) -> str:
-    """Private /tmp, /root and /home/user owned by `user`; the guest's interpreter
-    and package exposed again; returns the token path inside the desktop."""
-    # Opened before the tmpfs mounts hide them (the home or the checkout may live
-    # under /tmp or /home); mount(2) follows the /proc magic link to the directory.
-    home_fd = os.open(home, os.O_PATH | os.O_DIRECTORY)
-    opened = _open_exposed(expose)
-    _mount("tmpfs", "/tmp", "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=1777")
-    os.makedirs("/home", exist_ok=True)
-    _mount("tmpfs", "/home", "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=755")
-    _mount("tmpfs", "/root", "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=755")
-    os.mkdir("/home/user", 0o755)
-    _mount(f"/proc/self/fd/{home_fd}", "/home/user", None, _MS_BIND, None)
-    os.close(home_fd)
-    chown_tree("/home/user", user)
-    for path, mode in (("/tmp/.X11-unix", 0o1777), ("/tmp/.ICE-unix", 0o1777),
-                       ("/tmp/runtime-user", 0o700), ("/tmp/.cua-guest", 0o700),
-                       (SHIM_BIN, 0o755)):
-        os.mkdir(path)
-        os.chmod(path, mode)
-    for path in ("/tmp/runtime-user", "/tmp/.cua-guest"):
-        os.chown(path, user.uid, user.gid)
-    _expose(opened)
-    write_chrome_shim(SHIM_BIN)
-    token_path = f"/tmp/.cua-guest/{desktop_id}.token"
-    fd = os.open(token_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(token)
-    os.chown(token_path, user.uid, user.gid)
-    return token_path
-
-
-def _start_bus(env: dict[str, str], user: DesktopUser) -> subprocess.Popen:
-    """The session bus of `user`; returns once it listens (it prints its address)."""
-    read_fd, write_fd = os.pipe()
-    proc = subprocess.Popen(
-        ["dbus-daemon", "--session", "--nofork", "--nopidfile", f"--address=unix:path={BUS_PATH}",
-         f"--print-address={write_fd}"],
-        pass_fds=(write_fd,), env=env, cwd="/home/user", **user.popen_kwargs(),
-    )
-    os.close(write_fd)
+def _start(spec: dict, user: DesktopUser, log: Any) -> dict[int, str]:
+    """Start the sandbox and the host forwarders; returns {pid: what} of the
+    processes whose exit ends the desktop."""
+    sock_dir = spec["sock_dir"]
+    os.makedirs(sock_dir, mode=0o700, exist_ok=True)
+    for name in os.listdir(sock_dir):  # sockets of a previous run of this desktop
+        os.unlink(os.path.join(sock_dir, name))
+    os.chown(sock_dir, user.uid, user.gid)
+    chown_tree(spec["home"], user)
+    box = SandboxSpec(
+        desktop_id=spec["id"], display=spec["display"], width=spec["width"],
+        height=spec["height"], window_manager=spec["window_manager"], uid=user.uid,
+        gid=user.gid, user=user.name, network=spec.get("network", False),
+        guest_port=spec["ports"]["guest"])
+    _stage(spec["home"], sock_dir, spec["guest_venv"])
+    chromium = chromium_path()
+    token = _data_fd(Path(spec["token_file"]).read_text().strip())
+    fds = SandboxFds(token=token, shim=_data_fd(chrome_shim(chromium)) if chromium else None)
     try:
-        _read_line(read_fd, proc, "dbus-daemon")
+        argv = bwrap_argv(box, sandbox_env(os.environ, box), fds, STAGE)
+        sandbox = subprocess.Popen(argv, pass_fds=fds.all(), env=_HOST_ENV, cwd="/",
+                                   stdin=subprocess.DEVNULL, **user.popen_kwargs())
     finally:
-        os.close(read_fd)
-    return proc
-
-
-def _read_line(read_fd: int, proc: subprocess.Popen, what: str) -> bytes:
-    """Wait (deadline) for a newline-terminated line a starting server writes to a pipe."""
-    deadline = time.monotonic() + _XVFB_READY_S
-    got = b""
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([read_fd], [], [], 0.1)
-        # Xvfb writes the number and the newline separately; closing the pipe
-        # before the newline arrives makes its second write fail fatally.
-        if ready:
-            chunk = os.read(read_fd, 256)
-            got += chunk
-            if got.endswith(b"\n"):
-                return got
-            if not chunk and proc.poll() is not None:
-                break
-        if proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with {proc.returncode}")
-    raise RuntimeError(f"{what} not ready within {_XVFB_READY_S:.0f} s")
-
-
-def _start_xvfb(display: int, width: int, height: int, env: dict[str, str]) -> subprocess.Popen:
-    """Start Xvfb and return once it accepts connections (-displayfd reports that)."""
-    read_fd, write_fd = os.pipe()
-    proc = subprocess.Popen(
-        ["Xvfb", f":{display}", "-screen", "0", f"{width}x{height}x24", "-nolisten", "tcp",
-         "-noreset", "-displayfd", str(write_fd)],
-        pass_fds=(write_fd,), env=env,
-    )
-    os.close(write_fd)
-    try:
-        _read_line(read_fd, proc, f"Xvfb :{display}")
-    finally:
-        os.close(read_fd)
-    return proc
+        for fd in fds.all():
+            os.close(fd)
+    critical = {sandbox.pid: "sandbox (bwrap)"}
+    for fwd_argv in [] if box.network else host_forwarders(spec["ports"]):
+        fwd = subprocess.Popen(fwd_argv, env=_HOST_ENV, cwd=f"{STAGE}/sock",
+                               stdin=subprocess.DEVNULL, **user.popen_kwargs())
+        critical[fwd.pid] = f"host forwarder {fwd_argv[1].split(',')[0]}"
+    log(f"sandbox: {quoted(argv)}")
+    return critical
 
 
 class _Stop(Exception):
@@ -233,25 +169,9 @@ def run(spec: dict) -> int:
     my_ns = os.readlink("/proc/self/ns/mnt")
     log = lambda msg: print(f"[session {spec['id']}] {msg}", file=sys.stderr, flush=True)  # noqa: E731
     try:
-        token = Path(spec["token_file"]).read_text().strip()
         user = DesktopUser.lookup(spec.get("user", "user"))
-        token_path = _isolate(spec["home"], spec["id"], token, spec.get("expose", []), user)
-        env = desktop_env(os.environ, display=spec["display"], desktop_id=spec["id"],
-                          user=user, bus=f"unix:path={BUS_PATH}", shim_bin=SHIM_BIN,
-                          guest_lib=spec.get("guest_lib"))
-        as_user = user.popen_kwargs()
-        xvfb = _start_xvfb(spec["display"], spec["width"], spec["height"], env)
-        bus = _start_bus(env, user)
-        if spec.get("window_manager"):
-            subprocess.Popen(spec["window_manager"].split(), env=env, cwd="/home/user",
-                             **as_user)
-        guest = subprocess.Popen(
-            [spec["guest_python"], "-m", "cua_guest", "--host", "127.0.0.1",
-             "--port", str(spec["port"]), "--token-file", token_path],
-            env=env, cwd="/home/user", **as_user,
-        )
-        critical = {xvfb.pid: "Xvfb", bus.pid: "session bus", guest.pid: "guest server"}
-        log(f"up: display :{spec['display']} port {spec['port']} ns {my_ns}")
+        critical = _start(spec, user, log)
+        log(f"up: display :{spec['display']} ports {spec['ports']} ns {my_ns}")
         return _supervise(critical, spec.get("owner_pid"), log)
     except _Stop as stop:
         log(f"stopping on {stop}")

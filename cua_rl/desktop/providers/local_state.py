@@ -79,6 +79,8 @@ class DesktopRecord:
     """`mnt:[inode]` of the desktop's mount namespace; finds escaped processes."""
     home: str
     log: str
+    cdp_port: int = 0
+    """Host port forwarded to Chromium's DevTools port 9222 inside (0: none)."""
 
     def save(self, desktop_dir: Path) -> None:
         """Write atomically so a concurrent `vm list` never reads half a record."""

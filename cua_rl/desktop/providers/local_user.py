@@ -17,7 +17,6 @@ import os
 import pwd
 import shutil
 import subprocess
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,29 +86,6 @@ def chown_tree(root: str, user: DesktopUser) -> None:
             os.lchown(os.path.join(parent, name), user.uid, user.gid)
 
 
-def desktop_env(base: Mapping[str, str], *, display: int, desktop_id: str, user: DesktopUser,
-                bus: str, shim_bin: str, guest_lib: str | None) -> dict[str, str]:
-    """The environment of every process of the session.
-
-    PYTHONPATH is replaced, not extended: host entries may point under /tmp or
-    /home, which the desktop hides; the guest needs only its own package."""
-    drop = {"XAUTHORITY", "SESSION_MANAGER", "DBUS_SESSION_BUS_ADDRESS", "NO_AT_BRIDGE",
-            "PYTHONPATH", "SUDO_USER", "SUDO_UID", "SUDO_GID", "SUDO_COMMAND", "MAIL"}
-    env = {k: v for k, v in base.items() if k not in drop}
-    env.update(
-        DISPLAY=f":{display}", HOME="/home/user", USER=user.name, LOGNAME=user.name,
-        SHELL="/bin/bash", TMPDIR="/tmp", XDG_RUNTIME_DIR="/tmp/runtime-user",
-        DBUS_SESSION_BUS_ADDRESS=bus, CUA_RL_DESKTOP_ID=desktop_id,
-        # Toolkits export their widgets to AT-SPI only when asked to.
-        GNOME_ACCESSIBILITY="1", QT_ACCESSIBILITY="1", QT_LINUX_ACCESSIBILITY_ALWAYS_ON="1",
-        SAL_USE_VCLPLUGIN=base.get("SAL_USE_VCLPLUGIN", "gtk3"),
-        PATH=f"{shim_bin}:{base.get('PATH', '/usr/local/bin:/usr/bin:/bin')}",
-    )
-    if guest_lib:
-        env["PYTHONPATH"] = guest_lib
-    return env
-
-
 def chrome_shim(chromium: str) -> str:
     """A `google-chrome` script that runs Debian's Chromium as OSWorld's Chrome.
 
@@ -119,15 +95,9 @@ def chrome_shim(chromium: str) -> str:
     return f'#!/bin/sh\nexec {chromium} {flags} "$@"\n'
 
 
-def write_chrome_shim(bin_dir: str) -> str | None:
-    """Write `google-chrome` into bin_dir when only Chromium is installed; returns its path."""
+def chromium_path() -> str | None:
+    """Chromium's path when the host has no real google-chrome (then a shim is
+    needed inside the desktop), else None."""
     if shutil.which("google-chrome") is not None:
         return None
-    chromium = next((found for name in CHROMIUM_NAMES if (found := shutil.which(name))), None)
-    if chromium is None:
-        return None
-    path = os.path.join(bin_dir, "google-chrome")
-    with open(path, "w") as fh:
-        fh.write(chrome_shim(chromium))
-    os.chmod(path, 0o755)
-    return path
+    return next((found for name in CHROMIUM_NAMES if (found := shutil.which(name))), None)

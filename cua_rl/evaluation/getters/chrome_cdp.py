@@ -4,7 +4,9 @@ OSWorld drives Chrome with Playwright over CDP at `http://<vm ip>:9222` (inside
 its images a socat forward to Chrome's `--remote-debugging-port=1337`); we do
 the same from the host, with the desktop's host taken from the guest client's
 URL. The port is `SetupContext.chromium_port` when a context carries one, else
-the environment variable CUA_RL_CHROME_CDP_PORT, else 9222.
+the port the desktop's provider forwards to 9222 (`GuestClient.cdp_port`: local
+desktops have their own network namespace), else the environment variable
+CUA_RL_CHROME_CDP_PORT, else 9222.
 
 Profile files (Preferences, Bookmarks, History, Cookies) are read through the
 guest. OSWorld reads `~/.config/google-chrome/Default`; Debian's Chromium keeps
@@ -72,10 +74,10 @@ def import_playwright(what: str) -> ModuleType:
 # endpoint ----------------------------------------------------------------------
 
 
-def cdp_port(setup: Any = None) -> int:
-    port = getattr(setup, "chromium_port", None)
-    if isinstance(port, int) and port > 0:
-        return port
+def cdp_port(setup: Any = None, client: GuestClient | None = None) -> int:
+    for port in (getattr(setup, "chromium_port", None), getattr(client, "cdp_port", None)):
+        if isinstance(port, int) and port > 0:
+            return port
     env = os.environ.get(CDP_PORT_ENV, "").strip()
     return int(env) if env else DEFAULT_CDP_PORT
 
@@ -85,7 +87,7 @@ def cdp_url(client: GuestClient, setup: Any = None) -> str:
     host = urlsplit(client.url).hostname or "127.0.0.1"
     if ":" in host:
         host = f"[{host}]"
-    return f"http://{host}:{cdp_port(setup)}"
+    return f"http://{host}:{cdp_port(setup, client)}"
 
 
 async def list_targets(endpoint: str, timeout: float = 5.0) -> list[dict[str, Any]]:

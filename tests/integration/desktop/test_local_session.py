@@ -14,12 +14,20 @@ from pathlib import Path
 import aiohttp
 import pytest
 from tests_support.desktops import local_desktops_unavailable
-from tests_support.servers import free_port
 
 from cua_rl.desktop.client import GuestClient
+from cua_rl.desktop.file_cache import FileCache
 from cua_rl.desktop.providers.local import LocalProvider
 from cua_rl.desktop.providers.local_config import LocalProviderConfig
+from cua_rl.desktop.providers.local_guest_env import (
+    content_hash,
+    ensure_guest_venv,
+    guest_source_dir,
+)
 from cua_rl.desktop.settle import wait_until_settled
+from cua_rl.desktop.setup_steps import SetupContext, run_setup_steps
+from cua_rl.evaluation import GetterContext, get_getter
+from cua_rl.evaluation.getters.chrome_cdp import cdp_url
 
 pytestmark = pytest.mark.desktop
 
@@ -84,9 +92,33 @@ async def test_an_idle_screen_settles(guest: GuestClient) -> None:
 
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed")
-async def test_google_chrome_serves_cdp_as_user(guest: GuestClient) -> None:
-    port = free_port()
-    await guest.launch(["google-chrome", f"--remote-debugging-port={port}", "about:blank"])
+async def test_google_chrome_serves_cdp_as_user(tmp_path: Path) -> None:
+    # The desktop has its own network namespace: OSWorld's 9222 inside is reached
+    # on the host only through the forwarded port the handle names.
+    provider = LocalProvider(LocalProviderConfig(state_dir=tmp_path / "state"))
+    handle = await provider.start("cdp")
+    try:
+        client = provider.client(handle)
+        # What getters and setup steps use: the forwarded port, not the host's 9222.
+        assert cdp_url(client) == f"http://127.0.0.1:{handle.info['cdp_port']}"
+        await _chrome_serves_cdp(client, handle.info["cdp_port"])
+        # A setup step and a getter over CDP, as a task's setup and evaluator do.
+        page = "data:text/html,<title>sandboxed</title>"
+        ctx = GetterContext(client=client, cache=FileCache(tmp_path / "cache"),
+                            cache_dir=tmp_path / "traj",
+                            setup=SetupContext(800, 600, strict=True))
+        await run_setup_steps(client, [{"type": "chrome_open_tabs",
+                                        "parameters": {"urls_to_open": [page]}}],
+                              task_id="cdp", cache=ctx.cache, context=ctx.setup)
+        tabs = await get_getter("open_tabs_info").func(ctx, {"type": "open_tabs_info"})
+        assert any(tab["title"] == "sandboxed" for tab in tabs), tabs
+    finally:
+        await provider.stop(handle)
+        await provider.close()
+
+
+async def _chrome_serves_cdp(guest: GuestClient, port: int) -> None:
+    await guest.launch(["google-chrome", "--remote-debugging-port=9222", "about:blank"])
     deadline = time.monotonic() + 60
     async with aiohttp.ClientSession() as session:
         while time.monotonic() < deadline:
@@ -119,20 +151,47 @@ async def test_vlc_starts_as_user(guest: GuestClient) -> None:
         pytest.fail("VLC did not open a window within 30 s as `user`")
 
 
-async def test_guest_package_under_tmp_is_visible_inside(tmp_path: Path) -> None:
-    # A checkout under /tmp is hidden by the desktop's private /tmp; the provider
-    # binds the guest package back at its own path (`No module named cua_guest` before).
-    import cua_guest
-
+async def test_a_checkout_under_tmp_gets_its_own_guest_venv(tmp_path: Path) -> None:
+    # The guest runs from a venv keyed by the guest package's content, never from
+    # the checkout: a checkout under /tmp with changed guest code gets its own venv
+    # (bound at /opt/cua-guest), and the checkout itself stays invisible.
+    src = guest_source_dir()
+    assert src is not None
     lib = tmp_path / "checkout" / "vm" / "guest"
-    shutil.copytree(Path(cua_guest.__file__).parent, lib / "cua_guest")
+    shutil.copytree(src / "cua_guest", lib / "cua_guest",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(src / "pyproject.toml", lib / "pyproject.toml")
+    with (lib / "cua_guest" / "__init__.py").open("a") as fh:
+        fh.write("\nCHECKOUT_MARK = 'under-tmp'\n")
+    venv = await asyncio.to_thread(ensure_guest_venv, lib, tmp_path / "venvs")
+    assert venv.name == f"guest-venv-{content_hash(lib)}" != f"guest-venv-{content_hash(src)}"
     provider = LocalProvider(LocalProviderConfig(state_dir=tmp_path / "state",
-                                                 guest_package_dir=lib))
+                                                 guest_venv=venv))
     handle = await provider.start("tmp-checkout")
     try:
         guest = provider.client(handle)
-        assert await _sh(guest, "echo $PYTHONPATH") == str(lib)
-        assert await _sh(guest, f"test -f {lib}/cua_guest/__init__.py && echo seen") == "seen"
+        mark = "/opt/cua-guest/bin/python -c 'import cua_guest; print(cua_guest.CHECKOUT_MARK)'"
+        assert await _sh(guest, mark) == "under-tmp"
+        assert await _sh(guest, f"test -e {lib} && echo seen || echo hidden") == "hidden"
     finally:
         await provider.stop(handle)
         await provider.close()
+
+
+async def test_network_option_shares_the_hosts_network(tmp_path: Path) -> None:
+    # Egress for tasks that need it (off by default; docs/sandbox.md): the desktop
+    # then reaches the host's loopback, and its guest listens on the host directly.
+    provider = LocalProvider(LocalProviderConfig(state_dir=tmp_path / "state", network=True,
+                                                 width=800, height=600))
+    listener = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
+    port = listener.sockets[0].getsockname()[1]
+    handle = await provider.start("net")
+    try:
+        reach = (f"python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 3)'"
+                 " && echo reached")
+        assert await _sh(provider.client(handle), reach) == "reached"
+        assert await _sh(provider.client(handle), "id -un") == "user"
+    finally:
+        await provider.stop(handle)
+        await provider.close()
+        listener.close()

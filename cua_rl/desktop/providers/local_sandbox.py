@@ -1,0 +1,203 @@
+"""The bubblewrap sandbox of one local desktop: what it sees, what it runs, and
+how the host reaches its ports (docs/sandbox.md).
+
+`bwrap` runs as the desktop's unprivileged account with every namespace of its
+own (user, PID, IPC, mount, network, UTS, cgroup) and an environment built from
+an allowlist. The file system is assembled from nothing: read-only system
+directories (/usr, /etc minus its secrets, the fontconfig cache), the guest venv
+read-only at /opt/cua-guest, a private /tmp and /run, an empty /home with this
+desktop's home at /home/user, and a per-desktop socket directory at /run/cua.
+The checkout, task sets, caches, run and state directories, /root and /opt are
+simply absent.
+
+The network namespace has only its own loopback, so nothing on the host's
+loopback (model servers, Ray, other guests) is reachable. The ports the host
+needs (the guest and Chromium's DevTools 9222) are forwarded through Unix sockets
+in the socket directory: inside, `socat UNIX-LISTEN -> TCP 127.0.0.1:PORT`; on
+the host (`host_forwarders`), `socat TCP-LISTEN 127.0.0.1:HOSTPORT -> UNIX`. No
+bridge, no address outside 127.0.0.0/8.
+
+Inside, `SESSION_SCRIPT` starts Xvfb, the session bus, the window manager, the
+forwarders and the guest, and exits as soon as one of the critical ones does;
+the sandbox's PID 1 (bwrap) then exits and the kernel kills everything left in
+the PID namespace, so a desktop never half-lives. Stdlib only.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+GUEST_MOUNT = "/opt/cua-guest"
+SOCK_MOUNT = "/run/cua"
+SHIM_BIN = "/tmp/.cua-bin"
+TOKEN_PATH = "/run/cua-guest/token"
+INNER_GUEST_PORT = 5000
+"""The guest's port inside the desktop's own network namespace (any will do)."""
+CDP_PORT = 9222
+"""Chromium's DevTools port inside, as on OSWorld's images (forwarded to the host)."""
+FORWARDED = {"guest": INNER_GUEST_PORT, "cdp": CDP_PORT}
+"""Unix socket name in the socket directory -> TCP port inside the desktop."""
+
+SYSTEM_DIRS = ("/usr", "/etc", "/var/cache/fontconfig", "/var/lib/dbus")
+"""Host directories bound read-only; /bin, /lib*, /sbin follow (symlinks on merged-/usr)."""
+MERGED_USR = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+ETC_SECRETS = ("shadow", "shadow-", "gshadow", "gshadow-", "sudoers", "sudoers.d", "ssh",
+               "docker", "containerd", "npmrc", "pip.conf", "gitconfig", "wgetrc",
+               "security/opasswd")
+"""Under /etc but none of a desktop's business: files masked by /dev/null (unreadable:
+the bind is nodev), directories by an empty tmpfs."""
+ENV_FROM_HOST = ("LANG", "LANGUAGE", "TZ", "SAL_USE_VCLPLUGIN")
+"""The only variables (with LC_*) taken from the launcher's environment."""
+STAGE = "/run/cua-rl-stage"
+"""Where the launcher, root in its private mount namespace, binds this desktop's
+home, socket directory and guest venv for bwrap: bwrap runs as the desktop user,
+who cannot traverse a state dir under /root or a 0700 temporary directory."""
+# The guest venv's bin/ is on PATH: `python`/`python3` there are Debian's python3
+# with the guest's packages (pyautogui, Pillow...), as the system Python of
+# OSWorld's image has them; tasks run `python -c "import pyautogui; ..."`.
+PATH = f"{SHIM_BIN}:{GUEST_MOUNT}/bin:/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxSpec:
+    """One desktop's sandbox, as the session launcher builds it."""
+
+    desktop_id: str
+    display: int
+    width: int
+    height: int
+    window_manager: str
+    uid: int
+    gid: int
+    user: str
+    network: bool = False
+    """Share the host's network namespace (egress, and host loopback!) instead of
+    an own one with only loopback; the guest then listens on `guest_port` of the
+    host directly and nothing is forwarded."""
+    guest_port: int = 0
+
+
+def sandbox_env(base: Mapping[str, str], spec: SandboxSpec) -> dict[str, str]:
+    """The whole environment of the session: an allowlist, never the launcher's."""
+    env = {k: v for k, v in base.items() if k in ENV_FROM_HOST or k.startswith("LC_")}
+    env.setdefault("LANG", "C.UTF-8")
+    env.setdefault("SAL_USE_VCLPLUGIN", "gtk3")
+    env.update(
+        DISPLAY=f":{spec.display}", HOME="/home/user", USER=spec.user, LOGNAME=spec.user,
+        SHELL="/bin/bash", TMPDIR="/tmp", PATH=PATH, XDG_RUNTIME_DIR="/tmp/runtime-user",
+        XDG_CONFIG_HOME="/home/user/.config", XDG_DATA_HOME="/home/user/.local/share",
+        XDG_CACHE_HOME="/home/user/.cache",
+        DBUS_SESSION_BUS_ADDRESS="unix:path=/tmp/runtime-user/bus",
+        CUA_RL_DESKTOP_ID=spec.desktop_id,
+        # Toolkits export their widgets to AT-SPI only when asked to.
+        GNOME_ACCESSIBILITY="1", QT_ACCESSIBILITY="1", QT_LINUX_ACCESSIBILITY_ALWAYS_ON="1",
+    )
+    return env
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxFds:
+    """Pipes bwrap copies into files inside (`--file`), so neither the token nor
+    the shim exists anywhere the desktop could share."""
+
+    token: int
+    shim: int | None
+    """The google-chrome shim, or None when no shim is needed."""
+
+    def all(self) -> tuple[int, ...]:
+        return (self.token,) if self.shim is None else (self.token, self.shim)
+
+
+def bwrap_argv(spec: SandboxSpec, env: Mapping[str, str], fds: SandboxFds,
+               stage: str) -> list[str]:
+    """The full `bwrap ... bash -c SESSION_SCRIPT` command line; `stage` holds
+    home/, sock/ and guest/ (see `STAGE`)."""
+    argv = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session",
+            "--uid", str(spec.uid), "--gid", str(spec.gid),
+            "--hostname", "cua-desktop", "--clearenv"]
+    if spec.network:
+        argv.append("--share-net")
+    for key, value in sorted(env.items()):
+        argv += ["--setenv", key, value]
+    for path in MERGED_USR:
+        if os.path.islink(path):
+            argv += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            argv += ["--ro-bind", path, path]
+    for path in SYSTEM_DIRS:
+        if os.path.isdir(path):
+            argv += ["--ro-bind", path, path]
+    for name in ETC_SECRETS:
+        path = f"/etc/{name}"
+        if os.path.isdir(path) and not os.path.islink(path):
+            argv += ["--tmpfs", path]
+        elif os.path.lexists(path):
+            argv += ["--ro-bind", "/dev/null", path]
+    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run",
+             "--tmpfs", "/var/tmp", "--tmpfs", "/home",
+             "--bind", f"{stage}/home", "/home/user",
+             "--bind", f"{stage}/sock", SOCK_MOUNT,
+             "--ro-bind", f"{stage}/guest", GUEST_MOUNT,
+             "--perms", "0700", "--dir", "/tmp/runtime-user",
+             "--perms", "1777", "--dir", "/tmp/.X11-unix",
+             "--perms", "1777", "--dir", "/tmp/.ICE-unix",
+             "--perms", "0755", "--dir", SHIM_BIN,
+             "--perms", "0700", "--dir", os.path.dirname(TOKEN_PATH),
+             "--perms", "0600", "--file", str(fds.token), TOKEN_PATH]
+    if fds.shim is not None:
+        argv += ["--perms", "0755", "--file", str(fds.shim), f"{SHIM_BIN}/google-chrome"]
+    # The root itself (bwrap's tmpfs) read-only: no new top-level directories.
+    argv += ["--remount-ro", "/", "--chdir", "/home/user",
+             "--", "/bin/bash", "-c", SESSION_SCRIPT, "session", str(spec.display),
+             str(spec.width), str(spec.height), spec.window_manager,
+             str(spec.guest_port if spec.network else INNER_GUEST_PORT),
+             "" if spec.network else "forward"]
+    return argv
+
+
+def host_forwarders(ports: Mapping[str, int]) -> list[list[str]]:
+    """socat commands that serve 127.0.0.1:port on the host from each Unix socket
+    (paths relative: they run in the socket directory, which is all they can reach)."""
+    return [["socat", f"TCP-LISTEN:{port},bind=127.0.0.1,reuseaddr,fork,nodelay",
+             f"UNIX-CONNECT:{name}.sock"]
+            for name, port in ports.items()]
+
+
+def _forward_lines() -> str:
+    return "\n".join(
+        f"[ -n \"$forward\" ] && {{ socat UNIX-LISTEN:{SOCK_MOUNT}/{name}.sock,fork,mode=600 "
+        f"TCP:127.0.0.1:{port},nodelay & crit=\"$crit $!\"; }}"
+        for name, port in FORWARDED.items())
+
+
+SESSION_SCRIPT = f"""
+set -u
+display=$1 width=$2 height=$3 wm=${{4:-}} port=$5 forward=${{6:-}}
+wait_for() {{  # a socket a starting server creates, within 20 s
+  for _ in $(seq 400); do [ -S "$1" ] && return 0; sleep 0.05; done
+  echo "session: $2 not ready within 20 s" >&2; exit 1
+}}
+trap 'exit 0' TERM INT
+Xvfb ":$display" -screen 0 "${{width}}x${{height}}x24" -nolisten tcp -noreset & crit=$!
+wait_for "/tmp/.X11-unix/X$display" Xvfb
+dbus-daemon --session --nofork --nopidfile --address=unix:path=/tmp/runtime-user/bus &
+crit="$crit $!"
+wait_for /tmp/runtime-user/bus "session bus"
+[ -n "$wm" ] && {{ $wm & }}
+{_forward_lines()}
+{GUEST_MOUNT}/bin/python -m cua_guest --host 127.0.0.1 --port "$port" \\
+  --token-file {TOKEN_PATH} & crit="$crit $!"
+echo "session: up (display :$display)" >&2
+wait -n $crit
+echo "session: a critical process exited ($?); stopping the desktop" >&2
+exit 1
+"""
+"""Runs inside the sandbox as `user`; its exit ends the desktop (see module doc)."""
+
+
+def quoted(argv: list[str]) -> str:
+    """A command line for logs (the script itself elided)."""
+    return " ".join(shlex.quote(a) if a != SESSION_SCRIPT else "SCRIPT" for a in argv)

@@ -1,0 +1,227 @@
+"""The escape suite: plays the agent on a real desktop, through the guest's own
+authenticated `/execute` (what a policy's actions become), and asserts that
+each way out of the desktop fails (issue 19; docs/sandbox.md).
+
+Two desktops per provider (A is the agent's, B its neighbour) and, on the host,
+a marker variable in the launcher's environment, a file in /root, the checkout,
+the state dir with B's token, and a stand-in model server on 127.0.0.1 whose
+`/update_weights` counts the requests that reach it. Parametrized by provider so
+that the container and VM providers can join (add them to `PROVIDERS`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import shlex
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import psutil
+import pytest
+import pytest_asyncio
+from aiohttp import web
+from tests_support.desktops import local_desktops_unavailable
+
+import cua_rl
+from cua_rl.desktop.client import GuestClient
+from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider
+from cua_rl.desktop.providers.local import LocalProvider
+from cua_rl.desktop.providers.local_config import LocalProviderConfig
+from cua_rl.errors import GuestError
+
+pytestmark = [pytest.mark.desktop, pytest.mark.asyncio(loop_scope="module")]
+
+CHECKOUT = Path(cua_rl.__file__).resolve().parent.parent
+MARKER_VAR = "CUA_RL_ESCAPE_MARKER"
+
+
+def _local(state_dir: Path) -> DesktopProvider:
+    if (reason := local_desktops_unavailable()) is not None:
+        pytest.skip(reason)
+    return LocalProvider(LocalProviderConfig(state_dir=state_dir, width=800, height=600))
+
+
+PROVIDERS: dict[str, Callable[[Path], DesktopProvider]] = {"local": _local}
+"""Provider name -> factory of a provider keeping its state under the given dir."""
+
+
+@dataclass
+class Scene:
+    """What the agent (desktop A) tries to reach, and how to check from the host."""
+
+    provider: DesktopProvider
+    a: DesktopHandle
+    b: DesktopHandle
+    agent: GuestClient
+    state_dir: Path
+    marker: str
+    root_file: Path
+    model_port: int
+    model_hits: list[str] = field(default_factory=list)
+
+    async def run(self, script: str) -> tuple[int | None, str]:
+        """Run a shell script as the agent; (exit status, stdout + stderr)."""
+        result = await self.agent.execute(script, shell=True, timeout=60)
+        return result.returncode, (result.output or "") + (result.error or "")
+
+
+async def _model_server(hits: list[str]) -> tuple[web.AppRunner, int]:
+    """A stand-in for a model server on host loopback (no credential, like ours)."""
+    async def record(request: web.Request) -> web.Response:
+        hits.append(request.path)
+        return web.json_response({"ok": True})
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", record)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    return runner, site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module", params=sorted(PROVIDERS))
+async def scene(request: pytest.FixtureRequest,
+                tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Scene]:
+    state_dir = tmp_path_factory.mktemp("escape") / "state"
+    marker = f"marker-{secrets.token_hex(8)}"
+    root_file = Path("/root") / f".cua-escape-{secrets.token_hex(4)}"
+    root_file.write_text(marker)
+    hits: list[str] = []
+    runner, port = await _model_server(hits)
+    old = os.environ.get(MARKER_VAR)
+    os.environ[MARKER_VAR] = marker  # the launching shell's environment
+    provider = PROVIDERS[request.param](state_dir)
+    try:
+        a, b = await asyncio.gather(provider.start("agent-a"), provider.start("neighbour-b"))
+        yield Scene(provider, a, b, provider.client(a), state_dir, marker, root_file, port,
+                    hits)
+    finally:
+        if old is None:
+            os.environ.pop(MARKER_VAR, None)
+        else:
+            os.environ[MARKER_VAR] = old
+        for handle in await provider.list():
+            await provider.stop(handle)
+        await provider.close()
+        await runner.cleanup()
+        root_file.unlink(missing_ok=True)
+
+
+def _port(url: str) -> int:
+    port = urlsplit(url).port
+    assert port is not None
+    return port
+
+
+async def test_the_agent_runs_unprivileged_in_its_own_world(scene: Scene) -> None:
+    rc, out = await scene.run("id -u; id -un; ps -e -o comm= | sort -u | tr '\\n' ' '")
+    uid, name, procs = out.splitlines()[:3]
+    assert rc == 0 and name == "user" and uid != "0", out
+    # Its own PID namespace: nothing of the host (no pytest, no launcher) in sight.
+    assert "pytest" not in procs and "python3" not in procs.split(), procs
+
+
+async def test_the_launchers_environment_is_not_readable(scene: Scene) -> None:
+    rc, out = await scene.run(
+        f"env; echo ${MARKER_VAR}; cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'")
+    assert scene.marker not in out
+    rc, out = await scene.run("env")
+    names = {line.split("=", 1)[0] for line in out.splitlines() if "=" in line}
+    assert not names & {"PYTHONPATH", "VIRTUAL_ENV", "CUA_RL_STATE_DIR", "PYENV_ROOT"}, names
+
+
+async def test_the_checkout_is_neither_readable_nor_writable(scene: Scene) -> None:
+    probe = CHECKOUT / f".cua-escape-{secrets.token_hex(4)}"
+    rc, out = await scene.run(
+        f"ls {shlex.quote(str(CHECKOUT))} && echo LISTED; "
+        f"cat {shlex.quote(str(CHECKOUT / 'pyproject.toml'))} && echo READ; "
+        f"echo x > {shlex.quote(str(probe))} && echo WROTE")
+    assert not {"LISTED", "READ", "WROTE"} & set(out.split()), out
+    assert not probe.exists()
+    # The guest's own upload route: refused, or (checkout under /tmp) written into
+    # the desktop's private /tmp; either way nothing reaches the host's checkout.
+    with contextlib.suppress(GuestError):
+        await scene.agent.upload_file(str(probe), b"x")
+    assert not probe.exists()
+
+
+async def test_root_is_neither_readable_nor_writable(scene: Scene) -> None:
+    probe = Path("/root") / f".cua-escape-w-{secrets.token_hex(4)}"
+    rc, out = await scene.run(
+        f"cat {scene.root_file}; ls -a /root; echo x > {probe} && echo WROTE")
+    assert scene.marker not in out and "WROTE" not in out, out
+    assert not probe.exists()
+    assert await scene.agent.get_file(str(scene.root_file)) is None
+
+
+async def test_system_dirs_are_read_only_and_secrets_masked(scene: Scene) -> None:
+    rc, out = await scene.run("touch /usr/escape /etc/escape /escape && echo WROTE; "
+                              "cat /etc/shadow /etc/gshadow")
+    assert "WROTE" not in out and "root:" not in out, out
+    assert not any(await asyncio.to_thread(
+        lambda: [Path(p).exists() for p in ("/usr/escape", "/etc/escape", "/escape")]))
+
+
+async def test_the_state_dir_and_the_neighbours_token_are_out_of_reach(scene: Scene) -> None:
+    token_b = scene.b.token
+    rc, out = await scene.run(
+        f"ls -a {scene.state_dir} {scene.state_dir}/neighbour-b && echo LISTED; "
+        f"cat {scene.state_dir}/neighbour-b/token; "
+        f"grep -rs {token_b} /home /tmp /run /var /opt && echo FOUND")
+    assert token_b not in out and "LISTED" not in out and "FOUND" not in out, out
+    # Its own home holds only its own files.
+    rc, out = await scene.run("ls -a /home")
+    assert out.split() == [".", "..", "user"], out
+
+
+async def test_the_neighbours_processes_cannot_be_signalled(scene: Scene) -> None:
+    launcher = psutil.Process(scene.b.info["pid"])
+    guests = [p for p in launcher.children(recursive=True)
+              if "cua_guest" in " ".join(p.cmdline())]
+    assert guests, "the neighbour's guest process was not found on the host"
+    pids = " ".join(str(p.pid) for p in guests)
+    rc, out = await scene.run(f"kill -KILL {pids} && echo KILLED")
+    assert "KILLED" not in out, out
+    assert all(p.is_running() for p in guests)
+    # ...and on the host they run as the desktop user, not root.
+    assert {p.uids().real for p in guests} != {0}
+    assert await scene.provider.health(scene.b)
+
+
+async def test_host_loopback_and_the_neighbour_are_unreachable(scene: Scene) -> None:
+    targets = {"model": scene.model_port, "guest-b": _port(scene.b.url)}
+    if scene.b.info.get("cdp_port"):
+        targets["cdp-b"] = scene.b.info["cdp_port"]
+    hosts = ["127.0.0.1", "localhost"]
+    hosts += sorted({addr.address for addrs in psutil.net_if_addrs().values()
+                     for addr in addrs if addr.family.name == "AF_INET"
+                     and not addr.address.startswith("127.")})
+    # Any TCP connection counts (a 401 from the neighbour's guest is still a way in).
+    connect = "; ".join(
+        f"python3 -c 'import socket; socket.create_connection((\"{host}\", {port}), 3)' "
+        f"2>/dev/null && echo REACHED-{name}-{host}"
+        for name, port in targets.items() for host in hosts)
+    post = ("python3 -c 'import urllib.request as u; u.urlopen(u.Request("
+            f"\"http://127.0.0.1:{scene.model_port}/update_weights\", data=b\"{{}}\"), "
+            "timeout=3)' 2>/dev/null && echo REACHED-update_weights")
+    script = f"{connect}; {post}"
+    rc, out = await scene.run(script)
+    assert "REACHED" not in out, out
+    assert scene.model_hits == []
+    assert await scene.provider.health(scene.b)
+
+
+async def test_killing_everything_it_can_leaves_the_neighbour_alive(scene: Scene) -> None:
+    # Last on purpose: the agent's own desktop does not survive this.
+    try:
+        await scene.agent.execute("kill -KILL -1", shell=True, timeout=10)
+    except Exception:  # noqa: BLE001 - its guest dies with the rest, mid-answer
+        pass
+    assert await scene.provider.health(scene.b)
+    assert scene.model_hits == []

@@ -1,0 +1,66 @@
+"""The sandbox's command line and the guest venv's key, as pure logic (the escape
+suite checks the real thing: tests/integration/desktop/test_sandbox_escapes.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cua_rl.desktop.providers.local_guest_env import content_hash, venv_path
+from cua_rl.desktop.providers.local_sandbox import (
+    SandboxFds,
+    SandboxSpec,
+    bwrap_argv,
+    host_forwarders,
+    sandbox_env,
+)
+
+SPEC = SandboxSpec(desktop_id="d1", display=201, width=800, height=600,
+                   window_manager="openbox", uid=1001, gid=1001, user="user", guest_port=4321)
+
+
+def test_env_is_an_allowlist() -> None:
+    env = sandbox_env({"HF_TOKEN": "secret", "PYTHONPATH": "/work", "PATH": "/root/.pyenv/shims",
+                       "LANG": "de_DE.UTF-8", "LC_TIME": "C", "AWS_SECRET_ACCESS_KEY": "x"}, SPEC)
+    assert "HF_TOKEN" not in env and "PYTHONPATH" not in env
+    assert "AWS_SECRET_ACCESS_KEY" not in env
+    assert env["LANG"] == "de_DE.UTF-8" and env["LC_TIME"] == "C"
+    assert "/root" not in env["PATH"] and env["DISPLAY"] == ":201"
+
+
+def test_bwrap_gets_its_own_namespaces_and_a_clear_env() -> None:
+    argv = bwrap_argv(SPEC, {"A": "1"}, SandboxFds(token=7, shim=None), "/stage")
+    assert argv[0] == "bwrap" and "--unshare-all" in argv and "--clearenv" in argv
+    assert "--share-net" not in argv and "--die-with-parent" in argv
+    assert argv[argv.index("--uid") + 1] == "1001"
+    binds = {argv[i + 1] for i, a in enumerate(argv) if a in ("--bind", "--ro-bind")}
+    assert binds <= {"/usr", "/etc", "/var/cache/fontconfig", "/var/lib/dbus", "/dev/null",
+                     "/stage/home", "/stage/sock", "/stage/guest", "/bin", "/sbin", "/lib",
+                     "/lib32", "/lib64", "/libx32"}, binds
+    assert argv[-2:] == ["5000", "forward"]  # own network: the guest is forwarded
+
+
+def test_network_option_shares_the_host_net_without_forwarders() -> None:
+    spec = SandboxSpec(desktop_id="d1", display=201, width=800, height=600,
+                       window_manager="", uid=1001, gid=1001, user="user", network=True,
+                       guest_port=4321)
+    argv = bwrap_argv(spec, {}, SandboxFds(token=7, shim=8), "/stage")
+    assert "--share-net" in argv and argv[-2:] == ["4321", ""]
+
+
+def test_host_forwarders_listen_on_loopback_only() -> None:
+    (guest,) = host_forwarders({"guest": 40001})
+    assert guest[1].startswith("TCP-LISTEN:40001,bind=127.0.0.1,")
+    assert guest[2] == "UNIX-CONNECT:guest.sock"
+
+
+def test_guest_venv_is_keyed_by_content(tmp_path: Path) -> None:
+    src = tmp_path / "guest"
+    (src / "cua_guest" / "__pycache__").mkdir(parents=True)
+    (src / "pyproject.toml").write_text("[project]\nname='cua-guest'\n")
+    (src / "cua_guest" / "__init__.py").write_text("A = 1\n")
+    first = content_hash(src)
+    (src / "cua_guest" / "__pycache__" / "x.pyc").write_bytes(b"\0")
+    assert content_hash(src) == first
+    (src / "cua_guest" / "__init__.py").write_text("A = 2\n")
+    assert content_hash(src) != first
+    assert venv_path(src, Path("/opt/x")) == Path("/opt/x") / f"guest-venv-{content_hash(src)}"
