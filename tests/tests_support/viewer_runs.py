@@ -122,3 +122,39 @@ def add_bulk_trajectories(run_dir: Path, n: int) -> None:
         "INSERT INTO trajectories VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
     store._db.execute("COMMIT")
     store.close()
+
+
+SETUP_REASON = "setup step 'download' failed: https://example.invalid/a.xlsx is not cached"
+ABORT_REASON = "guest did not answer /screenshot within 30 s"
+
+
+def add_failed_trajectories(run_dir: Path, group_id: str = "g1") -> list[str]:
+    """Two step-less trajectories of task t1's group: one whose setup failed and one
+    aborted before its first step, each with its reason in the store."""
+    store = RunStore(run_dir)
+    out = []
+    for tid, status, reason in (("setup-failed", TrajectoryStatus.SETUP_FAILED, SETUP_REASON),
+                                ("aborted-0", TrajectoryStatus.ABORTED, ABORT_REASON)):
+        store.save_trajectory(Trajectory(id=tid, variant_id="t1:default", steps=(),
+                                         status=status, score=None, screen=SCREEN),
+                              group_id=group_id, error=reason)
+        out.append(tid)
+    store.close()
+    return out
+
+
+def write_recording(run_dir: Path, trajectory_id: str, seconds: int = 1) -> Path:
+    """`RUN_DIR/recordings/<trajectory_id>.mp4` as the rollout store writes it: a
+    real MP4 (ffmpeg's test pattern, H.264 if available else MPEG-4 part 2)."""
+    import shutil
+    import subprocess
+
+    out = run_dir / "recordings" / f"{trajectory_id}.mp4"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    ffmpeg = shutil.which("ffmpeg")
+    if ffmpeg is None:
+        raise RuntimeError("write_recording needs ffmpeg: apt install ffmpeg")
+    subprocess.run([ffmpeg, "-loglevel", "error", "-y", "-f", "lavfi", "-i",
+                    f"testsrc=size=320x180:rate=5:duration={seconds}", "-pix_fmt", "yuv420p",
+                    "-movflags", "+faststart", str(out)], check=True, timeout=60)
+    return out
