@@ -15,7 +15,8 @@ declared failure OSWorld's scoring never reads the desktop (`infeasible` scores
 1, anything else 0), while running the postconfig a second time (close a
 window, save a file) could fail on the state the first run left.
 
-Tasks whose expected file is downloaded (`cloud_file`) are reported apart when
+Tasks whose evaluator reads a downloaded file (a `cloud_file` getter, a
+`download` step in the postconfig) are reported apart when
 they pass the first run: with generated stand-in assets (tests_support's asset
 helper, `cua-rl cache seed`) the expected file may equal the task's own input.
 Every task yields one `NoopResult`; an evaluation that raises is its `error`.
@@ -71,9 +72,15 @@ class NoopResult:
 
 
 def expects_download(task: TaskVariant) -> bool:
+    """The evaluator reads a downloaded file: a `cloud_file` getter, or a `download`
+    step in its postconfig (a gold file, a helper script). With stand-in assets
+    such a file is generated, so a pass on the untouched desktop says nothing."""
     expected = task.evaluator.get("expected")
     items = expected if isinstance(expected, list) else [expected]
-    return any(isinstance(g, dict) and g.get("type") == "cloud_file" for g in items)
+    if any(isinstance(g, dict) and g.get("type") == "cloud_file" for g in items):
+        return True
+    return any(isinstance(step, dict) and step.get("type") == "download"
+               for step in task.evaluator.get("postconfig") or ())
 
 
 def _first_line(exc: BaseException) -> str:
