@@ -14,10 +14,19 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
-from cua_rl.report.plots import BASE_COLOR, HIGHLIGHT_COLOR, new_figure, save_figure
+from cua_rl.report.plots import (
+    BASE_COLOR,
+    HIGHLIGHT_COLOR,
+    jitter,
+    new_figure,
+    point_style,
+    save_figure,
+)
 from cua_rl.viewer.queries import open_readonly, run_lambda
 
 
@@ -57,7 +66,12 @@ def rolling_mean(values: Sequence[float], window: int) -> np.ndarray:
 
 
 def default_window(n: int) -> int:
-    return int(min(100, max(1, n // 20)))
+    """About a tenth of the points, between 5 and 100; 1 (no smoothing) below 10
+    points, where a trailing mean would mostly show its own warm-up."""
+    return 1 if n < 10 else int(min(100, max(5, n // 10)))
+
+
+X_LABEL = "trajectory # (in finishing order)"
 
 
 def spread_steps(times: Sequence[tuple[float, float, int]], edges: np.ndarray) -> np.ndarray:
@@ -113,29 +127,57 @@ def load_series(conn: sqlite3.Connection) -> RunSeries:
     return out
 
 
-def _line(name: str, values: Sequence[float | None], title: str, ylabel: str, out_dir: Path,
-          result: CurvesResult, *, ylim: tuple[float, float] | None = None,
-          raw: bool = True) -> None:
-    """Points (where defined) and their rolling mean over the trajectory index."""
+def series_figure(values: Sequence[float | None], title: str, ylabel: str, *,
+                  ylim: tuple[float, float] | None = None,
+                  cumulative_when_short: bool = False) -> Figure | None:
+    """Per-trajectory points (where defined) and their trailing mean; None when no
+    value is defined.
+
+    The legend names the window. With a window of 1 the "mean" would be the points
+    themselves, so no line is drawn, or, with `cumulative_when_short`, the mean of
+    all points so far is drawn and labelled as such (a success rate needs a rate)."""
     pairs = [(i + 1, v) for i, v in enumerate(values) if v is not None]
     if not pairs:
-        result.skipped[name] = "no data recorded"
-        return
+        return None
     x = np.array([p[0] for p in pairs])
     y = np.array([p[1] for p in pairs], dtype=float)
     window = default_window(len(y))
     fig, ax = new_figure()
-    if raw:
-        ax.scatter(x, y, s=6, color=BASE_COLOR, alpha=0.25, linewidths=0, label="per trajectory")
-    ax.plot(x, rolling_mean(y, window), color=HIGHLIGHT_COLOR, linewidth=1.8,
-            label=f"rolling mean ({window})")
-    ax.set_xlabel("trajectory (finishing order)")
+    shown, half = jitter(y)
+    label = "per trajectory" + (f" (jittered ±{half:.2g} to show overlaps)" if half else "")
+    ax.scatter(x, shown, color=BASE_COLOR, linewidths=0, label=label, zorder=2,
+               **point_style(len(y)))
+    if window > 1:
+        ax.plot(x, rolling_mean(y, window), color=HIGHLIGHT_COLOR, linewidth=2.0, zorder=3,
+                label=f"mean of the last {window} trajectories")
+    elif cumulative_when_short and len(y) > 1:
+        ax.plot(x, np.cumsum(y) / np.arange(1, len(y) + 1), color=HIGHLIGHT_COLOR,
+                linewidth=2.0, zorder=3, label="mean of all trajectories so far")
+    ax.set_xlabel(X_LABEL)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
+    # Ticks only where values can be: never in a jitter margin (a success of 1.1
+    # or a lag of -0.1 does not exist).
     if ylim is not None:
         ax.set_ylim(*ylim)
-    ax.legend(loc="best", fontsize=8, frameon=False)
-    result.written[name] = save_figure(fig, out_dir / f"{name}.png")
+        ticks = [t for t in ax.get_yticks() if ylim[0] <= t <= ylim[1]]
+        ax.set_ylim(ylim[0] - half, ylim[1] + half)
+        ax.set_yticks(ticks)
+    elif half and len(levels := np.unique(y)) <= 6:
+        ax.set_yticks(levels)
+    # Under the axes, so it never hides points or the line.
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=8,
+              frameon=False)
+    return fig
+
+
+def _line(name: str, values: Sequence[float | None], title: str, ylabel: str, out_dir: Path,
+          result: CurvesResult, **style: Any) -> None:
+    fig = series_figure(values, title, ylabel, **style)
+    if fig is None:
+        result.skipped[name] = "no data recorded"
+    else:
+        result.written[name] = save_figure(fig, out_dir / f"{name}.png")
 
 
 def _throughput(series: RunSeries, out_dir: Path, result: CurvesResult) -> None:
@@ -173,16 +215,18 @@ def write_curves(run_dir: str | Path, out_dir: str | Path) -> CurvesResult:
     result = CurvesResult()
     if series.outcomes:
         _line("success_rate", [1.0 if o > 0 else 0.0 for o in series.outcomes],
-              f"Success rate ({len(series.outcomes)} scored trajectories)", "success rate",
-              out_dir, result, ylim=(-0.02, 1.02), raw=False)
+              f"Success rate ({len(series.outcomes)} scored trajectories)",
+              "success (1 = success, 0 = failure)", out_dir, result, ylim=(-0.02, 1.02),
+              cumulative_when_short=True)
     else:
         result.skipped["success_rate"] = "no scored (non-aborted) trajectories"
     _line("step_reward", series.mean_rewards, "Mean step reward R = O + λ·mean S",
-          "mean step reward", out_dir, result)
+          "mean step reward R per step (unitless)", out_dir, result)
     if "step_reward" in result.skipped:
         result.skipped["step_reward"] = "no steps in scored trajectories"
     _line("prm_agreement", series.agreement, "PRM agreement with outcomes",
-          "fraction of votes with the outcome's sign", out_dir, result, ylim=(-0.02, 1.02))
+          "agreeing votes (fraction of the trajectory's votes)", out_dir, result,
+          ylim=(-0.02, 1.02))
     if "prm_agreement" in result.skipped:
         result.skipped["prm_agreement"] = "no PRM votes recorded"
     if series.max_version == 0:
@@ -191,6 +235,6 @@ def write_curves(run_dir: str | Path, out_dir: str | Path) -> CurvesResult:
         dropped = f", {series.stale_dropped:.0f} stale samples dropped" \
             if series.stale_dropped else ""
         _line("staleness", series.lag, f"Policy version lag at finish{dropped}",
-              "newest version − version at start", out_dir, result)
+              "lag (policy versions: newest − at start)", out_dir, result)
     _throughput(series, out_dir, result)
     return result

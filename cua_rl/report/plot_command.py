@@ -1,4 +1,5 @@
-"""`cua-rl plot RUN_DIR --out DIR`: learning curves of a run as PNG files."""
+"""`cua-rl plot RUN_DIR --out DIR`: learning curves of a run as PNG files (per-trajectory
+points and a trailing mean whose window the legend names)."""
 
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 
@@ -20,6 +21,32 @@ from matplotlib.figure import Figure  # noqa: E402
 
 BASE_COLOR = "#4C72B0"
 HIGHLIGHT_COLOR = "#DD8452"
+
+
+MAX_DISCRETE_LEVELS = 12
+"""A series with at most this many distinct values (outcomes, votes agreeing out of
+a few, version lags) is drawn with vertical jitter: otherwise its points stack
+into a few lines and their density cannot be seen."""
+
+
+def point_style(n: int) -> dict[str, float]:
+    """Marker size and alpha for `n` per-trajectory points: dots a reader can see
+    on a short run, and a translucent cloud (density stays visible) on a long one."""
+    return {"s": 18.0 if n <= 500 else 8.0,
+            "alpha": float(min(0.7, max(0.12, 8.0 / np.sqrt(max(n, 1)))))}
+
+
+def jitter(y: np.ndarray, seed: int = 0) -> tuple[np.ndarray, float]:
+    """`y` with a small vertical jitter when it takes few distinct values that
+    repeat (points would hide each other), and the jitter's half-width (0.0 when
+    none was added). A fixed seed keeps the figure the same from one run of
+    `plot` to the next."""
+    levels = np.unique(y)
+    if len(levels) > MAX_DISCRETE_LEVELS or len(levels) == len(y):
+        return y, 0.0
+    gap = float(np.min(np.diff(levels))) if len(levels) > 1 else 1.0
+    half = 0.15 * gap
+    return y + np.random.default_rng(seed).uniform(-half, half, len(y)), half
 
 
 def new_figure(width: float = 8.0, height: float = 4.5) -> tuple[Figure, Axes]:

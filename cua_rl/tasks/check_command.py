@@ -49,9 +49,10 @@ def write_split(path: Path, ids: list[str], header: str) -> None:
 @click.option("--sample", type=click.IntRange(1), default=None,
               help="With --on-desktop: only a stratified sample of this many tasks at most "
               "(every domain and setup-step kind).")
-@click.option("--noop", is_flag=True,
-              help="With --on-desktop: also score the untouched desktop for a no-op agent "
-              "(must be 0, or 1 on infeasible tasks when it declares failure).")
+@click.option("--noop-agent", "--noop", "noop", is_flag=True,
+              help="With --on-desktop: also score the untouched desktop for a no-op agent, "
+              "once declaring success (must score 0 on every task) and once failure (must "
+              "score 1 on exactly the infeasible ones); offenders by task id in the JSON.")
 def check_tasks(osworld: Path, provider: str, cache_dir: Path | None, split: str | None,
                 split_out: Path, as_json: bool, on_desktop: bool, desktops: int,
                 sample: int | None, noop: bool) -> None:
@@ -92,6 +93,7 @@ def _on_desktop(tasks: list, cache: FileCache, desktops: int, sample: int | None
     import asyncio
 
     from cua_rl.desktop.providers.local import LocalProvider
+    from cua_rl.tasks.noop_check import noop_report
     from cua_rl.tasks.setup_check import check_setups, stratified_sample
 
     chosen = stratified_sample(tasks, sample) if sample else tasks
@@ -100,10 +102,10 @@ def _on_desktop(tasks: list, cache: FileCache, desktops: int, sample: int | None
         if not quiet:
             state = ("ok" if outcome.ok else f"setup failed: {outcome.error}" if outcome.error
                      else "blank first screen")
-            scored = ("" if outcome.noop_expected is None else
-                      f"  no-op score {outcome.noop_score} (expected {outcome.noop_expected:g}"
-                      + (", expected file is downloaded" if outcome.standin_expected else "")
-                      + (f"; {outcome.noop_error}" if outcome.noop_error else "") + ")")
+            noop = outcome.noop
+            scored = "" if noop is None else (
+                "  no-op agent: " + (noop.wrong or "right")
+                + (" (expected file is a downloaded stand-in)" if noop.standin_pass else ""))
             click.echo(f"{outcome.task_id}  {outcome.domain}  on desktop: {state}  "
                        f"({outcome.seconds:.1f} s){scored}")
 
@@ -119,7 +121,5 @@ def _on_desktop(tasks: list, cache: FileCache, desktops: int, sample: int | None
     return {"checked": len(outcomes), "ok": sum(o.ok for o in outcomes),
             "setup_failed": {o.task_id: o.error for o in outcomes if o.error},
             "blank": [o.task_id for o in outcomes if o.blank],
-            **({"noop_wrong": {o.task_id: o.noop_error or o.noop_score for o in outcomes
-                               if o.noop_wrong and not o.standin_expected},
-                "noop_standin_expected": [o.task_id for o in outcomes if o.standin_expected]}
+            **({"noop_agent": noop_report([o.noop for o in outcomes if o.noop is not None])}
                if noop else {})}

@@ -18,10 +18,24 @@ from pathlib import Path
 import click
 
 from cua_rl.errors import TaskFormatError
+from cua_rl.tasks.authoring import (
+    AuthoringRoot,
+    authoring_groups,
+    difficulty_problems,
+    golden_problems,
+    scaffold_pair,
+)
 from cua_rl.tasks.check_command import check_tasks
 from cua_rl.tasks.names import variant_name_problems
 from cua_rl.tasks.osworld import TaskLoad
-from cua_rl.tasks.pairs import check_pair, load_variants, pair_task_ids, template_path
+from cua_rl.tasks.pairs import (
+    check_pair,
+    load_variants,
+    pair_task_ids,
+    read_template,
+    template_path,
+)
+from cua_rl.tasks.schema import Problem
 from cua_rl.tasks.sources import PROJECT_ROOT, load_source
 
 NAMES_UNCHECKED = (
@@ -201,7 +215,8 @@ def _targets(paths: tuple[Path, ...], root: Path | None) -> list[tuple[Path, str
 @click.option(
     "--root",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Folder with templates/ and evaluators/ (default: this project's).",
+    help="Authoring folder with templates/, evaluators/, golden/, difficulty.json and "
+         "optionally tasks/ (default: this project's; see docs/pair-authoring.md).",
 )
 @click.option(
     "--on-desktop",
@@ -213,7 +228,9 @@ def _targets(paths: tuple[Path, ...], root: Path | None) -> list[tuple[Path, str
 def validate_templates(
     paths: tuple[Path, ...], root: Path | None, on_desktop: bool, desktops: int
 ) -> None:
-    """Check template/evaluator pairs: shape, pairing, metric and getter names.
+    """Check template/evaluator pairs: shape, pairing, metric/getter/step names
+    (with a "did you mean"), the rule and option keys each metric reads, golden
+    solutions and difficulty entries.
 
     PATHS are template files, evaluator files or folders, folders holding
     templates/ and evaluators/, or task ids under --root; none means all pairs
@@ -227,9 +244,12 @@ def validate_templates(
     names_checked = True
     for pair_root, task_id in targets:
         found, checks = check_pair(pair_root, task_id, unimplemented_is_problem=True)
-        for problem in checks.problems:
-            click.echo(str(problem))
-        problems += len(checks.problems)
+        lines = [str(p) for p in checks.problems]
+        if template_path(pair_root, task_id).is_file():
+            lines += [str(p) for p in _authoring_problems(AuthoringRoot.of(pair_root), task_id)]
+        for line in lines:
+            click.echo(line)
+        problems += len(lines)
         variants += len(found)
         names_checked = names_checked and checks.deep
     click.echo(
@@ -241,25 +261,57 @@ def validate_templates(
     if problems:
         raise SystemExit(1)
     if on_desktop:
-        _validate_on_desktop(targets if paths else None, root or PROJECT_ROOT, desktops)
+        _validate_on_desktop(targets if paths else None, AuthoringRoot.of(root), desktops)
 
 
-def _validate_on_desktop(
-    targets: list[tuple[Path, str]] | None, root: Path, desktops: int
-) -> None:
-    """Golden solutions score 1 and initial states 0 for the local suite's tasks
-    (all of them, or those PATHS named), on local desktops."""
-    from cua_rl.tasks.on_desktop import print_report, suite_groups, validate_on_desktop
+def _authoring_problems(layout: AuthoringRoot, task_id: str) -> list[Problem]:
+    """Golden file and difficulty entry of one pair (see tasks/authoring.py), where
+    the root keeps them: a root of templates and evaluators only (an import of
+    the RLAnything release) has its base tasks and goldens elsewhere."""
+    names = list(read_template(template_path(layout.root, task_id))[0])
+    problems = difficulty_problems(layout.difficulty, {task_id: names})
+    if (layout.golden_root / "golden").is_dir():
+        problems = golden_problems(layout, task_id, names) + problems
+    return problems
+
+
+def _validate_on_desktop(targets: list[tuple[Path, str]] | None, layout: AuthoringRoot,
+                         desktops: int) -> None:
+    """Golden solutions score 1 and initial states 0 for the tasks in scope (the
+    project's local suite, or an authoring root's pairs and tasks), on local
+    desktops; a wrong score names each metric and the values it compared."""
+    from cua_rl.tasks.on_desktop import print_report, validate_on_desktop
 
     ids = None if targets is None else [task_id for _, task_id in targets]
     try:
-        groups = suite_groups(PROJECT_ROOT / "osworld_tasks" / "local", root, ids)
+        groups = authoring_groups(layout, ids)
     except TaskFormatError as exc:
         raise click.ClickException(str(exc)) from exc
-    report = validate_on_desktop(groups, desktops)
+    report = validate_on_desktop(groups, desktops, golden_root=layout.golden_root)
     print_report(report, click.echo)
     if report.failures:
         raise SystemExit(1)
+
+
+@templates.command("new")
+@click.argument("task_id")
+@click.option("--root", type=click.Path(file_okay=False, path_type=Path),
+              help="Authoring folder to write into (default: this project's).")
+@click.option("--domain", default="os", show_default=True,
+              help="Domain of a new base task (an existing task keeps its own).")
+@click.option("--instruction", help="The variant's instruction (default: the task's, or a TODO).")
+def new_template(task_id: str, root: Path | None, domain: str, instruction: str | None) -> None:
+    """Scaffold a pair for TASK_ID: template, evaluator, golden stub, difficulty entry
+    (and a base task under tasks/ when TASK_ID is not a known task)."""
+    try:
+        written = scaffold_pair(root or PROJECT_ROOT, task_id, domain, instruction)
+    except TaskFormatError as exc:
+        raise click.ClickException(str(exc)) from exc
+    for path in written:
+        click.echo(f"wrote {path}")
+    where = f" --root {root}" if root else ""
+    click.echo(f"next: edit them, then: cua-rl templates validate{where} {task_id} --on-desktop",
+               err=True)
 
 
 @templates.command("import-openagentrl")

@@ -7,7 +7,8 @@ For each task in scope, on a local desktop:
 2. per variant: reset, setup, run the variant's golden solution, score: must
    give 1.0 (otherwise the evaluator cannot be satisfied, or the setup is wrong).
 
-Golden solutions live in `osworld_tasks/local/golden/<domain>/<task id>.json` as
+Golden solutions live in `<golden root>/golden/<domain>/<task id>.json` (the
+project's: `osworld_tasks/local/`; an authoring root's: itself) as
 {variant name: [step, ...]} with steps `{"pyautogui": code}`,
 `{"execute": {"command": ..., "shell": bool, "until": {...}}}` (polled like the
 setup step of that name, so readiness is awaited, never slept through) and
@@ -61,6 +62,8 @@ class Job:
     """Variants scored at the end (all of them for the initial state)."""
     golden: tuple[dict[str, Any], ...] | None = None
     """Steps of the golden solution; None scores the untouched initial state."""
+    explain: bool = True
+    """On a score other than `expected`, re-run the metrics to say what they compared."""
 
     @property
     def expected(self) -> float:
@@ -76,6 +79,8 @@ class Outcome:
     error: str | None = None
     diagnostics: str | None = None
     """Where the job was and what the screen showed when it failed (failures only)."""
+    detail: str | None = None
+    """Each metric's score and the values it compared (wrong scores only)."""
 
     @property
     def ok(self) -> bool:
@@ -89,6 +94,8 @@ class Outcome:
         else:
             head = f"{self.task_id}:{self.variant}: {what}"
             text = f"{head} scored {self.score:g}, expected {self.expected:g}"
+            if self.detail:
+                text += f" ({self.detail})"
         return text if self.diagnostics is None else f"{text} [{self.diagnostics}]"
 
 
@@ -117,15 +124,18 @@ class Report:
         return [o for o in self.outcomes if not o.ok]
 
 
-def golden_path(task: TaskVariant) -> Path:
-    """`<suite>/golden/<domain>/<id>.json` for a task file `<suite>/<domain>/<id>.json`."""
+def golden_path(task: TaskVariant, golden_root: Path | None = None) -> Path:
+    """`<golden root>/golden/<domain>/<id>.json` for a task file `<suite>/<domain>/<id>.json`
+    (the golden root is the suite itself unless given)."""
     source = Path(task.source_path)
-    return source.parent.parent / GOLDEN_DIR / source.parent.name / f"{task.task_id}.json"
+    base = golden_root if golden_root is not None else source.parent.parent
+    return base / GOLDEN_DIR / source.parent.name / f"{task.task_id}.json"
 
 
-def read_golden(task: TaskVariant) -> dict[str, list[dict[str, Any]]]:
+def read_golden(task: TaskVariant,
+                golden_root: Path | None = None) -> dict[str, list[dict[str, Any]]]:
     """Variant name -> golden steps; TaskFormatError naming the file on bad shape."""
-    path = golden_path(task)
+    path = golden_path(task, golden_root)
     if not path.is_file():
         raise TaskFormatError(f"{path}: no golden solution file for task {task.task_id}")
     try:
@@ -161,7 +171,8 @@ def check_golden_step(step: Any, where: str) -> None:
                           f"(setup-step parameters) or sleep (0-30 s), got {kind}={value!r:.80}")
 
 
-def plan_jobs(groups: Sequence[Group]) -> tuple[list[Job], list[Outcome]]:
+def plan_jobs(groups: Sequence[Group],
+              golden_root: Path | None = None) -> tuple[list[Job], list[Outcome]]:
     """Jobs for (base task, variants) groups; variants without a golden solution
     become failures at once. The initial state is scored in one job per distinct
     postconfig: a postconfig may change the state the next evaluator reads, but
@@ -172,7 +183,7 @@ def plan_jobs(groups: Sequence[Group]) -> tuple[list[Job], list[Outcome]]:
     missing: list[Outcome] = []
     for task, variants in groups:
         try:
-            golden = read_golden(task)
+            golden = read_golden(task, golden_root)
         except TaskFormatError as exc:
             missing += [Outcome(v.task_id, v.evaluator_name, 1.0, error=str(exc)) for v in variants]
             continue
@@ -185,7 +196,7 @@ def plan_jobs(groups: Sequence[Group]) -> tuple[list[Job], list[Outcome]]:
             if v.evaluator_name not in golden:
                 missing.append(Outcome(v.task_id, v.evaluator_name, 1.0,
                                        error=f"no golden solution named {v.evaluator_name!r} "
-                                             f"in {golden_path(task)}"))
+                                             f"in {golden_path(task, golden_root)}"))
             else:
                 jobs.append(Job(task, (v,), tuple(golden[v.evaluator_name])))
     return jobs, missing
@@ -231,6 +242,7 @@ async def _run_job(job: Job, client: GuestClient, work: Path, number: int,
     from cua_rl.desktop.file_cache import FileCache
     from cua_rl.desktop.setup_steps import SetupContext, run_setup_steps
     from cua_rl.evaluation import evaluate
+    from cua_rl.tasks.score_explain import explain_score
 
     folder = work / f"job-{number:04d}"
     width, height = await client.screen_size()
@@ -245,9 +257,17 @@ async def _run_job(job: Job, client: GuestClient, work: Path, number: int,
     outcomes = []
     for variant in job.variants:
         progress.phase = f"evaluation of {variant.evaluator_name}"
+        cache_dir = folder / variant.evaluator_name
         score = await evaluate(variant, client, cache=cache, context=context, last_action=None,
-                               cache_dir=folder / variant.evaluator_name)
-        outcomes.append(Outcome(variant.task_id, variant.evaluator_name, job.expected, score))
+                               cache_dir=cache_dir)
+        detail = None
+        if score != job.expected and job.explain:
+            progress.phase = f"explaining the score of {variant.evaluator_name}"
+            detail = await explain_score(variant, client, cache=cache, context=context,
+                                         cache_dir=cache_dir)
+            progress.phase = f"evaluation of {variant.evaluator_name}"
+        outcomes.append(Outcome(variant.task_id, variant.evaluator_name, job.expected, score,
+                                detail=detail))
     return outcomes
 
 
@@ -338,11 +358,11 @@ async def run_jobs(jobs: Sequence[Job], desktops: int = 1,
     return outcomes
 
 
-def validate_on_desktop(groups: Sequence[Group],
-                        desktops: int = 1, provider_config: Any = None) -> Report:
+def validate_on_desktop(groups: Sequence[Group], desktops: int = 1,
+                        provider_config: Any = None, golden_root: Path | None = None) -> Report:
     """Plan and run every job; the report holds one outcome per (variant, phase)."""
     began = time.monotonic()
-    jobs, missing = plan_jobs(groups)
+    jobs, missing = plan_jobs(groups, golden_root)
     outcomes = asyncio.run(run_jobs(jobs, desktops, provider_config)) if jobs else []
     return Report(outcomes=missing + outcomes, seconds=time.monotonic() - began)
 

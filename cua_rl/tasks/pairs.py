@@ -28,7 +28,6 @@ from cua_rl.tasks.schema import (
     Problem,
     check_evaluator,
     child,
-    locate_name,
     read_json,
     type_name,
 )
@@ -163,16 +162,19 @@ def _check_evaluator_file(file: Path, unimplemented_is_problem: bool) -> Checks:
     except TaskFormatError as exc:
         return Checks(problems=[Problem.from_line(str(file), "$", str(exc))])
     checks = check_evaluator(spec, str(file))
-    if unimplemented_is_problem:
-        checks.problems += [
-            Problem(
-                str(file),
-                locate_name(spec, name),
-                f"a metric, getter or setup step that cua-rl implements "
-                f"({name!r} is not implemented yet)",
-            )
-            for name in checks.unimplemented
-        ]
+    if checks.deep and not checks.problems:
+        # A rule or option key no metric reads passes every other check (and the
+        # golden, which never exercises it): a typo must fail here.
+        from cua_rl.tasks.rule_keys import rule_key_findings
+
+        checks.problems += [Problem(str(file), f"${sub}", expected)
+                            for sub, expected in rule_key_findings(spec)]
+    if unimplemented_is_problem and checks.unimplemented:
+        from cua_rl.tasks.names import unknown_name_lines
+
+        # One line per use, with a "did you mean" from the registered names.
+        checks.problems += [Problem.from_line(str(file), "$", line) for line in
+                            unknown_name_lines(str(file), spec, checks.unimplemented)]
     return checks
 
 

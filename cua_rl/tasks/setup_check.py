@@ -10,10 +10,8 @@ settles, as an episode's is. A blank first screen only counts when the setup
 opened something (`launch`, `open`, Chrome tabs): a setup of plain commands
 leaves the empty desktop on purpose.
 
-With `score_noop` the untouched desktop is then scored as after a no-op agent
-that declares success at once: every feasible task must score 0 with its
-metrics really run (an evaluator that passes an untouched desktop is a false
-pass), and an agent that declares failure must score 1 on infeasible tasks.
+With `score_noop` the untouched desktop is then scored for a no-op agent that
+declares success, then failure, at once (`cua_rl.tasks.noop_check`).
 """
 
 from __future__ import annotations
@@ -26,14 +24,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from cua_rl.desktop.client import GuestClient
 from cua_rl.desktop.file_cache import FileCache
 from cua_rl.desktop.providers.base import DesktopHandle
 from cua_rl.desktop.providers.local import LocalProvider
 from cua_rl.desktop.settle import OPENING_STEPS, is_blank, wait_until_settled
 from cua_rl.desktop.setup_steps import SetupContext, run_setup_steps
 from cua_rl.errors import DesktopError, GuestError, SetupStepError
-from cua_rl.types import Action, TaskVariant
+from cua_rl.tasks.noop_check import NoopResult, score_noop_agent
+from cua_rl.types import TaskVariant
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,51 +44,41 @@ class SetupOutcome:
     """The setup opened something, yet the settled first screen is one colour."""
     settled: bool = True
     seconds: float = 0.0
-    noop_score: float | None = None
-    """Score of the untouched desktop for an agent that declares success at once
-    (failure, for infeasible tasks); None when not scored."""
-    noop_expected: float | None = None
-    """What that score must be: 0, or 1 for an infeasible task."""
-    noop_error: str = ""
-    standin_expected: bool = False
-    """The evaluator compares against a downloaded file: with generated stand-in
-    assets the expected file may equal the task's own input (reported apart)."""
+    noop: NoopResult | None = None
+    """The no-op agent's scores of the untouched desktop; None when not scored."""
 
     @property
     def ok(self) -> bool:
         return not self.error and not self.blank
 
+    # The no-op agent's decisive score as one number: its success run on a feasible
+    # task (must be 0), its failure run on an infeasible one (must be 1).
+    @property
+    def noop_score(self) -> float | None:
+        if self.noop is None:
+            return None
+        return self.noop.failure_score if self.noop.infeasible else self.noop.success_score
+
+    @property
+    def noop_expected(self) -> float | None:
+        return None if self.noop is None else float(self.noop.infeasible)
+
+    @property
+    def noop_error(self) -> str:
+        return "" if self.noop is None else self.noop.error
+
+    @property
+    def standin_expected(self) -> bool:
+        return self.noop is not None and self.noop.standin_expected
+
     @property
     def noop_wrong(self) -> bool:
-        """The no-op agent's score is not the one a correct evaluator gives."""
-        return bool(self.noop_error) or (self.noop_score is not None
-                                         and self.noop_score != self.noop_expected)
+        """The no-op agent's scores are not the ones a correct evaluator gives."""
+        return self.noop is not None and bool(self.noop.wrong)
 
 
 def opens_something(task: TaskVariant) -> bool:
     return any(step.get("type") in OPENING_STEPS for step in task.config)
-
-
-def _expects_download(task: TaskVariant) -> bool:
-    expected = task.evaluator.get("expected")
-    items = expected if isinstance(expected, list) else [expected]
-    return any(isinstance(g, dict) and g.get("type") == "cloud_file" for g in items)
-
-
-async def _score_noop(task: TaskVariant, client: GuestClient, cache: FileCache,
-                      context: SetupContext, work: Path) -> tuple[float | None, float, str]:
-    """Evaluate the untouched desktop as OSWorld would after a no-op agent:
-    one that declares success (failure for an infeasible task) at once."""
-    from cua_rl.evaluation import evaluate
-
-    infeasible = task.evaluator.get("func") == "infeasible"
-    action = Action(kind="terminate", status="failure" if infeasible else "success")
-    try:
-        score = await evaluate(task, client, cache=cache, context=context, last_action=action,
-                               cache_dir=work / "eval")
-    except Exception as exc:  # any metric or getter failure is this task's finding
-        return None, float(infeasible), f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-    return score, float(infeasible), ""
 
 
 async def _one(provider: LocalProvider, handle: DesktopHandle, task: TaskVariant,
@@ -110,13 +98,10 @@ async def _one(provider: LocalProvider, handle: DesktopHandle, task: TaskVariant
         settled = await wait_until_settled(lambda: client.screenshot("png"), max_s=settle_max_s,
                                            drawn=opened)
         blank = opened and is_blank(await client.screenshot("png"))
-        noop: tuple[float | None, float | None, str] = (None, None, "")
-        if score_noop:
-            noop = await _score_noop(task, client, cache, context, work)
+        noop = (await score_noop_agent(task, client, cache, context, work)
+                if score_noop else None)
         return SetupOutcome(task.task_id, task.domain, blank=blank, settled=settled.settled,
-                            seconds=time.monotonic() - began, noop_score=noop[0],
-                            noop_expected=noop[1], noop_error=noop[2],
-                            standin_expected=_expects_download(task)), handle
+                            seconds=time.monotonic() - began, noop=noop), handle
     except (SetupStepError, GuestError, DesktopError) as exc:
         return SetupOutcome(task.task_id, task.domain, error=str(exc).splitlines()[0][:300],
                             seconds=time.monotonic() - began), handle

@@ -103,9 +103,13 @@ def run_lambda(conn: sqlite3.Connection) -> float:
 # tasks -----------------------------------------------------------------------
 
 
-def tasks_page(conn: sqlite3.Connection, offset: int = 0, limit: int | None = None) -> dict:
-    """Tasks (those with variants or trajectories), with success rates over
-    trajectories that were not aborted."""
+def tasks_page(conn: sqlite3.Connection, offset: int = 0, limit: int | None = None,
+               search: str = "") -> dict:
+    """Tasks (those with variants or trajectories), with their domain, the
+    instruction of their first variant and success rates over trajectories that
+    were not aborted. `search` keeps the tasks whose id, domain or any variant's
+    instruction contains it (case-insensitive), so a task can be found by what it
+    asks and not only by its UUID."""
     limit = clamp_limit(limit)
     body = (
         f"SELECT {TASK_EXPR} AS task_id, t.status NOT IN ('aborted', 'setup_failed') AS n, "
@@ -114,15 +118,32 @@ def tasks_page(conn: sqlite3.Connection, offset: int = 0, limit: int | None = No
         f"v.domain AS domain {TRAJ_FROM} "
         "UNION ALL SELECT task_id, 0, 0, 0, domain FROM variants"
     )
-    total = _one(conn, f"SELECT COUNT(DISTINCT task_id) FROM ({body})")
+    having, args = "", ()
+    needle = search.strip().lower()
+    if needle:
+        having = (
+            "HAVING instr(lower(task_id), ?) > 0 OR instr(lower(COALESCE(MAX(domain), '')), ?) > 0"
+            " OR EXISTS (SELECT 1 FROM variants w WHERE w.task_id = x.task_id"
+            " AND instr(lower(w.instruction), ?) > 0)"
+        )
+        args = (needle, needle, needle)
+    grouped = (
+        f"SELECT task_id, MAX(domain) AS domain, SUM(n) AS n, SUM(win) AS win, SUM(ab) AS ab "
+        f"FROM ({body}) x GROUP BY task_id {having}"
+    )
+    total = _one(conn, f"SELECT COUNT(*) FROM ({grouped})", args)
     rows = conn.execute(
-        f"SELECT task_id, MAX(domain), SUM(n), SUM(win), SUM(ab) FROM ({body}) "
-        "GROUP BY task_id ORDER BY task_id LIMIT ? OFFSET ?", (limit, max(0, offset)),
+        f"SELECT g.task_id, g.domain, g.n, g.win, g.ab, (SELECT w.instruction FROM variants w "
+        "WHERE w.task_id = g.task_id ORDER BY w.created_at LIMIT 1) "
+        f"FROM ({grouped}) g ORDER BY g.task_id LIMIT ? OFFSET ?",
+        (*args, limit, max(0, offset)),
     ).fetchall()
-    items = [{"task_id": tid, "domain": dom or "", "trajectories": n, "successes": w,
-              "success_rate": w / n if n else None, "aborted": ab}
-             for tid, dom, n, w, ab in rows]
-    return {"items": items, "total": total, "offset": max(0, offset), "limit": limit}
+    items = [{"task_id": tid, "domain": dom or "", "instruction": ins or "",
+              "trajectories": n, "successes": w, "success_rate": w / n if n else None,
+              "aborted": ab}
+             for tid, dom, n, w, ab, ins in rows]
+    return {"items": items, "total": total, "offset": max(0, offset), "limit": limit,
+            "search": search}
 
 
 def task_variants(conn: sqlite3.Connection, task_id: str) -> list[dict[str, Any]]:

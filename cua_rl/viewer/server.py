@@ -1,11 +1,14 @@
 """The viewer's HTTP server: a JSON API under `/api/`, screenshots by content
-hash under `/screenshots/`, and the static page.
+hash under `/screenshots/`, episode recordings under `/recordings/`, and the
+static page.
 
 All SQLite work runs on one dedicated thread with one read-only connection, so
 the event loop stays free and the connection is never shared between threads.
 Screenshot names are matched against the store's naming scheme before any path
 is built, and the resolved path must stay inside `screenshots/`: a request can
-never read another file of the run directory or of the host.
+never read another file of the run directory or of the host. Recordings get the
+same treatment: the name must be a plain trajectory id followed by `.mp4`, and
+the resolved path must stay inside `recordings/`.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from aiohttp import web
 
 from cua_rl.store.run_store import SHOTS_DIR
 from cua_rl.viewer import queries
+from cua_rl.viewer.group_view import group_rollouts
 from cua_rl.viewer.trajectory_detail import trajectory_detail
 
 T = TypeVar("T")
@@ -29,6 +33,10 @@ T = TypeVar("T")
 STATIC_DIR = Path(__file__).parent / "static"
 SHOT_NAME = re.compile(r"^[0-9a-f]{40}\.(png|jpg|bin)$")
 """`screenshot_hash` names: 40 hex digits and the extension from the magic bytes."""
+RECORDINGS_DIR = "recordings"
+"""Where the rollout store writes `<trajectory_id>.mp4` when `episode.record` is on."""
+RECORDING_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}\.mp4$")
+"""A trajectory id (no slash, no leading dot) and `.mp4`."""
 CONTENT_TYPES = {"png": "image/png", "jpg": "image/jpeg", "bin": "application/octet-stream"}
 
 DB_KEY = web.AppKey("db", "ViewerDatabase")
@@ -80,8 +88,12 @@ async def api_overview(request: web.Request) -> web.Response:
 
 
 async def api_tasks(request: web.Request) -> web.Response:
+    search = request.query.get("q", "")
+    if len(search) > 200:
+        raise web.HTTPBadRequest(text=f"query parameter 'q' is {len(search)} characters long; "
+                                      "expected at most 200")
     page = await request.app[DB_KEY].run(
-        queries.tasks_page, _int(request, "offset", 0), _int(request, "limit"))
+        queries.tasks_page, _int(request, "offset", 0), _int(request, "limit"), search)
     return web.json_response(page)
 
 
@@ -115,7 +127,37 @@ async def api_trajectory(request: web.Request) -> web.Response:
     detail = await request.app[DB_KEY].run(trajectory_detail, tid)
     if detail is None:
         raise web.HTTPNotFound(text=f"trajectory {tid!r} is not in this run")
+    detail["recording"] = (f"/recordings/{tid}.mp4"
+                           if _recording_path(request.app[RUN_DIR_KEY], f"{tid}.mp4") else None)
     return web.json_response(detail)
+
+
+async def api_group(request: web.Request) -> web.Response:
+    gid = request.match_info["group_id"]
+    group = await request.app[DB_KEY].run(group_rollouts, gid)
+    if group is None:
+        raise web.HTTPNotFound(text=f"group {gid!r} has no trajectory in this run")
+    return web.json_response(group)
+
+
+def _recording_path(run_dir: Path, name: str) -> Path | None:
+    """The recording file `name` inside `run_dir/recordings/`, or None when the
+    name is not a recording name, leaves the directory, or the file is absent."""
+    if not RECORDING_NAME.match(name):
+        return None
+    root = (run_dir / RECORDINGS_DIR).resolve()
+    path = (root / name).resolve()
+    return path if path.is_relative_to(root) and path.is_file() else None
+
+
+async def recording(request: web.Request) -> web.FileResponse:
+    name = request.match_info["name"]
+    path = _recording_path(request.app[RUN_DIR_KEY], name)
+    if path is None:
+        raise web.HTTPNotFound(text=f"no recording {name!r} in this run")
+    # FileResponse answers Range requests, which a <video> element uses to seek.
+    return web.FileResponse(path, headers={"Content-Type": "video/mp4",
+                                           "Cache-Control": "no-cache"})
 
 
 async def screenshot(request: web.Request) -> web.FileResponse:
@@ -154,6 +196,8 @@ def make_app(run_dir: str | Path) -> web.Application:
     app.router.add_get("/api/tasks/{task_id}/history", api_task_history)
     app.router.add_get("/api/trajectories", api_trajectories)
     app.router.add_get("/api/trajectories/{trajectory_id}", api_trajectory)
+    app.router.add_get("/api/groups/{group_id}", api_group)
     app.router.add_get("/screenshots/{name}", screenshot)
+    app.router.add_get("/recordings/{name}", recording)
     app.router.add_static("/static/", STATIC_DIR)
     return app

@@ -122,3 +122,79 @@ def add_bulk_trajectories(run_dir: Path, n: int) -> None:
         "INSERT INTO trajectories VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
     store._db.execute("COMMIT")
     store.close()
+
+
+SETUP_REASON = "setup step 'download' failed: https://example.invalid/a.xlsx is not cached"
+ABORT_REASON = "guest did not answer /screenshot within 30 s"
+
+
+def add_failed_trajectories(run_dir: Path, group_id: str = "g1") -> list[str]:
+    """Two step-less trajectories of task t1's group: one whose setup failed and one
+    aborted before its first step, each with its reason in the store."""
+    store = RunStore(run_dir)
+    out = []
+    for tid, status, reason in (("setup-failed", TrajectoryStatus.SETUP_FAILED, SETUP_REASON),
+                                ("aborted-0", TrajectoryStatus.ABORTED, ABORT_REASON)):
+        store.save_trajectory(Trajectory(id=tid, variant_id="t1:default", steps=(),
+                                         status=status, score=None, screen=SCREEN),
+                              group_id=group_id, error=reason)
+        out.append(tid)
+    store.close()
+    return out
+
+
+def write_recording(run_dir: Path, trajectory_id: str, seconds: int = 1) -> Path:
+    """`RUN_DIR/recordings/<trajectory_id>.mp4` as the rollout store writes it: a
+    real MP4 (ffmpeg's test pattern, H.264 if available else MPEG-4 part 2)."""
+    import shutil
+    import subprocess
+
+    out = run_dir / "recordings" / f"{trajectory_id}.mp4"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    ffmpeg = shutil.which("ffmpeg")
+    if ffmpeg is None:
+        raise RuntimeError("write_recording needs ffmpeg: apt install ffmpeg")
+    subprocess.run([ffmpeg, "-loglevel", "error", "-y", "-f", "lavfi", "-i",
+                    f"testsrc=size=320x180:rate=5:duration={seconds}", "-pix_fmt", "yuv420p",
+                    "-movflags", "+faststart", str(out)], check=True, timeout=60)
+    return out
+
+
+def build_training_run(run_dir: Path, n_trajectories: int = 240, n_steps: int = 3,
+                       seed: int = 0) -> Path:
+    """A run shaped like training (success rising from ~20% to ~70%, votes that
+    mostly agree with the outcome, the policy version advancing every 16
+    trajectories with some lag): enough points for the learning-curve plots to
+    be judged by eye. Steps carry no screenshots the plots do not need."""
+    import random
+
+    rng = random.Random(seed)
+    store = RunStore(run_dir)
+    store.save_config({"train": {"lam": 1.0}})
+    store.add_variant(variant("t1"))
+    shot = store.put_screenshot(tiny_png(0, (64, 36)))
+    t0 = time.time() - 3600
+    rows = []
+    for t in range(n_trajectories):
+        p = 0.2 + 0.5 * t / max(1, n_trajectories - 1)
+        score = 1.0 if rng.random() < p else 0.0
+        outcome = 1 if score > 0 else -1
+        version = max(0, t // 16 - rng.choice((0, 0, 1, 2)))
+        steps = tuple(
+            Step(index=i, screenshot_before=shot, screenshot_after=shot, response="r",
+                 actions=(ACTIONS[0],), parse_error=None, code="", token_ids=(1,),
+                 logprobs=(-0.1,), policy_version=version)
+            for i in range(n_steps))
+        tid = f"run-{t:04d}"
+        store.save_trajectory(Trajectory(id=tid, variant_id="t1:default", steps=steps,
+                                         status=TrajectoryStatus.FINISHED, score=score,
+                                         policy_version_at_start=version, screen=SCREEN),
+                              group_id=f"g{t // 8}", started_at=t0 + 12 * t)
+        rows.append((t0 + 12 * t + 20 + rng.random() * 10, tid))
+        for i in range(n_steps):
+            store.save_verdict(StepVerdict(tid, i, tuple(
+                Vote(outcome if rng.random() < 0.75 else -outcome, "v") for _ in range(3)),
+                prm_version=1))
+    store._db.executemany("UPDATE trajectories SET finished_at = ? WHERE trajectory_id = ?", rows)
+    store.close()
+    return run_dir

@@ -14,6 +14,8 @@ const state = {
   step: 0,
   wanted: null,             // id of the trajectory last asked for
   tasksOffset: 0,
+  search: "",               // text search over task id, instruction and domain
+  group: null,              // group shown side by side (its id), or null
   historyOffset: 0,
   seen: {},                 // last JSON text per endpoint: re-render only on change
 };
@@ -72,16 +74,26 @@ async function loadOverview() {
 }
 
 async function loadTasks() {
-  const { data, changed } = await getJSON(`/api/tasks?offset=${state.tasksOffset}&limit=${PAGE}`,
-    "tasks");
+  const q = new URLSearchParams({ offset: String(state.tasksOffset), limit: String(PAGE) });
+  if (state.search) q.set("q", state.search);
+  const { data, changed } = await getJSON(`/api/tasks?${q}`, "tasks");
   if (!changed) return;
   $("tasks").tBodies[0].replaceChildren(...data.items.map((t) => el("tr", {
-    class: t.task_id === state.filters.task ? "sel" : "", title: `${t.task_id} (${t.domain})`,
+    class: t.task_id === state.filters.task ? "sel" : "", "data-task": t.task_id,
+    title: `${t.task_id} (${t.domain || "no domain"})\n${t.instruction}`,
     onclick: () => setFilter("task", t.task_id === state.filters.task ? "" : t.task_id),
-  }, el("td", {}, t.task_id), el("td", {}, String(t.trajectories)),
+  }, el("td", {}, el("span", { class: "tid" }, t.task_id),
+    t.domain ? el("span", { class: "domain" }, t.domain) : null,
+    el("span", { class: "instr-cell" }, t.instruction)),
+  el("td", {}, String(t.trajectories)),
   el("td", {}, pct(t.success_rate)), el("td", {}, String(t.aborted)))));
+  if (!data.items.length) {
+    $("tasks").tBodies[0].append(el("tr", {}, el("td", { colspan: "4", class: "meta" },
+      state.search ? `no task matches "${state.search}"` : "no tasks yet")));
+  }
+  const label = state.search ? `${data.total} tasks matching` : `${data.total} tasks`;
   pager($("tasks-pager"), state.tasksOffset > 0, state.tasksOffset + PAGE < data.total,
-    `${data.total} tasks`, (dir) => { state.tasksOffset = Math.max(0, state.tasksOffset + dir * PAGE);
+    label, (dir) => { state.tasksOffset = Math.max(0, state.tasksOffset + dir * PAGE);
       loadTasks(); });
 }
 
@@ -210,12 +222,14 @@ async function refreshTrajectory() {
   renderTrajectory();
 }
 
+const isUnscored = (t) => t.status === "aborted" || t.status === "setup_failed";
+
 function renderTrajectory() {
   const t = state.traj;
   $("traj-panel").hidden = false;
   $("empty").hidden = true;
-  const outcome = t.status === "aborted" || t.status === "setup_failed"
-    ? el("span", { class: "abort" }, `${t.status.replace("_", " ")}${t.error ? ": " + t.error : ""}`)
+  const outcome = isUnscored(t)
+    ? el("span", { class: "abort" }, t.status.replace("_", " "))
     : el("span", { class: t.outcome === 1 ? "ok" : "fail" },
       `${t.outcome === 1 ? "success" : "failure"} (O = ${t.outcome > 0 ? "+1" : "-1"}, score ${num(t.score)})`);
   $("traj-head").replaceChildren(
@@ -223,7 +237,38 @@ function renderTrajectory() {
     el("div", { class: "instr" }, t.instruction ?? ""),
     el("div", { class: "meta" }, `${t.trajectory_id} · group ${t.group_id || "–"} · ` +
       `status ${t.status} · ${t.n_steps} steps · policy v${t.policy_version_at_start} · ` +
-      `screen ${t.screen_w}×${t.screen_h} · λ ${t.lambda}`));
+      `screen ${t.screen_w}×${t.screen_h} · λ ${t.lambda}`),
+    t.group_id ? el("button", { class: "link", id: "open-group",
+      onclick: () => openGroup(t.group_id) }, `group ${t.group_id} side by side`) : null);
+  const video = $("recording");
+  if (t.recording) {
+    if (video.getAttribute("src") !== t.recording) video.setAttribute("src", t.recording);
+    video.hidden = false;
+  } else {
+    video.removeAttribute("src");
+    video.hidden = true;
+  }
+  // A trajectory without steps (setup failed, aborted before its first step) has
+  // no screenshot to show: say what happened instead of a broken image.
+  const noSteps = !t.steps.length;
+  $("no-steps").hidden = !noSteps;
+  $("step-view").hidden = noSteps;
+  $("filmstrip").hidden = noSteps;
+  if (noSteps) {
+    const why = t.status === "setup_failed" ? "The task's setup failed; the agent never ran."
+      : t.status === "aborted" ? "The episode was aborted before its first step."
+        : "The episode ended before its first step.";
+    $("no-steps").replaceChildren(
+      el("strong", {}, `${t.status.replace("_", " ")} · no steps recorded`),
+      el("div", {}, why),
+      t.error ? el("div", { class: "reason" }, `reason: ${t.error}`)
+        : el("div", { class: "meta" }, "no reason was stored"));
+    history.replaceState(null, "", `#traj=${encodeURIComponent(t.trajectory_id)}&step=0`);
+    return;
+  }
+  if (isUnscored(t) && t.error) {
+    $("traj-head").append(el("div", { class: "perr" }, `reason: ${t.error}`));
+  }
   $("filmstrip").replaceChildren(...t.steps.map((s, i) => el("figure", {
     class: i === state.step ? "sel" : "", onclick: () => showStep(i),
   }, el("img", { src: shotUrl(s.screenshot_before), loading: "lazy", alt: `step ${s.index}` }),
@@ -277,9 +322,56 @@ function renderStep() {
       el("div", { class: "score" }, `${label} · PRM v${v.prm_version}`), el("pre", {}, v.text)));
   }
   if (!s.votes.length) votes.append(el("div", { class: "meta" }, "no votes yet"));
-  info.push(votes, el("h3", {}, "After"),
-    el("img", { class: "after", src: shotUrl(s.screenshot_after), alt: "screenshot after" }));
+  info.push(votes);
+  if (s.screenshot_after) {
+    info.push(el("h3", {}, "After"),
+      el("img", { class: "after", src: shotUrl(s.screenshot_after), alt: "screenshot after" }));
+  }
   $("step-info").replaceChildren(...info);
+}
+
+// a group side by side ----------------------------------------------------------------
+
+async function openGroup(gid) {
+  const { data } = await getJSON(`/api/groups/${encodeURIComponent(gid)}`, "group");
+  state.group = gid;
+  renderGroup(data);
+  $("group-panel").scrollIntoView({ block: "start" });
+}
+
+function renderGroup(g) {
+  $("group-panel").hidden = false;
+  const rows = Math.max(1, ...g.members.map((m) => m.steps.length));
+  $("group-head").replaceChildren(
+    el("h2", {}, `Group ${g.group_id} · ${g.task_id} · ${g.members.length} rollouts`,
+      g.members_truncated ? " (first ones only)" : ""),
+    el("div", { class: "instr" }, g.instruction ?? ""),
+    el("button", { class: "link", onclick: () => { state.group = null; $("group-panel").hidden = true; } },
+      "close"));
+  const grid = $("group-grid");
+  grid.style.gridTemplateColumns = `repeat(${g.members.length}, minmax(160px, 1fr))`;
+  const cells = g.members.map((m) => {
+    const head = el("div", {
+      class: "col-head" + (m.trajectory_id === state.traj?.trajectory_id ? " current" : ""),
+      "data-id": m.trajectory_id,
+    }, outcomeBadge(m), ` ${m.trajectory_id} · ${m.n_steps} st`,
+    isUnscored(m) ? el("div", { class: "perr" }, `${m.status.replace("_", " ")}` +
+      (m.error ? `: ${m.error}` : "")) : el("div", { class: "meta" }, `score ${num(m.score)}`));
+    return head;
+  });
+  grid.replaceChildren(...cells);
+  // Row-major so step i of every rollout lines up across the columns.
+  for (let i = 0; i < rows; i++) {
+    for (const m of g.members) {
+      const s = m.steps[i];
+      grid.append(s
+        ? el("figure", { onclick: () => openTrajectory(m.trajectory_id, i) },
+          el("img", { src: shotUrl(s.screenshot_before), loading: "lazy",
+            alt: `${m.trajectory_id} step ${s.index}` }),
+          el("figcaption", {}, `#${s.index}`))
+        : el("div", { class: "gap" }, i === 0 ? "no steps" : ""));
+    }
+  }
 }
 
 // keyboard, filters, polling ------------------------------------------------------------
@@ -298,6 +390,16 @@ document.addEventListener("keydown", (ev) => {
   if (moves[ev.key]) { ev.preventDefault(); moves[ev.key](); }
 });
 
+let searchTimer = null;
+$("f-search").addEventListener("input", (e) => {
+  clearTimeout(searchTimer);  // one request after typing pauses, not one per key
+  searchTimer = setTimeout(() => {
+    state.search = e.target.value.trim();
+    state.tasksOffset = 0;
+    state.seen.tasks = null;
+    loadTasks();
+  }, 250);
+});
 $("f-task").addEventListener("change", (e) => setFilter("task", e.target.value.trim()));
 $("f-outcome").addEventListener("change", (e) => setFilter("outcome", e.target.value));
 $("f-version").addEventListener("change", (e) => setFilter("version", e.target.value));

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import shutil
 import socket
 import subprocess
 import sys
@@ -187,3 +188,55 @@ def test_ten_thousand_trajectories_stay_paged(tmp_path: Path, browser_page) -> N
                                ".includes('page 2')")
         assert page.locator("#trajs li").count() == 50
         assert page.locator("#trajs li").first.get_attribute("data-id") != first
+
+
+def test_search_group_view_failed_runs_and_recording(tmp_path: Path, browser_page) -> None:
+    built = viewer_runs.build_run(tmp_path / "run", n_trajectories=3, n_steps=3)
+    viewer_runs.add_failed_trajectories(built.run_dir)
+    has_ffmpeg = shutil.which("ffmpeg") is not None
+    if has_ffmpeg:
+        viewer_runs.write_recording(built.run_dir, "traj-0")
+    page = browser_page
+    with _serve(built.run_dir) as url:
+        _open(page, url)
+        # the task list shows instruction and domain, and the search narrows it
+        row = page.locator('#tasks tbody tr[data-task="t1"]')
+        assert "Do t1 with default" in row.inner_text() and "os" in row.inner_text()
+        page.fill("#f-search", "do t2")
+        page.wait_for_function("document.querySelectorAll('#tasks tbody tr[data-task]').length"
+                               " === 1 && document.querySelector('#tasks tbody tr[data-task="
+                               "\"t2\"]') !== null", timeout=10000)
+        page.fill("#f-search", "no such task")
+        page.wait_for_selector("text=no task matches", timeout=10000)
+        # a setup failure with 0 steps: status and reason, no broken image
+        page.locator('#trajs li[data-id="setup-failed"]').click()
+        page.wait_for_selector("#no-steps:not([hidden])", timeout=10000)
+        text = page.locator("#no-steps").inner_text()
+        assert "setup failed" in text and viewer_runs.SETUP_REASON in text
+        assert not page.locator("#step-view").is_visible()
+        broken = page.evaluate("[...document.querySelectorAll('img')].filter(i => i.offsetParent"
+                               " !== null && (!i.getAttribute('src') || (i.complete &&"
+                               " i.naturalWidth === 0))).length")
+        assert broken == 0
+        page.locator('#trajs li[data-id="aborted-0"]').click()
+        page.wait_for_function("document.getElementById('no-steps').innerText"
+                               f".includes({viewer_runs.ABORT_REASON!r})", timeout=10000)
+        # the group side by side: one column per rollout, step i of each in row i
+        page.locator("#open-group").click()
+        page.wait_for_selector("#group-panel:not([hidden]) .col-head", timeout=10000)
+        assert page.locator("#group-grid .col-head").count() == 5
+        assert page.locator("#group-grid figure img").count() == 9
+        page.wait_for_function("[...document.querySelectorAll('#group-grid figure img')]"
+                               ".every(i => i.complete && i.naturalWidth > 0)", timeout=10000)
+        failed_head = page.locator('#group-grid .col-head[data-id="setup-failed"]').inner_text()
+        assert viewer_runs.SETUP_REASON in failed_head
+        page.screenshot(path=str(tmp_path / "viewer_group.png"), full_page=True)
+        # a click on a thumbnail opens that rollout at that step
+        page.locator("#group-grid figure").nth(3 + 1).click()  # row 1, second column
+        _wait_step(page, built.shots["traj-1"][1])
+        if has_ffmpeg:
+            page.locator('#trajs li[data-id="traj-0"]').click()
+            page.wait_for_selector("#recording:not([hidden])", timeout=10000)
+            assert page.locator("#recording").get_attribute("src") == "/recordings/traj-0.mp4"
+            page.locator('#trajs li[data-id="traj-1"]').click()
+            page.wait_for_selector("#recording[hidden]", state="attached", timeout=10000)

@@ -1,6 +1,9 @@
 import pytest
 
-NOT_IMPLEMENTED = "is not implemented"
+COVERAGE = ("unknown metric", "unknown getter", "unknown setup step", "does not implement")
+UPSTREAM_TYPO = ".rules.type:: expected a rule key metric 'check_config_status' reads"
+"""OSWorld's own GIMP tasks carry a rule key "type:" that check_config_status never
+reads (in OSWorld as here): `templates validate` reports it, as any unread key."""
 
 
 @pytest.mark.shared
@@ -14,8 +17,11 @@ def test_import_yields_pairs_that_validate(openagentrl_dir, tmp_path, invoke, le
     result = invoke("templates", "validate", "--root", out)
     # Metric/getter names the evaluation registry does not implement yet are
     # coverage work, not structural errors of the import.
-    structural = [line for line in result.stdout.splitlines() if NOT_IMPLEMENTED not in line]
-    assert structural == []
+    lines = [line for line in result.stdout.splitlines()
+             if not any(c in line for c in COVERAGE)]
+    typos = [line for line in lines if UPSTREAM_TYPO in line]
+    assert 0 < len(typos) <= 4
+    assert [line for line in lines if line not in typos] == []
 
 
 def test_import_rejects_mismatched_names(tmp_path, write_json, valid_task, invoke):

@@ -127,7 +127,8 @@ def test_templates_validate_paths(pair_root, invoke, problem_lines):
 def test_templates_validate_nothing_to_check_and_on_desktop(tmp_path, pair_root, invoke):
     result = invoke("templates", "validate", "--root", tmp_path / "empty")
     assert result.exit_code == 0 and "nothing to check" in result.output
-    # --on-desktop runs only tasks of the local suite; an id outside it fails before
-    # any desktop starts (the desktop run itself: tests/integration/tasks).
+    # --on-desktop needs a base task (ROOT/tasks/ or the local suite); an id found in
+    # neither fails before any desktop starts (the desktop run: tests/integration/tasks).
     result = invoke("templates", "validate", "--root", pair_root, "--on-desktop", TASK_ID)
-    assert result.exit_code == 1 and "to exist as" in result.output
+    assert result.exit_code == 1 and f"no base task for {TASK_ID} under" in result.output
+    assert str(pair_root.resolve() / "tasks") in result.output

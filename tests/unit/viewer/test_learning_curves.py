@@ -56,3 +56,38 @@ def test_plot_command(tmp_path: Path) -> None:
 @pytest.mark.parametrize("args", [["view", "--help"], ["plot", "--help"]])
 def test_commands_are_registered(args: list[str]) -> None:
     assert CliRunner().invoke(cli, args).exit_code == 0
+
+
+def _legend(fig) -> list[str]:
+    return [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+
+
+def test_legends_name_the_window_and_never_say_rolling_mean_of_one() -> None:
+    from cua_rl.report.curves import default_window, series_figure
+
+    assert [default_window(n) for n in (1, 9, 10, 24, 240, 5000)] == [1, 1, 5, 5, 24, 100]
+    short = series_figure([1.0, -1.0, 0.5, None, 2.0], "t", "y")
+    assert _legend(short) == ["per trajectory"]  # window 1: no line at all
+    rate = series_figure([1.0, 0.0, 1.0], "t", "success", ylim=(0, 1),
+                         cumulative_when_short=True)
+    assert _legend(rate) == ["per trajectory (jittered ±0.15 to show overlaps)",
+                             "mean of all trajectories so far"]
+    long = series_figure([float(i % 2) for i in range(240)], "t", "success", ylim=(0, 1))
+    assert _legend(long)[1] == "mean of the last 24 trajectories"
+    ticks = long.axes[0].get_yticks()
+    assert ticks.min() >= 0 and ticks.max() <= 1  # no tick in the jitter margin
+    assert long.axes[0].get_xlabel() == "trajectory # (in finishing order)"
+    smooth = series_figure([i / 7 for i in range(50)], "t", "reward")
+    assert _legend(smooth)[0] == "per trajectory"  # many distinct values: no jitter
+
+
+def test_jitter_spreads_discrete_values_only() -> None:
+    from cua_rl.report.plots import jitter, point_style
+
+    y = np.array([0.0, 1.0] * 50)
+    shown, half = jitter(y)
+    assert half == pytest.approx(0.15) and np.all(np.abs(shown - y) <= half)
+    assert len(np.unique(shown)) == 100 and np.array_equal(jitter(y)[0], shown)  # seeded
+    many = np.linspace(0, 1, 40)
+    assert jitter(many)[1] == 0.0 and np.array_equal(jitter(many)[0], many)
+    assert point_style(20)["alpha"] > point_style(5000)["alpha"] >= 0.12

@@ -1,0 +1,130 @@
+"""The no-op agent check (`cua-rl tasks check --on-desktop --noop-agent`): score a
+task's untouched desktop, right after its setup, for an agent that does nothing.
+
+Two evaluations per task, both through `evaluate` as an episode's would be:
+
+1. the agent ends at once with `terminate(status=success)`: every task must
+   score 0 (the metrics really run; an evaluator that passes an untouched
+   desktop is a false pass: a lock-screen setting that reads back its default,
+   a VLC that is already the default player). An infeasible task scores 0 too;
+2. the agent ends at once with `terminate(status=failure)`: exactly the
+   infeasible tasks must score 1, every other task 0.
+
+The second evaluation runs the evaluator without its `postconfig`: with a
+declared failure OSWorld's scoring never reads the desktop (`infeasible` scores
+1, anything else 0), while running the postconfig a second time (close a
+window, save a file) could fail on the state the first run left.
+
+Tasks whose evaluator reads a downloaded file (a `cloud_file` getter, a
+`download` step in the postconfig) are reported apart when
+they pass the first run: with generated stand-in assets (tests_support's asset
+helper, `cua-rl cache seed`) the expected file may equal the task's own input.
+Every task yields one `NoopResult`; an evaluation that raises is its `error`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cua_rl.types import Action, TaskVariant
+
+if TYPE_CHECKING:
+    from cua_rl.desktop.client import GuestClient
+    from cua_rl.desktop.file_cache import FileCache
+    from cua_rl.desktop.setup_context import SetupContext
+
+
+@dataclass(frozen=True, slots=True)
+class NoopResult:
+    task_id: str
+    infeasible: bool
+    success_score: float | None = None
+    """Score when the no-op agent declares success (must be 0)."""
+    failure_score: float | None = None
+    """Score when it declares failure (must be 1 on infeasible tasks, else 0)."""
+    standin_expected: bool = False
+    """The evaluator compares against a downloaded (here: generated stand-in) file."""
+    error: str = ""
+    detail: str = ""
+    """Each metric's score and values, when the success run did not score 0."""
+
+    @property
+    def wrong(self) -> str:
+        """Why this task's evaluator is wrong for a no-op agent; empty when right."""
+        if self.error:
+            return f"evaluation failed: {self.error}"
+        reasons = []
+        if self.success_score != 0.0:
+            reasons.append(f"scored {self.success_score:g} when the no-op agent declared "
+                           "success (expected 0)" + (f": {self.detail}" if self.detail else ""))
+        if self.failure_score != float(self.infeasible):
+            reasons.append(f"scored {self.failure_score:g} when it declared failure "
+                           f"(expected {float(self.infeasible):g})")
+        return "; ".join(reasons)
+
+    @property
+    def standin_pass(self) -> bool:
+        """A success-run pass explained by a stand-in expected file (reported apart)."""
+        return (self.standin_expected and not self.error and self.success_score != 0.0
+                and self.failure_score == float(self.infeasible))
+
+
+def expects_download(task: TaskVariant) -> bool:
+    """The evaluator reads a downloaded file: a `cloud_file` getter, or a `download`
+    step in its postconfig (a gold file, a helper script). With stand-in assets
+    such a file is generated, so a pass on the untouched desktop says nothing."""
+    expected = task.evaluator.get("expected")
+    items = expected if isinstance(expected, list) else [expected]
+    if any(isinstance(g, dict) and g.get("type") == "cloud_file" for g in items):
+        return True
+    return any(isinstance(step, dict) and step.get("type") == "download"
+               for step in task.evaluator.get("postconfig") or ())
+
+
+def _first_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+
+
+async def score_noop_agent(task: TaskVariant, client: GuestClient, cache: FileCache,
+                           context: SetupContext, work: Path) -> NoopResult:
+    """Both evaluations of the module doc on the desktop `task` was just set up on."""
+    from dataclasses import replace
+
+    from cua_rl.evaluation import evaluate
+    from cua_rl.tasks.score_explain import explain_score
+
+    infeasible = task.evaluator.get("func") == "infeasible"
+    base: dict[str, Any] = {"task_id": task.task_id, "infeasible": infeasible,
+                            "standin_expected": expects_download(task)}
+    success = Action(kind="terminate", status="success")
+    failure = Action(kind="terminate", status="failure")
+    try:
+        success_score = await evaluate(task, client, cache=cache, context=context,
+                                       last_action=success, cache_dir=work / "noop-success")
+        detail = ""
+        if success_score != 0.0:
+            detail = await explain_score(task, client, cache=cache, context=context,
+                                         cache_dir=work / "noop-success")
+        declared = replace(task, evaluator={k: v for k, v in task.evaluator.items()
+                                            if k != "postconfig"})
+        failure_score = await evaluate(declared, client, cache=cache, context=context,
+                                       last_action=failure, cache_dir=work / "noop-failure")
+    except Exception as exc:  # any getter, metric or postconfig failure is this task's finding
+        return NoopResult(**base, error=_first_line(exc))
+    return NoopResult(**base, success_score=success_score, failure_score=failure_score,
+                      detail=detail)
+
+
+def noop_report(results: list[NoopResult]) -> dict[str, Any]:
+    """The JSON section of `tasks check --noop-agent`: offenders by task id and reason."""
+    offenders = {r.task_id: r.wrong for r in results if r.wrong and not r.standin_pass}
+    return {
+        "checked": len(results),
+        "infeasible": sum(r.infeasible for r in results),
+        "success_run_scored_0": sum(r.success_score == 0.0 for r in results),
+        "failure_run_scored_1": sorted(r.task_id for r in results if r.failure_score == 1.0),
+        "offenders": offenders,
+        "standin_expected": {r.task_id: r.wrong for r in results if r.standin_pass},
+    }
