@@ -146,8 +146,8 @@ async def run_episode(
             status=TrajectoryStatus.SETUP_FAILED if setup_failed else TrajectoryStatus.ABORTED,
             policy_version_at_start=policy_version,
         )
-        await store.save_trajectory(aborted, group_id=group_id, error=str(exc),
-                                    started_at=started)
+        await store.save_trajectory(aborted, group_id=group_id,
+                                    error=f"{type(exc).__name__}: {exc}", started_at=started)
         raise EpisodeAborted(f"{variant.variant_id}: {exc}", permanent=setup_failed) from exc
     finally:
         policy.end_session(tid)
