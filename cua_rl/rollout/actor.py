@@ -21,7 +21,13 @@ from typing import Protocol
 
 from cua_rl.agent import parse_response, to_pyautogui
 from cua_rl.agent.images import encode_image, png_passthrough_url
-from cua_rl.errors import GuestError, InferenceError, ModelResponseError, SetupStepError
+from cua_rl.errors import (
+    DesktopError,
+    GuestError,
+    InferenceError,
+    ModelResponseError,
+    SetupStepError,
+)
 from cua_rl.rollout.base import ChatBackend, EpisodeAborted, EpisodeDesktop
 from cua_rl.rollout.config import EpisodeConfig
 from cua_rl.rollout.context import history_line, model_image_size, step_messages
@@ -84,8 +90,9 @@ async def run_episode(
 ) -> Trajectory:
     """Run one episode of `variant` on a reset desktop and store it.
 
-    On a desktop, model-server or setup failure the partial trajectory is stored
-    as `aborted` (for audit; it is never trained on) and EpisodeAborted raised.
+    On a desktop (dead guest, failed reset), model-server or setup failure the
+    partial trajectory is stored as `aborted` (for audit; it is never trained on)
+    and EpisodeAborted raised.
     """
     tid = trajectory_id or uuid.uuid4().hex
     images = EpisodeImages(store, cfg)
@@ -139,7 +146,8 @@ async def run_episode(
                 status = TrajectoryStatus.FINISHED
                 break
         score = await desktop.evaluate(variant, last_action)
-    except (GuestError, InferenceError, SetupStepError) as exc:
+    except (GuestError, DesktopError, InferenceError, SetupStepError) as exc:
+        # DesktopError: the reset before the episode could not start the desktop again
         setup_failed = isinstance(exc, SetupStepError)
         aborted = Trajectory(
             id=tid, variant_id=variant.variant_id, steps=tuple(steps),

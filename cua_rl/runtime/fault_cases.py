@@ -43,13 +43,22 @@ class FaultBench:
     work_dir: Path
     deadline_s: float = 300.0
     log: Callable[[str], None] = print
+    tiny_dir: Path | None = None
+    """The tiny model to serve (None: the default one, built on first use)."""
+
+    @property
+    def base_overrides(self) -> list[str]:
+        """Overrides of every run: no live table, the bench's tiny model."""
+        return ["metrics.live=false",
+                *([f"tiny_model_dir={self.tiny_dir}"] if self.tiny_dir else [])]
 
     def run(self, name: str, kind: str, overrides: list[str] | None = None,
-            *, run_dir: Path | None = None) -> RunProcess:
+            *, run_dir: Path | None = None, env: dict[str, str] | None = None) -> RunProcess:
         run_dir = run_dir or self.work_dir / name
         self.log(f"[{name}] starting {kind} run in {run_dir}")
         return RunProcess(kind, run_dir, self.work_dir / f"{name}.desktops",
-                          list(overrides or [])).start()
+                          [*self.base_overrides, *(overrides or [])],
+                          env=dict(env or {})).start()
 
     def resume(self, first: RunProcess) -> RunProcess:
         self.log(f"[{first.run_dir.name}] resuming")

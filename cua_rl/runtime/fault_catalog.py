@@ -25,7 +25,7 @@ from cua_rl.runtime.fault_cases import (
     wait_for_progress,
 )
 from cua_rl.runtime.fault_proxy import FaultProxy, Mode
-from cua_rl.runtime.fault_run import RunProcess
+from cua_rl.runtime.fault_run import FAULT_HOOKS_ENV, RunProcess
 
 ROLLOUT = ["fleet.max_groups=3"]
 """A rollout long enough that a fault lands mid-run (3 groups of 2, 3 steps each)."""
@@ -124,7 +124,8 @@ def proxied(mode: Mode) -> Fault:
     def fault(bench: FaultBench) -> dict[str, Any]:
         from cua_rl.inference.launcher import default_tiny_dir
 
-        with model_server(default_tiny_dir(), bench.work_dir / f"{name}.server.log") as url:
+        tiny = bench.tiny_dir or default_tiny_dir()
+        with model_server(tiny, bench.work_dir / f"{name}.server.log") as url:
             proxy = FaultProxy(url).start()
             try:
                 proxy.arm(mode, 1)
@@ -168,13 +169,20 @@ def disk_full(bench: FaultBench) -> dict[str, Any]:
         shutil.rmtree(mount, ignore_errors=True)
 
 
-def not_injected(name: str, why: str) -> Fault:
-    def fault(bench: FaultBench) -> dict[str, Any]:
-        return {"name": name, "survived": False, "trajectories_lost": 0,
-                "updates_duplicated": 0, "episodes_aborted": 0, "recover_s": None,
-                "why": why}
-
-    return fault
+def corrupt_screenshot(bench: FaultBench) -> dict[str, Any]:
+    """Mid-rollout, each desktop's guest serves its next screenshot truncated (the
+    guest's fault hook); recovery is timed from the injection to the next good
+    trajectory stored."""
+    run = bench.run("corrupt_screenshot", "rollout", ROLLOUT, env=FAULT_HOOKS_ENV)
+    before = _mid_run(bench, run)
+    t0 = time.monotonic()
+    desktop = run.corrupt_a_screenshot()
+    bench.log(f"[corrupt_screenshot] a screenshot of {desktop} was truncated")
+    progressed = wait_for_progress(run, bench.deadline_s, after=before)
+    recover = None if progressed is None else round(time.monotonic() - t0, 1)
+    return figures("corrupt_screenshot", [run], [run.wait(bench.deadline_s)], recover,
+                   extra_ok=desktop is not None,
+                   detail="" if desktop else "no guest served the truncated screenshot")
 
 
 FAULTS: dict[str, Fault] = {
@@ -183,8 +191,7 @@ FAULTS: dict[str, Fault] = {
     "prm_replica_kill": replica_kill("prm", 1),
     "malformed_response": proxied("malformed"),
     "hanging_server": proxied("hang"),
-    "corrupt_screenshot": not_injected(
-        "corrupt_screenshot", "not injected yet: needs a proxy in front of the guest"),
+    "corrupt_screenshot": corrupt_screenshot,
     "guest_kill": guest_kill,
     "sigkill_resume": stop_and_resume(signal.SIGKILL),
     "sigterm": stop_and_resume(signal.SIGTERM),

@@ -30,8 +30,10 @@ class FaultProxy:
         self.remaining = 0
         self.injected = 0
         self.injected_at: float | None = None
+        self.released_at: float | None = None
+        """When the last injected request ended (answered badly, or its client gave up)."""
         self.first_good_after: float | None = None
-        """When the first chat request after the injections was answered (recovery)."""
+        """When a chat request sent after that was first answered well (recovery)."""
         self._lock = threading.Lock()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
@@ -88,14 +90,20 @@ class FaultProxy:
     async def _forward(self, request: web.Request) -> web.StreamResponse:
         fault = self._take(request.path)
         if fault == "hang":
+            # Until the client gives up (its request deadline) or the proxy stops.
             assert self._never is not None
-            await self._never.wait()
+            while not self._never.is_set() and not _gone(request):  # noqa: ASYNC110 - no
+                # event tells a handler that its client left; poll the transport
+                await asyncio.sleep(0.2)
+            self.released_at = time.monotonic()
             raise web.HTTPServiceUnavailable()
         if fault == "malformed":
             await request.read()
+            self.released_at = time.monotonic()
             return web.json_response({"id": "x", "object": "chat.completion", "choices": []},
                                      headers={"x-model-version": "0"})
         assert self._session is not None
+        started = time.monotonic()
         body = await request.read()
         headers = {k: v for k, v in request.headers.items()
                    if k.lower() not in ("host", "content-length")}
@@ -103,7 +111,8 @@ class FaultProxy:
                                          data=body, headers=headers) as upstream:
             data = await upstream.read()
             if (request.path.endswith("/chat/completions") and upstream.status == 200
-                    and self.injected_at is not None and self.first_good_after is None):
+                    and self.released_at is not None and self.first_good_after is None
+                    and started > self.released_at):
                 self.first_good_after = time.monotonic()
             keep = {k: v for k, v in upstream.headers.items()
                     if k.lower() in ("content-type", "x-model-version")}
@@ -114,3 +123,9 @@ class FaultProxy:
         if self.injected_at is None or self.first_good_after is None:
             return None
         return round(self.first_good_after - self.injected_at, 1)
+
+
+def _gone(request: web.Request) -> bool:
+    """True once the client closed the connection of `request`."""
+    transport = request.transport
+    return transport is None or transport.is_closing()

@@ -26,6 +26,11 @@ import psutil
 
 from cua_rl.desktop.providers import local_state as st
 
+TRUNCATE_TRIGGER = ".cua-fault-truncate-screenshot"
+"""The guest's fault trigger file in the desktop home (vm/guest routes_info.py)."""
+FAULT_HOOKS_ENV = {"CUA_GUEST_FAULT_HOOKS": "1"}
+"""Environment that arms the guest's fault hooks (passed through to the desktops)."""
+
 LEFTOVER_GRACE_S = 30.0
 """How long a run's children may take to stop after it ended (a desktop whose run
 was killed notices through its owner watch and stops itself)."""
@@ -58,6 +63,8 @@ class RunProcess:
     state_dir: Path
     overrides: list[str] = field(default_factory=list)
     resume: bool = False
+    env: dict[str, str] = field(default_factory=dict)
+    """Extra environment of the run (fault hooks of the guest, e.g.)."""
     proc: subprocess.Popen[str] | None = None
     seen: dict[int, str] = field(default_factory=dict)
     """Every descendant pid seen while the run lived -> its command line."""
@@ -69,7 +76,7 @@ class RunProcess:
             "--preset", "quickstart", "--out", str(self.run_dir)]
         cmd = [sys.executable, "-m", "cua_rl.cli", self.kind, *where, "--json",
                *([] if self.resume else self.overrides)]
-        env = {**os.environ, "CUA_RL_STATE_DIR": str(self.state_dir)}
+        env = {**os.environ, **self.env, "CUA_RL_STATE_DIR": str(self.state_dir)}
         # Outputs beside the desktop state dir, not in the run dir (which may be full).
         log = self.state_dir.with_suffix(".resume" if self.resume else ".run")
         self.out_path, self.err_path = Path(f"{log}.out"), Path(f"{log}.err")
@@ -130,6 +137,43 @@ class RunProcess:
     def signal(self, sig: signal.Signals) -> None:
         self.descendants()
         os.kill(self.pid, sig)
+
+    def signal_pid(self, pid: int, sig: signal.Signals) -> None:
+        """Signal one of the run's processes (a replica, a guest server)."""
+        self.descendants()
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
+
+    def corrupt_a_screenshot(self, deadline_s: float = 60.0) -> str | None:
+        """Have one desktop's guest serve one truncated screenshot (the guest's fault
+        hook, armed by CUA_GUEST_FAULT_HOOKS=1 in the run's environment): a trigger
+        file goes into each live desktop's home until a guest consumes one (a reset
+        restores the home and drops the trigger: then it is written again). The
+        other triggers are then removed. Returns the desktop id, None if none took it."""
+        from cua_rl.desktop.providers.local import record_alive
+
+        armed: dict[Path, int] = {}  # trigger -> inode of its home when written
+        consumed = None
+        end = time.monotonic() + deadline_s
+        while consumed is None and time.monotonic() < end:
+            for record in st.list_records(self.state_dir):
+                trigger = Path(record.home) / TRUNCATE_TRIGGER
+                try:
+                    inode = Path(record.home).stat().st_ino
+                    if trigger in armed and not trigger.exists() and armed[trigger] == inode:
+                        consumed = record.id
+                        break
+                    if record_alive(record) and not trigger.exists():
+                        trigger.write_bytes(b"")
+                        armed[trigger] = inode
+                except OSError:  # the home is being restored right now
+                    armed.pop(trigger, None)
+            time.sleep(0.1)
+        for trigger in armed:
+            trigger.unlink(missing_ok=True)
+        return consumed
 
     def kill_tree(self) -> None:
         """SIGKILL the run and every descendant seen (cleanup after a hung run)."""

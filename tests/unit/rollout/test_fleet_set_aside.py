@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from cua_rl.errors import GuestUnavailable
+import pytest
+
+from cua_rl.errors import DesktopError, GuestUnavailable
 from cua_rl.rollout.config import EpisodeConfig, FleetConfig
 from cua_rl.rollout.fleet import Fleet
 from cua_rl.rollout.latency import Dist, LatencyModel
@@ -28,9 +30,11 @@ POISONED, HEALTHY = _variant("poisoned"), _variant("healthy")
 
 
 class PoisonDesktop(SimulatedDesktop):
+    error: Exception = GuestUnavailable("http://127.0.0.1:9/setup/launch: connection refused")
+
     async def prepare(self, variant: TaskVariant) -> None:
         if variant.task_id == POISONED.task_id:
-            raise GuestUnavailable("http://127.0.0.1:9/setup/launch: connection refused")
+            raise self.error
         await super().prepare(variant)
 
 
@@ -41,7 +45,14 @@ class PoisonDesktops(SimulatedDesktops):
             yield PoisonDesktop(self)
 
 
-async def test_poisoned_variant_is_set_aside_and_the_run_goes_on(tmp_path) -> None:
+@pytest.mark.parametrize("error", [
+    GuestUnavailable("http://127.0.0.1:9/setup/launch: connection refused"),
+    # a reset that cannot start the desktop again aborts the episode, not the run
+    DesktopError("desktop 'pool-0' did not start: session launcher exited with 1"),
+])
+async def test_poisoned_variant_is_set_aside_and_the_run_goes_on(tmp_path, monkeypatch,
+                                                                 error) -> None:
+    monkeypatch.setattr(PoisonDesktop, "error", error)
     clock = SimClock(1.0, seed=0)
     model = LatencyModel(reset_s=FAST, act_s=FAST, screenshot_s=FAST, evaluate_s=FAST)
     policy = Pool(1, 4, FAST, clock, slowdown=0.0, tokens=4, version=lambda: 0,
@@ -69,6 +80,6 @@ async def test_poisoned_variant_is_set_aside_and_the_run_goes_on(tmp_path) -> No
     reader.close()
     assert summary["trajectories"] == 4 and summary["aborted"] == 4
     assert summary["gave_up"] == 4
-    assert "connection refused" in summary["set_aside"][POISONED.variant_id]
+    assert str(error) in summary["set_aside"][POISONED.variant_id]
     (reason,) = summary["reasons"]["abort"]
-    assert reason.startswith("GuestUnavailable: <url>")
+    assert reason.startswith(type(error).__name__)
