@@ -45,6 +45,8 @@ def bench_faults(as_json: bool, only: str, deadline: float, work_dir: Path | Non
         click.echo(f"[{name}] survived={result['survived']} in {result['bench_s']} s"
                    + (f": {result['why']}" if "why" in result else ""), err=True)
         results.append(result)
+        with (work_dir / "results.jsonl").open("a") as out:  # kept if the bench is cut short
+            out.write(json.dumps(result) + "\n")
     if as_json:
         click.echo(json.dumps({"faults": results, "work_dir": str(work_dir)}, indent=2))
         return

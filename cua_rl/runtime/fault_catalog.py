@@ -176,13 +176,12 @@ def corrupt_screenshot(bench: FaultBench) -> dict[str, Any]:
     run = bench.run("corrupt_screenshot", "rollout", ROLLOUT, env=FAULT_HOOKS_ENV)
     before = _mid_run(bench, run)
     t0 = time.monotonic()
-    desktop = run.corrupt_a_screenshot()
-    bench.log(f"[corrupt_screenshot] a screenshot of {desktop} was truncated")
+    hit = run.corrupt_a_screenshot(bench.deadline_s)
+    bench.log(f"[corrupt_screenshot] an episode got a truncated screenshot: {hit}")
     progressed = wait_for_progress(run, bench.deadline_s, after=before)
     recover = None if progressed is None else round(time.monotonic() - t0, 1)
     return figures("corrupt_screenshot", [run], [run.wait(bench.deadline_s)], recover,
-                   extra_ok=desktop is not None,
-                   detail="" if desktop else "no guest served the truncated screenshot")
+                   extra_ok=hit, detail="" if hit else "no episode got a truncated screenshot")
 
 
 FAULTS: dict[str, Fault] = {

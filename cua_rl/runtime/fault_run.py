@@ -10,6 +10,7 @@ desktops), and the fault cases turn that into figures.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -146,34 +147,33 @@ class RunProcess:
         except OSError:
             pass
 
-    def corrupt_a_screenshot(self, deadline_s: float = 60.0) -> str | None:
-        """Have one desktop's guest serve one truncated screenshot (the guest's fault
+    def corrupt_a_screenshot(self, deadline_s: float = 60.0) -> bool:
+        """Have a guest serve a truncated screenshot to an episode (the guest's fault
         hook, armed by CUA_GUEST_FAULT_HOOKS=1 in the run's environment): a trigger
-        file goes into each live desktop's home until a guest consumes one (a reset
-        restores the home and drops the trigger: then it is written again). The
-        other triggers are then removed. Returns the desktop id, None if none took it."""
+        file goes into each live desktop's home, again after a reset restored the
+        home without it, until the store shows an episode aborted by a corrupt image;
+        then the other triggers are removed. False if none did before the deadline."""
         from cua_rl.desktop.providers.local import record_alive
 
-        armed: dict[Path, int] = {}  # trigger -> inode of its home when written
-        consumed = None
+        def corrupt_aborts() -> int:
+            reasons = (store_summary(self.run_dir) or {}).get("reasons", {}).get("abort", {})
+            return sum(entry["count"] for reason, entry in reasons.items()
+                       if reason.startswith("CorruptImageError"))
+
+        before = corrupt_aborts()
+        triggers: set[Path] = set()
         end = time.monotonic() + deadline_s
-        while consumed is None and time.monotonic() < end:
+        while not (hit := corrupt_aborts() > before) and time.monotonic() < end:
             for record in st.list_records(self.state_dir):
                 trigger = Path(record.home) / TRUNCATE_TRIGGER
-                try:
-                    inode = Path(record.home).stat().st_ino
-                    if trigger in armed and not trigger.exists() and armed[trigger] == inode:
-                        consumed = record.id
-                        break
-                    if record_alive(record) and not trigger.exists():
+                if record_alive(record) and not trigger.exists():
+                    with contextlib.suppress(OSError):  # the home is being restored now
                         trigger.write_bytes(b"")
-                        armed[trigger] = inode
-                except OSError:  # the home is being restored right now
-                    armed.pop(trigger, None)
-            time.sleep(0.1)
-        for trigger in armed:
+                        triggers.add(trigger)
+            time.sleep(0.3)
+        for trigger in triggers:
             trigger.unlink(missing_ok=True)
-        return consumed
+        return hit
 
     def kill_tree(self) -> None:
         """SIGKILL the run and every descendant seen (cleanup after a hung run)."""
