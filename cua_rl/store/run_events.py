@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import shutil
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -53,8 +54,11 @@ def _record(run_dir: Path, kind: str, data: dict[str, object]) -> None:
 @contextlib.contextmanager
 def run_lifecycle(run_dir: Path, kind: str) -> Iterator[None]:
     """Record the start of a `kind` run (train/rollout/eval) in `run_dir` and how it
-    ended: `finished`, `interrupted` (Ctrl-C, SIGTERM) or `failed` with its reason."""
+    ended: `finished`, `interrupted` (Ctrl-C, SIGTERM) or `failed` with its reason.
+    A run that fails before it wrote anything (a bad checkout, a bad task set) leaves
+    no run directory behind when there was none before."""
     started = time.monotonic()
+    fresh = not run_dir.exists()
     _record(run_dir, STARTED, {"kind": kind, "pid": os.getpid()})
     status, reason = "failed", ""
     try:
@@ -65,7 +69,33 @@ def run_lifecycle(run_dir: Path, kind: str) -> Iterator[None]:
             exc, "interrupted", False)
         status = "interrupted" if stopped else "failed"
         reason = f"{type(exc).__name__}: {exc}"
+        if fresh and not stopped and _only_our_events(run_dir):
+            shutil.rmtree(run_dir, ignore_errors=True)
+            status = ""
         raise
     finally:
-        _record(run_dir, ENDED, {"kind": kind, "status": status, "reason": reason,
-                                 "wall_s": round(time.monotonic() - started, 1)})
+        if status:
+            _record(run_dir, ENDED, {"kind": kind, "status": status, "reason": reason,
+                                     "wall_s": round(time.monotonic() - started, 1)})
+
+
+def _only_our_events(run_dir: Path) -> bool:
+    """True when `run_dir` holds nothing but a store with no records besides events
+    (what `run_lifecycle` itself created): the run never started."""
+    from cua_rl.store.run_store import DB_NAME, SHOTS_DIR
+
+    names = {p.name for p in run_dir.iterdir()} if run_dir.is_dir() else set()
+    if not names <= {DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm", SHOTS_DIR}:
+        return False
+    if any((run_dir / SHOTS_DIR).iterdir()) if (run_dir / SHOTS_DIR).is_dir() else False:
+        return False
+    try:
+        db = sqlite3.connect(f"{(run_dir / DB_NAME).resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            rows = sum(db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+                       for table in ("variants", "trajectories", "votes", "counters"))
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return False
+    return rows == 0

@@ -89,3 +89,10 @@ def test_reason_key_masks_particulars() -> None:
     assert reason_key("GuestUnavailable: http://127.0.0.1:5001/act: timed out after 30.0 s") \
         == reason_key("GuestUnavailable: http://127.0.0.1:6002/act: timed out after 12.5 s")
     assert reason_key("") == "(no reason recorded)"
+
+
+def test_a_run_that_never_started_leaves_no_run_dir(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    with pytest.raises(click.ClickException), run_lifecycle(run_dir, "eval"):
+        raise click.ClickException("expected an OSWorld checkout")
+    assert not run_dir.exists()
