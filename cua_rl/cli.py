@@ -36,6 +36,7 @@ BENCH_COMMANDS: dict[str, str] = {
     "learn": "cua_rl.learner.bench_learn:bench_learn",
     "fleet": "cua_rl.rollout.bench_fleet:bench_fleet",
     "inference": "cua_rl.inference.bench_inference:bench_inference",
+    "faults": "cua_rl.runtime.bench_faults:bench_faults",
 }
 
 

@@ -82,6 +82,10 @@ class RunDirError(CuaRlError):
     """A run directory cannot be used as asked (exists without --resume, not a run)."""
 
 
+class RunFailed(CuaRlError):
+    """A run ended without doing any of its work (e.g. every episode was given up)."""
+
+
 class StoreError(CuaRlError):
     """A run store cannot be opened, read or written (corrupt, not a cua-rl
     database, full disk, read-only file system)."""

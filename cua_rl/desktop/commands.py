@@ -92,23 +92,43 @@ def up(provider_name: str, state_dir: Path | None, count: int, as_json: bool) ->
             click.echo(f"{h.id}  {h.url}  token={h.token}  display={h.info.get('display')}")
 
 
+def _states(provider: DesktopProvider) -> list:
+    """Every desktop dir of a local provider, with owner and staleness."""
+    from cua_rl.desktop.providers import local_state as st
+    from cua_rl.desktop.providers.local import LocalProvider, record_alive
+
+    assert isinstance(provider, LocalProvider)
+    return st.desktop_states(provider.state_dir, record_alive)
+
+
 @vm.command(name="list")
 @provider_option
 @state_option
 @click.option("--json", "as_json", is_flag=True)
 def list_(provider_name: str, state_dir: Path | None, as_json: bool) -> None:
-    """List desktops (also ones started by earlier commands)."""
-    handles = _run(lambda p: p.list(), _provider(provider_name, state_dir))
+    """List desktops (also ones started by earlier commands). A desktop is `stale`
+    when its run or its session is gone; `vm down --stale` cleans those up."""
+
+    async def go(provider: DesktopProvider) -> list[dict]:
+        handles = {h.id: _as_dict(h) for h in await provider.list()}
+        rows = []
+        for state in _states(provider):
+            row = handles.get(state.id) or {"id": state.id, "url": None, "alive": False}
+            rows.append({**row, "owner_pid": state.owner_pid, "stale": state.stale})
+        return rows
+
+    rows = _run(go, _provider(provider_name, state_dir))
     if as_json:
-        click.echo(json.dumps([_as_dict(h) for h in handles]))
+        click.echo(json.dumps(rows))
         return
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("id", "url", "display", "alive", "pid")
-    for h in handles:
-        table.add_row(h.id, h.url, str(h.info.get("display", "")),
-                      str(h.info.get("alive", "")), str(h.info.get("pid", "")))
+    table = Table("id", "url", "display", "alive", "pid", "owner", "stale")
+    for row in rows:
+        table.add_row(row["id"], row["url"] or "", str(row.get("display", "")),
+                      str(row["alive"]), str(row.get("pid", "")),
+                      str(row["owner_pid"] or ""), row["stale"])
     Console().print(table)
 
 
@@ -116,21 +136,41 @@ def list_(provider_name: str, state_dir: Path | None, as_json: bool) -> None:
 @provider_option
 @state_option
 @click.argument("desktop_ids", nargs=-1)
-@click.option("--all", "all_", is_flag=True, help="Stop every desktop of the provider.")
+@click.option("--all", "all_", is_flag=True,
+              help="Stop every desktop of the provider, except those a live run owns.")
+@click.option("--stale", is_flag=True,
+              help="Remove desktops whose run or session is gone (state dirs included).")
+@click.option("--force", is_flag=True, help="Also stop desktops owned by a live run.")
 def down(provider_name: str, state_dir: Path | None, desktop_ids: tuple[str, ...],
-         all_: bool) -> None:
-    """Stop desktops by ID (or --all) and delete their state."""
-    if not desktop_ids and not all_:
-        raise click.UsageError("give desktop IDs or --all")
+         all_: bool, stale: bool, force: bool) -> None:
+    """Stop desktops by ID (or --all, --stale) and delete their state. Desktops that
+    a live run owns are left alone unless --force: that run would lose them."""
+    if not desktop_ids and not all_ and not stale:
+        raise click.UsageError("give desktop IDs, --all or --stale")
 
-    async def go(provider: DesktopProvider) -> list[str]:
-        ids = [h.id for h in await provider.list()] if all_ else list(desktop_ids)
-        handles = [await provider.get(i) for i in ids]
-        await asyncio.gather(*(provider.stop(h) for h in handles))
-        return ids
+    async def go(provider: DesktopProvider) -> tuple[list[str], list[str]]:
+        states = {s.id: s for s in _states(provider)}
+        if all_:
+            ids = [h.id for h in await provider.list()]
+        elif stale:
+            ids = [i for i, s in states.items() if s.stale]
+        else:
+            ids = list(desktop_ids)
+        kept = [] if force else [
+            f"kept {i}: owned by the live run pid {states[i].owner_pid} (--force stops it)"
+            for i in ids if i in states and states[i].owner_alive]
+        ids = [i for i in ids if force or i not in states or not states[i].owner_alive]
+        if not stale:  # named or listed desktops must exist (a typo is an error)
+            for i in ids:
+                await provider.get(i)
+        await asyncio.gather(*(provider.stop_id(i) for i in ids))  # type: ignore[attr-defined]
+        return ids, kept
 
-    for desktop_id in _run(go, _provider(provider_name, state_dir)):
+    stopped, kept = _run(go, _provider(provider_name, state_dir))
+    for desktop_id in stopped:
         click.echo(f"stopped {desktop_id}")
+    for line in kept:
+        click.echo(line, err=True)
 
 
 async def _client(provider: DesktopProvider, desktop_id: str) -> GuestClient:

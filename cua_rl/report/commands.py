@@ -76,6 +76,7 @@ def eval_command(config: str | None, preset: str | None, out: Path | None,
     from cua_rl.errors import ConfigError, TaskFormatError
     from cua_rl.runtime.evaluation_run import run_evaluation
     from cua_rl.runtime.options import load_run_config, new_run_dir
+    from cua_rl.store.run_events import run_lifecycle
 
     cfg = load_run_config(config, preset or EVAL_PRESET, overrides)
     if osworld is not None:
@@ -85,7 +86,7 @@ def eval_command(config: str | None, preset: str | None, out: Path | None,
     run_dir = out or new_run_dir("eval")
     bar = ProgressBar(Console(stderr=True))
     try:
-        with bar.progress:
+        with bar.progress, run_lifecycle(run_dir, "eval"):
             result = asyncio.run(run_evaluation(cfg, run_dir, runs, progress=bar,
                                                 check=preflight))
     except (ConfigError, TaskFormatError) as exc:  # raised before anything starts

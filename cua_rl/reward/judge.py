@@ -7,10 +7,9 @@ StepVerdict (m votes from one request with `n = m`), stored as soon as it is in.
 A request that fails after the pool's retries, or whose answer is unusable
 (`ModelResponseError`: not JSON, no choices, missing logprobs), leaves its step
 without a verdict and is counted (`judge_failures`, in memory and in the run
-store) and logged with its reason: the step's reward then falls back to the
-outcome alone, and no
-vote is invented (an invented unparseable vote would teach the reward model
-something it never said).
+store, where a `judge_failure` event keeps its reason) and logged: the step's
+reward then falls back to the outcome alone, and no vote is invented (an
+invented unparseable vote would teach the reward model something it never said).
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ from cua_rl.agent import parse_prm_vote, prm_messages
 from cua_rl.errors import InferenceError
 from cua_rl.rollout.base import ChatBackend
 from cua_rl.rollout.config import JudgeConfig
+from cua_rl.store.run_events import JUDGE_FAILURE
 from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.types import Step, StepVerdict, TaskVariant, Vote
 
@@ -100,6 +100,8 @@ class StreamingJudge:
         self.counts["judge_failures"] += 1
         log.warning("no verdict for step %d of %s: %s", index, trajectory_id, reason)
         await self.store.incr("judge_failures")
+        await self.store.add_event(JUDGE_FAILURE, trajectory_id,
+                                   {"step_index": index, "reason": str(reason)})
 
     async def collect(self, trajectory_id: str) -> list[StepVerdict]:
         """All verdicts of a trajectory, in step order, once every one is in."""

@@ -21,7 +21,13 @@ from typing import Protocol
 
 from cua_rl.agent import parse_response, to_pyautogui
 from cua_rl.agent.images import encode_image, png_passthrough_url
-from cua_rl.errors import GuestError, InferenceError, ModelResponseError, SetupStepError
+from cua_rl.errors import (
+    DesktopError,
+    GuestError,
+    InferenceError,
+    ModelResponseError,
+    SetupStepError,
+)
 from cua_rl.rollout.base import ChatBackend, EpisodeAborted, EpisodeDesktop
 from cua_rl.rollout.config import EpisodeConfig
 from cua_rl.rollout.context import history_line, model_image_size, step_messages
@@ -85,8 +91,9 @@ async def run_episode(
 ) -> Trajectory:
     """Run one episode of `variant` on a reset desktop and store it.
 
-    On a desktop, model-server or setup failure the partial trajectory is stored
-    as `aborted` (for audit; it is never trained on) and EpisodeAborted raised.
+    On a desktop (dead guest, failed reset), model-server or setup failure the
+    partial trajectory is stored as `aborted` (for audit; it is never trained on)
+    and EpisodeAborted raised.
     """
     tid = trajectory_id or uuid.uuid4().hex
     images = EpisodeImages(store, cfg)
@@ -146,7 +153,8 @@ async def run_episode(
         if recording is not None:
             await recording.save()  # before evaluate(): OSWorld's runner stops it there too
         score = await desktop.evaluate(variant, last_action)
-    except (GuestError, InferenceError, SetupStepError) as exc:
+    except (GuestError, DesktopError, InferenceError, SetupStepError) as exc:
+        # DesktopError: the reset before the episode could not start the desktop again
         setup_failed = isinstance(exc, SetupStepError)
         if recording is not None:
             await recording.save()  # keep what was recorded; frees the guest's recorder
@@ -155,8 +163,8 @@ async def run_episode(
             status=TrajectoryStatus.SETUP_FAILED if setup_failed else TrajectoryStatus.ABORTED,
             policy_version_at_start=policy_version,
         )
-        await store.save_trajectory(aborted, group_id=group_id, error=str(exc),
-                                    started_at=started)
+        await store.save_trajectory(aborted, group_id=group_id,
+                                    error=f"{type(exc).__name__}: {exc}", started_at=started)
         raise EpisodeAborted(f"{variant.variant_id}: {exc}", permanent=setup_failed) from exc
     finally:
         policy.end_session(tid)

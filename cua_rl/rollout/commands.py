@@ -16,13 +16,19 @@ from cua_rl.runtime.options import run_options
 def rollout(config: str | None, preset: str | None, out: Path | None,
             overrides: tuple[str, ...], as_json: bool) -> None:
     """Run task groups on desktops with the policy and the streaming reward model."""
+    from cua_rl.errors import RunFailed
     from cua_rl.runtime.options import load_run_config, new_run_dir, run_stoppable
     from cua_rl.runtime.rollout import run_rollouts
+    from cua_rl.store.run_events import run_lifecycle
 
     cfg = load_run_config(config, preset, overrides)
     run_dir = out or new_run_dir("rollout")
     started = time.monotonic()
-    counts = run_stoppable(run_rollouts(cfg, run_dir))
+    with run_lifecycle(run_dir, "rollout"):
+        counts = run_stoppable(run_rollouts(cfg, run_dir))
+        if counts.get("gave_up") and not counts.get("episodes"):
+            raise RunFailed(f"{run_dir}: every episode was given up ({counts['gave_up']}); "
+                            f"see the reasons with `cua-rl runs show {run_dir}`")
     summary = {"run_dir": str(run_dir), "wall_s": round(time.monotonic() - started, 1),
                **{k: v for k, v in counts.items() if k != "wall_s"}}
     click.echo(json.dumps(summary, indent=2) if as_json else

@@ -82,6 +82,10 @@ class FleetConfig(BaseModel):
     """Staleness bound: start only while serving >= learner - eta."""
     max_attempts: int = Field(3, ge=1)
     """Aborted attempts of one rollout before it is given up (and counted)."""
+    set_aside_after: int | None = Field(6, ge=1)
+    """Aborts in a row of one task variant (none of its rollouts completing in between)
+    after which the variant is poisoned: it is set aside with its last abort reason, its
+    remaining rollouts are given up, and the run goes on with the others. None: never."""
 
 
 class HorizonSchedule(BaseModel):

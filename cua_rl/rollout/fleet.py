@@ -6,7 +6,8 @@ trajectory is finished in the background (its reward-model verdicts collected,
 its group completed) so a desktop never waits for the judge.
 
 Invariants: every ticket ends in exactly one of complete / abort (re-queued) /
-give_up; a desktop whose episode aborted goes back unhealthy and is replaced by
+give_up; every give-up and every set-aside variant is recorded in the store with
+its reason; a desktop whose episode aborted goes back unhealthy and is replaced by
 its pool; a group is emitted once, with the verdicts of all its trajectories.
 """
 
@@ -25,6 +26,7 @@ from cua_rl.rollout.actor import run_episode
 from cua_rl.rollout.base import ChatBackend, EpisodeAborted, EpisodeDesktop
 from cua_rl.rollout.config import EpisodeConfig, FleetConfig, HorizonSchedule
 from cua_rl.rollout.scheduler import GroupScheduler, RolloutTicket, VersionGate
+from cua_rl.store.run_events import GAVE_UP, SET_ASIDE
 from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.types import GroupRecord, Trajectory
 
@@ -70,6 +72,10 @@ class Fleet:
         start (the one place it is applied, local or under Ray)."""
         self.counts: Counter[str] = Counter()
         self.busy_s = 0.0
+        self.aborts_in_a_row: Counter[str] = Counter()
+        """Per variant id: aborts since the last rollout of it that completed."""
+        self.set_aside: dict[str, str] = {}
+        """Poisoned variants (see `FleetConfig.set_aside_after`) -> reason."""
         """Desktop-seconds spent inside episodes (for utilization)."""
 
     async def run(self) -> Counter[str]:
@@ -83,6 +89,10 @@ class Fleet:
 
     async def _actor(self, finishing: asyncio.TaskGroup) -> None:
         while (ticket := await self.scheduler.next_ticket()) is not None:
+            if ticket.variant.variant_id in self.set_aside:
+                reason = f"variant set aside: {self.set_aside[ticket.variant.variant_id]}"
+                await self._give_up(ticket, finishing, reason)
+                continue
             version = await self.gate.wait_fresh()
             tid = uuid.uuid4().hex
             t0 = time.perf_counter()
@@ -95,7 +105,8 @@ class Fleet:
                     )
             except EpisodeAborted as exc:
                 self.busy_s += time.perf_counter() - t0
-                await self._aborted(ticket, tid, finishing, permanent=exc.permanent)
+                await self._aborted(ticket, tid, finishing, str(exc),
+                                    permanent=exc.permanent)
                 continue
             self.busy_s += time.perf_counter() - t0
             finishing.create_task(self._finish(ticket, traj), name=f"finish-{tid}")
@@ -107,24 +118,43 @@ class Fleet:
         return self.episode.model_copy(update={"max_steps": steps})
 
     async def _aborted(
-        self, ticket: RolloutTicket, tid: str, finishing: asyncio.TaskGroup,
+        self, ticket: RolloutTicket, tid: str, finishing: asyncio.TaskGroup, reason: str,
         *, permanent: bool = False,
     ) -> None:
         self.counts["aborted"] += 1
         await self.store.incr("aborted_attempts")
         if self.judge is not None:
             self.judge.discard(tid)
-        if not permanent and ticket.attempt + 1 < self.cfg.max_attempts:
+        variant_id = ticket.variant.variant_id
+        self.aborts_in_a_row[variant_id] += 1
+        limit = self.cfg.set_aside_after
+        if (limit is not None and self.aborts_in_a_row[variant_id] >= limit
+                and variant_id not in self.set_aside):
+            self.set_aside[variant_id] = reason
+            self.counts["set_aside"] += 1
+            await self.store.add_event(SET_ASIDE, variant_id, {
+                "reason": reason, "aborts_in_a_row": self.aborts_in_a_row[variant_id]})
+        if (not permanent and variant_id not in self.set_aside
+                and ticket.attempt + 1 < self.cfg.max_attempts):
             self.counts["requeued"] += 1
             await self.scheduler.abort(ticket)
             return
+        await self._give_up(ticket, finishing, reason)
+
+    async def _give_up(self, ticket: RolloutTicket, finishing: asyncio.TaskGroup,
+                       reason: str) -> None:
+        """Drop a rollout for good, recording why (its group shrinks by one)."""
         self.counts["gave_up"] += 1
+        await self.store.add_event(GAVE_UP, ticket.variant.variant_id, {
+            "group_id": ticket.group_id, "slot": ticket.slot,
+            "attempts": ticket.attempt + 1, "reason": reason})
         group = await self.scheduler.give_up(ticket)
         if group is not None:
             finishing.create_task(self._emit(group))
 
     async def _finish(self, ticket: RolloutTicket, traj: Trajectory) -> None:
         verdicts = await self.judge.collect(traj.id) if self.judge is not None else []
+        self.aborts_in_a_row.pop(traj.variant_id, None)
         parse_errors = sum(1 for s in traj.steps if s.parse_error)
         self.counts["episodes"] += 1
         self.counts["steps"] += len(traj.steps)

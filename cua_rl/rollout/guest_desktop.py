@@ -22,7 +22,7 @@ from cua_rl.desktop.pool import DesktopPool
 from cua_rl.desktop.providers.base import DesktopHandle
 from cua_rl.desktop.settle import OPENING_STEPS, Settled, wait_until_settled
 from cua_rl.desktop.setup_steps import SetupContext, run_setup_steps
-from cua_rl.errors import GuestError
+from cua_rl.errors import DesktopError, GuestError
 from cua_rl.rollout.base import EpisodeAborted
 from cua_rl.rollout.config import EpisodeConfig
 from cua_rl.types import Action, TaskVariant
@@ -115,7 +115,8 @@ class PoolDesktops:
         try:
             yield desktop
         except EpisodeAborted as exc:
-            healthy = not isinstance(exc.__cause__, GuestError)
+            # a dead guest, or a desktop whose reset failed to start it again
+            healthy = not isinstance(exc.__cause__, GuestError | DesktopError)
             raise
         finally:
             self.pool.release(desktop.handle, healthy)

@@ -58,8 +58,14 @@ def run_stoppable(coro: Coroutine[Any, Any, T]) -> T:
     try:
         return asyncio.run(main())
     except (KeyboardInterrupt, asyncio.CancelledError):
-        raise click.ClickException("interrupted; run the same command with --resume "
-                                   "(train) or again (eval) to continue") from None
+        raise RunInterrupted("interrupted; run the same command with --resume "
+                             "(train) or again (eval) to continue") from None
+
+
+class RunInterrupted(click.ClickException):
+    """Ctrl-C or SIGTERM stopped the run (not a failure: the store records it so)."""
+
+    interrupted = True
 
 
 def new_run_dir(kind: str) -> Path:

@@ -36,6 +36,7 @@ def train(config: str | None, preset: str | None, out: Path | None,
     from cua_rl.command_output import stdout_to_stderr
     from cua_rl.errors import RunDirError, naming_path
     from cua_rl.runtime.options import load_run_config, new_run_dir, run_stoppable
+    from cua_rl.store.run_events import run_lifecycle
 
     if resume_dir is not None:
         saved = resume_dir / "config.yaml"
@@ -52,7 +53,7 @@ def train(config: str | None, preset: str | None, out: Path | None,
             (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
     started = time.monotonic()
     quiet = stdout_to_stderr() if as_json else contextlib.nullcontext()
-    with quiet:
+    with quiet, run_lifecycle(run_dir, "train"):
         if cfg.demo.eval_rollouts and resume_dir is None:
             from cua_rl.runtime.learn_demo import run_learn_demo
 

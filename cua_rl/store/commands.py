@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -19,8 +20,11 @@ def runs() -> None:
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def show(run_dir: Path, as_json: bool) -> None:
-    """Counts, counters and success rates per task of RUN_DIR (read only: the store
-    is never written, so it is safe on a live or damaged run)."""
+    """What RUN_DIR is (train/rollout/eval, finished or not, wall time), its counts,
+    mean reward and success per policy version and per task, and why work was lost
+    (aborts, give-ups, reward-model and setup failures, by reason with examples).
+    `steps`/`verdicts` count good work only; `aborted_*` keys count the rest. Read
+    only: the store is never written, so it is safe on a live or damaged run."""
     import sqlite3
 
     from cua_rl.store.run_store import RunStore, unreadable
@@ -35,17 +39,47 @@ def show(run_dir: Path, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(summary, indent=2))
         return
+    print_summary(summary)
+
+
+NESTED = ("run_id", "counters", "tasks", "reasons", "set_aside", "versions")
+"""Summary keys printed as their own tables, not as `key value` rows."""
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    """The human form of `runs show`: the run, its counts, rewards per policy
+    version, success per task variant, and why work was lost (by reason)."""
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
-    counts = Table(title=f"run {summary['run_id']}", show_header=False)
+    console = Console(emoji=False)
+    state = {True: "finished", None: "end not recorded"}.get(
+        summary["finished"], summary.get("end") or "not finished")
+    title = f"{summary['kind']} run {summary['run_id']} ({state})"
+    counts = Table(title=title, show_header=False)
     for key, value in summary.items():
-        if key not in ("run_id", "counters", "tasks"):
-            counts.add_row(key, str(value))
+        if key not in NESTED:
+            counts.add_row(key, "" if value is None else str(value))
     console.print(counts)
+    if summary["versions"]:
+        versions = Table("policy version", "trajectories", "mean reward", "success")
+        for row in summary["versions"]:
+            reward = "" if row["mean_reward"] is None else f"{row['mean_reward']:.3f}"
+            versions.add_row(str(row["policy_version"]), str(row["trajectories"]), reward,
+                             f"{row['success_rate']:.0%}")
+        console.print(versions)
     if summary["tasks"]:
         tasks = Table("task variant", "trajectories", "success")
         for variant, row in summary["tasks"].items():
             tasks.add_row(variant, str(row["trajectories"]), f"{row['success_rate']:.0%}")
         console.print(tasks)
+    for variant, reason in summary["set_aside"].items():
+        console.print(f"set aside: {variant}: {reason}", markup=False)
+    lost = Table("lost work", "count", "reason", "example", title="why work was lost")
+    for what, reasons in summary["reasons"].items():
+        for reason, entry in reasons.items():
+            example = entry["examples"][0]
+            lost.add_row(what, str(entry["count"]), reason,
+                         f"{example['subject']}: {example['message']}"[:200])
+    if lost.row_count:
+        console.print(lost)

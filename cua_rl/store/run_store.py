@@ -271,33 +271,10 @@ class RunStore:
         return [dict(zip(keys, row, strict=True)) for row in rows]
 
     def summary(self) -> dict[str, Any]:
-        """What `cua-rl runs show` prints: counts, counters and success per task."""
-        one = lambda sql: self._db.execute(sql).fetchone()[0]  # noqa: E731
-        counters = self.counters()
-        per_task: dict[str, dict[str, Any]] = {}
-        for variant_id, n, wins in self._db.execute(
-            "SELECT variant_id, COUNT(*), SUM(outcome = 1) FROM trajectories "
-            "WHERE status NOT IN ('aborted', 'setup_failed') "
-            "GROUP BY variant_id ORDER BY variant_id"
-        ):
-            per_task[variant_id] = {"trajectories": n, "success_rate": (wins or 0) / n}
-        out: dict[str, Any] = {
-            "run_id": self.run_id,
-            "trajectories": one("SELECT COUNT(*) FROM trajectories "
-                                "WHERE status NOT IN ('aborted', 'setup_failed')"),
-            "setup_failed": one("SELECT COUNT(*) FROM trajectories "
-                                "WHERE status = 'setup_failed'"),
-            "steps": one("SELECT COUNT(*) FROM steps"),
-            "verdicts": one("SELECT COUNT(*) FROM (SELECT DISTINCT trajectory_id, step_index "
-                            "FROM votes)"),
-            "aborted": one("SELECT COUNT(*) FROM trajectories WHERE status = 'aborted'"),
-        }
-        for name in ("policy_updates", "prm_updates", "weight_syncs",
-                     "adapt_proposals", "adapt_accepted"):
-            out[name] = int(counters.get(name, 0))
-        out["counters"] = counters
-        out["tasks"] = per_task
-        return out
+        """What `cua-rl runs show` prints (see `store/run_summary.py`)."""
+        from cua_rl.store.run_summary import summarize
+
+        return summarize(self._db, self.run_id, self.counters(), self.events())
 
 
 class AsyncRunStore:
@@ -347,6 +324,9 @@ class AsyncRunStore:
 
     async def incr(self, name: str, by: float = 1) -> None:
         await self.call(self.sync.incr, name, by)
+
+    async def add_event(self, kind: str, subject: str, data: dict[str, Any]) -> None:
+        await self.call(self.sync.add_event, kind, subject, data)
 
     async def close(self) -> None:
         await self.call(self.sync.close)

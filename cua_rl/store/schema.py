@@ -11,6 +11,15 @@ from __future__ import annotations
 
 SCHEMA_VERSION = 1
 
+# Kinds of `events` rows the run itself writes (store/run_events.py); adding
+# kinds needs no migration, so stores of schema 1 stay readable and writable.
+STARTED = "run_started"
+ENDED = "run_ended"
+GAVE_UP = "gave_up"
+JUDGE_FAILURE = "judge_failure"
+SET_ASIDE = "set_aside"
+FAILURE_KINDS = (GAVE_UP, JUDGE_FAILURE, SET_ASIDE)
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (
     key TEXT PRIMARY KEY,

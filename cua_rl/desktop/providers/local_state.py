@@ -24,6 +24,8 @@ import secrets
 import shutil
 import socket
 import tempfile
+import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -103,6 +105,81 @@ def list_records(state_dir: Path) -> list[DesktopRecord]:
         return []
     records = (DesktopRecord.load(d) for d in sorted(state_dir.iterdir()) if d.is_dir())
     return [r for r in records if r is not None]
+
+
+RESERVED_DIRS = ("home-template", "locks")
+"""Directories of the state dir that are not desktops."""
+
+STARTING_GRACE_S = 600.0
+"""A desktop dir with no record and no owner younger than this may be starting now."""
+
+
+def pid_alive(pid: int) -> bool:
+    """True while a process with this pid exists (not a zombie)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def desktop_owner(desktop_dir: Path) -> int | None:
+    """Pid of the run that started the desktop (its session spec's `owner_pid`);
+    None for desktops started by hand (`vm up`) or an unreadable spec."""
+    try:
+        owner = json.loads((desktop_dir / "session.json").read_text()).get("owner_pid")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return owner if isinstance(owner, int) and owner > 0 else None
+
+
+@dataclass(frozen=True, slots=True)
+class DesktopState:
+    """What `vm list` and `vm down` need to know about one desktop dir."""
+
+    id: str
+    record: DesktopRecord | None
+    owner_pid: int | None
+    launcher_alive: bool
+    owner_alive: bool
+    stale: str
+    """Why the dir is stale ('' when it is not): its desktop is gone or its run is."""
+
+
+def desktop_states(state_dir: Path, launcher_alive: Callable[[DesktopRecord], bool],
+                   *, now: float | None = None) -> list[DesktopState]:
+    """Every desktop dir of `state_dir` (recorded or not), sorted by id, with why it
+    is stale: the launcher died, the run that owns it is gone (its desktops stop
+    themselves but leave their dirs), or a start that never finished long ago."""
+    if not state_dir.is_dir():
+        return []
+    now = time.time() if now is None else now
+    out = []
+    for ddir in sorted(state_dir.iterdir()):
+        if (not ddir.is_dir() or ddir.name in RESERVED_DIRS
+                or not _ID_RE.match(ddir.name)):
+            continue
+        record = DesktopRecord.load(ddir)
+        owner = desktop_owner(ddir)
+        alive = record is not None and launcher_alive(record)
+        owner_alive = owner is not None and pid_alive(owner)
+        if record is not None and not alive:
+            stale = f"its desktop (launcher pid {record.pid}) is gone"
+        elif owner is not None and not owner_alive:
+            stale = f"its run (pid {owner}) is gone"
+        elif record is None and owner is None and now - _mtime(ddir) > STARTING_GRACE_S:
+            stale = "a start that never finished"
+        else:
+            stale = ""
+        out.append(DesktopState(ddir.name, record, owner, alive, owner_alive, stale))
+    return out
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def write_token(path: Path) -> str:

@@ -42,7 +42,9 @@ def test_round_trip_and_summary(tmp_path: Path) -> None:
     assert store.load_verdicts("a")[0].votes[1] == Vote(-1, "no")
     summary = store.summary()
     assert summary["trajectories"] == 1 and summary["aborted"] == 1
-    assert summary["steps"] == 4 and summary["verdicts"] == 1
+    # steps of the aborted trajectory are lost work, counted apart
+    assert summary["steps"] == 2 and summary["aborted_steps"] == 2
+    assert summary["verdicts"] == 1
     assert summary["policy_updates"] == 2
     assert summary["tasks"]["t1:default"] == {"trajectories": 1, "success_rate": 1.0}
     run_id = store.run_id

@@ -7,7 +7,9 @@ transport. /cursor_position returns [x, y] like OSWorld's jsonify(x, y).
 
 from __future__ import annotations
 
+import os
 import platform
+from pathlib import Path
 
 from aiohttp import web
 
@@ -20,6 +22,23 @@ routes = web.RouteTableDef()
 
 _FORMATS = {"png": "png", "jpeg": "jpeg", "jpg": "jpeg"}
 DEFAULT_JPEG_QUALITY = 90
+
+FAULT_HOOKS_ENV = "CUA_GUEST_FAULT_HOOKS"
+"""Fault injection (`cua-rl bench faults`, the fault tests): when this is `1`, a file
+named TRUNCATE_TRIGGER in the desktop user's home makes the next screenshot come
+out cut in half (as a transfer that ended early would) and is removed: one fault
+per trigger. A reset restores the home, so a fault never outlives its desktop."""
+TRUNCATE_TRIGGER = ".cua-fault-truncate-screenshot"
+
+
+def _maybe_truncate(data: bytes) -> bytes:
+    if os.environ.get(FAULT_HOOKS_ENV) != "1":
+        return data
+    try:
+        (Path.home() / TRUNCATE_TRIGGER).unlink()
+    except OSError:
+        return data
+    return data[: len(data) // 2]
 
 
 @routes.get("/healthz")
@@ -54,7 +73,7 @@ async def screenshot(request: web.Request) -> web.Response:
         data = await request.app[GUEST].capturer.screenshot(fmt, quality)  # type: ignore[arg-type]
     except Exception as exc:  # noqa: BLE001 - mss raises ScreenShotError and ctypes errors
         return json_error(503, f"screen capture failed: {exc}")
-    return web.Response(body=data, content_type=f"image/{fmt}")
+    return web.Response(body=_maybe_truncate(data), content_type=f"image/{fmt}")
 
 
 @routes.post("/screen_size")

@@ -1,0 +1,98 @@
+"""`runs show` counts good work and lost work apart and says why work was lost."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from cua_rl.cli import cli
+from cua_rl.store.run_events import GAVE_UP, JUDGE_FAILURE, SET_ASIDE, run_lifecycle
+from cua_rl.store.run_store import RunStore
+from cua_rl.store.run_summary import reason_key
+from cua_rl.types import Step, StepVerdict, Trajectory, TrajectoryStatus, Vote
+
+
+def _traj(tid: str, status: TrajectoryStatus, *, score: float | None = 1.0, n: int = 2,
+          version: int = 0) -> Trajectory:
+    steps = tuple(Step(index=i, screenshot_before="a.png", response="r", actions=(),
+                       parse_error=None, code="", screenshot_after="b.png")
+                  for i in range(n))
+    return Trajectory(id=tid, variant_id="t1:v", steps=steps, status=status, score=score,
+                      policy_version_at_start=version)
+
+
+def _show(run_dir: Path) -> dict:
+    result = CliRunner().invoke(cli, ["runs", "show", str(run_dir), "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def test_aborted_work_is_counted_apart_with_reasons(tmp_path: Path) -> None:
+    store = RunStore(tmp_path)
+    store.save_trajectory(_traj("good", TrajectoryStatus.FINISHED, version=0))
+    store.save_trajectory(_traj("late", TrajectoryStatus.STEP_LIMIT, score=0.0, version=2))
+    for k, port in enumerate((8001, 8002)):
+        store.save_trajectory(_traj(f"bad{k}", TrajectoryStatus.ABORTED, score=None, n=3),
+                              error=f"InferenceUnavailable: http://127.0.0.1:{port}/v1: gone")
+    store.save_verdicts([StepVerdict("good", 0, (Vote(1, "ok"),)),
+                         StepVerdict("bad0", 0, (Vote(1, "ok"),)),
+                         StepVerdict("bad0", 1, (Vote(1, "ok"),))])
+    store.add_event(JUDGE_FAILURE, "good", {"step_index": 1, "reason": "no votes"})
+    store.add_event(GAVE_UP, "t1:v", {"reason": "t1:v: desktop died", "attempts": 3})
+    store.add_event(SET_ASIDE, "t1:v", {"reason": "t1:v: desktop died"})
+    store.close()
+    data = _show(tmp_path)
+    assert (data["trajectories"], data["steps"], data["verdicts"]) == (2, 4, 1)
+    assert (data["aborted"], data["aborted_steps"], data["aborted_verdicts"]) == (2, 6, 2)
+    assert data["judge_failures"] == 1 and data["gave_up"] == 1
+    assert data["set_aside"] == {"t1:v": "t1:v: desktop died"}
+    aborts = data["reasons"]["abort"]
+    assert len(aborts) == 1  # two replicas, one reason
+    (entry,) = aborts.values()
+    assert entry["count"] == 2 and entry["examples"][0]["subject"] == "bad0"
+    assert data["reasons"]["judge_failure"]["no votes"]["count"] == 1
+    assert [(v["policy_version"], v["mean_reward"], v["success_rate"])
+            for v in data["versions"]] == [(0, 1.0, 1.0), (2, 0.0, 0.0)]
+    assert data["kind"] == "unknown" and data["finished"] is None
+    text = CliRunner().invoke(cli, ["runs", "show", str(tmp_path)])
+    assert text.exit_code == 0 and "InferenceUnavailable" in text.output
+    assert "set aside: t1:v" in text.output
+
+
+def test_lifecycle_records_kind_end_and_wall_time(tmp_path: Path) -> None:
+    with run_lifecycle(tmp_path, "rollout"):
+        pass
+    data = _show(tmp_path)
+    assert data["kind"] == "rollout" and data["finished"] is True and data["end"] == "finished"
+    with pytest.raises(click.ClickException), run_lifecycle(tmp_path, "rollout"):
+        raise click.ClickException("boom")
+    data = _show(tmp_path)
+    assert data["finished"] is False and data["end"] == "failed"
+    assert "boom" in data["end_reason"] and data["invocations"] == 2
+
+
+def test_a_run_killed_midway_is_not_finished(tmp_path: Path) -> None:
+    from cua_rl.store.run_events import STARTED
+
+    store = RunStore(tmp_path)
+    store.add_event(STARTED, store.run_id, {"kind": "train"})
+    store.close()
+    data = _show(tmp_path)
+    assert data["kind"] == "train" and data["finished"] is False and data["end"] is None
+
+
+def test_reason_key_masks_particulars() -> None:
+    assert reason_key("GuestUnavailable: http://127.0.0.1:5001/act: timed out after 30.0 s") \
+        == reason_key("GuestUnavailable: http://127.0.0.1:6002/act: timed out after 12.5 s")
+    assert reason_key("") == "(no reason recorded)"
+
+
+def test_a_run_that_never_started_leaves_no_run_dir(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    with pytest.raises(click.ClickException), run_lifecycle(run_dir, "eval"):
+        raise click.ClickException("expected an OSWorld checkout")
+    assert not run_dir.exists()
