@@ -187,10 +187,16 @@ class WeightSync:
                 # The replica refused or died: nobody will join the link, so the
                 # sender thread ends at its connect timeout, on its own.
                 raise request.exception()  # type: ignore[misc]
-            await sending
+            try:
+                await sending
+            except RuntimeError as exc:  # gloo: the replica went away mid-transfer
+                raise InferenceUnavailable(
+                    f"weight broadcast to {client.base_url} failed: {exc}") from exc
             return await request
         finally:
             request.cancel()
+            # the sender's late error (after the request's) is expected, not news
+            sending.add_done_callback(lambda f: f.cancelled() or f.exception())
 
     async def close(self) -> None:
         """Close the replica set if it was made here (a pool's set is the pool's)."""
