@@ -46,8 +46,12 @@ class InferenceClient:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         session: aiohttp.ClientSession | None = None,
         connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+        token: str | None = None,
     ) -> None:
+        """`token`: the run's model-server credential, sent on the routes that change
+        state (`/update_weights`); None for servers that require none."""
         self.base_url = base_url.rstrip("/")
+        self.token = token
         self.timeout_s = timeout_s
         self.connect_timeout_s = connect_timeout_s
         self._session = session
@@ -97,19 +101,24 @@ class InferenceClient:
 
     async def health(self, timeout_s: float = 5.0) -> bool:
         """True if the replica answers `/health` with 200 within the timeout."""
+        return await self.health_info(timeout_s) is not None
+
+    async def health_info(self, timeout_s: float = 5.0) -> dict[str, Any] | None:
+        """The `/health` body (our servers report `version`), `{}` for a 2xx answer that
+        is not a JSON object, None if the replica does not answer 2xx within the timeout."""
         try:
-            await self._request("GET", "/health", None, timeout_s)
+            payload, _ = await self._request("GET", "/health", None, timeout_s)
         except ModelResponseError:
-            return True  # it answered 2xx; vLLM's body is empty, others may send text
+            return {}  # it answered 2xx; a plain vLLM's body is empty
         except (InferenceUnavailable, InferenceRequestError):
-            return False
-        return True
+            return None
+        return payload if isinstance(payload, dict) else {}
 
     async def update_weights(self, version: int, path: str, timeout_s: float = 600.0) -> int:
         """Ask the replica to load `path` and serve it as `version`; returns the new version."""
         payload, _ = await self._request(
-            "POST", "/update_weights", {"version": version, "path": path}, timeout_s
-        )
+            "POST", "/update_weights", {"version": version, "path": path}, timeout_s,
+            admin=True)
         return self._served_version(payload)
 
     async def update_weights_collective(
@@ -120,7 +129,7 @@ class InferenceClient:
         on host:port (the caller broadcasts meanwhile); returns the new version."""
         body = {"version": version,
                 "collective": {"host": host, "port": port, "manifest": manifest}}
-        payload, _ = await self._request("POST", "/update_weights", body, timeout_s)
+        payload, _ = await self._request("POST", "/update_weights", body, timeout_s, admin=True)
         return self._served_version(payload)
 
     def _served_version(self, payload: Any) -> int:
@@ -131,15 +140,17 @@ class InferenceClient:
         return version
 
     async def _request(
-        self, method: str, route: str, body: Any, timeout_s: float | None
+        self, method: str, route: str, body: Any, timeout_s: float | None, admin: bool = False
     ) -> tuple[Any, dict[str, str]]:
         session = await self._get_session()
         url = self.base_url + route
         total = timeout_s or self.timeout_s
         timeout = aiohttp.ClientTimeout(total=total,
                                         sock_connect=min(self.connect_timeout_s, total))
+        auth = {"Authorization": f"Bearer {self.token}"} if admin and self.token else None
         try:
-            async with session.request(method, url, json=body, timeout=timeout) as response:
+            async with session.request(method, url, json=body, timeout=timeout,
+                                       headers=auth) as response:
                 text = (await response.read()).decode("utf-8", errors="replace")
                 headers = {k.lower(): v for k, v in response.headers.items()}
                 status = response.status

@@ -81,7 +81,13 @@ def serve(
 
         run_hf_server(model_dir, host, port, version, threads, max_batch_rows)
         return
+    import os
+
+    from cua_rl.inference.server_auth import TOKEN_ENV, warn_open_admin_routes
     from cua_rl.inference.vllm_engine import VllmEngineConfig, detect_device, exec_vllm
+
+    if not os.environ.get(TOKEN_ENV):
+        warn_open_admin_routes()
 
     exec_vllm(VllmEngineConfig(model=model_dir, host=host, port=port, version=version,
                                python=python, device=detect_device()))

@@ -3,7 +3,8 @@
 Routes: `POST /v1/chat/completions` (openai_schema.py), `GET /health`,
 `POST /update_weights {version, path}` or `{version, collective: {host, port,
 manifest}}` (weights broadcast by the learner over a two-party gloo link, see
-weight_transfer.py), `GET /v1/models`. Every response
+weight_transfer.py; requires `Authorization: Bearer $CUA_RL_MODEL_TOKEN` when the
+server was started with that variable, else 401), `GET /v1/models`. Every response
 carries `x-model-version`; for a completion it is the version of the weights
 that produced every one of its tokens.
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -41,11 +43,14 @@ from cua_rl.inference.openai_schema import (
 )
 from cua_rl.inference.owner_watch import exit_when_owner_dies, owner_pid
 from cua_rl.inference.sampling import SamplingParams
+from cua_rl.inference.server_auth import TOKEN_ENV, admin_allowed, warn_open_admin_routes
 
 log = logging.getLogger(__name__)
 
 VERSION_HEADER = "x-model-version"
 DEFAULT_MAX_TOKENS = 256
+ADMIN_ROUTES = frozenset({"/update_weights"})
+"""Routes that change what the server serves: they require the run's credential."""
 
 
 @dataclass
@@ -64,8 +69,11 @@ class HFServer:
         max_batch_rows: int = 16,
         max_queue: int = 1024,
         model_name: str | None = None,
+        token: str | None = None,
     ) -> None:
+        """`token`: the credential `/update_weights` requires (None: the route is open)."""
         self.engine = engine
+        self.token = token
         self.version = version
         self.max_batch_rows = max_batch_rows
         self.model_name = model_name or engine.model_dir.name
@@ -76,7 +84,8 @@ class HFServer:
         self._worker: asyncio.Task[None] | None = None
 
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[self._version_header], client_max_size=256 * 2**20)
+        app = web.Application(middlewares=[self._version_header, self._admin_credential],
+                              client_max_size=256 * 2**20)
         app.router.add_post("/v1/chat/completions", self.chat_completions)
         app.router.add_get("/health", self.health)
         app.router.add_post("/update_weights", self.update_weights)
@@ -99,6 +108,15 @@ class HFServer:
         response = await handler(request)
         response.headers.setdefault(VERSION_HEADER, str(self.version))
         return response
+
+    @web.middleware
+    async def _admin_credential(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        if request.path in ADMIN_ROUTES and not admin_allowed(
+                request.headers.get("Authorization"), self.token, request.remote):
+            return web.json_response(
+                error_body("missing or wrong credential (Authorization: Bearer <run token>)",
+                           "Authorization", "unauthorized"), status=401)
+        return await handler(request)
 
     async def health(self, _request: web.Request) -> web.Response:
         return web.json_response(
@@ -299,7 +317,11 @@ def run_hf_server(
 
     if threads:
         torch.set_num_threads(threads)
-    server = HFServer(HFEngine(model_dir), version=version, max_batch_rows=max_batch_rows)
+    token = os.environ.get(TOKEN_ENV) or None
+    if token is None:
+        warn_open_admin_routes()
+    server = HFServer(HFEngine(model_dir), version=version, max_batch_rows=max_batch_rows,
+                      token=token)
     app = server.app()
     owner = owner_pid()
     if owner is not None:  # launched by a run: do not outlive it

@@ -5,8 +5,10 @@ replicas are vLLM's server in its own interpreter (vllm_engine.py), reached thro
 `python -m cua_rl.inference.vllm_engine`, which arms the owner's death signal and
 execs it. Each replica runs in its own process group so that stopping a run never
 leaves one (or a vLLM engine-core child) behind, logs to `<log_dir>/<name>-<i>.log`,
-and is polled on /health with a deadline. Servers given as `urls` are used as they
-are (e.g. a vLLM deployment managed elsewhere).
+and is polled on /health with a deadline. `replica_set` hands the processes to a
+supervised `ReplicaSet` (replica_set.py) that restarts them; every replica requires the
+pool's per-run credential on `/update_weights`, passed in its environment. Servers
+given as `urls` are used as they are (e.g. a vLLM deployment managed elsewhere).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import asyncio
 import contextlib
 import fcntl
 import os
-import signal
+import secrets
 import socket
 import sys
 import time
@@ -25,10 +27,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cua_rl.errors import ConfigError, InferenceUnavailable
+from cua_rl.errors import ConfigError
 from cua_rl.inference.client import InferenceClient
 from cua_rl.inference.owner_watch import owner_env
 from cua_rl.inference.pool import InferencePoolConfig
+from cua_rl.inference.replica_process import ServerProcess
+from cua_rl.inference.replica_set import Replica, ReplicaSet, SupervisionConfig
+from cua_rl.inference.server_auth import TOKEN_ENV
 from cua_rl.inference.vllm_engine import (
     VllmEngineConfig,
     VllmOptions,
@@ -68,6 +73,9 @@ class ModelServersConfig(BaseModel):
     requests: InferencePoolConfig = Field(default_factory=InferencePoolConfig)
     """Deadlines and attempts of requests to this pool (a hung or bad replica costs at
     most these)."""
+    supervision: SupervisionConfig = Field(default_factory=SupervisionConfig)
+    """Health probes and restarts of this pool's replicas (a dead or hung replica is
+    restarted and caught up to the current weights before it serves again)."""
 
 
 TINY_BUILD = "tiny-qwen3-vl-primed-v3"
@@ -143,9 +151,31 @@ async def model_servers(
     cfg: ModelServersConfig, *, name: str, log_dir: Path, tiny_dir: Path | None = None,
     version: int = 0,
 ) -> AsyncIterator[list[str]]:
-    """Yield the base URLs of a ready pool; stop what was started on exit."""
+    """Yield the base URLs of a ready pool; stop what was started on exit. The replicas
+    are supervised (restarted when they die) while the context is open."""
+    async with replica_set(cfg, name=name, log_dir=log_dir, tiny_dir=tiny_dir,
+                           version=version) as replicas:
+        yield replicas.urls
+
+
+@contextlib.asynccontextmanager
+async def replica_set(
+    cfg: ModelServersConfig, *, name: str, log_dir: Path, tiny_dir: Path | None = None,
+    version: int = 0, token: str | None = None,
+) -> AsyncIterator[ReplicaSet]:
+    """A ready, supervised set of the pool's replicas; every process started is stopped
+    on exit. The servers require `token` (a fresh one when None) on `/update_weights`;
+    the set's clients send it. Servers given as `cfg.urls` are probed, never restarted."""
+    req = cfg.requests
     if cfg.urls:
-        yield list(cfg.urls)
+        replicas = ReplicaSet.from_urls(
+            cfg.urls, timeout_s=req.request_timeout_s, connect_timeout_s=req.connect_timeout_s,
+            token=token or os.environ.get(TOKEN_ENV), name=name, config=cfg.supervision,
+            probe_interval_s=req.probe_interval_s, version=version)
+        try:
+            yield replicas
+        finally:
+            await replicas.close()
         return
     python = resolve_vllm_python(cfg.python) if cfg.engine == "vllm" else None
     tiny = tiny_dir or default_tiny_dir()
@@ -153,32 +183,33 @@ async def model_servers(
         await ensure_tiny_model(tiny)
     model = resolve_model(cfg, tiny)
     log_dir.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 - once, at start-up
-    procs: list[asyncio.subprocess.Process] = []
-    urls: list[str] = []
+    token = token or secrets.token_urlsafe(32)
+    handles: list[ServerProcess] = []
+    for i in range(cfg.replicas):
+        port = free_port()
+        env = {**os.environ, "OMP_NUM_THREADS": str(cfg.threads),
+               "TOKENIZERS_PARALLELISM": "false", TOKEN_ENV: token, **owner_env()}
+        argv = ([sys.executable, "-m", "cua_rl.cli", "serve", "--engine", "hf", "--model",
+                 model, "--port", str(port), "--threads", str(cfg.threads),
+                 "--version", str(version)] if python is None
+                else vllm_argv(cfg, model, python, port, version))
+        handles.append(ServerProcess(argv, env, f"http://127.0.0.1:{port}",
+                                     log_dir / f"{name}-{i}.log", cfg.ready_timeout_s))
+    replicas = ReplicaSet(
+        [Replica(h.url, InferenceClient(h.url, req.request_timeout_s,
+                                        connect_timeout_s=req.connect_timeout_s, token=token),
+                 handle=h, version=version) for h in handles],
+        name=name, config=cfg.supervision, probe_interval_s=req.probe_interval_s,
+        version=version)
     try:
-        for i in range(cfg.replicas):
-            port = free_port()
-            # Opened once per replica at start-up; the child keeps the descriptor.
-            log = open(log_dir / f"{name}-{i}.log", "ab")  # noqa: SIM115, ASYNC230
-            env = {**os.environ, "OMP_NUM_THREADS": str(cfg.threads),
-                   "TOKENIZERS_PARALLELISM": "false", **owner_env()}
-            argv = ([sys.executable, "-m", "cua_rl.cli", "serve", "--engine", "hf", "--model",
-                     model, "--port", str(port), "--threads", str(cfg.threads),
-                     "--version", str(version)] if python is None
-                    else vllm_argv(cfg, model, python, port, version))
-            procs.append(await asyncio.create_subprocess_exec(
-                *argv, stdout=log, stderr=asyncio.subprocess.STDOUT, env=env,
-                start_new_session=True,
-            ))
-            log.close()
-            urls.append(f"http://127.0.0.1:{port}")
-        await asyncio.gather(*(
-            _wait_healthy(url, proc, cfg.ready_timeout_s, log_dir / f"{name}-{i}.log")
-            for i, (url, proc) in enumerate(zip(urls, procs, strict=True))
-        ))
-        yield urls
+        for handle in handles:
+            await handle.spawn()
+        await asyncio.gather(*(h.wait_healthy() for h in handles))
+        replicas.start_monitor()
+        yield replicas
     finally:
-        await asyncio.gather(*(stop_process(p) for p in procs))
+        await replicas.close()  # supervision first: nothing restarts what is being stopped
+        await asyncio.gather(*(h.stop() for h in handles))
 
 
 def vllm_argv(cfg: ModelServersConfig, model: str, python: str, port: int, version: int,
@@ -188,37 +219,3 @@ def vllm_argv(cfg: ModelServersConfig, model: str, python: str, port: int, versi
     engine = VllmEngineConfig(model=model, python=python, device=device, host=host, port=port,
                               version=version, **cfg.vllm.model_dump())
     return [sys.executable, "-m", "cua_rl.inference.vllm_engine", engine.model_dump_json()]
-
-
-async def _wait_healthy(
-    url: str, proc: asyncio.subprocess.Process, deadline_s: float, log: Path
-) -> None:
-    client = InferenceClient(url, timeout_s=5.0)
-    loop = asyncio.get_running_loop()
-    end = loop.time() + deadline_s
-    try:
-        while not await client.health(timeout_s=2.0):
-            if proc.returncode is not None:
-                raise InferenceUnavailable(
-                    f"model server {url} exited ({proc.returncode}):\n"
-                    f"{log.read_text(errors='replace')[-2000:]}"  # noqa: ASYNC240 - fatal path
-                )
-            if loop.time() > end:
-                raise InferenceUnavailable(f"model server {url} not healthy after {deadline_s} s")
-            await asyncio.sleep(0.2)  # poll interval, not a readiness guess
-    finally:
-        await client.close()
-
-
-async def stop_process(proc: asyncio.subprocess.Process, grace_s: float = 5.0) -> None:
-    """SIGTERM the process group, SIGKILL it after a grace period."""
-    if proc.returncode is not None:
-        return
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, sig)
-        try:
-            await asyncio.wait_for(proc.wait(), grace_s)
-            return
-        except TimeoutError:
-            continue

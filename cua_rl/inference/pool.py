@@ -7,10 +7,12 @@ the healthy replica with the fewest requests in flight (ties: the one picked
 least recently).
 
 Failure rules (DESIGN.md section 9): a replica that fails a request
-(connection error, timeout, 5xx) is marked down and the request is retried on
-another replica; a background probe polls its `/health` and puts it back.
-When no replica is healthy, requests wait for one to come back until their
-deadline, then raise `InferenceUnavailable`. Request errors (4xx) and
+(connection error, timeout, 5xx) is marked down in the pool's `ReplicaSet`
+(replica_set.py), which probes, restarts and catches it up before it serves
+again; the request is retried on another replica. When no replica is healthy,
+requests wait for one to come back until their deadline
+(`wait_for_replica_s`), then raise `InferenceUnavailable`; they fail at once
+when every replica has been given up on. Request errors (4xx) and
 unusable answers (`ModelResponseError`) are never retried: the same request
 fails the same way. Every call ends in exactly one result or one exception.
 Deadlines and attempts are `InferencePoolConfig`.
@@ -21,13 +23,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from cua_rl.inference.base import ChatResult, InferenceUnavailable
-from cua_rl.inference.client import InferenceClient
+from cua_rl.inference.replica_set import Replica, ReplicaSet
 from cua_rl.retry import retrying
 
 log = logging.getLogger(__name__)
@@ -50,11 +51,12 @@ class InferencePoolConfig(BaseModel):
     replica; beyond that the pool is down and waiting is the job of
     `wait_for_replica_s`, not of more attempts."""
     wait_for_replica_s: float = Field(600.0, gt=0)
-    """How long a request waits for some replica to be healthy again before it
-    fails (and aborts its episode). Long, because restarting an 8B vLLM replica
-    and loading its weights takes minutes; short tests lower it."""
+    """How long a request waits for some replica to be serving again (e.g. being
+    restarted and caught up) before it fails and aborts its episode. Long, because
+    restarting an 8B vLLM replica and loading its weights takes minutes; short tests
+    lower it. Requests fail at once when every replica has been given up on."""
     probe_interval_s: float = Field(1.0, gt=0)
-    """Polling interval of a down replica's `/health`."""
+    """Polling interval of a down replica's `/health` (by its supervisor)."""
     probe_timeout_s: float = Field(5.0, gt=0)
     """Timeout of one `/health` probe (a hung replica stays down)."""
 
@@ -63,50 +65,40 @@ class _NoReplica(InferenceUnavailable):
     """No healthy replica before the deadline: another attempt cannot help."""
 
 
-@dataclass(eq=False)
-class _Replica:
-    url: str
-    client: InferenceClient
-    in_flight: int = 0
-    healthy: bool = True
-    last_pick: int = -1
-    probe: asyncio.Task[None] | None = field(default=None, repr=False)
-
-
 class InferencePool:
-    """Route chat requests over several OpenAI-compatible replicas (see module doc)."""
+    """Route chat requests over the serving replicas of a `ReplicaSet` (see module doc)."""
 
     def __init__(
-        self, urls: list[str], config: InferencePoolConfig | None = None, **overrides: Any
+        self, replicas: list[str] | ReplicaSet, config: InferencePoolConfig | None = None,
+        **overrides: Any,
     ) -> None:
-        """`overrides` are fields of `InferencePoolConfig` (`timeout_s` is accepted
-        for `request_timeout_s`)."""
-        if not urls:
+        """`replicas`: a supervised set, or URLs of servers managed elsewhere (probed
+        until they answer again, never restarted). `overrides` are fields of
+        `InferencePoolConfig` (`timeout_s` is accepted for `request_timeout_s`)."""
+        if not replicas:
             raise ValueError("InferencePool needs at least one replica URL")
         if "timeout_s" in overrides:
             overrides["request_timeout_s"] = overrides.pop("timeout_s")
         base = (config or InferencePoolConfig()).model_dump()
         self.config = cfg = InferencePoolConfig.model_validate({**base, **overrides})
-        self._replicas = {
-            url.rstrip("/"): _Replica(url.rstrip("/"), InferenceClient(
-                url, cfg.request_timeout_s, connect_timeout_s=cfg.connect_timeout_s))
-            for url in urls
-        }
+        if isinstance(replicas, ReplicaSet):
+            self.replicas = replicas
+        else:
+            self.replicas = ReplicaSet.from_urls(
+                replicas, timeout_s=cfg.request_timeout_s,
+                connect_timeout_s=cfg.connect_timeout_s, probe_interval_s=cfg.probe_interval_s)
         self.wait_for_replica_s = cfg.wait_for_replica_s
-        self.probe_interval_s = cfg.probe_interval_s
         self.probe_timeout_s = cfg.probe_timeout_s
         self.max_attempts = cfg.max_attempts
         self._sticky: dict[str, str] = {}
         self._picks = itertools.count()
-        self._replica_up = asyncio.Event()
-        self._closed = False
 
     @property
     def healthy_urls(self) -> list[str]:
-        return [r.url for r in self._replicas.values() if r.healthy]
+        return [r.url for r in self.replicas.serving()]
 
     def in_flight(self) -> dict[str, int]:
-        return {r.url: r.in_flight for r in self._replicas.values()}
+        return {r.url: r.in_flight for r in self.replicas.replicas.values()}
 
     def end_session(self, session_key: str) -> None:
         """Forget a finished episode's replica so the map does not grow forever."""
@@ -137,77 +129,54 @@ class InferencePool:
                 try:
                     return await replica.client.chat(messages, **kwargs)
                 except InferenceUnavailable as exc:
-                    self._mark_down(replica, exc)
+                    self.replicas.mark_down(replica, exc)
                     raise
                 finally:
                     replica.in_flight -= 1
         raise AssertionError("unreachable: retrying re-raises the last error")
 
-    async def _pick(self, session_key: str | None, deadline: float) -> _Replica:
+    async def _pick(self, session_key: str | None, deadline: float) -> Replica:
         loop = asyncio.get_running_loop()
+        replicas = self.replicas
         while True:
             if session_key is not None:
-                sticky = self._replicas.get(self._sticky.get(session_key, ""))
-                if sticky is not None and sticky.healthy:
+                sticky = replicas.replicas.get(self._sticky.get(session_key, ""))
+                if sticky is not None and sticky.serving:
                     return sticky
-            healthy = [r for r in self._replicas.values() if r.healthy]
+            healthy = replicas.serving()
             if healthy:
                 chosen = min(healthy, key=lambda r: (r.in_flight, r.last_pick))
                 chosen.last_pick = next(self._picks)
                 if session_key is not None:
                     self._sticky[session_key] = chosen.url
                 return chosen
+            if replicas.all_failed():
+                raise _NoReplica(f"every {replicas.name} replica was given up on: "
+                                 f"{[r.reason for r in replicas.replicas.values()]}")
             remaining = deadline - loop.time()
             if remaining <= 0:
                 raise _NoReplica(
-                    f"no healthy replica among {list(self._replicas)} before the deadline"
+                    f"no healthy replica among {replicas.urls} within {self.wait_for_replica_s:g}"
+                    " s (InferencePoolConfig.wait_for_replica_s)"
                 )
-            event = self._replica_up
-            try:
-                await asyncio.wait_for(event.wait(), remaining)
-            except TimeoutError:
-                continue  # re-check, then raise on the deadline
-
-    def _mark_down(self, replica: _Replica, reason: Exception) -> None:
-        if not replica.healthy:
-            return
-        replica.healthy = False
-        log.warning("replica %s marked down: %s", replica.url, reason)
-        if not self._closed:
-            replica.probe = asyncio.create_task(self._probe(replica), name=f"probe {replica.url}")
-
-    async def _probe(self, replica: _Replica) -> None:
-        while not self._closed:
-            if await replica.client.health(self.probe_timeout_s):
-                replica.healthy = True
-                log.warning("replica %s is back", replica.url)
-                self._replica_up.set()  # wake every waiter, then re-arm
-                self._replica_up = asyncio.Event()
-                return
-            await asyncio.sleep(self.probe_interval_s)
+            await replicas.changed(remaining)
 
     async def wait_until_healthy(self, timeout_s: float, min_replicas: int = 1) -> list[str]:
         """Poll every replica's `/health` until `min_replicas` answer (no fixed sleep)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         while True:
-            replicas = list(self._replicas.values())
+            replicas = list(self.replicas.replicas.values())
             ok = await asyncio.gather(*(r.client.health(self.probe_timeout_s) for r in replicas))
             for replica, up in zip(replicas, ok, strict=True):
                 if not up:
-                    self._mark_down(replica, InferenceUnavailable("not ready"))
+                    self.replicas.mark_down(replica, "not ready")
             ready = [r.url for r, up in zip(replicas, ok, strict=True) if up]
             if len(ready) >= min_replicas:
                 return ready
             if loop.time() >= deadline:
-                raise InferenceUnavailable(f"only {ready} of {list(self._replicas)} became healthy")
-            await asyncio.sleep(self.probe_interval_s)
+                raise InferenceUnavailable(f"only {ready} of {self.replicas.urls} became healthy")
+            await asyncio.sleep(self.replicas.probe_interval_s)
 
     async def close(self) -> None:
-        self._closed = True
-        probes = [r.probe for r in self._replicas.values() if r.probe and not r.probe.done()]
-        for probe in probes:
-            probe.cancel()
-        await asyncio.gather(*probes, return_exceptions=True)
-        for replica in self._replicas.values():
-            await replica.client.close()
+        await self.replicas.close()

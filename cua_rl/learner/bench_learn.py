@@ -56,7 +56,7 @@ async def run_bench(model_dir: Path, work: Path, *, updates: int, group: int, ac
     whichever comes first (groups whose rewards are all equal carry no signal, so a
     policy that always succeeds, or always fails, would otherwise sample forever)."""
     from cua_rl.agent import policy_messages
-    from cua_rl.inference.launcher import ModelServersConfig, model_servers
+    from cua_rl.inference.launcher import ModelServersConfig, replica_set
     from cua_rl.inference.pool import InferencePool
     from cua_rl.learner.config import LearnerConfig, LearnerLoopConfig, LossConfig
     from cua_rl.learner.engines import build_engine
@@ -76,9 +76,9 @@ async def run_bench(model_dir: Path, work: Path, *, updates: int, group: int, ac
     gate = VersionGate(eta=eta)
     rewards_by_version: dict[int, list[float]] = {}
     servers_cfg = ModelServersConfig(model=str(model_dir), threads=1)
-    async with model_servers(servers_cfg, name="bench", log_dir=work / "logs") as urls:
-        pool = InferencePool(urls)
-        sync = WeightSync(urls, WeightSyncConfig(mode="collective"), work / "exports")
+    async with replica_set(servers_cfg, name="bench", log_dir=work / "logs") as replicas:
+        pool = InferencePool(replicas)
+        sync = WeightSync(replicas, WeightSyncConfig(mode="collective"), work / "exports")
         # A queue of one update: sampling waits for the learner instead of producing
         # samples that go stale before they are trained on.
         service = LearnerService("policy", engine, store, LearnerLoopConfig(queue_updates=1),

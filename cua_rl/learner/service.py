@@ -85,6 +85,8 @@ class LearnerService:
         self._queue: asyncio.Queue[_QueuedGroup | None] = asyncio.Queue()
         self._space = asyncio.Condition()
         self._thread = ThreadPoolExecutor(1, thread_name_prefix=f"learner-{role}")
+        if sync is not None:  # catch-up exports run between training steps, on this thread
+            sync.attach(engine, self._thread)
         self.samples_collected = 0
         self.samples_used = 0
         self.stale_dropped = 0

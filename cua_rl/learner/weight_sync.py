@@ -6,21 +6,35 @@ serving its old weights until the new ones are complete (the server swaps under
 its generation gate). Two transports: `checkpoint` exports an HF directory once
 and has each replica load it; `collective` broadcasts the tensors over a
 two-party gloo link per replica (NCCL in the vLLM worker extension on GPU).
-After a sync, every replica reports the new version in `x-model-version`.
+After a sync, every serving replica reports the new version in `x-model-version`.
+
+Replicas come from the pool's `ReplicaSet`, the same object routing uses: a sync
+goes to the replicas serving now, skips one that fails (its supervisor takes it out),
+and sets the set's `target_version`; a replica that comes back (restarted, or
+answering again) is caught up to the learner's current weights before it serves
+(`_catch_up`, through a checkpoint export made on the learner's own thread).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import shutil
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cua_rl.errors import InferenceUnavailable
 from cua_rl.inference.client import InferenceClient
 from cua_rl.inference.launcher import free_port
+from cua_rl.inference.replica_set import Replica, ReplicaSet
+
+log = logging.getLogger(__name__)
 
 
 class WeightSyncConfig(BaseModel):
@@ -38,7 +52,8 @@ class WeightSyncConfig(BaseModel):
 
 
 class WeightSource(Protocol):
-    """What a learner engine offers for a sync (TrainEngine has this shape)."""
+    """What a learner engine offers for a sync (TrainEngine has this shape; its
+    `version`, when present, names the weights `export_weights` writes)."""
 
     def named_parameters(self) -> Iterator[tuple[str, Any]]: ...
 
@@ -46,29 +61,105 @@ class WeightSource(Protocol):
 
 
 class WeightSync:
-    def __init__(self, urls: list[str], cfg: WeightSyncConfig, export_root: Path) -> None:
-        self.clients = [InferenceClient(u, timeout_s=cfg.timeout_s) for u in urls]
+    """Pushes a learner's weights to the serving replicas of a pool's `ReplicaSet` and
+    catches up the replicas that were not serving (see module doc)."""
+
+    def __init__(self, replicas: ReplicaSet | list[str], cfg: WeightSyncConfig,
+                 export_root: Path, *, token: str | None = None) -> None:
+        """`replicas`: the pool's set (shared with routing), or URLs of servers managed
+        elsewhere; `token`: their credential when given as URLs."""
+        self._owns_replicas = not isinstance(replicas, ReplicaSet)
+        if not isinstance(replicas, ReplicaSet):
+            replicas = ReplicaSet.from_urls(replicas, timeout_s=cfg.timeout_s, token=token)
+        self.replicas = replicas
+        replicas.catch_up = self._catch_up
         self.cfg = cfg
         self.export_root = export_root
-        self._exports: list[Path] = []
+        self._exports: list[tuple[int, Path]] = []
+        self._lock = asyncio.Lock()
+        """One transfer at a time: pushes and catch-ups never interleave."""
+        self._source: WeightSource | None = None
+        self._executor: Executor | None = None
+
+    @property
+    def clients(self) -> list[InferenceClient]:
+        return [r.client for r in self.replicas.replicas.values()]
+
+    def attach(self, source: WeightSource, executor: Executor | None) -> None:
+        """The learner whose weights a catch-up exports, and the executor that runs its
+        training steps: a catch-up export runs there, so it never reads weights halfway
+        through an optimizer step."""
+        self._source = source
+        self._executor = executor
 
     async def push(self, source: WeightSource, version: int) -> list[int]:
-        """Send the source's weights as `version` to each replica in turn."""
-        if self.cfg.mode == "checkpoint":
-            path = await self._export(source, version)
-            return [await c.update_weights(version, str(path), self.cfg.timeout_s)
-                    for c in self.clients]
-        return [await self._broadcast(c, source, version) for c in self.clients]
+        """Send the source's weights as `version` to each serving replica in turn;
+        returns the versions they report. A replica that fails with
+        `InferenceUnavailable` (dead, hung) is taken out and caught up by its
+        supervisor once it answers again; the sync does not fail for it."""
+        async with self._lock:
+            if self._source is None:
+                self._source = source
+            self.replicas.target_version = version
+            path = await self._export(source, version) if self.cfg.mode == "checkpoint" else None
+            reached = []
+            for replica in self.replicas.serving():
+                if not replica.serving:  # went down during an earlier replica's update
+                    continue
+                try:
+                    if path is not None:
+                        served = await replica.client.update_weights(
+                            version, str(path), self.cfg.timeout_s)
+                    else:
+                        served = await self._broadcast(replica.client, source, version)
+                except InferenceUnavailable as exc:
+                    self.replicas.mark_down(replica, f"weight sync to v{version}: {exc}")
+                    continue
+                replica.version = served
+                reached.append(served)
+            if not reached:
+                log.warning("%s weight sync to version %d reached no replica; each catches up "
+                            "before it serves again", self.replicas.name, version)
+            return reached
+
+    async def _catch_up(self, replica: Replica) -> int:
+        """Bring one replica that was not serving to the learner's current weights
+        (through a checkpoint directory: both engines load one)."""
+        async with self._lock:
+            source = self._source
+            if source is None:
+                raise RuntimeError("no learner attached to the weight sync")
+            version, path = await self._export_current(source)
+            return await replica.client.update_weights(version, str(path), self.cfg.timeout_s)
+
+    async def _export_current(self, source: WeightSource) -> tuple[int, Path]:
+        target = self.replicas.target_version
+        if self._exports and self._exports[-1][0] >= target:
+            return self._exports[-1]  # a checkpoint-mode push or an earlier catch-up
+
+        def export() -> tuple[int, Path]:
+            version = getattr(source, "version", None)
+            version = version if isinstance(version, int) else target
+            return version, source.export_weights(self.export_root / f"v{version:06d}")
+
+        loop = asyncio.get_running_loop()
+        version, path = await loop.run_in_executor(self._executor, export)
+        await self._keep(version, path)
+        return version, path
 
     async def _export(self, source: WeightSource, version: int) -> Path:
         path = self.export_root / f"v{version:06d}"
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, source.export_weights, path)
-        self._exports.append(path)
-        while len(self._exports) > self.cfg.keep_exports:
-            old = self._exports.pop(0)
-            await loop.run_in_executor(None, shutil.rmtree, old, True)
+        await loop.run_in_executor(self._executor, source.export_weights, path)
+        await self._keep(version, path)
         return path
+
+    async def _keep(self, version: int, path: Path) -> None:
+        self._exports = [e for e in self._exports if e[1] != path] + [(version, path)]
+        loop = asyncio.get_running_loop()
+        while len(self._exports) > self.cfg.keep_exports:
+            _, old = self._exports.pop(0)
+            await loop.run_in_executor(None, shutil.rmtree, old, True)
 
     async def _broadcast(self, client: InferenceClient, source: WeightSource,
                          version: int) -> int:
@@ -79,23 +170,62 @@ class WeightSync:
         store = wt.host_store(self.cfg.host, port, self.cfg.timeout_s)
         request = asyncio.create_task(client.update_weights_collective(
             version, self.cfg.host, port, wt.manifest(named), self.cfg.timeout_s))
-        loop = asyncio.get_running_loop()
 
         def send() -> None:
             group = wt.open_link(self.cfg.host, port, rank=0, timeout_s=self.cfg.timeout_s,
                                  store=store)
             wt.send(group, (p for _, p in named))
 
-        sending = loop.run_in_executor(None, send)
-        done, _ = await asyncio.wait({request, sending}, return_when=asyncio.FIRST_EXCEPTION)
-        if request in done and request.exception() is not None:
-            # The replica refused (e.g. a manifest mismatch): nobody will join the
-            # link, so the sender thread ends at its connect timeout.
-            raise request.exception()  # type: ignore[misc]
-        await sending
-        return await request
+        # A daemon thread, not the loop's executor: a replica that died mid-transfer
+        # leaves the sender blocked up to timeout_s, and asyncio.run joins executor
+        # threads at exit, which made Ctrl-C wait out that timeout.
+        sending = in_daemon_thread(send, name=f"weight-send v{version}")
+        try:
+            done, _ = await asyncio.wait({request, sending},
+                                         return_when=asyncio.FIRST_EXCEPTION)
+            if request in done and request.exception() is not None:
+                # The replica refused or died: nobody will join the link, so the
+                # sender thread ends at its connect timeout, on its own.
+                raise request.exception()  # type: ignore[misc]
+            try:
+                await sending
+            except RuntimeError as exc:  # gloo: the replica went away mid-transfer
+                raise InferenceUnavailable(
+                    f"weight broadcast to {client.base_url} failed: {exc}") from exc
+            return await request
+        finally:
+            request.cancel()
+            # the sender's late error (after the request's) is expected, not news
+            sending.add_done_callback(lambda f: f.cancelled() or f.exception())
 
     async def close(self) -> None:
-        for client in self.clients:
-            await client.close()
+        """Close the replica set if it was made here (a pool's set is the pool's)."""
+        if self._owns_replicas:
+            await self.replicas.close()
 
+
+def in_daemon_thread(fn: Callable[[], Any], name: str) -> asyncio.Future[Any]:
+    """Run blocking `fn` in a daemon thread; its result or error lands in the future.
+    Cancelling the future abandons the thread (it ends on its own timeouts) instead of
+    joining it, so process exit is never held by a stuck transfer."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+
+    def run() -> None:
+        try:
+            result, error = fn(), None
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task
+            result, error = None, exc
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody is waiting
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return future

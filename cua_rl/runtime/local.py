@@ -20,8 +20,9 @@ from cua_rl.config import RunConfig
 from cua_rl.desktop.file_cache import FileCache
 from cua_rl.desktop.pool import DesktopPool
 from cua_rl.desktop.providers.base import make_provider
-from cua_rl.inference.launcher import default_tiny_dir, model_servers
+from cua_rl.inference.launcher import default_tiny_dir, replica_set
 from cua_rl.inference.pool import InferencePool
+from cua_rl.inference.replica_set import ReplicaSet
 from cua_rl.reward.judge import StreamingJudge
 from cua_rl.rollout.guest_desktop import PoolDesktops
 from cua_rl.rollout.scheduler import TaskSource
@@ -75,12 +76,12 @@ async def local_components(cfg: RunConfig, run_dir: Path, *,
         # Both pools start at once: a replica spends most of its start-up loading
         # weights and waiting to be ready, so starting them in turn doubles the wait.
         names = ["policy", *(["prm"] if cfg.judge.enabled else [])]
-        urls = await _start_pools(stack, cfg, names, logs, tiny, versions)
-        policy = InferencePool(urls["policy"], cfg.policy.requests)
+        sets = await _start_pools(stack, cfg, names, logs, tiny, versions)
+        policy = InferencePool(sets["policy"], cfg.policy.requests)
         stack.push_async_callback(policy.close)
         prm = judge = None
         if cfg.judge.enabled:
-            prm = InferencePool(urls["prm"], cfg.prm.requests)
+            prm = InferencePool(sets["prm"], cfg.prm.requests)
             stack.push_async_callback(prm.close)
             judge = StreamingJudge(prm, store, cfg.judge)
             stack.push_async_callback(judge.close)
@@ -94,11 +95,13 @@ async def local_components(cfg: RunConfig, run_dir: Path, *,
 
 
 async def _start_pools(stack: contextlib.AsyncExitStack, cfg: RunConfig, names: list[str],
-                       logs: Path, tiny: Path, versions: dict[str, int]) -> dict[str, list[str]]:
-    """Start the named pools concurrently; each one's stop joins `stack`, also when
-    another fails to start (then the error propagates after all have settled)."""
-    pools = {name: model_servers(getattr(cfg, name), name=name, log_dir=logs, tiny_dir=tiny,
-                                 version=versions.get(name, 0)) for name in names}
+                       logs: Path, tiny: Path, versions: dict[str, int]
+                       ) -> dict[str, ReplicaSet]:
+    """Start the named pools concurrently, each a supervised replica set with its own
+    fresh credential; each one's stop joins `stack`, also when another fails to start
+    (then the error propagates after all have settled)."""
+    pools = {name: replica_set(getattr(cfg, name), name=name, log_dir=logs, tiny_dir=tiny,
+                               version=versions.get(name, 0)) for name in names}
     results = await asyncio.gather(*(stack.enter_async_context(cm) for cm in pools.values()),
                                    return_exceptions=True)
     for result in results:

@@ -26,16 +26,20 @@ from cua_rl.inference.launcher import (
     ensure_tiny_model,
     free_port,
     resolve_model,
-    stop_process,
 )
 from cua_rl.inference.owner_watch import owner_env
+from cua_rl.inference.replica_process import stop_process
+from cua_rl.inference.server_auth import TOKEN_ENV
 
 
 class ModelReplica:
     """Starts, reports and stops one `cua-rl serve` process on this node."""
 
     def __init__(self, servers: ModelServersConfig, *, name: str, log_dir: Path,
-                 tiny_dir: Path, version: int, bind_host: str, advertise_host: str) -> None:
+                 tiny_dir: Path, version: int, bind_host: str, advertise_host: str,
+                 token: str | None = None) -> None:
+        """`token`: the pool's credential for `/update_weights` (in the server's
+        environment, never argv)."""
         self.servers = servers
         self.name = name
         self.log_dir = log_dir
@@ -43,6 +47,7 @@ class ModelReplica:
         self.version = version
         self.bind_host = bind_host
         self.advertise_host = advertise_host
+        self.token = token
         self.proc: asyncio.subprocess.Process | None = None
         self.url: str | None = None
 
@@ -60,7 +65,8 @@ class ModelReplica:
         if self.servers.engine == "hf":
             argv += ["--threads", str(self.servers.threads)]
         env = {**os.environ, "OMP_NUM_THREADS": str(self.servers.threads),
-               "TOKENIZERS_PARALLELISM": "false", **owner_env()}
+               "TOKENIZERS_PARALLELISM": "false", **owner_env(),
+               **({TOKEN_ENV: self.token} if self.token else {})}
         with open(log_path, "ab") as log:  # noqa: ASYNC230 - once; the child keeps the fd
             self.proc = await asyncio.create_subprocess_exec(
                 *argv, stdout=log, stderr=asyncio.subprocess.STDOUT, env=env,

@@ -30,14 +30,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cua_rl.config import RunConfig
-from cua_rl.inference.launcher import ModelServersConfig, default_tiny_dir, model_servers
+from cua_rl.inference.launcher import ModelServersConfig, default_tiny_dir, replica_set
 from cua_rl.inference.pool import InferencePool
+from cua_rl.inference.replica_set import ReplicaSet
 from cua_rl.rollout.fleet import GroupHandler
 from cua_rl.rollout.scheduler import TaskSource
 from cua_rl.runtime import ray_placement as placement
@@ -110,16 +112,16 @@ async def ray_components(cfg: RunConfig, served: RunConfig, run_dir: Path,
             await store.call(store.sync.add_variant, variant)
     async with contextlib.AsyncExitStack() as stack:
         stack.push_async_callback(store.close)
-        policy_urls = await stack.enter_async_context(
+        policy_set = await stack.enter_async_context(
             replicas(served, served.policy, "policy", run_dir, versions.get("policy", 0)))
-        policy = InferencePool(policy_urls, cfg.policy.requests)
-        stack.push_async_callback(policy.close)
+        policy = InferencePool(policy_set, cfg.policy.requests)
+        policy_urls = policy_set.urls
         prm, prm_urls = None, []
         if served.judge.enabled:
-            prm_urls = await stack.enter_async_context(
+            prm_set = await stack.enter_async_context(
                 replicas(served, served.prm, "prm", run_dir, versions.get("prm", 0)))
-            prm = InferencePool(prm_urls, cfg.prm.requests)
-            stack.push_async_callback(prm.close)
+            prm = InferencePool(prm_set, cfg.prm.requests)
+            prm_urls = prm_set.urls
         options = placement.service_options(
             cfg.ray.worker_actors(cfg.fleet.actors) * cfg.ray.fleet_workers)
         scheduler = SchedulerActor.options(**options).remote(
@@ -134,15 +136,17 @@ async def ray_components(cfg: RunConfig, served: RunConfig, run_dir: Path,
 
 @contextlib.asynccontextmanager
 async def replicas(cfg: RunConfig, servers: ModelServersConfig, name: str, run_dir: Path,
-                   version: int) -> AsyncIterator[list[str]]:
-    """One role's model servers: given URLs, the driver's hf replicas, or
-    replica actors placed on the cluster (`ray.inference: ray`)."""
+                   version: int) -> AsyncIterator[ReplicaSet]:
+    """One role's model servers: given URLs, the driver's supervised hf replicas, or
+    replica actors placed on the cluster (`ray.inference: ray`; probed, not yet
+    restarted by the driver). Each pool has its own credential."""
     tiny = cfg.tiny_model_dir or default_tiny_dir()
     if servers.urls or cfg.ray.inference == "driver":
-        async with model_servers(servers, name=name, log_dir=run_dir / "logs", tiny_dir=tiny,
-                                 version=version) as urls:
-            yield urls
+        async with replica_set(servers, name=name, log_dir=run_dir / "logs", tiny_dir=tiny,
+                               version=version) as started:
+            yield started
         return
+    token = secrets.token_urlsafe(32)
     from cua_rl.runtime.ray_actors import ReplicaActor
 
     bundles = placement.replica_bundles(cfg.ray, servers)
@@ -154,8 +158,17 @@ async def replicas(cfg: RunConfig, servers: ModelServersConfig, name: str, run_d
             handles.append(ReplicaActor.options(**placement.bundle_options(group, i, bundle))
                            .remote(servers, name=f"{name}-{i}", log_dir=run_dir / "logs",
                                    tiny_dir=tiny, version=version,
-                                   bind_host=cfg.ray.replica_bind_host))
-        yield list(await asyncio.gather(*(h.start.remote() for h in handles)))
+                                   bind_host=cfg.ray.replica_bind_host, token=token))
+        urls = list(await asyncio.gather(*(h.start.remote() for h in handles)))
+        req = servers.requests
+        remote = ReplicaSet.from_urls(
+            urls, timeout_s=req.request_timeout_s, connect_timeout_s=req.connect_timeout_s,
+            token=token, name=name, config=servers.supervision,
+            probe_interval_s=req.probe_interval_s, version=version)
+        try:
+            yield remote
+        finally:
+            await remote.close()
     finally:
         await stop_actors(handles, cfg.ray.stop_timeout_s)
         placement.release(group)

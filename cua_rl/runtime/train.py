@@ -33,7 +33,7 @@ from cua_rl.config import RunConfig
 from cua_rl.inference.launcher import (
     default_tiny_dir,
     ensure_tiny_model,
-    model_servers,
+    replica_set,
     resolve_model,
 )
 from cua_rl.inference.pool import InferencePool
@@ -164,9 +164,9 @@ async def rewriter_pool(cfg: RunConfig, run_dir: Path) -> AsyncIterator[Inferenc
     if not cfg.adapt.enabled or rewriter.type != "model":
         yield None
         return
-    async with model_servers(rewriter.pool, name="rewriter", log_dir=run_dir / "logs",
-                             tiny_dir=cfg.tiny_model_dir or default_tiny_dir()) as urls:
-        pool = InferencePool(urls, rewriter.pool.requests)
+    async with replica_set(rewriter.pool, name="rewriter", log_dir=run_dir / "logs",
+                           tiny_dir=cfg.tiny_model_dir or default_tiny_dir()) as replicas:
+        pool = InferencePool(replicas, rewriter.pool.requests)
         try:
             yield pool
         finally:
@@ -203,8 +203,9 @@ async def _train_loop(cfg: RunConfig, run_dir: Path, *, store: AsyncRunStore,
     def on_metrics(role: str, values: dict[str, float], version: int) -> None:
         metrics.log(role, values, version)
 
-    def learner(role: str, urls_pool: Any, loop_cfg: Any) -> LearnerService:
-        sync = WeightSync(urls_pool.healthy_urls, cfg.train.sync, run_dir / "exports" / role)
+    def learner(role: str, pool: InferencePool, loop_cfg: Any) -> LearnerService:
+        # The pool's own replica set: routing and weight sync see the same replicas.
+        sync = WeightSync(pool.replicas, cfg.train.sync, run_dir / "exports" / role)
         return LearnerService(role, engines[role], store, loop_cfg,  # type: ignore[arg-type]
                               checkpoint_dir=ckpt, sync=sync,
                               tasks_per_update=cfg.train.tasks_per_update,

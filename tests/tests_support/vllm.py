@@ -1,7 +1,7 @@
 """Real vLLM replicas for tests, started the way a run starts them.
 
 A test session shares one replica (vLLM's CPU build needs about a minute to start).
-It runs under an owner process (vllm_owner.py) that calls `model_servers`, so the
+It runs under an owner process (vllm_owner.py) that calls `replica_set`, so the
 launcher's readiness poll, log files and death signal are exercised too.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import select
 import signal
 import subprocess
@@ -21,6 +22,7 @@ from typing import Any
 
 from cua_rl.errors import ConfigError
 from cua_rl.inference.owner_watch import OWNER_ENV
+from cua_rl.inference.server_auth import TOKEN_ENV
 from cua_rl.inference.vllm_engine import resolve_vllm_python
 
 
@@ -53,6 +55,8 @@ class VllmReplica:
     owner: subprocess.Popen
     url: str
     log_dir: Path
+    token: str
+    """The credential its `/update_weights` requires."""
 
     def pids(self) -> list[int]:
         return owned_pids(self.owner.pid)
@@ -74,10 +78,12 @@ def start_vllm_replica(model_dir: Path, log_dir: Path, deadline_s: float = 400.0
     """Start an owner that launches one vLLM replica; return once it is ready."""
     cfg = {"engine": "vllm", "model": str(model_dir), "replicas": 1,
            "ready_timeout_s": deadline_s, **pool}
+    token = secrets.token_urlsafe(16)
     owner = subprocess.Popen(
         [sys.executable, str(Path(__file__).with_name("vllm_owner.py")), json.dumps(cfg),
          str(log_dir)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(log_dir / "owner.log", "wb"),
+        env={**os.environ, TOKEN_ENV: token},
     )  # noqa: SIM115 - the log lives with the process
     assert owner.stdout is not None
     try:
@@ -90,7 +96,7 @@ def start_vllm_replica(model_dir: Path, log_dir: Path, deadline_s: float = 400.0
     except BaseException:
         owner.kill()
         raise
-    return VllmReplica(owner, json.loads(line)[0], log_dir)
+    return VllmReplica(owner, json.loads(line)[0], log_dir, token)
 
 
 def chat(url: str, body: dict[str, Any], timeout_s: float = 120.0) -> tuple[dict[str, Any], int]:

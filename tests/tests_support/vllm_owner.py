@@ -1,4 +1,4 @@
-"""A stand-in for a run: launches vLLM replicas with `model_servers` and holds them.
+"""A stand-in for a run: launches vLLM replicas with `replica_set` and holds them.
 
 Prints the replicas' URLs as one JSON line once they are ready, then serves until its
 standard input closes (a clean stop), or until it is killed (the replicas must then
@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 
-from cua_rl.inference.launcher import ModelServersConfig, model_servers
+from cua_rl.inference.launcher import ModelServersConfig, replica_set
+from cua_rl.inference.server_auth import TOKEN_ENV
 
 
 async def main(config_json: str, log_dir: str) -> None:
     cfg = ModelServersConfig.model_validate_json(config_json)
-    async with model_servers(cfg, name="vllm", log_dir=Path(log_dir)) as urls:
-        print(json.dumps(urls), flush=True)
+    # the test's credential (from the environment), so the test can update weights
+    async with replica_set(cfg, name="vllm", log_dir=Path(log_dir),
+                           token=os.environ[TOKEN_ENV]) as replicas:
+        print(json.dumps(replicas.urls), flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
 
 

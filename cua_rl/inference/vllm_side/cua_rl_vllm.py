@@ -11,7 +11,8 @@ objects on vLLM's command line:
   carries `x-model-version`; `/health` answers JSON as the hf engine does; and
   `POST /update_weights` takes the hf engine's bodies (`{version, path}` or
   `{version, collective: {host, port, manifest}}`), so the project's client and
-  weight sync talk to both engines alike. An update waits
+  weight sync talk to both engines alike. It and vLLM's other state-changing routes
+  require `Authorization: Bearer $CUA_RL_MODEL_TOKEN` (401 otherwise). An update waits
   for the completions in flight, blocks new ones, loads the weights, drops the
   prefix, multimodal and encoder caches, and only then serves the new version: a
   completion's version is that of every one of its tokens (streamed responses are
@@ -38,6 +39,12 @@ from typing import Any
 VERSION_HEADER = "x-model-version"
 VERSION_ENV = "CUA_RL_MODEL_VERSION"
 """Version served until the first update (the launcher sets it)."""
+TOKEN_ENV = "CUA_RL_MODEL_TOKEN"
+"""The run's credential for ADMIN_ROUTES (cua_rl/inference/server_auth.py); unset: those
+routes answer loopback clients only."""
+ADMIN_ROUTES = frozenset({"/update_weights", "/reset_prefix_cache", "/sleep", "/wake_up",
+                          "/collective_rpc", "/start_profile", "/stop_profile"})
+"""Routes that change the server's state (ours and vLLM's development ones)."""
 STORE_PREFIX = "cua-rl-weights"
 """Must equal the prefix of cua_rl/inference/weight_transfer.py."""
 _DTYPES = ("float32", "float16", "bfloat16", "float64", "int64")
@@ -256,9 +263,34 @@ async def _update(request: Any) -> Any:
     return JSONResponse({"version": version}, headers={VERSION_HEADER: str(version)})
 
 
+def admin_allowed(header: str | None, token: str | None, peer: str | None) -> bool:
+    """Copy of cua_rl/inference/server_auth.py's check (this file cannot import it)."""
+    import hmac
+    import ipaddress
+
+    if token is None:
+        try:
+            return peer is not None and ipaddress.ip_address(peer).is_loopback
+        except ValueError:
+            return False
+    if not header or not header.startswith("Bearer "):
+        return False
+    given = header.removeprefix("Bearer ").strip()
+    try:
+        return hmac.compare_digest(given.encode("utf-8"), token.encode("utf-8"))
+    except UnicodeEncodeError:
+        return False
+
+
 async def version_middleware(request: Any, call_next: Any) -> Any:
     """vLLM `--middleware`: /update_weights, and the version header on every response."""
     path = request.url.path
+    if path in ADMIN_ROUTES:
+        peer = request.client.host if request.client is not None else None
+        if not admin_allowed(request.headers.get("authorization"),
+                             os.environ.get(TOKEN_ENV) or None, peer):
+            return _error("missing or wrong credential (Authorization: Bearer <run token>)",
+                          "Authorization", 401)
     if path == "/update_weights" and request.method == "POST":
         return await _update(request)
     if path == "/health":  # the hf engine's body: clients parse /health as JSON

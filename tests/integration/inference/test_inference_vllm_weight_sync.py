@@ -61,7 +61,7 @@ async def test_update_changes_outputs_and_version(
             p.add_(torch.randn_like(p) * 0.05)
     version = old_version + 1
     sync = WeightSync([vllm_server.url], WeightSyncConfig(mode=mode, timeout_s=120),
-                      tmp_path / "exports")
+                      tmp_path / "exports", token=vllm_server.token)
     try:
         assert await sync.push(engine, version) == [version]
         after, served_version = served(vllm_server.url)
@@ -73,16 +73,30 @@ async def test_update_changes_outputs_and_version(
         assert diff <= 1e-3
     finally:
         await sync.close()
-        client = InferenceClient(vllm_server.url, timeout_s=120)  # the tiny checkpoint back
+        # the tiny checkpoint back
+        client = InferenceClient(vllm_server.url, timeout_s=120, token=vllm_server.token)
         await client.update_weights(version + 1, str(tiny_model_dir))
         await client.close()
+
+
+async def test_update_without_the_credential_is_401(vllm_server: Any, tmp_path: Path) -> None:
+    from cua_rl.inference.base import InferenceRequestError
+
+    for token in (None, "wrong"):
+        client = InferenceClient(vllm_server.url, timeout_s=120, token=token)
+        try:
+            with pytest.raises(InferenceRequestError) as refused:
+                await client.update_weights(99, str(tmp_path))
+            assert refused.value.status == 401
+        finally:
+            await client.close()
 
 
 async def test_bad_update_is_refused_and_the_replica_keeps_serving(vllm_server: Any,
                                                                    tmp_path: Path) -> None:
     from cua_rl.inference.base import InferenceRequestError
 
-    client = InferenceClient(vllm_server.url, timeout_s=120)
+    client = InferenceClient(vllm_server.url, timeout_s=120, token=vllm_server.token)
     try:
         with pytest.raises(InferenceRequestError) as refused:
             await client.update_weights(99, str(tmp_path / "no-checkpoint"))
