@@ -18,6 +18,8 @@ import contextlib
 import os
 import secrets
 import shlex
+import shutil
+import tempfile
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -265,6 +267,59 @@ async def test_host_loopback_and_the_neighbour_are_unreachable(scene: Scene) -> 
     assert "REACHED" not in out, out
     assert scene.model_hits == []
     assert await scene.provider.health(scene.b)
+
+
+def _shared_socket_dir(scene: Scene, handle: DesktopHandle) -> Path:
+    """The host side of the desktop's /run/cua (the one directory both write)."""
+    if "run_dir" in handle.info:  # container
+        return Path(handle.info["run_dir"])
+    return scene.state_dir / handle.id / "sock"  # local
+
+
+async def test_links_planted_in_the_shared_socket_dir_are_not_followed(scene: Scene) -> None:
+    # The agent swaps its guest socket for a link to a host socket (a trap standing
+    # in for the engine's or another desktop's) and its token for a link to a host
+    # secret; the host must neither connect through the one nor read the other.
+    trap_hits: list[int] = []
+
+    async def trap(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        trap_hits.append(1)
+        writer.close()
+
+    trap_dir = await asyncio.to_thread(tempfile.mkdtemp, prefix="cua-escape-trap-")
+    os.chmod(trap_dir, 0o755)
+    trap_sock = Path(trap_dir) / "trap.sock"
+    server = await asyncio.start_unix_server(trap, path=str(trap_sock))
+    os.chmod(trap_sock, 0o777)  # reachable by the host forwarder, whatever user it runs as
+    shared = _shared_socket_dir(scene, scene.a)
+    script = (f"cd /run/cua && mv guest.sock guest.sock.real && ln -s {trap_sock} guest.sock"
+              f" && {{ mv token token.real 2>/dev/null; ln -s {scene.root_file} token; }}"
+              " && sleep 4; rm -f guest.sock; mv guest.sock.real guest.sock;"
+              " [ -e token.real ] && rm -f token && mv token.real token; true")
+    planted = asyncio.create_task(scene.run(script))
+    try:
+        deadline = asyncio.get_running_loop().time() + 3
+        while not (shared / "guest.sock").is_symlink():
+            assert asyncio.get_running_loop().time() < deadline, "the link was never planted"
+            await asyncio.sleep(0.05)
+        with contextlib.suppress(OSError, TimeoutError):
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection("127.0.0.1", _port(scene.a.url)), 3)
+            writer.write(b"GET /healthz HTTP/1.0\r\n\r\n")
+            await asyncio.wait_for(reader.read(), 3)
+            writer.close()
+        listed = {h.id: h.token for h in await scene.provider.list()}
+        assert listed[scene.a.id] != scene.marker
+    finally:
+        await planted
+        server.close()
+        await server.wait_closed()
+        await asyncio.to_thread(shutil.rmtree, trap_dir, True)
+    assert await scene.provider.health(scene.a), "the agent's desktop did not come back"
+    if trap_hits and scene.provider.type == "local":
+        pytest.xfail("local: the host-side socat (as `user`) follows a guest.sock symlink "
+                     "planted in the shared socket dir (fix in local_sandbox/local_session)")
+    assert trap_hits == []
 
 
 async def test_killing_everything_it_can_leaves_the_neighbour_alive(scene: Scene) -> None:
