@@ -13,6 +13,11 @@ removes the container when the run's process dies.
 - the engine is the state: labels carry the desktop id and port, so any later
   process lists desktops with `ps`; the token and the forwarder's pid live in
   the state dir.
+- the run dir is writable from inside (the guest makes its socket there), so the
+  host never reads or follows anything in it: its own copy of the token is
+  `<state_dir>/<id>/token` (a symlinked run/token would make the host read a file
+  of its choosing and send it as the bearer token), and the forwarder refuses a
+  guest.sock that is not a socket (`container_forward.connect_no_follow`).
 """
 
 from __future__ import annotations
@@ -77,8 +82,10 @@ class ContainerProvider(DesktopProvider):
         await asyncio.to_thread(shutil.rmtree, ddir, True)
         try:
             await asyncio.to_thread(self._prepare, ddir)
-            token = st.write_token(ddir / "run" / "token")
-            os.chown(ddir / "run" / "token", 1000, 1000)
+            token = st.write_token(ddir / "token")  # the host's copy, out of the desktop's reach
+            guest_copy = ddir / "run" / "token"
+            guest_copy.write_text(token)
+            os.chown(guest_copy, 1000, 1000)
             port = self._port()
             await asyncio.to_thread(self._start_forwarder, ddir, name, port)
             handle = self._handle(desktop_id, port, token, "running")
@@ -120,7 +127,7 @@ class ContainerProvider(DesktopProvider):
         for line in result.stdout.splitlines():
             desktop_id, port, name, state = (line.split("\t") + ["", "", "", ""])[:4]
             if desktop_id and name == self.container_name(desktop_id) and port.isdigit():
-                token = _read(self.state_dir / desktop_id / "run" / "token")
+                token = _read(self.state_dir / desktop_id / "token")
                 handles.append(self._handle(desktop_id, int(port), token, state))
         return sorted(handles, key=lambda h: h.id)
 

@@ -6,7 +6,10 @@ leader of a new session) so a desktop outlives the command that started it
 (`cua-rl vm up`). With `--owner-pid`, when that process is gone (even killed by
 SIGKILL) it removes the container and exits: nothing of a dead run keeps running.
 Each connection opens its own Unix connection, so a container replaced by a
-reset is reached again without restarting the forwarder.
+reset is reached again without restarting the forwarder. The socket's directory
+is writable from inside the desktop, so the forwarder (root on the host) never
+follows a symlink there: an agent that swaps guest.sock for a link to a host
+socket (the engine's, another desktop's) gets a refused connection instead.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import asyncio
 import contextlib
 import os
 import signal
+import socket
+import stat
 import subprocess
 
 CONNECT_TIMEOUT_S = 5.0
@@ -33,11 +38,32 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
             writer.write_eof() if writer.can_write_eof() else writer.close()
 
 
+def connect_no_follow(socket_path: str) -> socket.socket:
+    """A connected Unix socket to `socket_path` itself: a symlink there (or
+    anything but a socket) raises OSError instead of being followed."""
+    fd = os.open(socket_path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+            raise OSError(f"{socket_path} is not a socket (a symlink is never followed)")
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(CONNECT_TIMEOUT_S)
+            sock.connect(f"/proc/self/fd/{fd}")  # the inode opened above, not the path
+            sock.setblocking(False)
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+    finally:
+        os.close(fd)
+
+
 def handler(socket_path: str):
     async def forward(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            ureader, uwriter = await asyncio.wait_for(
-                asyncio.open_unix_connection(socket_path), CONNECT_TIMEOUT_S)
+            sock = await asyncio.wait_for(
+                asyncio.to_thread(connect_no_follow, socket_path), CONNECT_TIMEOUT_S)
+            ureader, uwriter = await asyncio.open_unix_connection(sock=sock)
         except (TimeoutError, OSError):
             writer.close()  # the guest is not up (yet): the client sees a reset, retries
             return
