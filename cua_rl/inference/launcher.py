@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import logging
 import os
 import signal
 import socket
@@ -35,6 +36,9 @@ from cua_rl.inference.vllm_engine import (
     detect_device,
     resolve_vllm_python,
 )
+
+logger = logging.getLogger(__name__)
+"""(`log` names the replicas' log files below.)"""
 
 TINY = "tiny"
 """Model name that selects the locally built tiny Qwen3-VL checkpoint."""
@@ -105,20 +109,30 @@ async def ensure_tiny_model(path: Path, *, lock_timeout_s: float = 1800.0) -> Pa
                 await asyncio.sleep(1.0)
         if (path / "config.json").is_file():  # built by whoever held the lock
             return path
-        print(f"cua-rl: building the tiny model in {path} (once; about 4 minutes on 2 cores)",
-              file=sys.stderr, flush=True)
+        logger.info("building the tiny model in %s (once; about 4 minutes on 2 cores)", path)
         started = time.monotonic()
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "cua_rl.cli", "tiny-model", str(path),
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
         )
-        out, _ = await proc.communicate()
-        if proc.returncode != 0:
-            raise ConfigError(f"building the tiny model in {path} failed:\n"
-                              f"{out.decode()[-2000:]}")
-        print(f"cua-rl: tiny model built in {time.monotonic() - started:.0f} s",
-              file=sys.stderr, flush=True)
+        tail = await _relay_build_output(proc)
+        if await proc.wait() != 0:
+            raise ConfigError(f"building the tiny model in {path} failed:\n{tail[-2000:]}")
+        logger.info("tiny model built in %.0f s", time.monotonic() - started)
     return path
+
+
+async def _relay_build_output(proc: asyncio.subprocess.Process, keep: int = 40) -> str:
+    """Log the build's lines as they come (its priming progress) and return the last
+    `keep` of them for an error message."""
+    assert proc.stdout is not None
+    lines: list[str] = []
+    async for raw in proc.stdout:
+        line = raw.decode(errors="replace").rstrip()
+        if line:
+            logger.info("tiny model: %s", line)
+            lines = [*lines[-keep + 1:], line]
+    return "\n".join(lines)
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from cua_rl.runtime.options import run_options
+from cua_rl.runtime.options import OVERRIDES_HELP, run_options
 
 EVAL_PRESET = "osworld-verified-eval"
 
@@ -52,7 +52,8 @@ class ProgressBar:
         self.progress.update(self.task_id, advance=1, mean=self._mean())
 
 
-@click.command("eval", context_settings={"ignore_unknown_options": True})
+@click.command("eval", context_settings={"ignore_unknown_options": True},
+               epilog=OVERRIDES_HELP)
 @run_options
 @click.option("--osworld", type=click.Path(file_okay=False, path_type=Path),
               help="The OSWorld checkout (sets tasks.source=osworld:PATH).")
@@ -74,6 +75,7 @@ def eval_command(config: str | None, preset: str | None, out: Path | None,
     from rich.console import Console
 
     from cua_rl.errors import ConfigError, TaskFormatError
+    from cua_rl.run_logging import run_log
     from cua_rl.runtime.evaluation_run import run_evaluation
     from cua_rl.runtime.options import load_run_config, new_run_dir
 
@@ -85,7 +87,7 @@ def eval_command(config: str | None, preset: str | None, out: Path | None,
     run_dir = out or new_run_dir("eval")
     bar = ProgressBar(Console(stderr=True))
     try:
-        with bar.progress:
+        with run_log(run_dir), bar.progress:
             result = asyncio.run(run_evaluation(cfg, run_dir, runs, progress=bar,
                                                 check=preflight))
     except (ConfigError, TaskFormatError) as exc:  # raised before anything starts

@@ -3,26 +3,31 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 
 import click
 
-from cua_rl.runtime.options import run_options
+from cua_rl.runtime.options import OVERRIDES_HELP, run_options
 
 
-@click.command("rollout", context_settings={"ignore_unknown_options": True})
+@click.command("rollout", context_settings={"ignore_unknown_options": True},
+               epilog=OVERRIDES_HELP)
 @run_options
 def rollout(config: str | None, preset: str | None, out: Path | None,
             overrides: tuple[str, ...], as_json: bool) -> None:
     """Run task groups on desktops with the policy and the streaming reward model."""
+    from cua_rl.run_logging import run_log
     from cua_rl.runtime.options import load_run_config, new_run_dir, run_stoppable
     from cua_rl.runtime.rollout import run_rollouts
 
     cfg = load_run_config(config, preset, overrides)
     run_dir = out or new_run_dir("rollout")
     started = time.monotonic()
-    counts = run_stoppable(run_rollouts(cfg, run_dir))
+    with run_log(run_dir) as log_file:
+        logging.getLogger(__name__).info("rollouts into %s (log: %s)", run_dir, log_file)
+        counts = run_stoppable(run_rollouts(cfg, run_dir))
     summary = {"run_dir": str(run_dir), "wall_s": round(time.monotonic() - started, 1),
                **{k: v for k, v in counts.items() if k != "wall_s"}}
     click.echo(json.dumps(summary, indent=2) if as_json else

@@ -46,6 +46,7 @@ from cua_rl.runtime.group_router import GroupRouter
 from cua_rl.runtime.live import live_summary
 from cua_rl.runtime.local import Components, local_components
 from cua_rl.runtime.metrics import MetricsLogger
+from cua_rl.runtime.progress import RunProgress
 from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.tasks.sources import LOCAL_SUITE
 from cua_rl.types import TaskVariant
@@ -220,20 +221,35 @@ async def _train_loop(cfg: RunConfig, run_dir: Path, *, store: AsyncRunStore,
             return None
         return await selector.next_variant()
 
+    learners = [policy_learner, *([prm_learner] if prm_learner else [])]
+    progress: RunProgress | None = None
+
+    def on_rollout_metrics(group: Any, samples: Any, n: int) -> None:
+        values = group_metrics(group, samples, gate, fleet, cfg, started)
+        metrics.log("rollout", values, n)
+        if progress is not None:
+            progress.observe_group(values)
+
     on_group = GroupRouter(
         selector=selector, store=store, policy=policy_learner, prm=prm_learner, train=cfg.train,
         adapt=cfg.adapt, episode=cfg.episode, selector_file=selector_file,
-        on_metrics=lambda group, samples, n: metrics.log(
-            "rollout", group_metrics(group, samples, gate, fleet, cfg, started), n))
+        on_metrics=on_rollout_metrics)
     fleet = rollouts(source, on_group)
-    learners = [policy_learner, *([prm_learner] if prm_learner else [])]
+    progress = RunProgress(fleet, learners, max_updates, cfg.fleet.max_groups,
+                           started=started)
+    log.info("training: %d task(s), %d desktop(s), up to %d policy updates%s", len(templates),
+             cfg.desktops.count, max_updates,
+             f" or {cfg.fleet.max_groups} groups" if cfg.fleet.max_groups else "")
     try:
         async with asyncio.TaskGroup() as tasks:
             runs = [tasks.create_task(policy_learner.run(max_updates=max_updates))]
             if prm_learner is not None:
                 runs.append(tasks.create_task(prm_learner.run()))
-            live = tasks.create_task(live_summary(cfg.metrics.live, fleet, learners, selector))
+            live = tasks.create_task(live_summary(cfg.metrics, progress, learners, selector))
             await fleet.run()
+            progress.phase = "draining"
+            log.info("rollouts done (%s); learners train what is queued",
+                     progress.snapshot().line())
             for service in learners:
                 await service.finish()
             await asyncio.gather(*runs)

@@ -66,3 +66,6 @@ class MetricsConfig(BaseModel):
     """Also log to Weights & Biases under this project (needs `wandb` and a login)."""
     live: bool = True
     """A rich live summary in the terminal."""
+    status_interval_s: float = Field(30.0, ge=0.0)
+    """Seconds between one-line status messages (phase, episodes, updates, rates,
+    rewards, ETA) when stderr is not a terminal or `live` is off; 0: none."""

@@ -13,3 +13,26 @@ def test_help_is_fast_and_does_not_import_torch() -> None:
         "assert 'torch' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_run_commands_help_shows_common_overrides_and_the_reference() -> None:
+    from click.testing import CliRunner
+
+    from cua_rl.cli import cli
+
+    for command in ("train", "eval", "rollout"):
+        result = CliRunner().invoke(cli, [command, "--help"])
+        assert result.exit_code == 0, result.output
+        for key in ("tasks.ids=", "episode.max_steps=", "fleet.max_groups=", "desktops.count=",
+                    "docs/configuration.md"):
+            assert key in result.output, (command, key)
+
+
+def test_log_level_is_a_global_option() -> None:
+    from click.testing import CliRunner
+
+    from cua_rl.cli import cli
+
+    result = CliRunner().invoke(cli, ["--log-level", "verbose", "config", "--help"])
+    assert result.exit_code == 2 and "--log-level" in result.output
+    assert CliRunner().invoke(cli, ["--log-level", "debug", "config", "--help"]).exit_code == 0
