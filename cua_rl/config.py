@@ -96,14 +96,21 @@ def load_config(
         return model.model_validate(data)
     except ValidationError as exc:
         where = " + ".join(sources) or "defaults"
-        raise ConfigError(f"{where}: {describe_validation_error(exc)}") from None
+        raise ConfigError(f"{where}: {describe_validation_error(exc, model)}") from None
 
 
-def describe_validation_error(exc: ValidationError) -> str:
-    """One line per problem: `field.path: message (got value)`."""
+def describe_validation_error(exc: ValidationError, model: type[BaseModel] | None = None
+                              ) -> str:
+    """One line per problem: `field.path: message (got value)`; an unknown key of
+    `model` gets the key it was probably meant to be."""
+    from cua_rl.config_keys import unknown_key_message
+
     lines = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"]) or "<root>"
+        if err["type"] == "extra_forbidden" and model is not None:
+            lines.append(f"{loc}: {unknown_key_message(model, err['loc'])}")
+            continue
         got = err.get("input")
         shown = f" (got {got!r})" if not isinstance(got, dict | list) else ""
         lines.append(f"{loc}: {err['msg']}{shown}")
