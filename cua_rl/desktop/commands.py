@@ -11,24 +11,47 @@ import asyncio
 import json
 import secrets
 import sys
+import typing
 from pathlib import Path
 
 import click
+from pydantic import BaseModel
 
 from cua_rl.desktop.client import GuestClient
-from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider
-from cua_rl.errors import CuaRlError
-
-PROVIDERS = click.Choice(["local"])
+from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider, ProviderConfig
+from cua_rl.errors import ConfigError, CuaRlError
 
 
-def _provider(name: str, state_dir: Path | None) -> DesktopProvider:
-    from cua_rl.desktop.providers.local import LocalProvider
-    from cua_rl.desktop.providers.local_config import LocalProviderConfig
+def provider_configs() -> dict[str, type[BaseModel]]:
+    """type -> config model of every provider (the members of `ProviderConfig`), so a
+    new provider is offered here as soon as it joins the union."""
+    union = typing.get_args(ProviderConfig)[0]
+    return {typing.get_args(m.model_fields["type"].annotation)[0]: m
+            for m in typing.get_args(union)}
 
-    assert name == "local"
-    config = LocalProviderConfig(**({"state_dir": state_dir} if state_dir else {}))
-    return LocalProvider(config)
+
+def _provider(name: str, state_dir: Path | None, settings: tuple[str, ...] = ()
+              ) -> DesktopProvider:
+    """The provider `name` configured by its defaults, --state-dir and --set k=v."""
+    from pydantic import ValidationError
+
+    from cua_rl.config import apply_override, describe_validation_error
+    from cua_rl.desktop.providers.base import make_provider
+
+    model = provider_configs()[name]
+    data: dict = {"type": name}
+    if state_dir is not None:
+        if "state_dir" not in model.model_fields:
+            raise click.UsageError(f"--state-dir: the {name} provider keeps no state dir")
+        data["state_dir"] = state_dir
+    for setting in settings:
+        apply_override(data, setting)
+    try:
+        config = model.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"--provider {name} --set: "
+                          f"{describe_validation_error(exc, model)}") from None
+    return make_provider(config)  # type: ignore[arg-type]
 
 
 def _run(coro_fn, provider: DesktopProvider):
@@ -50,11 +73,21 @@ def _as_dict(handle: DesktopHandle) -> dict:
     return {"id": handle.id, "url": handle.url, "token": handle.token, **handle.info}
 
 
-provider_option = click.option("--provider", "provider_name", type=PROVIDERS, default="local",
-                               show_default=True, help="Desktop provider.")
+def provider_option(command):  # noqa: ANN001, ANN201 - a click decorator
+    """--provider NAME and --set KEY=VALUE (its config, docs/providers.md)."""
+    command = click.option(
+        "--set", "settings", multiple=True, metavar="KEY=VALUE",
+        help="A provider config field (repeatable), e.g. --set region=eu-west-1; "
+             "the fields are desktops.provider.* in docs/configuration.md.")(command)
+    return click.option(
+        "--provider", "provider_name", type=click.Choice(sorted(provider_configs())),
+        default="local", show_default=True,
+        help="Desktop provider (what each does: docs/providers.md).")(command)
+
+
 state_option = click.option("--state-dir", type=click.Path(path_type=Path), default=None,
-                            help="State dir (default $CUA_RL_STATE_DIR or "
-                                 "~/.cache/cua-rl/desktops).")
+                            help="State dir of the local and qemu providers (default "
+                                 "under $CUA_RL_STATE_DIR or ~/.cache/cua-rl).")
 
 
 @click.group()
@@ -67,7 +100,8 @@ def vm() -> None:
 @state_option
 @click.option("--count", "-n", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of {id, url, token}.")
-def up(provider_name: str, state_dir: Path | None, count: int, as_json: bool) -> None:
+def up(provider_name: str, settings: tuple[str, ...], state_dir: Path | None, count: int,
+       as_json: bool) -> None:
     """Start COUNT desktops and leave them running."""
     prefix = f"vm-{secrets.token_hex(3)}"
 
@@ -82,31 +116,32 @@ def up(provider_name: str, state_dir: Path | None, count: int, as_json: bool) ->
             raise failed[0]
         return handles
 
-    handles = _run(go, _provider(provider_name, state_dir))
+    handles = _run(go, _provider(provider_name, state_dir, settings))
     if as_json:
         click.echo(json.dumps([{"id": h.id, "url": h.url, "token": h.token} for h in handles]))
     else:
         for h in handles:
-            click.echo(f"{h.id}  {h.url}  token={h.token}  display={h.info.get('display')}")
+            details = "  ".join(f"{k}={v}" for k, v in h.info.items())
+            click.echo(f"{h.id}  {h.url}  token={h.token}  {details}")
 
 
 @vm.command(name="list")
 @provider_option
 @state_option
 @click.option("--json", "as_json", is_flag=True)
-def list_(provider_name: str, state_dir: Path | None, as_json: bool) -> None:
+def list_(provider_name: str, settings: tuple[str, ...], state_dir: Path | None,
+          as_json: bool) -> None:
     """List desktops (also ones started by earlier commands)."""
-    handles = _run(lambda p: p.list(), _provider(provider_name, state_dir))
+    handles = _run(lambda p: p.list(), _provider(provider_name, state_dir, settings))
     if as_json:
         click.echo(json.dumps([_as_dict(h) for h in handles]))
         return
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("id", "url", "display", "alive", "pid")
+    table = Table("id", "url", "details")  # details differ by provider (display, instance)
     for h in handles:
-        table.add_row(h.id, h.url, str(h.info.get("display", "")),
-                      str(h.info.get("alive", "")), str(h.info.get("pid", "")))
+        table.add_row(h.id, h.url, "  ".join(f"{k}={v}" for k, v in h.info.items()))
     Console().print(table)
 
 
@@ -115,8 +150,8 @@ def list_(provider_name: str, state_dir: Path | None, as_json: bool) -> None:
 @state_option
 @click.argument("desktop_ids", nargs=-1)
 @click.option("--all", "all_", is_flag=True, help="Stop every desktop of the provider.")
-def down(provider_name: str, state_dir: Path | None, desktop_ids: tuple[str, ...],
-         all_: bool) -> None:
+def down(provider_name: str, settings: tuple[str, ...], state_dir: Path | None,
+         desktop_ids: tuple[str, ...], all_: bool) -> None:
     """Stop desktops by ID (or --all) and delete their state."""
     if not desktop_ids and not all_:
         raise click.UsageError("give desktop IDs or --all")
@@ -127,7 +162,7 @@ def down(provider_name: str, state_dir: Path | None, desktop_ids: tuple[str, ...
         await asyncio.gather(*(provider.stop(h) for h in handles))
         return ids
 
-    for desktop_id in _run(go, _provider(provider_name, state_dir)):
+    for desktop_id in _run(go, _provider(provider_name, state_dir, settings)):
         click.echo(f"stopped {desktop_id}")
 
 
@@ -142,15 +177,15 @@ async def _client(provider: DesktopProvider, desktop_id: str) -> GuestClient:
 @click.argument("desktop_id")
 @click.argument("code")
 @click.option("--timeout", type=float, default=10.0, show_default=True)
-def exec_(provider_name: str, state_dir: Path | None, desktop_id: str, code: str,
-          timeout: float) -> None:
+def exec_(provider_name: str, settings: tuple[str, ...], state_dir: Path | None,
+          desktop_id: str, code: str, timeout: float) -> None:
     """Run pyautogui CODE on a desktop (through /act) and print the result."""
 
     async def go(provider: DesktopProvider):
         async with await _client(provider, desktop_id) as client:
             return await client.act(code, timeout=timeout)
 
-    result = _run(go, _provider(provider_name, state_dir))
+    result = _run(go, _provider(provider_name, state_dir, settings))
     click.echo(json.dumps({"status": result.status, "output": result.output,
                            "error": result.error, "returncode": result.returncode}))
     if not result.ok:
@@ -162,14 +197,15 @@ def exec_(provider_name: str, state_dir: Path | None, desktop_id: str, code: str
 @state_option
 @click.argument("desktop_id")
 @click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
-def screenshot(provider_name: str, state_dir: Path | None, desktop_id: str, out: Path) -> None:
+def screenshot(provider_name: str, settings: tuple[str, ...], state_dir: Path | None,
+               desktop_id: str, out: Path) -> None:
     """Save a PNG screenshot of a desktop to OUT."""
 
     async def go(provider: DesktopProvider) -> bytes:
         async with await _client(provider, desktop_id) as client:
             return await client.screenshot("png")
 
-    out.write_bytes(_run(go, _provider(provider_name, state_dir)))
+    out.write_bytes(_run(go, _provider(provider_name, state_dir, settings)))
     click.echo(f"wrote {out}")
 
 

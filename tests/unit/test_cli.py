@@ -36,3 +36,18 @@ def test_log_level_is_a_global_option() -> None:
     result = CliRunner().invoke(cli, ["--log-level", "verbose", "config", "--help"])
     assert result.exit_code == 2 and "--log-level" in result.output
     assert CliRunner().invoke(cli, ["--log-level", "debug", "config", "--help"]).exit_code == 0
+
+
+def test_vm_commands_offer_every_provider_and_check_its_settings() -> None:
+    from click.testing import CliRunner
+
+    from cua_rl.cli import cli
+
+    for command in ("up", "list", "down"):
+        result = CliRunner().invoke(cli, ["vm", command, "--help"])
+        assert result.exit_code == 0, result.output
+        assert all(name in result.output for name in ("local", "docker", "qemu", "aws"))
+    result = CliRunner().invoke(cli, ["vm", "list", "--provider", "qemu", "--set",
+                                      "ram_size=8G"])
+    assert result.exit_code == 1
+    assert "Error: --provider qemu --set: ram_size: unknown key" in result.output
