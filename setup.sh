@@ -37,7 +37,7 @@ vllm_setup() {
   #    pip's config is bypassed so the local +cpu wheel is not picked again.
   "$py" -m pip uninstall -q -y torch torchvision torchaudio torchcodec
   quiet env PIP_FIND_LINKS="" PIP_CONFIG_FILE=/dev/null \
-    "$py" -m pip install -q torch==2.13.0 torchvision==0.28.0
+    "$py" -m pip install -q -r infra/pins/torch-vllm.txt
   "$py" -c "import torchvision, vllm.entrypoints.openai.api_server"
   touch "$VLLM_ENV/.cua-rl-ready"
   echo "cua-rl vLLM setup done: $VLLM_ENV/bin/python"
@@ -71,7 +71,8 @@ if ! dpkg -s "${APT_PACKAGES[@]}" >/dev/null 2>&1; then
 fi
 
 PIP="python3 -m pip"
-# torch first and pinned: a bare `torch` requirement would pull a multi-GB build.
-$PIP install -q torch==2.14.1 torchvision==0.29.1
+# torch first and pinned (infra/pins/torch.txt, shared with the Ray cluster): a bare
+# `torch` requirement would pull a multi-GB build.
+$PIP install -q -r infra/pins/torch.txt
 $PIP install -q -e ./vm/guest -e ".[train,dev]"
 echo "cua-rl setup done: try 'cua-rl --help'"
