@@ -71,7 +71,7 @@ def serve(
     max_batch_rows: int,
     python: str | None,
 ) -> None:
-    """Serve MODEL over the OpenAI-compatible inference protocol (DESIGN.md 4.2)."""
+    """Serve MODEL over the OpenAI-compatible inference protocol (docs/architecture.md)."""
     from pathlib import Path
 
     from cua_rl.errors import ConfigError

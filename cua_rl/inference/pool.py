@@ -1,12 +1,12 @@
 """A pool of model-server replicas with sticky, least-loaded routing and failover.
 
-Routing (DESIGN.md section 5): a request with a `session_key` (one episode)
+Routing (docs/architecture.md, concurrency): a request with a `session_key` (one episode)
 goes to the replica that served that key before while it is healthy, so the
 server's prefix cache is reused; a request without a key (PRM votes) goes to
 the healthy replica with the fewest requests in flight (ties: the one picked
 least recently).
 
-Failure rules (DESIGN.md section 9): a replica that fails a request
+Failure rules (docs/architecture.md, failure rules): a replica that fails a request
 (connection error, timeout, 5xx) is marked down and the request is retried on
 another replica; a background probe polls its `/health` and puts it back.
 When no replica is healthy, requests wait for one to come back until their

@@ -6,7 +6,7 @@ EpisodeAborted (or CancelledError): never both, never neither. Everything from
 outside the process that the episode cannot use (a dead desktop, a corrupt
 screenshot, no model replica, an unusable model answer, a broken setup step)
 aborts this episode only. A response that does not parse as an action becomes
-a recorded no-op step (DESIGN.md section 9); every step
+a recorded no-op step (docs/architecture.md, failure rules); every step
 is handed to the judge as soon as it exists, so reward-model votes arrive while
 the episode goes on.
 """

@@ -13,7 +13,6 @@ import click
 
 from cua_rl.errors import ConfigError
 
-
 OVERRIDES_HELP = """Overrides: dotted.key=value after the options, applied after the preset and
 CONFIG (`cua-rl config show ...` prints the result). Common ones:
 

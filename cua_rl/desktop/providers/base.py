@@ -1,7 +1,7 @@
 """The provider contract: how the host gets, resets and gives back desktops.
 
 A provider turns a desktop id into a running desktop whose guest server speaks
-the guest protocol (DESIGN.md section 4.1) and returns a `DesktopHandle`, the
+the guest protocol (docs/architecture.md, guest protocol) and returns a `DesktopHandle`, the
 only thing the pool, the actors and the CLI keep. Implementations (local,
 docker, qemu, aws) live beside this file; `make_provider` picks one from the
 `type` of a `ProviderConfig`, so a new provider is one module plus one union
