@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from cua_rl.adapt.acceptance import Direction
 from cua_rl.agent.messages import parse_rewrite, rewrite_messages
 from cua_rl.errors import InferenceError, TaskFormatError
-from cua_rl.inference.launcher import ModelServersConfig
+from cua_rl.inference.config import ModelServersConfig
 from cua_rl.rollout.base import ChatBackend
 from cua_rl.types import TaskVariant
 

@@ -22,56 +22,19 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from cua_rl.errors import ConfigError, InferenceUnavailable
 from cua_rl.inference.client import InferenceClient
+from cua_rl.inference.config import TINY, ModelServersConfig
 from cua_rl.inference.owner_watch import owner_env
-from cua_rl.inference.pool import InferencePoolConfig
 from cua_rl.inference.vllm_engine import (
     VllmEngineConfig,
-    VllmOptions,
     detect_device,
     resolve_vllm_python,
 )
 
 logger = logging.getLogger(__name__)
 """(`log` names the replicas' log files below.)"""
-
-TINY = "tiny"
-"""Model name that selects the locally built tiny Qwen3-VL checkpoint."""
-
-
-class ModelServersConfig(BaseModel):
-    """One model role's inference pool (policy or reward model)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    engine: Literal["hf", "vllm"] = "hf"
-    """`hf`: transformers server (CPU, tests, small models); `vllm`: production."""
-    model: str = TINY
-    """Checkpoint directory, `tiny` (built on first use), or a hub id for vllm."""
-    replicas: int = Field(1, ge=1, le=64)
-    """Replicas to start on this machine (ignored when `urls` is set)."""
-    urls: list[str] = Field(default_factory=list)
-    """Use these running servers instead of starting any."""
-    threads: int = Field(1, ge=1)
-    """CPU threads per replica (hf: torch threads; vLLM CPU build: OMP_NUM_THREADS)."""
-    ready_timeout_s: float = Field(300.0, gt=0)
-    """Deadline for a replica to answer /health after start (a vLLM CPU replica
-    needs about a minute)."""
-    python: str | None = None
-    """vllm: interpreter of the vLLM install (e.g. a CUDA vLLM venv on a GPU node);
-    None: the environment `./setup.sh --vllm` builds."""
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    """vllm: which build `python` is; auto: cuda when an NVIDIA device exists."""
-    vllm: VllmOptions = Field(default_factory=VllmOptions)
-    """vllm: server options (memory, context length, dtype, extra flags)."""
-    requests: InferencePoolConfig = Field(default_factory=InferencePoolConfig)
-    """Deadlines and attempts of requests to this pool (a hung or bad replica costs at
-    most these)."""
 
 
 TINY_BUILD = "tiny-qwen3-vl-primed-v3"

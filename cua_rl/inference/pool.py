@@ -24,39 +24,12 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from cua_rl.inference.base import ChatResult, InferenceUnavailable
 from cua_rl.inference.client import InferenceClient
+from cua_rl.inference.config import InferencePoolConfig
 from cua_rl.retry import retrying
 
 log = logging.getLogger(__name__)
-
-
-class InferencePoolConfig(BaseModel):
-    """Deadlines of requests to a model pool (policy or reward model)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    request_timeout_s: float = Field(120.0, gt=0)
-    """Total time one request may take on one replica before it counts as hung and is
-    retried elsewhere. 120 s covers a 512-token answer of an 8B model on a loaded
-    vLLM replica several times over (~20-40 tokens/s per sequence); the old 300 s
-    let one hung server stall an episode for 50 minutes over 10 tries."""
-    connect_timeout_s: float = Field(10.0, gt=0)
-    """A replica that does not accept the connection in this time is down."""
-    max_attempts: int = Field(3, ge=1, le=20)
-    """Replicas tried per request. 3: a second and third replica cover one bad
-    replica; beyond that the pool is down and waiting is the job of
-    `wait_for_replica_s`, not of more attempts."""
-    wait_for_replica_s: float = Field(600.0, gt=0)
-    """How long a request waits for some replica to be healthy again before it
-    fails (and aborts its episode). Long, because restarting an 8B vLLM replica
-    and loading its weights takes minutes; short tests lower it."""
-    probe_interval_s: float = Field(1.0, gt=0)
-    """Polling interval of a down replica's `/health`."""
-    probe_timeout_s: float = Field(5.0, gt=0)
-    """Timeout of one `/health` probe (a hung replica stays down)."""
 
 
 class _NoReplica(InferenceUnavailable):

@@ -56,7 +56,8 @@ async def run_bench(model_dir: Path, work: Path, *, updates: int, group: int, ac
     whichever comes first (groups whose rewards are all equal carry no signal, so a
     policy that always succeeds, or always fails, would otherwise sample forever)."""
     from cua_rl.agent import policy_messages
-    from cua_rl.inference.launcher import ModelServersConfig, model_servers
+    from cua_rl.inference.config import ModelServersConfig
+    from cua_rl.inference.launcher import model_servers
     from cua_rl.inference.pool import InferencePool
     from cua_rl.learner.config import LearnerConfig, LearnerLoopConfig, LossConfig
     from cua_rl.learner.engines import build_engine

@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from cua_rl.config import RunConfig
-from cua_rl.inference.launcher import ModelServersConfig, default_tiny_dir, model_servers
+from cua_rl.inference.config import ModelServersConfig
+from cua_rl.inference.launcher import default_tiny_dir, model_servers
 from cua_rl.inference.pool import InferencePool
 from cua_rl.rollout.fleet import GroupHandler
 from cua_rl.rollout.scheduler import TaskSource

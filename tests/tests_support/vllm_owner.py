@@ -12,7 +12,8 @@ import json
 import sys
 from pathlib import Path
 
-from cua_rl.inference.launcher import ModelServersConfig, model_servers
+from cua_rl.inference.config import ModelServersConfig
+from cua_rl.inference.launcher import model_servers
 
 
 async def main(config_json: str, log_dir: str) -> None:
