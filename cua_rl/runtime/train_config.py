@@ -9,8 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from cua_rl.adapt.acceptance import AdaptBand
 from cua_rl.adapt.critique import CritiqueConfig
 from cua_rl.adapt.rewriter import RewriterConfig
-from cua_rl.learner.config import LearnerConfig, LearnerLoopConfig
-from cua_rl.learner.weight_sync import WeightSyncConfig
+from cua_rl.learner.config import LearnerConfig, LearnerLoopConfig, WeightSyncConfig
 from cua_rl.rollout.config import HorizonSchedule
 
 
