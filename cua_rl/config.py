@@ -129,13 +129,14 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 
 # --- the run ----------------------------------------------------------------
 # Imported late in this file so the generic loader above stays dependency-free.
+from cua_rl.adapt.config import AdaptConfig  # noqa: E402
 from cua_rl.desktop.providers.base import ProviderConfig  # noqa: E402
 from cua_rl.desktop.providers.local_config import LocalProviderConfig  # noqa: E402
 from cua_rl.inference.config import ModelServersConfig  # noqa: E402
 from cua_rl.rollout.config import EpisodeConfig, FleetConfig, JudgeConfig  # noqa: E402
 from cua_rl.runtime.demo_config import DemoConfig  # noqa: E402
 from cua_rl.runtime.ray_config import RayConfig  # noqa: E402
-from cua_rl.runtime.train_config import AdaptConfig, MetricsConfig, TrainConfig  # noqa: E402
+from cua_rl.runtime.train_config import MetricsConfig, TrainConfig  # noqa: E402
 
 
 class TasksConfig(BaseModel):

@@ -26,8 +26,9 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from cua_rl.adapt.config import RewriterConfig
 from cua_rl.adapt.critique import Critic
-from cua_rl.adapt.rewriter import RewriterConfig, TaskTemplate, load_difficulty, make_rewriter
+from cua_rl.adapt.rewriter import TaskTemplate, load_difficulty, make_rewriter
 from cua_rl.adapt.selector import TemplateSelector
 from cua_rl.config import RunConfig
 from cua_rl.inference.launcher import (

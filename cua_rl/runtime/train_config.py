@@ -1,14 +1,11 @@
-"""Typed settings of a training run beyond rollouts: learners, sync, adaptation, metrics."""
+"""Typed settings of a training run beyond rollouts: learners, sync, metrics (adaptation:
+`cua_rl/adapt/config.py`)."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from cua_rl.adapt.acceptance import AdaptBand
-from cua_rl.adapt.critique import CritiqueConfig
-from cua_rl.adapt.rewriter import RewriterConfig
 from cua_rl.learner.config import LearnerConfig, LearnerLoopConfig, WeightSyncConfig
 from cua_rl.rollout.config import HorizonSchedule
 
@@ -41,19 +38,6 @@ class TrainConfig(BaseModel):
     horizon: HorizonSchedule | None = None
     """Optional step-limit schedule; None keeps episode.max_steps. The fleet applies it
     to each episode from the learner version when the episode starts."""
-
-
-class AdaptConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    enabled: bool = True
-    """Rewrite tasks whose accuracy leaves the band (Algorithm 2)."""
-    band: AdaptBand = Field(default_factory=AdaptBand)
-    rewriter: RewriterConfig = Field(default_factory=RewriterConfig)
-    critique: CritiqueConfig = Field(default_factory=CritiqueConfig)
-    difficulty: Path | None = None
-    """JSON {task_id: [variant names easiest->hardest]} (or {order, hints});
-    None: osworld_tasks/local/difficulty.json when it exists."""
 
 
 class MetricsConfig(BaseModel):

@@ -9,8 +9,9 @@ import pytest
 from tests_support.scripted_model import REWRITE_MARK, TRAJ_SUMMARY, ScriptedModelServer
 
 from cua_rl.adapt.acceptance import AdaptBand
+from cua_rl.adapt.config import RewriterConfig
 from cua_rl.adapt.critique import Critic
-from cua_rl.adapt.rewriter import ModelRewriter, RewriterConfig, TaskTemplate
+from cua_rl.adapt.rewriter import ModelRewriter, TaskTemplate
 from cua_rl.adapt.selector import TemplateSelector
 from cua_rl.config import RunConfig
 from cua_rl.rollout.fleet import Fleet

@@ -5,7 +5,8 @@ from typing import Any
 import pytest
 
 from cua_rl.adapt.acceptance import AdaptBand
-from cua_rl.adapt.rewriter import ModelRewriter, RewriterConfig, RuleRewriter, TaskTemplate
+from cua_rl.adapt.config import RewriterConfig
+from cua_rl.adapt.rewriter import ModelRewriter, RuleRewriter, TaskTemplate
 from cua_rl.adapt.selector import TemplateSelector
 from cua_rl.inference.base import ChatResult, Choice
 from cua_rl.store.run_store import AsyncRunStore
