@@ -14,7 +14,15 @@ from typing import Any, Literal, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from cua_rl.adapt.config import AdaptConfig
+from cua_rl.desktop.providers.base import ProviderConfig
+from cua_rl.desktop.providers.local_config import LocalProviderConfig
 from cua_rl.errors import ConfigError
+from cua_rl.inference.config import ModelServersConfig
+from cua_rl.rollout.config import EpisodeConfig, FleetConfig, JudgeConfig
+from cua_rl.runtime.demo_config import DemoConfig
+from cua_rl.runtime.ray_config import RayConfig
+from cua_rl.runtime.train_config import MetricsConfig, TrainConfig
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -128,15 +136,6 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 
 
 # --- the run ----------------------------------------------------------------
-# Imported late in this file so the generic loader above stays dependency-free.
-from cua_rl.adapt.config import AdaptConfig  # noqa: E402
-from cua_rl.desktop.providers.base import ProviderConfig  # noqa: E402
-from cua_rl.desktop.providers.local_config import LocalProviderConfig  # noqa: E402
-from cua_rl.inference.config import ModelServersConfig  # noqa: E402
-from cua_rl.rollout.config import EpisodeConfig, FleetConfig, JudgeConfig  # noqa: E402
-from cua_rl.runtime.demo_config import DemoConfig  # noqa: E402
-from cua_rl.runtime.ray_config import RayConfig  # noqa: E402
-from cua_rl.runtime.train_config import MetricsConfig, TrainConfig  # noqa: E402
 
 
 class TasksConfig(BaseModel):
