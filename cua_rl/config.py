@@ -15,7 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from cua_rl.adapt.config import AdaptConfig
-from cua_rl.desktop.providers.base import ProviderConfig
+from cua_rl.desktop.providers.config import ProviderConfig
 from cua_rl.desktop.providers.local_config import LocalProviderConfig
 from cua_rl.errors import ConfigError
 from cua_rl.inference.config import ModelServersConfig

@@ -18,7 +18,8 @@ import click
 from pydantic import BaseModel
 
 from cua_rl.desktop.client import GuestClient
-from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider, ProviderConfig
+from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider
+from cua_rl.desktop.providers.config import ProviderConfig
 from cua_rl.errors import ConfigError, CuaRlError
 
 

@@ -69,3 +69,17 @@ def test_unknown_keys_get_one_line_with_the_key_meant(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"fleet\.zzzz: unknown key \(this section has: "
                                           r"actors, "):
         load_config(RunConfig, overrides=["fleet.zzzz=1"])
+
+
+def test_loading_the_config_imports_no_service_code() -> None:
+    """Config models live in config modules: `cua_rl.config` pulls in no HTTP client,
+    launcher or engine (so `config show` and the CLI stay light)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, cua_rl.config\n"
+            "bad = [m for m in ('aiohttp', 'torch', 'cua_rl.desktop.client', "
+            "'cua_rl.inference.client', 'cua_rl.inference.launcher', 'cua_rl.adapt.rewriter', "
+            "'cua_rl.learner.weight_sync') if m in sys.modules]\n"
+            "assert not bad, bad\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
