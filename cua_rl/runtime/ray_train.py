@@ -105,10 +105,10 @@ async def ray_components(cfg: RunConfig, served: RunConfig, run_dir: Path,
 
     task_set = load_run_tasks(served)
     store = AsyncRunStore.open(run_dir)
-    await store.call(store.sync.save_config, served.model_dump(mode="json"))
+    await store.save_config(served.model_dump(mode="json"))
     for variants in task_set:
         for variant in variants:
-            await store.call(store.sync.add_variant, variant)
+            await store.add_variant(variant)
     async with contextlib.AsyncExitStack() as stack:
         stack.push_async_callback(store.close)
         policy_urls = await stack.enter_async_context(

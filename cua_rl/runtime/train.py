@@ -261,7 +261,7 @@ async def _train_loop(cfg: RunConfig, run_dir: Path, *, store: AsyncRunStore,
             if service.sync is not None:
                 await service.sync.close()
         metrics.close()
-    summary = await store.call(store.sync.summary)
+    summary = await store.summary()
     return {"run_dir": str(run_dir), "policy_version": policy_learner.version,
             "prm_version": prm_learner.version if prm_learner else 0,
             **{k: summary[k] for k in ("trajectories", "steps", "verdicts", "aborted",

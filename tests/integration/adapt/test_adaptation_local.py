@@ -79,7 +79,7 @@ async def test_failing_task_gets_easier_proposal_and_rule_decides(
                 await selector.on_group(group)
                 decided = decided or any(
                     e["kind"] == "adapt_decision"
-                    for e in await parts.store.call(parts.store.sync.events))
+                    for e in await parts.store.events())
 
             fleet = Fleet(GroupScheduler(source, 2, max_groups=6), parts.desktops, parts.policy,
                           parts.store, cfg.episode, cfg.fleet, judge=parts.judge,

@@ -142,9 +142,9 @@ async def test_selector_proposes_then_accepts_or_rejects(tmp_path: Path) -> None
     assert await sel.on_group(_group(candidate, wins=4))
     again = await sel.next_variant()
     assert again.evaluator_name == "extra"
-    summary = await store.call(store.sync.summary)
+    summary = await store.summary()
     assert summary["adapt_proposals"] == 3 and summary["adapt_accepted"] == 1
-    decisions = await store.call(store.sync.events, "adapt_decision")
+    decisions = await store.events("adapt_decision")
     assert [d["data"]["accepted"] for d in decisions] == [True, False]
     restored = TemplateSelector({"t": TEMPLATE}, {"t": VARIANTS[0]}, band=AdaptBand(),
                                 rewriter=RuleRewriter(), store=store)

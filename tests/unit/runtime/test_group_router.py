@@ -96,7 +96,7 @@ async def test_candidate_groups_never_reach_a_learner(tmp_path: Path) -> None:
                for batch in e.batches for s in batch}
     assert trained == {"g-orig", "g-next"}
     assert seen == [("g-orig", 4), ("g-cand", 0), ("g-next", 4)]
-    counters = await store.call(store.sync.counters)
+    counters = await store.counters()
     assert counters["candidate_groups"] == 1
     assert counters["policy_samples_collected"] == counters["policy_samples_used"] == 8
     assert (tmp_path / "selector.json").is_file()
