@@ -21,8 +21,14 @@ from typing import Protocol
 
 from cua_rl.agent import parse_response, to_pyautogui
 from cua_rl.agent.images import encode_image, png_passthrough_url
-from cua_rl.errors import GuestError, InferenceError, ModelResponseError, SetupStepError
-from cua_rl.rollout.base import ChatBackend, EpisodeAborted, EpisodeDesktop
+from cua_rl.errors import (
+    EpisodeAborted,
+    GuestError,
+    InferenceError,
+    ModelResponseError,
+    SetupStepError,
+)
+from cua_rl.rollout.base import ChatBackend, EpisodeDesktop
 from cua_rl.rollout.config import EpisodeConfig
 from cua_rl.rollout.context import history_line, model_image_size, step_messages
 from cua_rl.store.run_store import AsyncRunStore

@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from cua_rl.desktop.client import GuestClient
-from cua_rl.desktop.providers.aws_api import Ec2Api, Ec2Error, tag
+from cua_rl.desktop.providers.aws_api import Ec2Api, tag
 from cua_rl.desktop.providers.aws_config import (
     OSWORLD_AMIS,
     TAG_DESKTOP,
@@ -33,7 +33,7 @@ from cua_rl.desktop.providers.aws_config import (
 )
 from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider
 from cua_rl.desktop.providers.local_state import check_desktop_id
-from cua_rl.errors import DesktopError, GuestUnavailable
+from cua_rl.errors import DesktopError, Ec2Error, GuestUnavailable
 
 LIVE_STATES = ["pending", "running", "stopping", "stopped"]
 GuestUrl = Callable[[dict[str, Any]], str]

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from cua_rl.desktop.providers.aws_config import AwsProviderConfig
-from cua_rl.errors import DesktopError
+from cua_rl.errors import DesktopError, Ec2Error
 from cua_rl.retry import retrying
 
 log = logging.getLogger(__name__)
@@ -36,14 +36,6 @@ TRANSIENT_CODES = frozenset({"InternalError", "InternalFailure", "ServiceUnavail
 
 CREDENTIALS_HINT = ("AWS credentials come from the environment, ~/.aws or a named "
                     "profile (`profile:`); see docs/providers.md")
-
-
-class Ec2Error(DesktopError):
-    """An EC2 API call failed for good; `code` is AWS's error code."""
-
-    def __init__(self, message: str, code: str = "") -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def backoff_delay(attempt: int, base_s: float, max_s: float,
