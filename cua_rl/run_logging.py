@@ -69,13 +69,21 @@ def configure(level: str = "INFO") -> None:
     logging.captureWarnings(True)
 
 
+class _RunLogHandler(logging.handlers.RotatingFileHandler):
+    """Opens (and creates the directories of) its file at the first record, so a
+    command that fails before it logs anything leaves no run directory behind."""
+
+    def _open(self):  # noqa: ANN202 - logging's own method
+        Path(self.baseFilename).parent.mkdir(parents=True, exist_ok=True)
+        return super()._open()
+
+
 @contextlib.contextmanager
 def run_log(run_dir: Path) -> Iterator[Path]:
     """Also write every record of this process to `run_dir/logs/run.log` (rotating)
     while inside; yields the file's path."""
     path = run_dir / "logs" / "run.log"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handler = logging.handlers.RotatingFileHandler(path, maxBytes=RUN_LOG_BYTES, backupCount=3)
+    handler = _RunLogHandler(path, maxBytes=RUN_LOG_BYTES, backupCount=3, delay=True)
     handler.setLevel(min(_asked, logging.INFO))
     handler.setFormatter(logging.Formatter(_FILE_FORMAT))
     root = logging.getLogger()
