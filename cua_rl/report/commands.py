@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from statistics import fmean
@@ -15,6 +17,7 @@ import click
 from cua_rl.runtime.options import OVERRIDES_HELP, run_options
 
 EVAL_PRESET = "osworld-verified-eval"
+status_log = logging.getLogger("cua_rl.status")
 
 
 class ProgressBar:
@@ -38,18 +41,33 @@ class ProgressBar:
         )
         self.scores: list[float] = []
         self.task_id: Any = None
+        self.total = 0
+        self.lines = not console.is_terminal
+        """Off a terminal the bar shows nothing until the end: log a status line per
+        scored task run instead."""
+        self.started = time.monotonic()
+        self.resumed = 0
 
     def _mean(self) -> str:
         return f"{fmean(self.scores):.3f}" if self.scores else "–"
 
     def start(self, total: int, done_scores: Sequence[float]) -> None:
         self.scores = list(done_scores)
+        self.total, self.resumed, self.started = total, len(self.scores), time.monotonic()
         self.task_id = self.progress.add_task("eval", total=total, completed=len(self.scores),
                                               mean=self._mean())
 
     def advance(self, group_id: str, score: float) -> None:
         self.scores.append(score)
         self.progress.update(self.task_id, advance=1, mean=self._mean())
+        if self.lines:
+            from cua_rl.runtime.progress import duration
+
+            done, elapsed = len(self.scores), time.monotonic() - self.started
+            now = done - self.resumed
+            eta = elapsed / now * (self.total - done) if now else None
+            status_log.info("[eval] %d/%d task runs scored, mean score %s, %s elapsed, eta=%s",
+                            done, self.total, self._mean(), duration(elapsed), duration(eta))
 
 
 @click.command("eval", context_settings={"ignore_unknown_options": True},

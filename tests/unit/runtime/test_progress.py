@@ -59,3 +59,18 @@ def test_run_log_keeps_info_when_stderr_asks_for_warnings(
         assert "in both" in err and "only in the file" not in err
     finally:
         configure("INFO")
+
+
+def test_eval_progress_off_a_terminal_logs_a_line_per_scored_task_run(caplog) -> None:
+    import io
+
+    from rich.console import Console
+
+    from cua_rl.report.commands import ProgressBar
+
+    bar = ProgressBar(Console(file=io.StringIO()))  # a file: not a terminal
+    with caplog.at_level(logging.INFO, logger="cua_rl.status"), bar.progress:
+        bar.start(4, [1.0])  # one task run scored before (a resumed evaluation)
+        bar.advance("t#0", 0.0)
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "cua_rl.status"]
+    assert line.startswith("[eval] 2/4 task runs scored, mean score 0.500") and "eta=" in line
