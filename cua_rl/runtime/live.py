@@ -49,9 +49,14 @@ async def live_summary(cfg: MetricsConfig, progress: RunProgress, learners: list
             while True:
                 await asyncio.sleep(0.5)
                 live.update(_table(progress.snapshot(), learners, selector))
-    if cfg.status_interval_s <= 0:
+    await status_lines(cfg.status_interval_s, progress)
+
+
+async def status_lines(interval_s: float, progress: RunProgress) -> None:
+    """Log the one-line status every `interval_s` seconds until cancelled (0: never)."""
+    if interval_s <= 0:
         await asyncio.Event().wait()
         return
     while True:
-        await asyncio.sleep(cfg.status_interval_s)
+        await asyncio.sleep(interval_s)
         status_log.info("%s", progress.snapshot().line())

@@ -65,7 +65,7 @@ class ProgressSnapshot:
         reward = "-" if self.step_reward_mean is None else f"{self.step_reward_mean:+.2f}"
         return (f"[{self.phase}] {duration(self.elapsed_s)} groups={self.groups} "
                 f"episodes={self.episodes} steps={self.steps} aborted={self.aborted} "
-                f"{updates} {self.episodes_per_min:.1f} ep/min "
+                f"{updates + ' ' if updates else ''}{self.episodes_per_min:.1f} ep/min "
                 f"{self.steps_per_s:.2f} steps/s success={success} step_reward={reward} "
                 f"eta={duration(self.eta_s)}")
 
