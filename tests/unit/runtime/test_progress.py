@@ -74,3 +74,25 @@ def test_eval_progress_off_a_terminal_logs_a_line_per_scored_task_run(caplog) ->
         bar.advance("t#0", 0.0)
     (line,) = [r.getMessage() for r in caplog.records if r.name == "cua_rl.status"]
     assert line.startswith("[eval] 2/4 task runs scored, mean score 0.500") and "eta=" in line
+
+
+def test_live_table_shows_rates_rewards_and_eta() -> None:
+    import io
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from cua_rl.runtime.live import _table
+
+    fleet, policy = _Fleet(), SimpleNamespace(role="policy", version=1, samples_used=4,
+                                              samples_collected=6, stale_dropped=0)
+    fleet.counts.update(groups=2, episodes=4, steps=12, successes=2)
+    progress = RunProgress(fleet, [policy], max_updates=2, started=0.0)
+    progress.observe_group({"step_reward_mean": 0.25})
+    out = io.StringIO()
+    Console(file=out, width=120).print(_table(progress.snapshot(), [policy],
+                                              SimpleNamespace(pending={})))
+    text = out.getvalue()
+    for part in ("episodes/min", "steps/s", "success rate", "0.50", "+0.250",
+                 "policy version", "1 / 2", "elapsed / ETA"):
+        assert part in text, (part, text)
