@@ -16,6 +16,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import re
 import signal
 import socket
 import sys
@@ -85,13 +86,18 @@ async def ensure_tiny_model(path: Path, *, lock_timeout_s: float = 1800.0) -> Pa
     return path
 
 
+_CHILD_LOG_PREFIX = re.compile(r"^\d\d:\d\d:\d\d INFO [\w.]+: ")
+"""The build's own stderr format for INFO records (run_logging.py): dropped when relayed,
+since our logger adds its own time and name."""
+
+
 async def _relay_build_output(proc: asyncio.subprocess.Process, keep: int = 40) -> str:
     """Log the build's lines as they come (its priming progress) and return the last
     `keep` of them for an error message."""
     assert proc.stdout is not None
     lines: list[str] = []
     async for raw in proc.stdout:
-        line = raw.decode(errors="replace").rstrip()
+        line = _CHILD_LOG_PREFIX.sub("", raw.decode(errors="replace").rstrip())
         if line:
             logger.info("tiny model: %s", line)
             lines = [*lines[-keep + 1:], line]
