@@ -51,3 +51,16 @@ def test_vm_commands_offer_every_provider_and_check_its_settings() -> None:
                                       "ram_size=8G"])
     assert result.exit_code == 1
     assert "Error: --provider qemu --set: ram_size: unknown key" in result.output
+
+
+def test_vm_with_a_missing_engine_is_one_line() -> None:
+    import os
+
+    env = {**os.environ, "PATH": "/nonexistent"}  # no docker, no qemu on PATH
+    for args in (["list", "--provider", "docker"],
+                 ["up", "--provider", "qemu", "--set", "image=/etc/hostname"]):
+        done = subprocess.run([sys.executable, "-m", "cua_rl.cli", "vm", *args], env=env,
+                              capture_output=True, text=True, timeout=120)
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 1 and len(lines) == 1, (args, done.stderr)
+        assert lines[0].startswith("Error: ") and "not found on PATH" in lines[0], lines[0]
