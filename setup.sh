@@ -46,7 +46,7 @@ vllm_setup() {
   #    pip's config is bypassed so the local +cpu wheel is not picked again.
   "$py" -m pip uninstall -q -y torch torchvision torchaudio torchcodec
   quiet env PIP_FIND_LINKS="" PIP_CONFIG_FILE=/dev/null \
-    "$py" -m pip install -q torch==2.13.0 torchvision==0.28.0
+    "$py" -m pip install -q -r infra/pins/torch-vllm.txt
   "$py" -c "import torchvision, vllm.entrypoints.openai.api_server"
   touch "$VLLM_ENV/.cua-rl-ready"
   echo "cua-rl vLLM setup done: $VLLM_ENV/bin/python"
@@ -92,7 +92,7 @@ python_setup() {
   fi
   local pip=".venv/bin/python -m pip"
   # torch first and pinned: a bare `torch` requirement would pull a multi-GB build.
-  quiet $pip install -q torch==2.14.1 torchvision==0.29.1
+  quiet $pip install -q -r infra/pins/torch.txt
   quiet $pip install -q -e ./vm/guest -e ".[train,dev]"
   # The guest's interpreter for local desktops (Debian's python3, non-editable guest);
   # it lives under /opt/cua-rl, so it needs root (as local desktops do).

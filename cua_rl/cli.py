@@ -11,6 +11,8 @@ import os
 
 import click
 
+from cua_rl.run_logging import LEVELS, configure
+
 # name -> "module:attribute" of a click command or group.
 COMMANDS: dict[str, str] = {
     "vm": "cua_rl.desktop.commands:vm",
@@ -84,8 +86,17 @@ class RootGroup(LazyGroup):
 
 @click.group(cls=RootGroup, lazy=COMMANDS)
 @click.version_option(package_name="cua-rl")
-def cli() -> None:
-    """Train and evaluate GUI computer-use agents with asynchronous RL."""
+@click.option("--log-level", type=click.Choice(LEVELS, case_sensitive=False),
+              default="INFO", show_default=True, envvar="CUA_RL_LOG_LEVEL",
+              help="Level of cua-rl's messages on stderr (libraries log at WARNING); "
+              "RUN_DIR/logs/run.log of train, rollout and eval keeps INFO in any case.")
+def cli(log_level: str) -> None:
+    """Train and evaluate GUI computer-use agents with asynchronous RL.
+
+    Documentation: docs/ in the repository (architecture.md, configuration.md,
+    providers.md, algorithms.md).
+    """
+    configure(log_level)
 
 
 @click.group(cls=LazyGroup, lazy=BENCH_COMMANDS)

@@ -14,7 +14,15 @@ from typing import Any, Literal, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from cua_rl.adapt.config import AdaptConfig
+from cua_rl.desktop.providers.config import ProviderConfig
+from cua_rl.desktop.providers.local_config import LocalProviderConfig
 from cua_rl.errors import ConfigError
+from cua_rl.inference.config import ModelServersConfig
+from cua_rl.rollout.config import EpisodeConfig, FleetConfig, JudgeConfig
+from cua_rl.runtime.demo_config import DemoConfig
+from cua_rl.runtime.ray_config import RayConfig
+from cua_rl.runtime.train_config import MetricsConfig, TrainConfig
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -96,14 +104,21 @@ def load_config(
         return model.model_validate(data)
     except ValidationError as exc:
         where = " + ".join(sources) or "defaults"
-        raise ConfigError(f"{where}: {describe_validation_error(exc)}") from None
+        raise ConfigError(f"{where}: {describe_validation_error(exc, model)}") from None
 
 
-def describe_validation_error(exc: ValidationError) -> str:
-    """One line per problem: `field.path: message (got value)`."""
+def describe_validation_error(exc: ValidationError, model: type[BaseModel] | None = None
+                              ) -> str:
+    """One line per problem: `field.path: message (got value)`; an unknown key of
+    `model` gets the key it was probably meant to be."""
+    from cua_rl.config_keys import unknown_key_message
+
     lines = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"]) or "<root>"
+        if err["type"] == "extra_forbidden" and model is not None:
+            lines.append(f"{loc}: {unknown_key_message(model, err['loc'])}")
+            continue
         got = err.get("input")
         shown = f" (got {got!r})" if not isinstance(got, dict | list) else ""
         lines.append(f"{loc}: {err['msg']}{shown}")
@@ -121,14 +136,6 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 
 
 # --- the run ----------------------------------------------------------------
-# Imported late in this file so the generic loader above stays dependency-free.
-from cua_rl.desktop.providers.base import ProviderConfig  # noqa: E402
-from cua_rl.desktop.providers.local_config import LocalProviderConfig  # noqa: E402
-from cua_rl.inference.launcher import ModelServersConfig  # noqa: E402
-from cua_rl.rollout.config import EpisodeConfig, FleetConfig, JudgeConfig  # noqa: E402
-from cua_rl.runtime.demo_config import DemoConfig  # noqa: E402
-from cua_rl.runtime.ray_config import RayConfig  # noqa: E402
-from cua_rl.runtime.train_config import AdaptConfig, MetricsConfig, TrainConfig  # noqa: E402
 
 
 class TasksConfig(BaseModel):

@@ -99,6 +99,43 @@ class ResourceError(CuaRlError):
     """The operating system refused a file or port (full disk, read-only, in use)."""
 
 
+class Ec2Error(DesktopError):
+    """An EC2 API call failed for good; `code` is AWS's error code."""
+
+    def __init__(self, message: str, code: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class ChromeRequirementMissing(CuaRlError):
+    """A Chrome getter or setup step needs something this host or desktop lacks
+    (a settings file, credentials, the network, a reachable browser)."""
+
+
+class EvalExtraMissing(CuaRlError):
+    """A metric needs a format library of the `eval` extra that is not installed."""
+
+
+class EpisodeAborted(CuaRlError):
+    """The episode cannot go on for a reason that is not the agent's fault
+    (dead desktop, no model replica, broken task setup). Never a failure.
+    `permanent`: trying again cannot help (a setup step failed), so it is not re-queued."""
+
+    def __init__(self, message: str, *, permanent: bool = False) -> None:
+        super().__init__(message)
+        self.permanent = permanent
+
+
+class RequestError(InferenceError, ValueError):
+    """A request to our hf server has an invalid field (answered with 400); `param`
+    names it with its path (e.g. `messages.0.content`)."""
+
+    def __init__(self, param: str, message: str) -> None:
+        super().__init__(f"{param}: {message}")
+        self.param = param
+        self.message = message
+
+
 @contextlib.contextmanager
 def naming_path(path: str | Path) -> Iterator[None]:
     """Make an OSError raised inside name `path`: a failed `write()` (ENOSPC on a

@@ -1,4 +1,4 @@
-"""The data contracts that cross module and process boundaries (DESIGN.md section 3).
+"""The data contracts that cross module and process boundaries (docs/architecture.md).
 
 Everything here is a frozen dataclass of plain values so it pickles across Ray
 and serializes to the run store without custom code. Modules talk to each other
@@ -54,7 +54,7 @@ class ParseError:
     """Why a model response could not be turned into actions.
 
     A parse error is data, not an exception: the actor records a no-op step
-    with it and the reward model still judges that step (DESIGN.md section 9).
+    with it and the reward model still judges that step (docs/architecture.md, failure rules).
     """
 
     code: str

@@ -16,8 +16,7 @@ import asyncio
 import re
 from collections import Counter
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from cua_rl.adapt.config import CritiqueConfig
 from cua_rl.agent.messages import (
     boxed_answer,
     critique_step_messages,
@@ -28,17 +27,6 @@ from cua_rl.rollout.base import ChatBackend
 from cua_rl.types import StepVerdict, TaskVariant, Trajectory
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-
-
-class CritiqueConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    temperature: float = Field(0.0, ge=0.0)
-    """Summaries should be stable: greedy by default."""
-    max_tokens: int = Field(256, ge=1)
-    """Tokens per summary answer; a thinking model needs thousands (the paper preset sets 2048)."""
-    max_flagged_steps: int = Field(8, ge=1)
-    """Summarize at most this many flagged steps per trajectory (latest first)."""
 
 
 def at_most_two_sentences(text: str) -> str:

@@ -21,14 +21,12 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, Protocol
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any, Protocol
 
 from cua_rl.adapt.acceptance import Direction
+from cua_rl.adapt.config import RewriterConfig
 from cua_rl.agent.messages import parse_rewrite, rewrite_messages
 from cua_rl.errors import InferenceError, TaskFormatError
-from cua_rl.inference.launcher import ModelServersConfig
 from cua_rl.rollout.base import ChatBackend
 from cua_rl.types import TaskVariant
 
@@ -113,24 +111,6 @@ class Rewriter(Protocol):
     async def propose(self, current: TaskVariant, template: TaskTemplate,
                       summaries: list[str], direction: Direction,
                       exclude: frozenset[Key] = frozenset()) -> Rewrite: ...
-
-
-class RewriterConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    type: Literal["model", "rules"] = "rules"
-    """`model`: an LLM writes the instruction (the paper's way, and the only one for
-    tasks without pre-built variants or hints); `rules`: recorded variants and hints
-    (no model; adapts only tasks that have them)."""
-    pool: ModelServersConfig = Field(default_factory=ModelServersConfig)
-    """The rewriter's own model pool, started only for `type: model` and never
-    trained or synced (paper: Qwen3-4B). Default: the tiny model on one hf replica."""
-    candidates: int = Field(3, ge=1, le=16)
-    """k: answers sampled from the model; the first valid one is kept."""
-    temperature: float = Field(1.0, ge=0.0)
-    """Sampling temperature of the k answers (they should differ)."""
-    max_tokens: int = Field(512, ge=1)
-    """Tokens per answer; a thinking model needs room to reason before the JSON."""
 
 
 class ModelRewriter:

@@ -114,7 +114,7 @@ class TemplateSelector:
         candidate = self._numbered(candidate, template)
         self.pending[variant.task_id] = Proposal(candidate, variant, direction, acc, summaries)
         self._queue.append(candidate)
-        await self.store.call(self.store.sync.add_variant, candidate)
+        await self.store.add_variant(candidate)
         await self.store.incr("adapt_proposals")
         await self._event("adapt_proposal", variant, direction=direction, acc_parent=acc,
                           candidate=candidate.variant_id, instruction=candidate.instruction,
@@ -148,7 +148,7 @@ class TemplateSelector:
 
     async def _event(self, kind: str, variant: TaskVariant, **data: Any) -> None:
         log.info("%s %s %s", kind, variant.variant_id, data)
-        await self.store.call(self.store.sync.add_event, kind, variant.task_id, data)
+        await self.store.add_event(kind, variant.task_id, data)
 
     # resume ------------------------------------------------------------------
 

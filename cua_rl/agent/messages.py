@@ -5,7 +5,7 @@ URLs) as vLLM and our hf engine accept them, and are pure functions of their
 arguments, so the learner can rebuild exactly the prompt an actor sent. The texts
 are in `prompts.py`, whose docstring states the structure of each call.
 
-Policy context (DESIGN.md section 6): the system prompt with the tool; for each of
+Policy context (docs/algorithms.md): the system prompt with the tool; for each of
 the last `MAX_POLICY_IMAGES - 1` past steps a user turn holding only that step's
 screenshot and an assistant turn holding the model's full response at that step;
 then one user turn with the current screenshot first and the text: the request,

@@ -8,7 +8,7 @@ Invariant: every value in a returned `Action` has been type- and range-checked
 (coordinates inside the screen, keys in pyautogui's key list, text printable
 ASCII of bounded length), so `to_pyautogui` can embed it without further doubt.
 A response is all or nothing: a bad call rejects the whole step (executing half
-a plan is worse than a recorded no-op, DESIGN.md section 9).
+a plan is worse than a recorded no-op, docs/architecture.md, failure rules).
 
 Several tool calls in one response are a parse error (`several_tool_calls`), not
 "run the first and drop the rest": the response format asks for exactly one call

@@ -1,6 +1,6 @@
 """`cua-rl bench guest`: guest-server latency with real content on screen.
 
-Figures (DESIGN.md section 8; medians over `--calls` calls after a warm-up):
+Figures (docs/architecture.md, numbers; medians over `--calls` calls after a warm-up):
 `screenshot_ms` (default host transport: JPEG q90), `screenshot_png_ms`, and
 `action_ms` (one pyautogui click through /act). Without `--url` it starts a
 local desktop, opens a spreadsheet full of data in LibreOffice Calc, measures
@@ -163,7 +163,7 @@ async def bench_local(calls: int, rows: int, cols: int) -> dict[str, float | int
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 def bench_guest(url: str | None, token: str | None, tls_fingerprint: str | None, calls: int,
                 rows: int, cols: int, as_json: bool) -> None:
-    """Screenshot and action latency of a guest server (DESIGN.md section 8)."""
+    """Screenshot and action latency of a guest server (docs/architecture.md, numbers)."""
 
     async def remote() -> dict[str, float | int]:
         async with GuestClient(url, token,  # type: ignore[arg-type]

@@ -1,4 +1,4 @@
-"""Async client for the guest protocol (DESIGN.md section 4.1).
+"""Async client for the guest protocol (docs/architecture.md, guest protocol).
 
 It speaks OSWorld's guest HTTP protocol, so it drives both our own guest server
 (vm/guest, with a bearer token and the fast /act route) and an unmodified

@@ -11,24 +11,48 @@ import asyncio
 import json
 import secrets
 import sys
+import typing
 from pathlib import Path
 
 import click
+from pydantic import BaseModel
 
 from cua_rl.desktop.client import GuestClient
 from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider
-from cua_rl.errors import CuaRlError
+from cua_rl.desktop.providers.config import ProviderConfig
+from cua_rl.errors import ConfigError, CuaRlError
 
-PROVIDERS = click.Choice(["local"])
+
+def provider_configs() -> dict[str, type[BaseModel]]:
+    """type -> config model of every provider (the members of `ProviderConfig`), so a
+    new provider is offered here as soon as it joins the union."""
+    union = typing.get_args(ProviderConfig)[0]
+    return {typing.get_args(m.model_fields["type"].annotation)[0]: m
+            for m in typing.get_args(union)}
 
 
-def _provider(name: str, state_dir: Path | None) -> DesktopProvider:
-    from cua_rl.desktop.providers.local import LocalProvider
-    from cua_rl.desktop.providers.local_config import LocalProviderConfig
+def _provider(name: str, state_dir: Path | None, settings: tuple[str, ...] = ()
+              ) -> DesktopProvider:
+    """The provider `name` configured by its defaults, --state-dir and --set k=v."""
+    from pydantic import ValidationError
 
-    assert name == "local"
-    config = LocalProviderConfig(**({"state_dir": state_dir} if state_dir else {}))
-    return LocalProvider(config)
+    from cua_rl.config import apply_override, describe_validation_error
+    from cua_rl.desktop.providers.base import make_provider
+
+    model = provider_configs()[name]
+    data: dict = {"type": name}
+    if state_dir is not None:
+        if "state_dir" not in model.model_fields:
+            raise click.UsageError(f"--state-dir: the {name} provider keeps no state dir")
+        data["state_dir"] = state_dir
+    for setting in settings:
+        apply_override(data, setting)
+    try:
+        config = model.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"--provider {name} --set: "
+                          f"{describe_validation_error(exc, model)}") from None
+    return make_provider(config)  # type: ignore[arg-type]
 
 
 def _run(coro_fn, provider: DesktopProvider):
@@ -51,11 +75,21 @@ def _as_dict(handle: DesktopHandle) -> dict:
             "tls_fingerprint": handle.tls_fingerprint, **handle.info}
 
 
-provider_option = click.option("--provider", "provider_name", type=PROVIDERS, default="local",
-                               show_default=True, help="Desktop provider.")
+def provider_option(command):  # noqa: ANN001, ANN201 - a click decorator
+    """--provider NAME and --set KEY=VALUE (its config, docs/providers.md)."""
+    command = click.option(
+        "--set", "settings", multiple=True, metavar="KEY=VALUE",
+        help="A provider config field (repeatable), e.g. --set region=eu-west-1; "
+             "the fields are desktops.provider.* in docs/configuration.md.")(command)
+    return click.option(
+        "--provider", "provider_name", type=click.Choice(sorted(provider_configs())),
+        default="local", show_default=True,
+        help="Desktop provider (what each does: docs/providers.md).")(command)
+
+
 state_option = click.option("--state-dir", type=click.Path(path_type=Path), default=None,
-                            help="State dir (default $CUA_RL_STATE_DIR or "
-                                 "~/.cache/cua-rl/desktops).")
+                            help="State dir of the local and qemu providers (default "
+                                 "under $CUA_RL_STATE_DIR or ~/.cache/cua-rl).")
 
 
 @click.group()
@@ -68,7 +102,8 @@ def vm() -> None:
 @state_option
 @click.option("--count", "-n", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of {id, url, token}.")
-def up(provider_name: str, state_dir: Path | None, count: int, as_json: bool) -> None:
+def up(provider_name: str, settings: tuple[str, ...], state_dir: Path | None, count: int,
+       as_json: bool) -> None:
     """Start COUNT desktops and leave them running."""
     prefix = f"vm-{secrets.token_hex(3)}"
 
@@ -83,21 +118,24 @@ def up(provider_name: str, state_dir: Path | None, count: int, as_json: bool) ->
             raise failed[0]
         return handles
 
-    handles = _run(go, _provider(provider_name, state_dir))
+    handles = _run(go, _provider(provider_name, state_dir, settings))
     if as_json:
         click.echo(json.dumps([{"id": h.id, "url": h.url, "token": h.token,
                                 "tls_fingerprint": h.tls_fingerprint} for h in handles]))
     else:
         for h in handles:
-            click.echo(f"{h.id}  {h.url}  token={h.token}  display={h.info.get('display')}")
+            details = "  ".join(f"{k}={v}" for k, v in h.info.items())
+            click.echo(f"{h.id}  {h.url}  token={h.token}  {details}")
 
 
 def _states(provider: DesktopProvider) -> list:
-    """Every desktop dir of a local provider, with owner and staleness."""
+    """Every desktop dir of a local provider, with owner and staleness (other
+    providers keep no host state dirs: none)."""
     from cua_rl.desktop.providers import local_state as st
     from cua_rl.desktop.providers.local import LocalProvider, record_alive
 
-    assert isinstance(provider, LocalProvider)
+    if not isinstance(provider, LocalProvider):
+        return []
     return st.desktop_states(provider.state_dir, record_alive)
 
 
@@ -105,30 +143,32 @@ def _states(provider: DesktopProvider) -> list:
 @provider_option
 @state_option
 @click.option("--json", "as_json", is_flag=True)
-def list_(provider_name: str, state_dir: Path | None, as_json: bool) -> None:
-    """List desktops (also ones started by earlier commands). A desktop is `stale`
-    when its run or its session is gone; `vm down --stale` cleans those up."""
+def list_(provider_name: str, settings: tuple[str, ...], state_dir: Path | None,
+          as_json: bool) -> None:
+    """List desktops (also ones started by earlier commands). A local desktop is
+    `stale` when its run or its session is gone; `vm down --stale` cleans those up."""
 
     async def go(provider: DesktopProvider) -> list[dict]:
         handles = {h.id: _as_dict(h) for h in await provider.list()}
         rows = []
         for state in _states(provider):
-            row = handles.get(state.id) or {"id": state.id, "url": None, "alive": False}
+            row = handles.pop(state.id, None) or {"id": state.id, "url": None, "alive": False}
             rows.append({**row, "owner_pid": state.owner_pid, "stale": state.stale})
-        return rows
+        return rows + list(handles.values())
 
-    rows = _run(go, _provider(provider_name, state_dir))
+    rows = _run(go, _provider(provider_name, state_dir, settings))
     if as_json:
         click.echo(json.dumps(rows))
         return
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("id", "url", "display", "alive", "pid", "owner", "stale")
+    table = Table("id", "url", "owner", "stale", "details")  # details differ by provider
     for row in rows:
-        table.add_row(row["id"], row["url"] or "", str(row.get("display", "")),
-                      str(row["alive"]), str(row.get("pid", "")),
-                      str(row["owner_pid"] or ""), row["stale"])
+        details = "  ".join(f"{k}={v}" for k, v in row.items()
+                            if k not in ("id", "url", "token", "owner_pid", "stale"))
+        table.add_row(row["id"], row["url"] or "", str(row.get("owner_pid") or ""),
+                      str(row.get("stale", "")), details)
     Console().print(table)
 
 
@@ -141,10 +181,10 @@ def list_(provider_name: str, state_dir: Path | None, as_json: bool) -> None:
 @click.option("--stale", is_flag=True,
               help="Remove desktops whose run or session is gone (state dirs included).")
 @click.option("--force", is_flag=True, help="Also stop desktops owned by a live run.")
-def down(provider_name: str, state_dir: Path | None, desktop_ids: tuple[str, ...],
-         all_: bool, stale: bool, force: bool) -> None:
-    """Stop desktops by ID (or --all, --stale) and delete their state. Desktops that
-    a live run owns are left alone unless --force: that run would lose them."""
+def down(provider_name: str, settings: tuple[str, ...], state_dir: Path | None,
+         desktop_ids: tuple[str, ...], all_: bool, stale: bool, force: bool) -> None:
+    """Stop desktops by ID (or --all, --stale) and delete their state. Local desktops
+    that a live run owns are left alone unless --force: that run would lose them."""
     if not desktop_ids and not all_ and not stale:
         raise click.UsageError("give desktop IDs, --all or --stale")
 
@@ -161,12 +201,14 @@ def down(provider_name: str, state_dir: Path | None, desktop_ids: tuple[str, ...
             for i in ids if i in states and states[i].owner_alive]
         ids = [i for i in ids if force or i not in states or not states[i].owner_alive]
         if not stale:  # named or listed desktops must exist (a typo is an error)
-            for i in ids:
-                await provider.get(i)
-        await asyncio.gather(*(provider.stop_id(i) for i in ids))  # type: ignore[attr-defined]
+            handles = [await provider.get(i) for i in ids]
+        if hasattr(provider, "stop_id"):  # local: also removes a stale desktop's state
+            await asyncio.gather(*(provider.stop_id(i) for i in ids))
+        else:
+            await asyncio.gather(*(provider.stop(h) for h in handles))
         return ids, kept
 
-    stopped, kept = _run(go, _provider(provider_name, state_dir))
+    stopped, kept = _run(go, _provider(provider_name, state_dir, settings))
     for desktop_id in stopped:
         click.echo(f"stopped {desktop_id}")
     for line in kept:
@@ -184,15 +226,15 @@ async def _client(provider: DesktopProvider, desktop_id: str) -> GuestClient:
 @click.argument("desktop_id")
 @click.argument("code")
 @click.option("--timeout", type=float, default=10.0, show_default=True)
-def exec_(provider_name: str, state_dir: Path | None, desktop_id: str, code: str,
-          timeout: float) -> None:
+def exec_(provider_name: str, settings: tuple[str, ...], state_dir: Path | None,
+          desktop_id: str, code: str, timeout: float) -> None:
     """Run pyautogui CODE on a desktop (through /act) and print the result."""
 
     async def go(provider: DesktopProvider):
         async with await _client(provider, desktop_id) as client:
             return await client.act(code, timeout=timeout)
 
-    result = _run(go, _provider(provider_name, state_dir))
+    result = _run(go, _provider(provider_name, state_dir, settings))
     click.echo(json.dumps({"status": result.status, "output": result.output,
                            "error": result.error, "returncode": result.returncode}))
     if not result.ok:
@@ -204,14 +246,15 @@ def exec_(provider_name: str, state_dir: Path | None, desktop_id: str, code: str
 @state_option
 @click.argument("desktop_id")
 @click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
-def screenshot(provider_name: str, state_dir: Path | None, desktop_id: str, out: Path) -> None:
+def screenshot(provider_name: str, settings: tuple[str, ...], state_dir: Path | None,
+               desktop_id: str, out: Path) -> None:
     """Save a PNG screenshot of a desktop to OUT."""
 
     async def go(provider: DesktopProvider) -> bytes:
         async with await _client(provider, desktop_id) as client:
             return await client.screenshot("png")
 
-    out.write_bytes(_run(go, _provider(provider_name, state_dir)))
+    out.write_bytes(_run(go, _provider(provider_name, state_dir, settings)))
     click.echo(f"wrote {out}")
 
 

@@ -1,4 +1,5 @@
-"""OSWorld-compatible evaluation: getters, metrics and `evaluate` (DESIGN.md section 3).
+"""OSWorld-compatible evaluation: getters, metrics and `evaluate` (data contracts:
+docs/architecture.md).
 
 Importing the package registers every built-in getter and metric; format
 libraries (the `eval` extra) are imported only inside metric bodies, so this

@@ -11,13 +11,9 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from cua_rl.errors import CuaRlError
+from cua_rl.errors import EvalExtraMissing
 
 EXTRA_HINT = "pip install 'cua-rl[eval]'"
-
-
-class EvalExtraMissing(CuaRlError):
-    """A metric needs a format library of the `eval` extra that is not installed."""
 
 
 def require(module: str, package: str, *, metric: str) -> ModuleType:

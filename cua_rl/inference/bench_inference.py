@@ -101,7 +101,8 @@ async def run_level(url: str, requests: list[list[dict[str, Any]]], concurrency:
 async def bench_engine(engine: str, model_dir: Path, work: Path, levels: list[int],
                        seconds: float, max_tokens: int, ready_timeout_s: float
                        ) -> dict[str, dict[str, float]]:
-    from cua_rl.inference.launcher import ModelServersConfig, model_servers
+    from cua_rl.inference.config import ModelServersConfig
+    from cua_rl.inference.launcher import model_servers
 
     cfg = ModelServersConfig(engine=engine, model=str(model_dir), replicas=1, threads=2,
                              ready_timeout_s=ready_timeout_s)

@@ -18,12 +18,15 @@ import click
     help="Warm the weights up on the answer formats (tool calls, \\boxed votes) so that "
     "samples parse; --random keeps the plain random initialization.",
 )
-def tiny_model(out_dir: str, seed: int, primed: bool) -> None:
+@click.option("--priming-steps", type=click.IntRange(min=1), envvar="CUA_RL_TINY_PRIMING_STEPS",
+              help="Priming budget in optimizer steps (default 1000, ~4 min); fewer build "
+              "faster and parse worse (tests set CUA_RL_TINY_PRIMING_STEPS).")
+def tiny_model(out_dir: str, seed: int, primed: bool, priming_steps: int | None) -> None:
     """Build the tiny Qwen3-VL checkpoint into OUT_DIR (no download)."""
     from cua_rl.inference.tiny_model import build_tiny_model
 
     start = time.monotonic()
-    built = build_tiny_model(out_dir, seed=seed, primed=primed)
+    built = build_tiny_model(out_dir, seed=seed, primed=primed, priming_steps=priming_steps)
     kind = "format-primed" if primed else "random"
     click.echo(
         f"tiny {kind} Qwen3-VL checkpoint ({built.num_parameters:,} parameters, seed {seed}) "
@@ -68,7 +71,7 @@ def serve(
     max_batch_rows: int,
     python: str | None,
 ) -> None:
-    """Serve MODEL over the OpenAI-compatible inference protocol (DESIGN.md 4.2)."""
+    """Serve MODEL over the OpenAI-compatible inference protocol (docs/architecture.md)."""
     from pathlib import Path
 
     from cua_rl.errors import ConfigError

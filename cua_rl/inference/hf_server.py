@@ -33,9 +33,9 @@ from typing import Any
 
 from aiohttp import web
 
+from cua_rl.errors import RequestError
 from cua_rl.inference.hf_engine import GenerationRequest, GenerationResult, HFEngine, load_model
 from cua_rl.inference.openai_schema import (
-    RequestError,
     decode_images,
     error_body,
     logprobs_content,

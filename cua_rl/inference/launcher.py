@@ -16,66 +16,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import logging
 import os
+import re
 import secrets
 import socket
 import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from cua_rl.errors import ConfigError
 from cua_rl.inference.client import InferenceClient
+from cua_rl.inference.config import TINY, ModelServersConfig
 from cua_rl.inference.owner_watch import owner_env
-from cua_rl.inference.pool import InferencePoolConfig
 from cua_rl.inference.replica_process import ServerProcess
-from cua_rl.inference.replica_set import Replica, ReplicaSet, SupervisionConfig
+from cua_rl.inference.replica_set import Replica, ReplicaSet
 from cua_rl.inference.server_auth import TOKEN_ENV
 from cua_rl.inference.vllm_engine import (
     VllmEngineConfig,
-    VllmOptions,
     detect_device,
     resolve_vllm_python,
 )
 
-TINY = "tiny"
-"""Model name that selects the locally built tiny Qwen3-VL checkpoint."""
-
-
-class ModelServersConfig(BaseModel):
-    """One model role's inference pool (policy or reward model)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    engine: Literal["hf", "vllm"] = "hf"
-    """`hf`: transformers server (CPU, tests, small models); `vllm`: production."""
-    model: str = TINY
-    """Checkpoint directory, `tiny` (built on first use), or a hub id for vllm."""
-    replicas: int = Field(1, ge=1, le=64)
-    """Replicas to start on this machine (ignored when `urls` is set)."""
-    urls: list[str] = Field(default_factory=list)
-    """Use these running servers instead of starting any."""
-    threads: int = Field(1, ge=1)
-    """CPU threads per replica (hf: torch threads; vLLM CPU build: OMP_NUM_THREADS)."""
-    ready_timeout_s: float = Field(300.0, gt=0)
-    """Deadline for a replica to answer /health after start (a vLLM CPU replica
-    needs about a minute)."""
-    python: str | None = None
-    """vllm: interpreter of the vLLM install (e.g. a CUDA vLLM venv on a GPU node);
-    None: the environment `./setup.sh --vllm` builds."""
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    """vllm: which build `python` is; auto: cuda when an NVIDIA device exists."""
-    vllm: VllmOptions = Field(default_factory=VllmOptions)
-    """vllm: server options (memory, context length, dtype, extra flags)."""
-    requests: InferencePoolConfig = Field(default_factory=InferencePoolConfig)
-    """Deadlines and attempts of requests to this pool (a hung or bad replica costs at
-    most these)."""
-    supervision: SupervisionConfig = Field(default_factory=SupervisionConfig)
-    """Health probes and restarts of this pool's replicas (a dead or hung replica is
-    restarted and caught up to the current weights before it serves again)."""
+logger = logging.getLogger(__name__)
+"""(`log` names the replicas' log files below.)"""
 
 
 TINY_BUILD = "tiny-qwen3-vl-primed-v3"
@@ -113,20 +78,35 @@ async def ensure_tiny_model(path: Path, *, lock_timeout_s: float = 1800.0) -> Pa
                 await asyncio.sleep(1.0)
         if (path / "config.json").is_file():  # built by whoever held the lock
             return path
-        print(f"cua-rl: building the tiny model in {path} (once; about 4 minutes on 2 cores)",
-              file=sys.stderr, flush=True)
+        logger.info("building the tiny model in %s (once; about 4 minutes on 2 cores)", path)
         started = time.monotonic()
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "cua_rl.cli", "tiny-model", str(path),
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
         )
-        out, _ = await proc.communicate()
-        if proc.returncode != 0:
-            raise ConfigError(f"building the tiny model in {path} failed:\n"
-                              f"{out.decode()[-2000:]}")
-        print(f"cua-rl: tiny model built in {time.monotonic() - started:.0f} s",
-              file=sys.stderr, flush=True)
+        tail = await _relay_build_output(proc)
+        if await proc.wait() != 0:
+            raise ConfigError(f"building the tiny model in {path} failed:\n{tail[-2000:]}")
+        logger.info("tiny model built in %.0f s", time.monotonic() - started)
     return path
+
+
+_CHILD_LOG_PREFIX = re.compile(r"^\d\d:\d\d:\d\d INFO [\w.]+: ")
+"""The build's own stderr format for INFO records (run_logging.py): dropped when relayed,
+since our logger adds its own time and name."""
+
+
+async def _relay_build_output(proc: asyncio.subprocess.Process, keep: int = 40) -> str:
+    """Log the build's lines as they come (its priming progress) and return the last
+    `keep` of them for an error message."""
+    assert proc.stdout is not None
+    lines: list[str] = []
+    async for raw in proc.stdout:
+        line = _CHILD_LOG_PREFIX.sub("", raw.decode(errors="replace").rstrip())
+        if line:
+            logger.info("tiny model: %s", line)
+            lines = [*lines[-keep + 1:], line]
+    return "\n".join(lines)
 
 
 def free_port(host: str = "127.0.0.1") -> int:

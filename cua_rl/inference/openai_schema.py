@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from cua_rl.errors import RequestError
+
 MAX_N = 64
 MAX_TOKENS = 32768
 
@@ -74,15 +76,6 @@ class ChatCompletionRequest(BaseModel):
 
     def token_budget(self, default: int) -> int:
         return self.max_completion_tokens or self.max_tokens or default
-
-
-class RequestError(ValueError):
-    """A request field is invalid; `param` names it with its path (e.g. `messages.0.content`)."""
-
-    def __init__(self, param: str, message: str) -> None:
-        super().__init__(f"{param}: {message}")
-        self.param = param
-        self.message = message
 
 
 def parse_request(payload: Any) -> ChatCompletionRequest:

@@ -1,12 +1,12 @@
 """A pool of model-server replicas with sticky, least-loaded routing and failover.
 
-Routing (DESIGN.md section 5): a request with a `session_key` (one episode)
+Routing (docs/architecture.md, concurrency): a request with a `session_key` (one episode)
 goes to the replica that served that key before while it is healthy, so the
 server's prefix cache is reused; a request without a key (PRM votes) goes to
 the healthy replica with the fewest requests in flight (ties: the one picked
 least recently).
 
-Failure rules (DESIGN.md section 9): a replica that fails a request
+Failure rules (docs/architecture.md, failure rules): a replica that fails a request
 (connection error, timeout, 5xx) is marked down in the pool's `ReplicaSet`
 (replica_set.py), which probes, restarts and catches it up before it serves
 again; the request is retried on another replica. When no replica is healthy,
@@ -25,40 +25,13 @@ import itertools
 import logging
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from cua_rl.inference.base import ChatResult, InferenceUnavailable
+from cua_rl.inference.config import InferencePoolConfig
 from cua_rl.inference.replica_set import Replica, ReplicaSet
 from cua_rl.retry import retrying
 
 log = logging.getLogger(__name__)
 
-
-class InferencePoolConfig(BaseModel):
-    """Deadlines of requests to a model pool (policy or reward model)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    request_timeout_s: float = Field(120.0, gt=0)
-    """Total time one request may take on one replica before it counts as hung and is
-    retried elsewhere. 120 s covers a 512-token answer of an 8B model on a loaded
-    vLLM replica several times over (~20-40 tokens/s per sequence); the old 300 s
-    let one hung server stall an episode for 50 minutes over 10 tries."""
-    connect_timeout_s: float = Field(10.0, gt=0)
-    """A replica that does not accept the connection in this time is down."""
-    max_attempts: int = Field(3, ge=1, le=20)
-    """Replicas tried per request. 3: a second and third replica cover one bad
-    replica; beyond that the pool is down and waiting is the job of
-    `wait_for_replica_s`, not of more attempts."""
-    wait_for_replica_s: float = Field(600.0, gt=0)
-    """How long a request waits for some replica to be serving again (e.g. being
-    restarted and caught up) before it fails and aborts its episode. Long, because
-    restarting an 8B vLLM replica and loading its weights takes minutes; short tests
-    lower it. Requests fail at once when every replica has been given up on."""
-    probe_interval_s: float = Field(1.0, gt=0)
-    """Polling interval of a down replica's `/health` (by its supervisor)."""
-    probe_timeout_s: float = Field(5.0, gt=0)
-    """Timeout of one `/health` probe (a hung replica stays down)."""
 
 
 class _NoReplica(InferenceUnavailable):

@@ -29,34 +29,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from cua_rl.inference.client import InferenceClient
+from cua_rl.inference.config import SupervisionConfig
 from cua_rl.retry import retrying
 
 log = logging.getLogger(__name__)
 
 
-class SupervisionConfig(BaseModel):
-    """How a pool's replicas are watched and restarted."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    health_interval_s: float = Field(2.0, gt=0)
-    """Period of the `/health` probe of serving replicas (and of the check that their
-    process still runs): a dead replica is noticed within this even with no traffic."""
-    health_timeout_s: float = Field(10.0, gt=0)
-    """Deadline of one probe; a replica that misses it is taken out of routing. Generous:
-    the hf engine answers /health from its event loop while a batch decodes."""
-    unresponsive_after_s: float = Field(60.0, gt=0)
-    """A replica whose process runs but that has not answered /health for this long is
-    restarted (a hung server)."""
-    restart_attempts: int = Field(3, ge=1, le=20)
-    """Restarts tried per incident before the replica is given up on."""
-    restart_backoff_s: float = Field(2.0, ge=0)
-    """Base of the exponential backoff between restarts (full jitter)."""
-    max_restart_backoff_s: float = Field(60.0, ge=0)
-    """Cap of that backoff."""
 
 
 class ReplicaState(enum.StrEnum):

@@ -216,13 +216,15 @@ class TinyModel:
     primed: bool = False
 
 
-def build_tiny_model(out_dir: str | Path, seed: int = 0, primed: bool = False) -> TinyModel:
+def build_tiny_model(out_dir: str | Path, seed: int = 0, primed: bool = False,
+                     priming_steps: int | None = None) -> TinyModel:
     """Write a complete HF checkpoint dir (weights, config, tokenizer, processor).
 
     `primed` runs the format warm-up of tiny_priming.py in memory before anything
-    is saved, and the checkpoint is written to a sibling directory that is renamed
-    into place at the end, so `out_dir` never holds a partial model (a reader that
-    sees its config.json sees a complete checkpoint).
+    is saved (`priming_steps`: its budget; None: PrimingConfig's), and the checkpoint
+    is written to a sibling directory that is renamed into place at the end, so
+    `out_dir` never holds a partial model (a reader that sees its config.json sees a
+    complete checkpoint).
     """
     import torch
     from transformers import GenerationConfig, Qwen3VLForConditionalGeneration
@@ -235,9 +237,10 @@ def build_tiny_model(out_dir: str | Path, seed: int = 0, primed: bool = False) -
     torch.manual_seed(seed)
     model = Qwen3VLForConditionalGeneration(config).to(torch.float32).eval()
     if primed:
-        from cua_rl.inference.tiny_priming import prime_tiny_model
+        from cua_rl.inference.tiny_priming import PrimingConfig, prime_tiny_model
 
-        prime_tiny_model(model, processor, seed=seed)
+        budget = PrimingConfig() if priming_steps is None else PrimingConfig(steps=priming_steps)
+        prime_tiny_model(model, processor, seed=seed, cfg=budget)
     model.generation_config = GenerationConfig(
         eos_token_id=[config.text_config.eos_token_id, config.text_config.pad_token_id],
         pad_token_id=config.text_config.pad_token_id,

@@ -18,6 +18,7 @@ count; no wall-clock budget).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,10 +27,15 @@ import torch
 from cua_rl.inference.openai_schema import decode_images, parse_request
 from cua_rl.inference.tiny_priming_data import PrimingExample, generate_examples
 
+log = logging.getLogger(__name__)
+
 THREADS = 1
 """Fixed, not "all cores", so CPU reductions split the same way on every machine; and
 one, because on 2 cores shared with other processes 2 threads measured 4-5x slower
 (threads spin at barriers while a core is taken)."""
+PROGRESS_EVERY = 20
+"""Progress messages per priming run (one every steps/20 steps): the build takes
+minutes, and a user should see it move."""
 _TAIL = 7
 """`<|im_end|>\\n<|im_start|>assistant\\n` (7 tokens with the tiny BPE): the prompt's
 last tokens, always plain text, trained with gradients."""
@@ -178,7 +184,8 @@ def _train(model: Any, processor: Any, seed: int, cfg: PrimingConfig) -> Priming
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
     model.train()
     losses: list[float] = []
-    for example in examples:
+    every = max(1, cfg.steps // PROGRESS_EVERY)
+    for step, example in enumerate(examples, start=1):
         loss = answer_loss(model, encode_example(processor, example, pad_id))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -186,4 +193,7 @@ def _train(model: Any, processor: Any, seed: int, cfg: PrimingConfig) -> Priming
         optimizer.step()
         scheduler.step()
         losses.append(float(loss.detach()))
+        if step % every == 0 or step == cfg.steps:
+            log.info("priming step %d/%d (loss %.3f)", step, cfg.steps,
+                     sum(losses[-every:]) / len(losses[-every:]))
     return PrimingReport(cfg.steps, losses[0], sum(losses[-10:]) / len(losses[-10:]))

@@ -23,11 +23,12 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from cua_rl.errors import ConfigError
+from cua_rl.inference.config import VllmOptions
 from cua_rl.inference.owner_watch import terminate_with_owner_across_exec
 
 VLLM_VERSION = "0.32.0"
@@ -70,42 +71,6 @@ def resolve_vllm_python(configured: str | None = None) -> str:
 def detect_device() -> Literal["cpu", "cuda"]:
     """`cuda` when this machine has an NVIDIA device node, else `cpu`."""
     return "cuda" if Path("/dev/nvidia0").exists() else "cpu"
-
-
-class VllmOptions(BaseModel):
-    """Server options of a vLLM pool (model_servers.vllm); defaults fit both builds."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    served_model_name: str | None = None
-    """Name clients send as `model`; defaults to the model path."""
-    tensor_parallel_size: int = Field(default=1, ge=1)
-    """GPUs one replica spans (vLLM's --tensor-parallel-size)."""
-    gpu_memory_utilization: float | None = Field(default=None, gt=0.0, le=1.0)
-    """None: 0.85 on GPU; 0.1 on CPU, where vLLM reads it as a share of host memory."""
-    cpu_kv_cache_gib: float = Field(default=1.0, gt=0)
-    """CPU build only: KV cache size (VLLM_CPU_KVCACHE_SPACE)."""
-    max_model_len: int | None = Field(default=32768, ge=1)
-    """Context length in tokens (3 screenshots plus a thinking model's reasoning fit
-    in 32k); None: the model's own."""
-    dtype: str | None = None
-    """None: float32 on CPU (exact logprobs, tiny models), the checkpoint's dtype on GPU."""
-    max_images_per_prompt: int = Field(default=3, ge=0)
-    """Screenshots per request (policy: last 3; PRM: 2)."""
-    max_logprobs: int = Field(default=20, ge=0)
-    """Most logprobs a request may ask for (we ask for the sampled token's)."""
-    logprobs_mode: str = "processed_logprobs"
-    """See the module docstring: keeps behavior logprobs those of the sampled distribution."""
-    enable_prefix_caching: bool = True
-    """Sticky routing sends an episode's turns to one replica so this cache hits."""
-    max_num_seqs: int | None = Field(default=None, ge=1)
-    """Sequences batched at once per replica; None: vLLM's default."""
-    seed: int = 0
-    """Seed of vLLM's sampler (per-request seeds still apply)."""
-    mm_processor_kwargs: dict[str, Any] | None = None
-    """e.g. {"max_pixels": 1003520} to cap screenshot tokens."""
-    extra_args: list[str] = Field(default_factory=list)
-    """Appended verbatim (escape hatch for flags not modelled here)."""
 
 
 class VllmEngineConfig(VllmOptions):

@@ -56,12 +56,18 @@ async def run_bench(model_dir: Path, work: Path, *, updates: int, group: int, ac
     whichever comes first (groups whose rewards are all equal carry no signal, so a
     policy that always succeeds, or always fails, would otherwise sample forever)."""
     from cua_rl.agent import policy_messages
-    from cua_rl.inference.launcher import ModelServersConfig, replica_set
+    from cua_rl.inference.config import ModelServersConfig
+    from cua_rl.inference.launcher import replica_set
     from cua_rl.inference.pool import InferencePool
-    from cua_rl.learner.config import LearnerConfig, LearnerLoopConfig, LossConfig
+    from cua_rl.learner.config import (
+        LearnerConfig,
+        LearnerLoopConfig,
+        LossConfig,
+        WeightSyncConfig,
+    )
     from cua_rl.learner.engines import build_engine
     from cua_rl.learner.service import LearnerService
-    from cua_rl.learner.weight_sync import WeightSync, WeightSyncConfig
+    from cua_rl.learner.weight_sync import WeightSync
     from cua_rl.reward.advantages import standardize
     from cua_rl.rollout.scheduler import VersionGate
     from cua_rl.store.run_store import AsyncRunStore

@@ -120,3 +120,17 @@ class LearnerLoopConfig(BaseModel):
     """Update-sized batches of groups that may wait for the learner; the producer
     (the fleet's group handler) waits beyond that. A sample kept when its group
     completed is at most `eta + queue_updates` versions old when it is trained."""
+
+
+class WeightSyncConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    mode: Literal["checkpoint", "collective"] = "collective"
+    """`collective` streams tensors (no disk); `checkpoint` goes through a directory
+    every replica can read (shared filesystem across nodes)."""
+    host: str = "127.0.0.1"
+    """Address replicas use to reach the learner's rendezvous store (collective)."""
+    timeout_s: float = Field(600.0, gt=0)
+    """Deadline of one weight update on a replica (a large model's transfer takes minutes)."""
+    keep_exports: int = Field(1, ge=1)
+    """Checkpoint mode: exported versions kept on disk (older ones are removed)."""

@@ -164,7 +164,7 @@ class LearnerService:
         metrics = await loop.run_in_executor(self._thread, self.engine.train_step, batch)
         version = self.version
         await loop.run_in_executor(self._thread, self._checkpoint, version)
-        await self.store.call(self.store.sync.set_counter, f"{self.role}_updates", version)
+        await self.store.set_counter(f"{self.role}_updates", version)
         await self._count("samples_used", len(batch))
         if self.on_metrics is not None:
             self.on_metrics(self.role, {**metrics, **self._report(groups, batch, version)},

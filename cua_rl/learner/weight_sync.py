@@ -25,30 +25,15 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from pathlib import Path
-from typing import Any, Literal, Protocol
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any, Protocol
 
 from cua_rl.errors import InferenceUnavailable
 from cua_rl.inference.client import InferenceClient
 from cua_rl.inference.launcher import free_port
 from cua_rl.inference.replica_set import Replica, ReplicaSet
+from cua_rl.learner.config import WeightSyncConfig
 
 log = logging.getLogger(__name__)
-
-
-class WeightSyncConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    mode: Literal["checkpoint", "collective"] = "collective"
-    """`collective` streams tensors (no disk); `checkpoint` goes through a directory
-    every replica can read (shared filesystem across nodes)."""
-    host: str = "127.0.0.1"
-    """Address replicas use to reach the learner's rendezvous store (collective)."""
-    timeout_s: float = Field(600.0, gt=0)
-    """Deadline of one weight update on a replica (a large model's transfer takes minutes)."""
-    keep_exports: int = Field(1, ge=1)
-    """Checkpoint mode: exported versions kept on disk (older ones are removed)."""
 
 
 class WeightSource(Protocol):

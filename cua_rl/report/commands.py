@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from statistics import fmean
@@ -12,9 +14,10 @@ from typing import Any
 
 import click
 
-from cua_rl.runtime.options import run_options
+from cua_rl.runtime.options import OVERRIDES_HELP, run_options
 
 EVAL_PRESET = "osworld-verified-eval"
+status_log = logging.getLogger("cua_rl.status")
 
 
 class ProgressBar:
@@ -38,21 +41,37 @@ class ProgressBar:
         )
         self.scores: list[float] = []
         self.task_id: Any = None
+        self.total = 0
+        self.lines = not console.is_terminal
+        """Off a terminal the bar shows nothing until the end: log a status line per
+        scored task run instead."""
+        self.started = time.monotonic()
+        self.resumed = 0
 
     def _mean(self) -> str:
         return f"{fmean(self.scores):.3f}" if self.scores else "–"
 
     def start(self, total: int, done_scores: Sequence[float]) -> None:
         self.scores = list(done_scores)
+        self.total, self.resumed, self.started = total, len(self.scores), time.monotonic()
         self.task_id = self.progress.add_task("eval", total=total, completed=len(self.scores),
                                               mean=self._mean())
 
     def advance(self, group_id: str, score: float) -> None:
         self.scores.append(score)
         self.progress.update(self.task_id, advance=1, mean=self._mean())
+        if self.lines:
+            from cua_rl.runtime.progress import duration
+
+            done, elapsed = len(self.scores), time.monotonic() - self.started
+            now = done - self.resumed
+            eta = elapsed / now * (self.total - done) if now else None
+            status_log.info("[eval] %d/%d task runs scored, mean score %s, %s elapsed, eta=%s",
+                            done, self.total, self._mean(), duration(elapsed), duration(eta))
 
 
-@click.command("eval", context_settings={"ignore_unknown_options": True})
+@click.command("eval", context_settings={"ignore_unknown_options": True},
+               epilog=OVERRIDES_HELP)
 @run_options
 @click.option("--osworld", type=click.Path(file_okay=False, path_type=Path),
               help="The OSWorld checkout (sets tasks.source=osworld:PATH).")
@@ -74,6 +93,7 @@ def eval_command(config: str | None, preset: str | None, out: Path | None,
     from rich.console import Console
 
     from cua_rl.errors import ConfigError, TaskFormatError
+    from cua_rl.run_logging import run_log
     from cua_rl.runtime.evaluation_run import run_evaluation
     from cua_rl.runtime.options import load_run_config, new_run_dir
     from cua_rl.store.run_events import run_lifecycle
@@ -86,7 +106,7 @@ def eval_command(config: str | None, preset: str | None, out: Path | None,
     run_dir = out or new_run_dir("eval")
     bar = ProgressBar(Console(stderr=True))
     try:
-        with bar.progress, run_lifecycle(run_dir, "eval"):
+        with run_log(run_dir), bar.progress, run_lifecycle(run_dir, "eval"):
             result = asyncio.run(run_evaluation(cfg, run_dir, runs, progress=bar,
                                                 check=preflight))
     except (ConfigError, TaskFormatError) as exc:  # raised before anything starts

@@ -1,8 +1,8 @@
 """The OSWorld evaluation report: per task, per domain, OSWorld's app groups, overall.
 
 A task run is one trajectory whose group id is `<task_id>#<run_index>` and whose
-status is finished or step_limit; aborted attempts never count (DESIGN.md
-section 9). Scores are the evaluator's raw scores, so partial credit and
+status is finished or step_limit; aborted attempts never count (docs/architecture.md,
+failure rules). Scores are the evaluator's raw scores, so partial credit and
 infeasible tasks count exactly as `evaluate()` says. Every mean is over tasks
 (each task first averaged over its runs), as OSWorld reports success rates.
 

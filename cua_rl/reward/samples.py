@@ -56,7 +56,7 @@ class _Screens:
 
     async def url(self, name: str) -> str:
         if name not in self._urls:
-            path = self.store.sync.screenshot_path(name)
+            path = self.store.screenshot_path(name)
             loop = asyncio.get_running_loop()
             data = await loop.run_in_executor(None, path.read_bytes)
             self._urls[name] = await loop.run_in_executor(None, partial(

@@ -6,7 +6,7 @@ EpisodeAborted (or CancelledError): never both, never neither. Everything from
 outside the process that the episode cannot use (a dead desktop, a corrupt
 screenshot, no model replica, an unusable model answer, a broken setup step)
 aborts this episode only. A response that does not parse as an action becomes
-a recorded no-op step (DESIGN.md section 9); every step
+a recorded no-op step (docs/architecture.md, failure rules); every step
 is handed to the judge as soon as it exists, so reward-model votes arrive while
 the episode goes on.
 """
@@ -23,12 +23,13 @@ from cua_rl.agent import parse_response, to_pyautogui
 from cua_rl.agent.images import encode_image, png_passthrough_url
 from cua_rl.errors import (
     DesktopError,
+    EpisodeAborted,
     GuestError,
     InferenceError,
     ModelResponseError,
     SetupStepError,
 )
-from cua_rl.rollout.base import ChatBackend, EpisodeAborted, EpisodeDesktop
+from cua_rl.rollout.base import ChatBackend, EpisodeDesktop
 from cua_rl.rollout.config import EpisodeConfig
 from cua_rl.rollout.context import history_line, model_image_size, step_messages
 from cua_rl.rollout.episode_recording import EpisodeRecording, recording_path

@@ -9,19 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from cua_rl.errors import CuaRlError
 from cua_rl.inference.base import ChatResult
 from cua_rl.types import Action, TaskVariant
-
-
-class EpisodeAborted(CuaRlError):
-    """The episode cannot go on for a reason that is not the agent's fault
-    (dead desktop, no model replica, broken task setup). Never a failure.
-    `permanent`: trying again cannot help (a setup step failed), so it is not re-queued."""
-
-    def __init__(self, message: str, *, permanent: bool = False) -> None:
-        super().__init__(message)
-        self.permanent = permanent
 
 
 class ChatBackend(Protocol):

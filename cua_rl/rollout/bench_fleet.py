@@ -228,7 +228,7 @@ async def judge_batch(cluster: Cluster, groups: list[GroupRecord]) -> int:
 
     def url(name: str) -> str:
         if name not in urls:
-            data = cluster.store.sync.screenshot_path(name).read_bytes()
+            data = cluster.store.screenshot_path(name).read_bytes()
             urls[name] = encode_image(data, min_pixels=cluster.episode.min_pixels,
                                       max_pixels=cluster.episode.max_pixels)
         return urls[name]

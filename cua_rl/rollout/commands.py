@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 
 import click
 
-from cua_rl.runtime.options import run_options
+from cua_rl.runtime.options import OVERRIDES_HELP, run_options
 
 
-@click.command("rollout", context_settings={"ignore_unknown_options": True})
+@click.command("rollout", context_settings={"ignore_unknown_options": True},
+               epilog=OVERRIDES_HELP)
 @run_options
 def rollout(config: str | None, preset: str | None, out: Path | None,
             overrides: tuple[str, ...], as_json: bool) -> None:
     """Run task groups on desktops with the policy and the streaming reward model."""
     from cua_rl.errors import RunFailed
+    from cua_rl.run_logging import run_log
     from cua_rl.runtime.options import load_run_config, new_run_dir, run_stoppable
     from cua_rl.runtime.rollout import run_rollouts
     from cua_rl.store.run_events import run_lifecycle
@@ -24,7 +27,8 @@ def rollout(config: str | None, preset: str | None, out: Path | None,
     cfg = load_run_config(config, preset, overrides)
     run_dir = out or new_run_dir("rollout")
     started = time.monotonic()
-    with run_lifecycle(run_dir, "rollout"):
+    with run_log(run_dir) as log_file, run_lifecycle(run_dir, "rollout"):
+        logging.getLogger(__name__).info("rollouts into %s (log: %s)", run_dir, log_file)
         counts = run_stoppable(run_rollouts(cfg, run_dir))
         if counts.get("gave_up") and not counts.get("episodes"):
             raise RunFailed(f"{run_dir}: every episode was given up ({counts['gave_up']}); "

@@ -21,9 +21,10 @@ from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
+from cua_rl.errors import EpisodeAborted
 from cua_rl.reward.judge import StreamingJudge
 from cua_rl.rollout.actor import run_episode
-from cua_rl.rollout.base import ChatBackend, EpisodeAborted, EpisodeDesktop
+from cua_rl.rollout.base import ChatBackend, EpisodeDesktop
 from cua_rl.rollout.config import EpisodeConfig, FleetConfig, HorizonSchedule
 from cua_rl.rollout.scheduler import GroupScheduler, RolloutTicket, VersionGate
 from cua_rl.store.run_events import GAVE_UP, SET_ASIDE

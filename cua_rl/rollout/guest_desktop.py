@@ -22,8 +22,7 @@ from cua_rl.desktop.pool import DesktopPool
 from cua_rl.desktop.providers.base import DesktopHandle
 from cua_rl.desktop.settle import OPENING_STEPS, Settled, wait_until_settled
 from cua_rl.desktop.setup_steps import SetupContext, run_setup_steps
-from cua_rl.errors import DesktopError, GuestError
-from cua_rl.rollout.base import EpisodeAborted
+from cua_rl.errors import DesktopError, EpisodeAborted, GuestError
 from cua_rl.rollout.config import EpisodeConfig
 from cua_rl.types import Action, TaskVariant
 

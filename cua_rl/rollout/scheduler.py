@@ -6,7 +6,7 @@ Invariants:
   attempt) and never counts as a failure;
 - a group is emitted exactly once, when all G of its slots have completed;
 - a rollout starts only while the serving policy is fresh enough
-  (`VersionGate`, DESIGN.md section 5).
+  (`VersionGate`, docs/architecture.md, concurrency).
 """
 
 from __future__ import annotations

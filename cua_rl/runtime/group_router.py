@@ -15,11 +15,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from cua_rl.adapt.config import AdaptConfig
 from cua_rl.adapt.selector import TemplateSelector
 from cua_rl.learner.service import LearnerService
 from cua_rl.reward.samples import GroupSamples, group_samples
 from cua_rl.rollout.config import EpisodeConfig
-from cua_rl.runtime.train_config import AdaptConfig, TrainConfig
+from cua_rl.runtime.train_config import TrainConfig
 from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.types import GroupRecord
 

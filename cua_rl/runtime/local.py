@@ -65,10 +65,10 @@ async def local_components(cfg: RunConfig, run_dir: Path, *,
     versions = versions or {}
     task_set = load_run_tasks(cfg)
     store = AsyncRunStore.open(run_dir)
-    await store.call(store.sync.save_config, cfg.model_dump(mode="json"))
+    await store.save_config(cfg.model_dump(mode="json"))
     for variants in task_set:
         for variant in variants:
-            await store.call(store.sync.add_variant, variant)
+            await store.add_variant(variant)
     tiny = cfg.tiny_model_dir or default_tiny_dir()
     logs = run_dir / "logs"
     async with contextlib.AsyncExitStack() as stack:

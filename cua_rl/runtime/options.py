@@ -13,6 +13,25 @@ import click
 
 from cua_rl.errors import ConfigError
 
+OVERRIDES_HELP = """Overrides: dotted.key=value after the options, applied after the preset and
+CONFIG (`cua-rl config show ...` prints the result). Common ones:
+
+\b
+  tasks.ids=[ID,...]          run only these tasks
+  tasks.split=NAME            a shipped split or a split file
+  episode.max_steps=N         step limit of an episode
+  fleet.max_groups=N          stop after N task groups
+  fleet.group_size=N          rollouts per task group
+  desktops.count=N            desktops started (usually = fleet.actors)
+  fleet.actors=N              concurrent episodes
+  policy.model=PATH|tiny      policy checkpoint (prm.model: the reward model)
+  train.max_policy_updates=N  (train) stop after N policy updates
+  metrics.status_interval_s=S status line period when not on a terminal
+
+Every key, its type, default and meaning: docs/configuration.md (or
+`cua-rl config reference`)."""
+"""The epilog of `train`, `rollout` and `eval --help`."""
+
 
 def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """CONFIG|--preset NAME, --out RUN_DIR, --json and dotted overrides."""

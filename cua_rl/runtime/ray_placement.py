@@ -25,7 +25,7 @@ import asyncio
 from typing import Any
 
 from cua_rl.errors import ConfigError
-from cua_rl.inference.launcher import ModelServersConfig
+from cua_rl.inference.config import ModelServersConfig
 from cua_rl.runtime.ray_config import RayConfig
 
 Bundle = dict[str, float]

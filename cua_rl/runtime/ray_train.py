@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from cua_rl.config import RunConfig
-from cua_rl.inference.launcher import ModelServersConfig, default_tiny_dir, replica_set
+from cua_rl.inference.config import ModelServersConfig
+from cua_rl.inference.launcher import default_tiny_dir, replica_set
 from cua_rl.inference.pool import InferencePool
 from cua_rl.inference.replica_set import ReplicaSet
 from cua_rl.rollout.fleet import GroupHandler
@@ -106,10 +107,10 @@ async def ray_components(cfg: RunConfig, served: RunConfig, run_dir: Path,
 
     task_set = load_run_tasks(served)
     store = AsyncRunStore.open(run_dir)
-    await store.call(store.sync.save_config, served.model_dump(mode="json"))
+    await store.save_config(served.model_dump(mode="json"))
     for variants in task_set:
         for variant in variants:
-            await store.call(store.sync.add_variant, variant)
+            await store.add_variant(variant)
     async with contextlib.AsyncExitStack() as stack:
         stack.push_async_callback(store.close)
         policy_set = await stack.enter_async_context(

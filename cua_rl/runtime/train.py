@@ -26,8 +26,9 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from cua_rl.adapt.config import RewriterConfig
 from cua_rl.adapt.critique import Critic
-from cua_rl.adapt.rewriter import RewriterConfig, TaskTemplate, load_difficulty, make_rewriter
+from cua_rl.adapt.rewriter import TaskTemplate, load_difficulty, make_rewriter
 from cua_rl.adapt.selector import TemplateSelector
 from cua_rl.config import RunConfig
 from cua_rl.inference.launcher import (
@@ -46,6 +47,7 @@ from cua_rl.runtime.group_router import GroupRouter
 from cua_rl.runtime.live import live_summary
 from cua_rl.runtime.local import Components, local_components
 from cua_rl.runtime.metrics import MetricsLogger
+from cua_rl.runtime.progress import RunProgress
 from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.tasks.sources import LOCAL_SUITE
 from cua_rl.types import TaskVariant
@@ -221,20 +223,35 @@ async def _train_loop(cfg: RunConfig, run_dir: Path, *, store: AsyncRunStore,
             return None
         return await selector.next_variant()
 
+    learners = [policy_learner, *([prm_learner] if prm_learner else [])]
+    progress: RunProgress | None = None
+
+    def on_rollout_metrics(group: Any, samples: Any, n: int) -> None:
+        values = group_metrics(group, samples, gate, fleet, cfg, started)
+        metrics.log("rollout", values, n)
+        if progress is not None:
+            progress.observe_group(values)
+
     on_group = GroupRouter(
         selector=selector, store=store, policy=policy_learner, prm=prm_learner, train=cfg.train,
         adapt=cfg.adapt, episode=cfg.episode, selector_file=selector_file,
-        on_metrics=lambda group, samples, n: metrics.log(
-            "rollout", group_metrics(group, samples, gate, fleet, cfg, started), n))
+        on_metrics=on_rollout_metrics)
     fleet = rollouts(source, on_group)
-    learners = [policy_learner, *([prm_learner] if prm_learner else [])]
+    progress = RunProgress(fleet, learners, max_updates, cfg.fleet.max_groups,
+                           started=started)
+    log.info("training: %d task(s), %d desktop(s), up to %d policy updates%s", len(templates),
+             cfg.desktops.count, max_updates,
+             f" or {cfg.fleet.max_groups} groups" if cfg.fleet.max_groups else "")
     try:
         async with asyncio.TaskGroup() as tasks:
             runs = [tasks.create_task(policy_learner.run(max_updates=max_updates))]
             if prm_learner is not None:
                 runs.append(tasks.create_task(prm_learner.run()))
-            live = tasks.create_task(live_summary(cfg.metrics.live, fleet, learners, selector))
+            live = tasks.create_task(live_summary(cfg.metrics, progress, learners, selector))
             await fleet.run()
+            progress.phase = "draining"
+            log.info("rollouts done (%s); learners train what is queued",
+                     progress.snapshot().line())
             for service in learners:
                 await service.finish()
             await asyncio.gather(*runs)
@@ -245,7 +262,7 @@ async def _train_loop(cfg: RunConfig, run_dir: Path, *, store: AsyncRunStore,
             if service.sync is not None:
                 await service.sync.close()
         metrics.close()
-    summary = await store.call(store.sync.summary)
+    summary = await store.summary()
     return {"run_dir": str(run_dir), "policy_version": policy_learner.version,
             "prm_version": prm_learner.version if prm_learner else 0,
             **{k: summary[k] for k in ("trajectories", "steps", "verdicts", "aborted",

@@ -12,18 +12,20 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import time
 from pathlib import Path
 
 import click
 
-from cua_rl.runtime.options import run_options
+from cua_rl.runtime.options import OVERRIDES_HELP, run_options
 
 RUN_MARKERS = ("config.yaml", "run.sqlite")
 """Files whose presence makes a directory a cua-rl run."""
 
 
-@click.command("train", context_settings={"ignore_unknown_options": True})
+@click.command("train", context_settings={"ignore_unknown_options": True},
+               epilog=OVERRIDES_HELP)
 @run_options
 @click.option("--resume", "resume_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Continue the run in this directory from its last checkpoint.")
@@ -35,6 +37,7 @@ def train(config: str | None, preset: str | None, out: Path | None,
     """Train policy and reward model with actors, the streaming PRM and task adaptation."""
     from cua_rl.command_output import stdout_to_stderr
     from cua_rl.errors import RunDirError, naming_path
+    from cua_rl.run_logging import run_log
     from cua_rl.runtime.options import load_run_config, new_run_dir, run_stoppable
     from cua_rl.store.run_events import run_lifecycle
 
@@ -53,7 +56,9 @@ def train(config: str | None, preset: str | None, out: Path | None,
             (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
     started = time.monotonic()
     quiet = stdout_to_stderr() if as_json else contextlib.nullcontext()
-    with quiet, run_lifecycle(run_dir, "train"):
+    with quiet, run_log(run_dir) as log_file, run_lifecycle(run_dir, "train"):
+        logging.getLogger(__name__).info("%s run in %s (log: %s)", "resuming the" if resume_dir
+                                         else "training", run_dir, log_file)
         if cfg.demo.eval_rollouts and resume_dir is None:
             from cua_rl.runtime.learn_demo import run_learn_demo
 

@@ -1,16 +1,12 @@
-"""Typed settings of a training run beyond rollouts: learners, sync, adaptation, metrics."""
+"""Typed settings of a training run beyond rollouts: learners, sync, metrics (adaptation:
+`cua_rl/adapt/config.py`)."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from cua_rl.adapt.acceptance import AdaptBand
-from cua_rl.adapt.critique import CritiqueConfig
-from cua_rl.adapt.rewriter import RewriterConfig
-from cua_rl.learner.config import LearnerConfig, LearnerLoopConfig
-from cua_rl.learner.weight_sync import WeightSyncConfig
+from cua_rl.learner.config import LearnerConfig, LearnerLoopConfig, WeightSyncConfig
 from cua_rl.rollout.config import HorizonSchedule
 
 
@@ -44,19 +40,6 @@ class TrainConfig(BaseModel):
     to each episode from the learner version when the episode starts."""
 
 
-class AdaptConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    enabled: bool = True
-    """Rewrite tasks whose accuracy leaves the band (Algorithm 2)."""
-    band: AdaptBand = Field(default_factory=AdaptBand)
-    rewriter: RewriterConfig = Field(default_factory=RewriterConfig)
-    critique: CritiqueConfig = Field(default_factory=CritiqueConfig)
-    difficulty: Path | None = None
-    """JSON {task_id: [variant names easiest->hardest]} (or {order, hints});
-    None: osworld_tasks/local/difficulty.json when it exists."""
-
-
 class MetricsConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -66,3 +49,6 @@ class MetricsConfig(BaseModel):
     """Also log to Weights & Biases under this project (needs `wandb` and a login)."""
     live: bool = True
     """A rich live summary in the terminal."""
+    status_interval_s: float = Field(30.0, ge=0.0)
+    """Seconds between one-line status messages (phase, episodes, updates, rates,
+    rewards, ETA) when stderr is not a terminal or `live` is off; 0: none."""

@@ -325,8 +325,35 @@ class AsyncRunStore:
     async def incr(self, name: str, by: float = 1) -> None:
         await self.call(self.sync.incr, name, by)
 
+    # The rest of RunStore's API, on the store thread, so callers never reach into
+    # `sync` (which would run SQLite on the event loop).
+    async def save_config(self, config: dict[str, Any]) -> None:
+        await self.call(self.sync.save_config, config)
+
+    async def add_variant(self, variant: TaskVariant) -> None:
+        await self.call(self.sync.add_variant, variant)
+
+    async def set_counter(self, name: str, value: float) -> None:
+        await self.call(self.sync.set_counter, name, value)
+
     async def add_event(self, kind: str, subject: str, data: dict[str, Any]) -> None:
         await self.call(self.sync.add_event, kind, subject, data)
+
+    async def counters(self) -> dict[str, float]:
+        return await self.call(self.sync.counters)
+
+    async def events(self, kind: str | None = None) -> list[dict[str, Any]]:
+        return await self.call(self.sync.events, kind)
+
+    async def summary(self) -> dict[str, Any]:
+        return await self.call(self.sync.summary)
+
+    async def load_verdicts(self, trajectory_id: str) -> list[StepVerdict]:
+        return await self.call(self.sync.load_verdicts, trajectory_id)
+
+    def screenshot_path(self, name: str) -> Path:
+        """Where a stored screenshot's file is (a path, no I/O)."""
+        return self.sync.screenshot_path(name)
 
     async def close(self) -> None:
         await self.call(self.sync.close)

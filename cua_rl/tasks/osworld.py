@@ -5,7 +5,7 @@ accepts the checkout root or its `evaluation_examples` folder. Loading never
 stops at the first bad file: `TaskLoad` carries every task that parsed, every
 `Problem` and, per task, the metric/getter names the evaluation registry does
 not implement yet. `TaskLoad.raise_for_problems` is what a run calls so that it
-does not start with a malformed task (DESIGN.md section 9); unimplemented names
+does not start with a malformed task (docs/architecture.md, failure rules); unimplemented names
 are a coverage gap, reported but not fatal.
 """
 

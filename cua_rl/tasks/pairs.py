@@ -1,6 +1,6 @@
 """Template/evaluator pairs: the evaluator variants a task can be switched between.
 
-Layout under a root folder (DESIGN.md section 1.3):
+Layout under a root folder (docs/architecture.md, authoring task pairs):
 
     templates/<task_id>.json              {evaluator name: canonical instruction}
     evaluators/<task_id>/<file name>.json one OSWorld evaluator spec per name

@@ -66,7 +66,7 @@ def load_task_set(
     """The variants of every task in scope, one list per task (the first entry
     is the variant a run starts from). Raises on any malformed task and on any
     metric, getter or setup-step name nobody registered, so a run never starts
-    with one (DESIGN.md section 9)."""
+    with one (docs/architecture.md, failure rules)."""
     load = load_source(source, split)
     load.raise_for_problems()
     wanted = list(ids)

@@ -1,8 +1,8 @@
 """Named split lists: which task ids a run or an evaluation uses.
 
 A split file holds one task id per line; `#` starts a comment. The lists ship
-as package data in `cua_rl/tasks/splits/` (not in `osworld_tasks/splits/` as
-DESIGN.md section 2 sketches) so that an installed `cua-rl` finds them too.
+as package data in `cua_rl/tasks/splits/` (not in `osworld_tasks/splits/`) so
+that an installed `cua-rl` finds them too.
 They hold task ids only; the task files stay in the user's OSWorld checkout.
 `build_splits` derives them from a checkout; `tools/make_splits.py` writes
 them and a unit test checks the shipped files against the test data.

@@ -15,7 +15,8 @@ from pathlib import Path
 import torch
 from aiohttp import web
 
-from cua_rl.learner.weight_sync import WeightSync, WeightSyncConfig
+from cua_rl.learner.config import WeightSyncConfig
+from cua_rl.learner.weight_sync import WeightSync
 from cua_rl.runtime.options import run_stoppable
 
 

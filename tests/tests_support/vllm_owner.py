@@ -13,7 +13,8 @@ import os
 import sys
 from pathlib import Path
 
-from cua_rl.inference.launcher import ModelServersConfig, replica_set
+from cua_rl.inference.config import ModelServersConfig
+from cua_rl.inference.launcher import replica_set
 from cua_rl.inference.server_auth import TOKEN_ENV
 
 

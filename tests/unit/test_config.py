@@ -47,3 +47,39 @@ def test_bad_yaml_and_bad_override(tmp_path: Path) -> None:
 def test_unknown_preset_lists_known() -> None:
     with pytest.raises(ConfigError, match="unknown preset 'nope'"):
         load_config(Outer, preset="nope")
+
+
+def test_unknown_keys_get_one_line_with_the_key_meant(tmp_path: Path) -> None:
+    from cua_rl.config import RunConfig
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("episode:\n  max_step: 5\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(RunConfig, cfg)
+    assert str(err.value) == f"{cfg}: episode.max_step: unknown key (did you mean 'max_steps'?)"
+    with pytest.raises(ConfigError, match=r"train\.sync\.modee: unknown key \(did you mean "
+                                          r"'mode'\?\)"):
+        load_config(RunConfig, overrides=["train.sync.modee=broadcast"])
+    # through a discriminated union (the provider) and at the top level
+    with pytest.raises(ConfigError, match=r"did you mean 'state_dir'\?"):
+        load_config(RunConfig, overrides=["desktops.provider.state_dirr=/tmp/x"])
+    with pytest.raises(ConfigError, match=r"polcy: unknown key \(did you mean 'policy'\?\)"):
+        load_config(RunConfig, overrides=["polcy.model=tiny"])
+    # nothing close: the section's keys
+    with pytest.raises(ConfigError, match=r"fleet\.zzzz: unknown key \(this section has: "
+                                          r"actors, "):
+        load_config(RunConfig, overrides=["fleet.zzzz=1"])
+
+
+def test_loading_the_config_imports_no_service_code() -> None:
+    """Config models live in config modules: `cua_rl.config` pulls in no HTTP client,
+    launcher or engine (so `config show` and the CLI stay light)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, cua_rl.config\n"
+            "bad = [m for m in ('aiohttp', 'torch', 'cua_rl.desktop.client', "
+            "'cua_rl.inference.client', 'cua_rl.inference.launcher', 'cua_rl.adapt.rewriter', "
+            "'cua_rl.learner.weight_sync') if m in sys.modules]\n"
+            "assert not bad, bad\n")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -41,3 +41,17 @@ def test_the_cli_help_does_not_import_torch() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=60)
     assert out.stdout.strip() == "[]"
+
+
+def test_no_caller_reaches_into_the_async_run_store() -> None:
+    """Outside cua_rl/store/, the run store is used through AsyncRunStore's own async
+    methods: `store.sync.X` would run SQLite on the event loop."""
+    import re
+
+    package = ROOT / "cua_rl"
+    reaching = re.compile(r"\bstore\.sync\.\w+")
+    found = [f"{path.relative_to(package)}:{n}" for path in sorted(package.rglob("*.py"))
+             if "store" not in path.relative_to(package).parts[:1]
+             for n, line in enumerate(path.read_text().splitlines(), 1)
+             if reaching.search(line)]
+    assert found == [], found

@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cua_rl.desktop.providers.aws_api import Ec2Api, Ec2Error, tag
+from cua_rl.desktop.providers.aws_api import Ec2Api, tag
 from cua_rl.desktop.providers.aws_config import (
     OSWORLD_AMIS,
     TAG_DESKTOP,
@@ -42,7 +42,7 @@ from cua_rl.desktop.providers.aws_config import (
 from cua_rl.desktop.providers.aws_tls import GuestPair, cloud_config, instance_token, make_pair
 from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider
 from cua_rl.desktop.providers.local_state import check_desktop_id
-from cua_rl.errors import DesktopError, GuestError, GuestUnavailable
+from cua_rl.errors import DesktopError, Ec2Error, GuestError, GuestUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from cua_rl.desktop.providers.aws_config import AwsProviderConfig
-from cua_rl.errors import DesktopError
+from cua_rl.errors import DesktopError, Ec2Error
 from cua_rl.retry import retrying
 
 log = logging.getLogger(__name__)
@@ -34,12 +34,8 @@ TRANSIENT_CODES = frozenset({"InternalError", "InternalFailure", "ServiceUnavail
                              "Unavailable"})
 
 
-class Ec2Error(DesktopError):
-    """An EC2 API call failed for good; `code` is AWS's error code."""
-
-    def __init__(self, message: str, code: str = "") -> None:
-        super().__init__(message)
-        self.code = code
+CREDENTIALS_HINT = ("AWS credentials come from the environment, ~/.aws or a named "
+                    "profile (`profile:`); see docs/providers.md")
 
 
 def backoff_delay(attempt: int, base_s: float, max_s: float,
@@ -75,6 +71,7 @@ class Ec2Api:
     async def call(self, op: str, **kwargs: Any) -> dict[str, Any]:
         """Run `client.<op>(**kwargs)` in the pool; retry throttling with backoff."""
         from botocore.exceptions import (
+            BotoCoreError,
             ClientError,
             ConnectionClosedError,
             ConnectTimeoutError,
@@ -109,6 +106,9 @@ class Ec2Api:
         except transient as exc:
             raise Ec2Error(f"EC2 {op} ({self.config.region}): {exc}",
                            "ConnectionError") from exc
+        except BotoCoreError as exc:  # no credentials, unknown profile, bad config
+            raise Ec2Error(f"EC2 {op} ({self.config.region}): {exc} ({CREDENTIALS_HINT})",
+                           type(exc).__name__) from exc
         raise AssertionError("unreachable: retrying re-raises the last error")
 
     async def pages(self, op: str, key: str, **kwargs: Any) -> list[Any]:
@@ -166,8 +166,14 @@ class Ec2Api:
         except ImportError as exc:
             raise DesktopError("aws provider: boto3 is not installed "
                                "(pip install 'cua-rl[aws]')") from exc
-        session = boto3.Session(profile_name=self.config.profile,
-                                region_name=self.config.region)
+        from botocore.exceptions import BotoCoreError
+
+        try:
+            session = boto3.Session(profile_name=self.config.profile,
+                                    region_name=self.config.region)
+        except BotoCoreError as exc:  # e.g. ProfileNotFound
+            raise Ec2Error(f"aws provider: {exc} ({CREDENTIALS_HINT})",
+                           type(exc).__name__) from exc
         return session.client(
             "ec2", endpoint_url=self.config.endpoint_url,
             # our own backoff handles throttling; botocore's would sleep in a thread

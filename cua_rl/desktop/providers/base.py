@@ -1,7 +1,7 @@
 """The provider contract: how the host gets, resets and gives back desktops.
 
 A provider turns a desktop id into a running desktop whose guest server speaks
-the guest protocol (DESIGN.md section 4.1) and returns a `DesktopHandle`, the
+the guest protocol (docs/architecture.md, guest protocol) and returns a `DesktopHandle`, the
 only thing the pool, the actors and the CLI keep. Implementations (local,
 container, docker, qemu, aws) live beside this file; `make_provider` picks one from the
 `type` of a `ProviderConfig`, so a new provider is one module plus one union
@@ -13,16 +13,10 @@ from __future__ import annotations
 import importlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Annotated, Any
-
-from pydantic import Field
+from typing import Any
 
 from cua_rl.desktop.client import GuestClient
-from cua_rl.desktop.providers.aws_config import AwsProviderConfig
-from cua_rl.desktop.providers.container_config import ContainerProviderConfig
-from cua_rl.desktop.providers.docker_config import DockerProviderConfig
-from cua_rl.desktop.providers.local_config import LocalProviderConfig
-from cua_rl.desktop.providers.qemu_config import QemuProviderConfig
+from cua_rl.desktop.providers.config import ProviderConfig
 from cua_rl.errors import DesktopError
 
 
@@ -139,14 +133,6 @@ class DesktopProvider(ABC):
         """Release the provider's own resources (HTTP sessions); desktops stay up."""
         return None
 
-
-# The union grows one member per provider; the
-# `type` field selects the member, so YAML reads `provider: {type: local, ...}`.
-ProviderConfig = Annotated[
-    LocalProviderConfig | ContainerProviderConfig | DockerProviderConfig | QemuProviderConfig
-    | AwsProviderConfig,
-    Field(discriminator="type"),
-]
 
 # type -> "module:class" so that a provider's heavy imports happen only when used.
 _PROVIDERS: dict[str, str] = {

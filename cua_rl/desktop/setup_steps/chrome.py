@@ -28,7 +28,7 @@ from pydantic import Field
 
 from cua_rl.desktop.setup_step_params import StepParams, Text
 from cua_rl.desktop.setup_steps.core import StepRun, register_setup_step
-from cua_rl.errors import CuaRlError, SetupStepError
+from cua_rl.errors import ChromeRequirementMissing, CuaRlError, SetupStepError
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ async def _with_browser(run: StepRun[Any], action: Any) -> Any:
         try:
             browser = await chrome_cdp.connect(playwright, run.client, run.context,
                                                relaunch=False, deadline_s=CONNECT_DEADLINE_S)
-        except chrome_cdp.ChromeRequirementMissing as exc:
+        except ChromeRequirementMissing as exc:
             raise SetupStepError(str(exc)) from exc
         try:
             return await action(browser)

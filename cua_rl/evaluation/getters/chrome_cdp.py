@@ -35,8 +35,13 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from cua_rl.errors import CuaRlError, GuestError, GuestUnavailable
-from cua_rl.evaluation.deps import EXTRA_HINT, EvalExtraMissing
+from cua_rl.errors import (
+    ChromeRequirementMissing,
+    EvalExtraMissing,
+    GuestError,
+    GuestUnavailable,
+)
+from cua_rl.evaluation.deps import EXTRA_HINT
 
 if TYPE_CHECKING:
     from cua_rl.desktop.client import GuestClient
@@ -53,11 +58,6 @@ RELAUNCH_COMMANDS = (["google-chrome", "--remote-debugging-port=1337"],
 
 _APP_NAMES = ("Google Chrome", "Chromium")
 _ADDRESS_BAR = "Address and search bar"
-
-
-class ChromeRequirementMissing(CuaRlError):
-    """A Chrome getter or setup step needs something this host or desktop lacks
-    (a settings file, credentials, the network, a reachable browser)."""
 
 
 def import_playwright(what: str) -> ModuleType:

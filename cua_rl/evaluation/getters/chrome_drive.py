@@ -15,7 +15,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from cua_rl.evaluation.getters.chrome_cdp import ChromeRequirementMissing
+from cua_rl.errors import ChromeRequirementMissing
 from cua_rl.evaluation.registry import GetterContext, getter
 
 log = logging.getLogger(__name__)

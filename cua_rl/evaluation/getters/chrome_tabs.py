@@ -13,12 +13,8 @@ import asyncio
 import logging
 from typing import Any
 
-from cua_rl.evaluation.deps import EvalExtraMissing
-from cua_rl.evaluation.getters.chrome_cdp import (
-    ChromeRequirementMissing,
-    active_url,
-    browser_session,
-)
+from cua_rl.errors import ChromeRequirementMissing, EvalExtraMissing
+from cua_rl.evaluation.getters.chrome_cdp import active_url, browser_session
 from cua_rl.evaluation.getters.chrome_url_parse import dash_part, macys_path, query_params
 from cua_rl.evaluation.registry import GetterContext, getter
 

@@ -9,8 +9,9 @@ import pytest
 from tests_support.scripted_model import REWRITE_MARK, TRAJ_SUMMARY, ScriptedModelServer
 
 from cua_rl.adapt.acceptance import AdaptBand
+from cua_rl.adapt.config import RewriterConfig
 from cua_rl.adapt.critique import Critic
-from cua_rl.adapt.rewriter import ModelRewriter, RewriterConfig, TaskTemplate
+from cua_rl.adapt.rewriter import ModelRewriter, TaskTemplate
 from cua_rl.adapt.selector import TemplateSelector
 from cua_rl.config import RunConfig
 from cua_rl.rollout.fleet import Fleet
@@ -78,7 +79,7 @@ async def test_failing_task_gets_easier_proposal_and_rule_decides(
                 await selector.on_group(group)
                 decided = decided or any(
                     e["kind"] == "adapt_decision"
-                    for e in await parts.store.call(parts.store.sync.events))
+                    for e in await parts.store.events())
 
             fleet = Fleet(GroupScheduler(source, 2, max_groups=6), parts.desktops, parts.policy,
                           parts.store, cfg.episode, cfg.fleet, judge=parts.judge,

@@ -341,3 +341,43 @@ async def test_cua_image_a_real_tls_guest_with_the_pair_from_the_user_data(
         await launcher.stop(handle)
     finally:
         await launcher.close()
+def test_vm_up_list_down_with_the_aws_provider(network: dict[str, Any]) -> None:
+    from click.testing import CliRunner
+
+    from cua_rl.cli import cli
+
+    sets = [f"endpoint_url={network['url']}", f"region={REGION}", f"ami_id={network['ami']}",
+            f"subnet_id={network['subnet']}", "run_id=by-hand", "wait_ready=false",
+            "self_shutdown=false", "poll_interval_s=0.05"]
+    args = ["--provider", "aws", *(a for s in sets for a in ("--set", s))]
+    up = CliRunner().invoke(cli, ["vm", "up", *args, "--count", "2", "--json"])
+    assert up.exit_code == 0, up.output
+    ids = sorted(d["id"] for d in json.loads(up.stdout))  # stderr has the log lines
+    listed = CliRunner().invoke(cli, ["vm", "list", *args, "--json"])
+    assert listed.exit_code == 0 and sorted(d["id"] for d in json.loads(listed.stdout)) == ids
+    down = CliRunner().invoke(cli, ["vm", "down", *args, "--all"])
+    assert down.exit_code == 0 and all(f"stopped {i}" in down.output for i in ids), down.output
+    assert json.loads(CliRunner().invoke(cli, ["vm", "list", *args, "--json"]).stdout) == []
+
+
+def test_missing_credentials_are_one_line_not_a_traceback(tmp_path: Any) -> None:
+    """`vm sweep --dry-run` and `vm list --provider aws` on a machine with no AWS
+    credentials (no network: the credential lookup fails before any request)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(HOME=str(tmp_path), AWS_EC2_METADATA_DISABLED="true",
+               AWS_CONFIG_FILE=str(tmp_path / "none"),
+               AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"))
+    endpoint = f"http://127.0.0.1:{free_port()}"
+    for args in (["vm", "sweep", "--dry-run", "--endpoint-url", endpoint],
+                 ["vm", "list", "--provider", "aws", "--set", f"endpoint_url={endpoint}"],
+                 ["vm", "list", "--provider", "aws", "--set", "profile=nobody"]):
+        done = subprocess.run([sys.executable, "-m", "cua_rl.cli", *args], env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 1, (args, done.stderr)
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("Error: "), (args, done.stderr)
+        assert "credentials" in lines[0] or "profile" in lines[0], lines[0]

@@ -16,7 +16,8 @@ pytestmark = pytest.mark.model
 OWNER = """
 import asyncio, sys
 from pathlib import Path
-from cua_rl.inference.launcher import ModelServersConfig, model_servers
+from cua_rl.inference.config import ModelServersConfig
+from cua_rl.inference.launcher import model_servers
 
 async def main():
     cfg = ModelServersConfig(model=sys.argv[1], threads=1, replicas=2)

@@ -15,10 +15,12 @@ import aiohttp
 import pytest
 
 from cua_rl.inference.base import ChatResult
-from cua_rl.inference.launcher import ModelServersConfig, replica_set
-from cua_rl.inference.pool import InferencePool, InferencePoolConfig
-from cua_rl.inference.replica_set import ReplicaState, SupervisionConfig
-from cua_rl.learner.weight_sync import WeightSync, WeightSyncConfig
+from cua_rl.inference.config import InferencePoolConfig, ModelServersConfig, SupervisionConfig
+from cua_rl.inference.launcher import replica_set
+from cua_rl.inference.pool import InferencePool
+from cua_rl.inference.replica_set import ReplicaState
+from cua_rl.learner.config import WeightSyncConfig
+from cua_rl.learner.weight_sync import WeightSync
 
 pytestmark = pytest.mark.model
 

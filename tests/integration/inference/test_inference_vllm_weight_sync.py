@@ -18,10 +18,10 @@ torch = pytest.importorskip("torch")
 
 from cua_rl.inference.client import InferenceClient  # noqa: E402
 from cua_rl.learner.batching import build_micro_batches, encode_sample  # noqa: E402
-from cua_rl.learner.config import LearnerConfig  # noqa: E402
+from cua_rl.learner.config import LearnerConfig, WeightSyncConfig  # noqa: E402
 from cua_rl.learner.engine_torch import TorchTrainEngine  # noqa: E402
 from cua_rl.learner.logprobs import batch_logprobs  # noqa: E402
-from cua_rl.learner.weight_sync import WeightSync, WeightSyncConfig  # noqa: E402
+from cua_rl.learner.weight_sync import WeightSync  # noqa: E402
 from cua_rl.types import StepSample  # noqa: E402
 
 pytestmark = pytest.mark.model

@@ -12,7 +12,8 @@ from PIL import Image
 from tests_support.servers import start_hf_server
 
 from cua_rl.inference.client import InferenceClient
-from cua_rl.learner.weight_sync import WeightSync, WeightSyncConfig
+from cua_rl.learner.config import WeightSyncConfig
+from cua_rl.learner.weight_sync import WeightSync
 
 pytestmark = pytest.mark.model
 

@@ -1,6 +1,6 @@
 """Every variant of the local task suite on real local desktops: the golden
 solution scores 1 and the untouched initial state scores 0
-(`cua-rl templates validate --on-desktop`, DESIGN.md section 1.3)."""
+(`cua-rl templates validate --on-desktop`, docs/architecture.md, authoring task pairs)."""
 
 from __future__ import annotations
 

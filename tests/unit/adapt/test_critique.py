@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from cua_rl.adapt.critique import Critic, CritiqueConfig, at_most_two_sentences
+from cua_rl.adapt.config import CritiqueConfig
+from cua_rl.adapt.critique import Critic, at_most_two_sentences
 from cua_rl.errors import InferenceError
 from cua_rl.inference.base import ChatResult, Choice
 from cua_rl.types import StepVerdict, TaskVariant, Trajectory, TrajectoryStatus, Vote

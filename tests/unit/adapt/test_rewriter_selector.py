@@ -5,7 +5,8 @@ from typing import Any
 import pytest
 
 from cua_rl.adapt.acceptance import AdaptBand
-from cua_rl.adapt.rewriter import ModelRewriter, RewriterConfig, RuleRewriter, TaskTemplate
+from cua_rl.adapt.config import RewriterConfig
+from cua_rl.adapt.rewriter import ModelRewriter, RuleRewriter, TaskTemplate
 from cua_rl.adapt.selector import TemplateSelector
 from cua_rl.inference.base import ChatResult, Choice
 from cua_rl.store.run_store import AsyncRunStore
@@ -141,9 +142,9 @@ async def test_selector_proposes_then_accepts_or_rejects(tmp_path: Path) -> None
     assert await sel.on_group(_group(candidate, wins=4))
     again = await sel.next_variant()
     assert again.evaluator_name == "extra"
-    summary = await store.call(store.sync.summary)
+    summary = await store.summary()
     assert summary["adapt_proposals"] == 3 and summary["adapt_accepted"] == 1
-    decisions = await store.call(store.sync.events, "adapt_decision")
+    decisions = await store.events("adapt_decision")
     assert [d["data"]["accepted"] for d in decisions] == [True, False]
     restored = TemplateSelector({"t": TEMPLATE}, {"t": VARIANTS[0]}, band=AdaptBand(),
                                 rewriter=RuleRewriter(), store=store)

@@ -18,12 +18,12 @@ pytest.importorskip("botocore")
 from botocore.exceptions import ClientError  # noqa: E402
 
 from cua_rl.desktop.providers.aws import AwsProvider, launch_params  # noqa: E402
-from cua_rl.desktop.providers.aws_api import Ec2Api, Ec2Error, backoff_delay  # noqa: E402
+from cua_rl.desktop.providers.aws_api import Ec2Api, backoff_delay  # noqa: E402
 from cua_rl.desktop.providers.aws_config import AwsProviderConfig  # noqa: E402
 from cua_rl.desktop.providers.aws_sweep import sweep_reason  # noqa: E402
 from cua_rl.desktop.providers.aws_tls import instance_token, make_pair  # noqa: E402
 from cua_rl.desktop.providers.base import DesktopHandle, GuestClients  # noqa: E402
-from cua_rl.errors import DesktopError  # noqa: E402
+from cua_rl.errors import DesktopError, Ec2Error  # noqa: E402
 
 NOW = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
 

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from cua_rl.errors import EvalExtraMissing
 from cua_rl.evaluation import get_metric
-from cua_rl.evaluation.deps import EvalExtraMissing, require
+from cua_rl.evaluation.deps import require
 
 openpyxl = pytest.importorskip("openpyxl", reason="needs the eval extra")
 docx = pytest.importorskip("docx", reason="needs the eval extra")

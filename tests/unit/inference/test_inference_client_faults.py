@@ -11,7 +11,8 @@ from tests_support.bad_model_server import BAD_MODES, BadModelServer
 from cua_rl.errors import ModelResponseError
 from cua_rl.inference.base import InferenceUnavailable
 from cua_rl.inference.client import InferenceClient
-from cua_rl.inference.pool import InferencePool, InferencePoolConfig
+from cua_rl.inference.config import InferencePoolConfig
+from cua_rl.inference.pool import InferencePool
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 

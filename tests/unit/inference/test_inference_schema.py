@@ -6,7 +6,8 @@ import io
 import pytest
 from PIL import Image
 
-from cua_rl.inference.openai_schema import RequestError, decode_images, parse_request
+from cua_rl.errors import RequestError
+from cua_rl.inference.openai_schema import decode_images, parse_request
 
 
 def _png_url() -> str:

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from cua_rl.errors import ConfigError
-from cua_rl.inference.launcher import ModelServersConfig, vllm_argv
+from cua_rl.inference.config import ModelServersConfig
+from cua_rl.inference.launcher import vllm_argv
 from cua_rl.inference.vllm_engine import (
     MIDDLEWARE,
     READY_MARK,

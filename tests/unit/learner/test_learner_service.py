@@ -51,7 +51,7 @@ async def test_a_group_of_8_by_15_steps_loses_no_sample(store: Any, tmp_path: Pa
     await run
     assert engine.batches == [group]
     assert sorted({s.step_index for s in engine.batches[0]}) == list(range(15))
-    counters = await store.call(store.sync.counters)
+    counters = await store.counters()
     counters = {k: counters.get(k) for k in ("policy_samples_collected", "policy_samples_used")}
     assert counters == {"policy_samples_collected": 120, "policy_samples_used": 120}
     assert service.stale_dropped == 0
@@ -88,7 +88,7 @@ async def test_stale_samples_are_dropped_and_counted_with_eta_0(store: Any, tmp_
     await run
     assert service.stale_dropped == 8
     assert [len(b) for b in engine.batches] == [6, 2]
-    counters = await store.call(store.sync.counters)
+    counters = await store.counters()
     assert counters.get("policy_stale_dropped") == 8
     assert gate.learner_version == 2
 

@@ -12,13 +12,14 @@ from PIL import Image
 from tests_support.recording_engine import RecordingEngine
 
 from cua_rl.adapt.acceptance import AdaptBand
+from cua_rl.adapt.config import AdaptConfig
 from cua_rl.adapt.rewriter import RuleRewriter, TaskTemplate
 from cua_rl.adapt.selector import TemplateSelector
 from cua_rl.learner.config import LearnerLoopConfig
 from cua_rl.learner.service import LearnerService
 from cua_rl.rollout.config import EpisodeConfig
 from cua_rl.runtime.group_router import GroupRouter
-from cua_rl.runtime.train_config import AdaptConfig, TrainConfig
+from cua_rl.runtime.train_config import TrainConfig
 from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.types import (
     GroupRecord,
@@ -95,7 +96,7 @@ async def test_candidate_groups_never_reach_a_learner(tmp_path: Path) -> None:
                for batch in e.batches for s in batch}
     assert trained == {"g-orig", "g-next"}
     assert seen == [("g-orig", 4), ("g-cand", 0), ("g-next", 4)]
-    counters = await store.call(store.sync.counters)
+    counters = await store.counters()
     assert counters["candidate_groups"] == 1
     assert counters["policy_samples_collected"] == counters["policy_samples_used"] == 8
     assert (tmp_path / "selector.json").is_file()
