@@ -160,7 +160,23 @@ class FleetHosts:
     # internals ------------------------------------------------------------------
 
     async def _hosts(self, live: bool = True) -> list[dict[str, Any]]:
+        """The run's fleet hosts, with the ones this process launched or claimed on that
+        EC2's describe does not list yet (eventual consistency): a start right after a
+        launch must see the new host's free slots, not launch another host."""
         states = list(LIVE) if live else ["pending", "running", "stopping", "stopped"]
+        hosts = await self._described(states)
+        missing = [i for i in self._claims if i not in {h["InstanceId"] for h in hosts}]
+        if missing:
+            try:
+                extra = await self.p.api.instances(ids=missing)
+            except Ec2Error as exc:
+                if exc.code != "InvalidInstanceID.NotFound":
+                    raise
+                extra = []
+            hosts += [h for h in extra if h["State"]["Name"] in states]
+        return hosts
+
+    async def _described(self, states: list[str]) -> list[dict[str, Any]]:
         return await self.p.api.instances(filters=[
             {"Name": f"tag:{TAG_RUN}", "Values": [self.p.config.run_id]},
             {"Name": f"tag:{TAG_KIND}", "Values": ["fleet-host"]},

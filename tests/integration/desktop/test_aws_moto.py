@@ -524,3 +524,52 @@ async def test_fleet_hosts_hold_k_desktops_each_over_pinned_tls_and_are_reset_an
         for runner in runners:
             await runner.cleanup()
         await provider.close()
+
+
+async def test_pool_on_fleet_hosts_counts_k_per_instance_and_replaces_a_dead_host(
+        network: dict[str, Any]) -> None:
+    """The real DesktopPool over fleet hosts (K=2, 4 desktops): two instances; one dies,
+    its two desktops are replaced on one new instance; closing ends every instance. No
+    agent answers here, so the stops retire their slots (a host that cannot reset a slot
+    never hands it out again) and the last one terminates the host."""
+    import asyncio
+
+    from cua_rl.desktop.pool import DesktopPool
+
+    ec2 = network["ec2"]
+    closed = free_port_run(3)  # nothing listens: control calls are refused at once
+    provider = AwsProvider(
+        make_config(network, image_kind="fleet-host", desktops_per_instance=2,
+                    guest_token=FLEET_TOKEN, fleet_image_pull="registry.example/desk:1",
+                    guest_port=closed, control_port=closed + 2, wait_ready=False),
+        host_address=lambda instance: "127.0.0.1")
+
+    def live() -> dict[str, list[str]]:
+        found = ec2.describe_instances(Filters=[
+            {"Name": "tag:cua-rl:run", "Values": ["run-1"]},
+            {"Name": "instance-state-name", "Values": ["pending", "running"]}])
+        return {i["InstanceId"]: sorted(v for k, v in tags_of(i).items()
+                                        if k.startswith("cua-rl:slot-"))
+                for r in found["Reservations"] for i in r["Instances"]}
+
+    pool = DesktopPool(provider, 4, id_prefix="a", health_interval_s=0.05,
+                       failures_to_replace=1, retry_backoff_s=0.05)
+    try:
+        await pool.start()
+        hosts = live()
+        assert sorted(sum(hosts.values(), [])) == ["a-0", "a-1", "a-2", "a-3"]
+        assert len(hosts) == 2 and all(len(v) == 2 for v in hosts.values())
+        dead, survivor = sorted(hosts)
+        ec2.terminate_instances(InstanceIds=[dead])
+        deadline = asyncio.get_running_loop().time() + 30
+        while pool.replacements < 2:  # poll the pool's own accounting, bounded
+            assert asyncio.get_running_loop().time() < deadline, "no replacement"
+            await asyncio.sleep(0.05)
+        after = live()
+        assert len(after) == 2 and survivor in after and dead not in after
+        assert sorted(sum(after.values(), [])) == ["a-0", "a-1", "a-2", "a-3"]
+        assert after[survivor] == hosts[survivor]  # the live host's desktops untouched
+    finally:
+        await pool.close()
+        await provider.close()
+    assert live() == {}, "closing the pool released every slot, so every host ended"
