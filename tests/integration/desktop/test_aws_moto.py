@@ -35,7 +35,7 @@ from cua_rl.desktop.providers.aws import AwsProvider  # noqa: E402
 from cua_rl.desktop.providers.aws_api import Ec2Api  # noqa: E402
 from cua_rl.desktop.providers.aws_config import AwsProviderConfig  # noqa: E402
 from cua_rl.desktop.providers.aws_sweep import sweep  # noqa: E402
-from cua_rl.desktop.providers.aws_tls import make_pair  # noqa: E402
+from cua_rl.desktop.providers.aws_tls import instance_token, make_pair  # noqa: E402
 from cua_rl.desktop.providers.base import GuestClients  # noqa: E402
 from cua_rl.errors import DesktopError, GuestError  # noqa: E402
 
@@ -489,6 +489,13 @@ async def test_fleet_hosts_hold_k_desktops_each_over_pinned_tls_and_are_reset_an
                 assert r.status == 401  # the run's token is not the host's
             async with session.post(f"{control}/slots/1/reset", ssl=pinned) as r:
                 assert r.status == 401
+            host_token = instance_token(FLEET_TOKEN, first[0].info["control_pin"])
+            async with session.post(f"{control}/slots/{k}/reset", ssl=pinned,
+                                    headers={"Authorization": f"Bearer {host_token}"}) as r:
+                assert r.status == 404  # slots 0..K-1 only, and nothing but reset
+            async with session.get(f"{control}/slots/0/reset", ssl=pinned,
+                                   headers={"Authorization": f"Bearer {host_token}"}) as r:
+                assert r.status == 404
 
         reset = await provider.reset(first[1])
         assert (reset.id, reset.url, reset.info["slot"]) == ("d-1", first[1].url, 1)
