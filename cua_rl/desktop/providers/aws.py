@@ -16,7 +16,8 @@ Two kinds of AMI (`image_kind`): OSWorld's public one (its server, plain http, n
 auth) and ours (`cua`: our guest over HTTPS). For ours each launch makes a
 certificate on the host, sends it with a token derived for that instance in the
 user data and tags the instance with its fingerprint, which every handle then
-pins (aws_tls.py).
+pins (aws_tls.py). A third kind, `fleet-host`, runs `desktops_per_instance`
+container desktops on each instance (aws_fleet.py, aws_fleet_hosts.py).
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ from cua_rl.desktop.providers.aws_config import (
     TAG_TLS,
     AwsProviderConfig,
 )
+from cua_rl.desktop.providers.aws_fleet import TAG_SLOT, FleetLaunch, fleet_tags, fleet_user_data
+from cua_rl.desktop.providers.aws_fleet_hosts import FleetHosts
 from cua_rl.desktop.providers.aws_tls import GuestPair, cloud_config, instance_token, make_pair
 from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider
 from cua_rl.desktop.providers.local_state import check_desktop_id
@@ -59,18 +62,26 @@ def expires_at(now: datetime, ttl_s: float) -> str:
 
 def launch_params(config: AwsProviderConfig, desktop_id: str, ami: str, now: datetime,
                   root_device: str | None = None,
-                  pair: GuestPair | None = None) -> dict[str, Any]:
+                  pair: GuestPair | None = None,
+                  fleet: FleetLaunch | None = None) -> dict[str, Any]:
     """RunInstances arguments for one desktop (a pure function, tested); `pair` is the
-    guest's TLS pair for `image_kind: cua` (its key goes into the user data only)."""
+    guest's TLS pair for `image_kind: cua` (its key goes into the user data only),
+    `fleet` the pairs of a fleet host (then `desktop_id` names the host)."""
     if (config.image_kind == "cua") != (pair is not None):
         missing = "without" if pair is None else "with"
         raise ValueError(f"image_kind {config.image_kind!r} {missing} a TLS pair")
+    if (config.image_kind == "fleet-host") != (fleet is not None):
+        missing = "without" if fleet is None else "with"
+        raise ValueError(f"image_kind {config.image_kind!r} {missing} fleet pairs")
     tags = [{"Key": TAG_RUN, "Value": config.run_id}, {"Key": TAG_DESKTOP, "Value": desktop_id},
             {"Key": TAG_EXPIRES, "Value": expires_at(now, config.ttl_s)},
             {"Key": "Name", "Value": f"cua-rl-{config.run_id}-{desktop_id}"[:255]},
             *({"Key": k, "Value": v} for k, v in config.extra_tags.items())]
     if pair is not None:
         tags.append({"Key": TAG_TLS, "Value": pair.fingerprint})
+    if fleet is not None:
+        tags += [*fleet_tags(fleet.slots, fleet.control),
+                 {"Key": f"{TAG_SLOT}0", "Value": fleet.first_desktop}]
     params: dict[str, Any] = {
         "ImageId": ami, "InstanceType": config.instance_type, "MinCount": 1, "MaxCount": 1,
         "InstanceInitiatedShutdownBehavior": "terminate",
@@ -92,7 +103,9 @@ def launch_params(config: AwsProviderConfig, desktop_id: str, ami: str, now: dat
     if config.key_name:
         params["KeyName"] = config.key_name
     minutes = max(1, int(config.ttl_s // 60)) if config.self_shutdown else None
-    if pair is not None:
+    if fleet is not None:
+        params["UserData"] = fleet_user_data(config, fleet.slots, fleet.control, minutes)
+    elif pair is not None:
         assert config.guest_token  # the config validator requires it with image_kind 'cua'
         params["UserData"] = cloud_config(pair, config.guest_token, minutes)
     elif minutes is not None:
@@ -110,17 +123,22 @@ class AwsProvider(DesktopProvider):
     `guest_url` maps an instance description to its guest URL (default: its
     private or public IP and `guest_port`) and `probe` waits until that guest
     answers (default: `GuestClient.wait_ready`); both are injectable because
-    tests against moto have instances without a guest behind them.
+    tests against moto have instances without a guest behind them. `host_address`
+    (fleet hosts) maps an instance to the address of its guest and control ports
+    (default: the `address` IP), so tests can serve a host's ports on loopback.
     """
 
     type = "aws"
 
     def __init__(self, config: AwsProviderConfig | None = None, *, api: Ec2Api | None = None,
                  guest_url: GuestUrl | None = None, probe: Probe | None = None,
+                 host_address: Callable[[dict[str, Any]], str] | None = None,
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self.config = config or AwsProviderConfig()
         self.api = api or Ec2Api(self.config)
         self._guest_url = guest_url or self._default_url
+        self.host_address = host_address or self._address
+        self._fleet = FleetHosts(self) if self.config.image_kind == "fleet-host" else None
         self._probe = probe or self._wait_guest
         self._clock = clock
         self._root_device: str | None = None
@@ -131,6 +149,8 @@ class AwsProvider(DesktopProvider):
 
     async def start(self, desktop_id: str) -> DesktopHandle:
         check_desktop_id(desktop_id)
+        if self._fleet is not None:
+            return await self._fleet.start(desktop_id)
         existing = await self._find(desktop_id)
         if existing:
             ids = ", ".join(i["InstanceId"] for i in existing)
@@ -140,7 +160,9 @@ class AwsProvider(DesktopProvider):
 
     async def reset(self, handle: DesktopHandle) -> DesktopHandle:
         began = time.monotonic()
-        if self.config.reset_mode == "replace_root_volume":
+        if self._fleet is not None:
+            new = await self._fleet.reset(handle)
+        elif self.config.reset_mode == "replace_root_volume":
             new = await self._replace_root_volume(handle)
         else:
             await self.stop(handle)
@@ -150,7 +172,10 @@ class AwsProvider(DesktopProvider):
 
     async def stop(self, handle: DesktopHandle) -> None:
         """Terminate the handle's instance and any other live one with its tags
-        (a handle may come from another process); returns without waiting."""
+        (a handle may come from another process); returns without waiting. A fleet
+        host's desktop frees its slot, and the last one terminates the host."""
+        if self._fleet is not None:
+            return await self._fleet.stop(handle)
         ids = {i["InstanceId"] for i in await self._find(handle.id)}
         if handle.info.get("instance_id"):
             ids.add(str(handle.info["instance_id"]))
@@ -184,6 +209,8 @@ class AwsProvider(DesktopProvider):
             return await client.healthy(timeout=5.0)
 
     async def list(self) -> list[DesktopHandle]:
+        if self._fleet is not None:
+            return await self._fleet.list()
         instances = await self.api.instances(filters=self._filters())
         return sorted((self._handle(i) for i in instances), key=lambda h: h.id)
 
@@ -242,16 +269,20 @@ class AwsProvider(DesktopProvider):
             self._root_device = images[0].get("RootDeviceName") if images else None
         return self._root_device
 
-    async def _launch(self, desktop_id: str) -> DesktopHandle:
-        """RunInstances, wait for `running` and the guest; terminate on any failure."""
+    async def _run_instance(self, desktop_id: str, fleet: FleetLaunch | None = None) -> str:
+        """RunInstances for one desktop (or fleet host); its instance id."""
         ami = self._ami()
         pair = None
         if self.config.image_kind == "cua":
             pair = make_pair(f"cua-rl {self.config.run_id} {desktop_id}", self._clock())
         params = launch_params(self.config, desktop_id, ami, self._clock(),
-                               await self._root_device_name(ami), pair)
+                               await self._root_device_name(ami), pair, fleet)
         reservation = await self.api.call("run_instances", **params)
-        instance_id = reservation["Instances"][0]["InstanceId"]
+        return str(reservation["Instances"][0]["InstanceId"])
+
+    async def _launch(self, desktop_id: str) -> DesktopHandle:
+        """RunInstances, wait for `running` and the guest; terminate on any failure."""
+        instance_id = await self._run_instance(desktop_id)
         try:
             return await self._until_ready(instance_id, time.monotonic()
                                            + self.config.ready_timeout_s)
@@ -342,12 +373,7 @@ class AwsProvider(DesktopProvider):
         url = self._guest_url(instance) if self._address(instance) else ""
         # image_kind 'cua': the pin from the launch tag; an instance without one (launched
         # by hand) gets none, and the client then refuses its self-signed certificate
-        pin = tag(instance, TAG_TLS) if self.config.image_kind == "cua" else None
-        if pin is not None and not FINGERPRINT.fullmatch(pin):
-            log.warning("aws provider: instance %s: tag %s is not a SHA-256 fingerprint "
-                        "(%r); not pinning, so its guest will be refused",
-                        instance["InstanceId"], TAG_TLS, pin[:80])
-            pin = None
+        pin = self.pin(instance, TAG_TLS) if self.config.image_kind == "cua" else None
         token = self.config.guest_token
         if self.config.image_kind == "cua":  # the run's token itself never leaves the host
             token = instance_token(token, pin) if token and pin else None
@@ -359,6 +385,17 @@ class AwsProvider(DesktopProvider):
                   "public_ip": instance.get("PublicIpAddress"),
                   "expires_at": tag(instance, TAG_EXPIRES), "run": tag(instance, TAG_RUN)},
         )
+
+
+    def pin(self, instance: dict[str, Any], key: str) -> str | None:
+        """The fingerprint in tag `key`; None (with a warning) for a malformed one."""
+        pin = tag(instance, key)
+        if pin is not None and not FINGERPRINT.fullmatch(pin):
+            log.warning("aws provider: instance %s: tag %s is not a SHA-256 fingerprint "
+                        "(%r); not pinning, so its guest will be refused",
+                        instance["InstanceId"], key, pin[:80])
+            return None
+        return pin
 
 
 async def _last_answer(handle: DesktopHandle) -> str:

@@ -38,12 +38,40 @@ class AwsProviderConfig(BaseModel):
     """EC2 region; the OSWorld AMI is published in us-east-1."""
     ami_id: str | None = None
     """AMI to launch; None uses OSWorld's AMI for `region` (`OSWORLD_AMIS`)."""
-    image_kind: Literal["osworld", "cua"] = "osworld"
+    image_kind: Literal["osworld", "cua", "fleet-host"] = "osworld"
     """What serves the guest protocol in the AMI. `osworld`: OSWorld's public AMI, its
     own server over plain http without auth (keep it on a private network).
     `cua`: an AMI baked with vm/images/cloud-init/cua-guest.yaml, our guest over HTTPS;
     the host makes a certificate and a token per instance, hands them over in the user
-    data and pins the fingerprint (docs/security.md). Needs `ami_id` and `guest_token`."""
+    data and pins the fingerprint (docs/security.md). Needs `ami_id` and `guest_token`.
+    `fleet-host`: a plain Debian/Ubuntu AMI with cloud-init that runs
+    `desktops_per_instance` container desktops of our image, each over HTTPS with its
+    own pair and token on `guest_port + slot` (docs/images.md "Fleet hosts on EC2").
+    Needs `ami_id`, `guest_token` and `fleet_image_pull` or `fleet_repo`."""
+    desktops_per_instance: int = Field(1, ge=1, le=16)
+    """Container desktops per instance with `image_kind: fleet-host` (each 1 CPU / 2 GiB
+    by default: size `instance_type` to match). 16 at most: two tags per desktop and
+    EC2's 50 tags per instance, and K pairs in 16 KiB of user data."""
+    control_port: int = Field(4999, ge=1, le=65535)
+    """Port of a fleet host's control endpoint (authenticated `POST /slots/<i>/reset`);
+    open it, like the guest ports, to the actors' hosts only."""
+    fleet_image: str = "cua-rl-desktop:full"
+    """Image tag a fleet host runs its desktops from."""
+    fleet_image_pull: str | None = None
+    """A registry image a fleet host pulls (and tags `fleet_image`); None builds the image
+    on the host from `fleet_repo` (~10 min)."""
+    fleet_repo: str | None = None
+    """git URL of the cua-rl repository a fleet host builds its image from."""
+    fleet_profile: Literal["minimal", "full"] = "full"
+    """Image profile a fleet host builds."""
+    fleet_cpus: float = Field(1.0, gt=0, le=64)
+    """CPU limit per container desktop of a fleet host."""
+    fleet_memory: str = Field("2g", pattern=r"^\d+[kmg]$")
+    """Memory limit per container desktop of a fleet host."""
+    fleet_width: int = Field(1920, ge=320, le=7680)
+    """Screen width of a fleet host's desktops."""
+    fleet_height: int = Field(1080, ge=240, le=4320)
+    """Screen height of a fleet host's desktops."""
     instance_type: str = "t3.medium"
     """OSWorld's default size (2 vCPU, 4 GiB); larger types boot and act faster."""
     subnet_id: str | None = None
@@ -104,6 +132,28 @@ class AwsProviderConfig(BaseModel):
     """Largest backoff between two attempts."""
     api_threads: int = Field(8, ge=1, le=64)
     """Threads running boto3 calls (blocking), apart from asyncio's default pool."""
+
+    @model_validator(mode="after")
+    def _fleet_host_fits(self) -> AwsProviderConfig:
+        if self.image_kind != "fleet-host":
+            if self.desktops_per_instance != 1:
+                raise ValueError("aws provider: desktops_per_instance > 1 needs image_kind "
+                                 "'fleet-host'")
+            return self
+        if self.ami_id is None or not self.guest_token:
+            raise ValueError("aws provider: image_kind 'fleet-host' needs `ami_id` (a "
+                             "Debian/Ubuntu AMI with cloud-init) and `guest_token`")
+        if not (self.fleet_image_pull or self.fleet_repo):
+            raise ValueError("aws provider: image_kind 'fleet-host' needs `fleet_image_pull` "
+                             "or `fleet_repo` (where the host gets its image)")
+        last = self.guest_port + self.desktops_per_instance - 1
+        if last > 65535 or self.guest_port <= self.control_port <= last:
+            raise ValueError(f"aws provider: guest ports {self.guest_port}..{last} must be "
+                             f"valid and not contain control_port {self.control_port}")
+        if 2 * self.desktops_per_instance + len(self.extra_tags) + 6 > 50:
+            raise ValueError("aws provider: too many tags per instance (EC2 allows 50): "
+                             "lower desktops_per_instance or extra_tags")
+        return self
 
     @model_validator(mode="after")
     def _cua_image_needs_ami_and_token(self) -> AwsProviderConfig:

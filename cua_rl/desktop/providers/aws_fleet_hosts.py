@@ -1,0 +1,236 @@
+"""Desktops as slots of fleet hosts (`image_kind: fleet-host`), for the aws provider.
+
+Each instance holds `desktops_per_instance` (K) slots. The instance is the record:
+tag `cua-rl:slot-<i>` names the desktop holding slot i (absent: free; `-`: retired,
+never handed out again), so any process of the run can list desktops; the
+process running the pool also keeps its own view, ahead of EC2's eventually
+consistent tags. Starting a desktop claims a free slot of a live host of the run,
+or launches a new host with the desktop in slot 0. A free slot always holds a
+fresh container: the host starts fresh ones at boot, and `stop` resets the slot
+through the host's control endpoint before freeing it (a slot whose reset fails is
+retired). When no slot of a host is held any more, the host is terminated.
+
+An instance that dies takes its K desktops with it: `health` (instance state from
+the run-wide describe) turns false for all K at once, the pool stops each (the
+reset is skipped for a host that is not running) and starts replacements, which
+land on a live host with free slots or on a new one; the dead host is terminated
+with its last release (and by the sweep / its ttl shutdown in any case).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+
+from cua_rl.desktop.client import tls_settings
+from cua_rl.desktop.providers.aws_api import Ec2Error
+from cua_rl.desktop.providers.aws_config import TAG_RUN
+from cua_rl.desktop.providers.aws_fleet import TAG_KIND, TAG_SLOT, TAG_TLS_SLOT, FleetLaunch
+from cua_rl.desktop.providers.aws_tls import instance_token, make_pair
+from cua_rl.desktop.providers.base import DesktopHandle
+from cua_rl.errors import DesktopError
+
+if TYPE_CHECKING:
+    from cua_rl.desktop.providers.aws import AwsProvider
+
+log = logging.getLogger(__name__)
+RETIRED = "-"
+LIVE = ("pending", "running")
+CONTROL_TIMEOUT_S = 150.0
+"""Longer than the agent's own bound on one container replacement (120 s)."""
+
+
+class FleetHosts:
+    """The fleet-host part of an `AwsProvider`; see the module docstring."""
+
+    def __init__(self, provider: AwsProvider) -> None:
+        self.p = provider
+        self.k = provider.config.desktops_per_instance
+        self._lock = asyncio.Lock()
+        self._claims: dict[str, dict[int, str | None]] = {}
+
+    async def start(self, desktop_id: str) -> DesktopHandle:
+        deadline = time.monotonic() + self.p.config.ready_timeout_s
+        async with self._lock:
+            hosts = await self._hosts()
+            for instance in hosts:
+                if desktop_id in self.slots(instance).values():
+                    raise DesktopError(f"desktop {desktop_id!r} of run {self.p.config.run_id!r} "
+                                       f"is already running ({instance['InstanceId']})")
+            instance_id, slot = await self._claim(hosts, desktop_id)
+        try:
+            instance = await self.p._wait_running(instance_id, deadline)
+            handle = self.handle(instance, slot)
+            if self.p.config.wait_ready:
+                await self.p._probe(handle, max(1.0, deadline - time.monotonic()))
+            return handle
+        except BaseException:
+            await asyncio.shield(self._release(instance_id, slot, RETIRED))
+            raise
+
+    async def reset(self, handle: DesktopHandle) -> DesktopHandle:
+        """A new container in the desktop's slot (through the host's control endpoint)."""
+        deadline = time.monotonic() + self.p.config.ready_timeout_s
+        instance_id, slot = str(handle.info["instance_id"]), int(handle.info["slot"])
+        instance = await self.p._wait_running(instance_id, deadline)
+        new = self.handle(instance, slot)
+        await self.reset_slot(new)
+        if self.p.config.wait_ready:
+            await self.p._probe(new, max(1.0, deadline - time.monotonic()))
+        return new
+
+    async def stop(self, handle: DesktopHandle) -> None:
+        """Free the desktop's slot (fresh again, or retired); terminate a host with no
+        desktop left."""
+        located = await self._locate(handle)
+        if located is None:
+            return
+        instance, slot = located
+        after: str | None = None
+        if instance["State"]["Name"] == "running":
+            try:
+                await self.reset_slot(self.handle(instance, slot))
+            except DesktopError as exc:
+                log.warning("%s; retiring slot %d of %s", exc, slot,
+                                   instance["InstanceId"])
+                after = RETIRED
+        else:
+            after = RETIRED
+        await self._release(instance["InstanceId"], slot, after)
+
+    async def list(self) -> list[DesktopHandle]:
+        handles = [self.handle(instance, slot) for instance in await self._hosts(live=False)
+                   for slot, holder in self.slots(instance).items() if holder != RETIRED]
+        return sorted(handles, key=lambda h: h.id)
+
+    # slots and handles ----------------------------------------------------------
+
+    def slots(self, instance: dict[str, Any]) -> dict[int, str]:
+        """slot -> holder (a desktop id or RETIRED) of one host; free slots are absent."""
+        held: dict[int, str | None] = {}
+        for item in instance.get("Tags", []) or []:
+            key = str(item.get("Key", ""))
+            if key.startswith(TAG_SLOT) and key[len(TAG_SLOT):].isdigit():
+                held[int(key[len(TAG_SLOT):])] = item.get("Value")
+        held.update(self._claims.get(instance["InstanceId"], {}))
+        return {slot: holder for slot, holder in held.items() if holder and slot < self.k}
+
+    def handle(self, instance: dict[str, Any], slot: int) -> DesktopHandle:
+        """Slot `slot` of a host: `https://IP:guest_port+slot`, pinned to the slot's tag."""
+        base = self.p._handle(instance)
+        holder = self.slots(instance).get(slot, "")
+        address = self.p.host_address(instance) if self.p._address(instance) else None
+        pin = self.p.pin(instance, f"{TAG_TLS_SLOT}{slot}")
+        control_pin = self.p.pin(instance, f"{TAG_TLS_SLOT}control")
+        run_token = self.p.config.guest_token or ""
+        url = f"https://{address}:{self.p.config.guest_port + slot}" if address else ""
+        return DesktopHandle(
+            id=holder if holder and holder != RETIRED else f"{instance['InstanceId']}/{slot}",
+            url=url, token=instance_token(run_token, pin) if pin else None,
+            provider=self.p.type, tls_fingerprint=pin,
+            info={**base.info, "slot": slot, "control_pin": control_pin,
+                  "control_url": f"https://{address}:{self.p.config.control_port}"
+                  if address else ""})
+
+    async def reset_slot(self, handle: DesktopHandle) -> None:
+        """`POST /slots/<i>/reset` on the handle's host; a DesktopError naming the host,
+        the slot and the answer when it is not a 200."""
+        url, pin = str(handle.info.get("control_url") or ""), handle.info.get("control_pin")
+        where = f"aws provider: fleet host {handle.info.get('instance_id')} slot " \
+                f"{handle.info.get('slot')}"
+        if not url or not pin:
+            raise DesktopError(f"{where}: no control address or no pinned control certificate")
+        token = instance_token(self.p.config.guest_token or "", str(pin))
+        timeout = aiohttp.ClientTimeout(total=CONTROL_TIMEOUT_S, connect=10.0)
+        try:
+            async with aiohttp.ClientSession(timeout=timeout) as session, session.post(
+                    f"{url}/slots/{handle.info['slot']}/reset", ssl=tls_settings(url, pin, None),
+                    headers={"Authorization": f"Bearer {token}"}) as answer:
+                body = (await answer.text())[:500]
+                if answer.status != 200:
+                    raise DesktopError(f"{where}: reset answered {answer.status}: {body}")
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise DesktopError(f"{where}: reset failed: {exc!r}") from exc
+
+    # internals ------------------------------------------------------------------
+
+    async def _hosts(self, live: bool = True) -> list[dict[str, Any]]:
+        """The run's fleet hosts, with the ones this process launched or claimed on that
+        EC2's describe does not list yet (eventual consistency): a start right after a
+        launch must see the new host's free slots, not launch another host."""
+        states = list(LIVE) if live else ["pending", "running", "stopping", "stopped"]
+        hosts = await self._described(states)
+        missing = [i for i in self._claims if i not in {h["InstanceId"] for h in hosts}]
+        if missing:
+            try:
+                extra = await self.p.api.instances(ids=missing)
+            except Ec2Error as exc:
+                if exc.code != "InvalidInstanceID.NotFound":
+                    raise
+                extra = []
+            hosts += [h for h in extra if h["State"]["Name"] in states]
+        return hosts
+
+    async def _described(self, states: list[str]) -> list[dict[str, Any]]:
+        return await self.p.api.instances(filters=[
+            {"Name": f"tag:{TAG_RUN}", "Values": [self.p.config.run_id]},
+            {"Name": f"tag:{TAG_KIND}", "Values": ["fleet-host"]},
+            {"Name": "instance-state-name", "Values": states}])
+
+    async def _claim(self, hosts: list[dict[str, Any]], desktop_id: str) -> tuple[str, int]:
+        """A free slot of a live host (tagged to `desktop_id`), or slot 0 of a new host."""
+        for instance in hosts:
+            held = self.slots(instance)
+            free = [slot for slot in range(self.k) if slot not in held]
+            if free:
+                instance_id = instance["InstanceId"]
+                await self.p.api.call("create_tags", Resources=[instance_id], Tags=[
+                    {"Key": f"{TAG_SLOT}{free[0]}", "Value": desktop_id}])
+                self._claims.setdefault(instance_id, {})[free[0]] = desktop_id
+                return instance_id, free[0]
+        name = f"cua-rl {self.p.config.run_id}"
+        now = self.p._clock()
+        # K+1 key pairs take ~3 ms each (about 50 ms for K = 16, measured): off the loop
+        fleet = await asyncio.to_thread(lambda: FleetLaunch(
+            [make_pair(f"{name} slot {i}", now) for i in range(self.k)],
+            make_pair(f"{name} control", now), desktop_id))
+        instance_id = await self.p._run_instance(f"host-{secrets.token_hex(6)}", fleet=fleet)
+        self._claims[instance_id] = {0: desktop_id}
+        return instance_id, 0
+
+    async def _locate(self, handle: DesktopHandle) -> tuple[dict[str, Any], int] | None:
+        """The host and slot holding `handle.id` (by tags: a handle may come from
+        another process), or None when no live host holds it."""
+        for instance in await self._hosts(live=False):
+            for slot, holder in self.slots(instance).items():
+                if holder == handle.id:
+                    return instance, slot
+        return None
+
+    async def _release(self, instance_id: str, slot: int, after: str | None) -> None:
+        """Mark the slot free (`after` None) or retired; terminate the host when no
+        desktop holds a slot any more."""
+        async with self._lock:
+            key = f"{TAG_SLOT}{slot}"
+            try:
+                if after is None:
+                    await self.p.api.call("delete_tags", Resources=[instance_id],
+                                          Tags=[{"Key": key}])
+                else:
+                    await self.p.api.call("create_tags", Resources=[instance_id],
+                                          Tags=[{"Key": key, "Value": after}])
+            except Ec2Error as exc:  # a host already gone has nothing left to free
+                if exc.code != "InvalidInstanceID.NotFound":
+                    raise
+            self._claims.setdefault(instance_id, {})[slot] = after
+            found = await self.p.api.instances(ids=[instance_id])
+            held = self.slots(found[0]) if found else {}
+            if all(holder == RETIRED for holder in held.values()):
+                self.p._states = None
+                await self.p.api.terminate([instance_id])
+                self._claims.pop(instance_id, None)
