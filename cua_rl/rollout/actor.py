@@ -104,7 +104,7 @@ async def run_episode(
     try:
         await desktop.prepare(variant)
         if cfg.record:
-            recording = EpisodeRecording(desktop, recording_path(store.sync.run_dir, tid))
+            recording = EpisodeRecording(desktop, recording_path(store.run_dir, tid))
             await recording.start()
         image_size = model_image_size(desktop.screen, cfg)
         shot_hash, shot_url = await images.add(await desktop.screenshot())

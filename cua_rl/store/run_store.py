@@ -355,6 +355,11 @@ class AsyncRunStore:
         """Where a stored screenshot's file is (a path, no I/O)."""
         return self.sync.screenshot_path(name)
 
+    @property
+    def run_dir(self) -> Path:
+        """The run directory (a path, no I/O)."""
+        return self.sync.run_dir
+
     async def close(self) -> None:
         await self.call(self.sync.close)
         self._executor.shutdown(wait=True)

@@ -23,20 +23,35 @@ import asyncio
 import logging
 import secrets
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import aiohttp
 
 from cua_rl.desktop.client import tls_settings
-from cua_rl.desktop.providers.aws_api import Ec2Error
-from cua_rl.desktop.providers.aws_config import TAG_RUN
+from cua_rl.desktop.providers.aws_api import Ec2Api
+from cua_rl.desktop.providers.aws_config import TAG_RUN, AwsProviderConfig
 from cua_rl.desktop.providers.aws_fleet import TAG_KIND, TAG_SLOT, TAG_TLS_SLOT, FleetLaunch
 from cua_rl.desktop.providers.aws_tls import instance_token, make_pair
 from cua_rl.desktop.providers.base import DesktopHandle
-from cua_rl.errors import DesktopError
+from cua_rl.errors import DesktopError, Ec2Error
 
-if TYPE_CHECKING:
-    from cua_rl.desktop.providers.aws import AwsProvider
+
+class FleetProvider(Protocol):
+    """What fleet hosts use of their `AwsProvider`: a protocol rather than an import,
+    because aws.py imports this module (no import cycle)."""
+
+    config: AwsProviderConfig
+    api: Ec2Api
+    type: str
+    host_address: Any
+    pin: Any
+    _address: Any
+    _clock: Any
+    _handle: Any
+    _probe: Any
+    _run_instance: Any
+    _states: Any
+    _wait_running: Any
 
 log = logging.getLogger(__name__)
 RETIRED = "-"
@@ -48,7 +63,7 @@ CONTROL_TIMEOUT_S = 150.0
 class FleetHosts:
     """The fleet-host part of an `AwsProvider`; see the module docstring."""
 
-    def __init__(self, provider: AwsProvider) -> None:
+    def __init__(self, provider: FleetProvider) -> None:
         self.p = provider
         self.k = provider.config.desktops_per_instance
         self._lock = asyncio.Lock()

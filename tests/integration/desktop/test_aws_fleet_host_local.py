@@ -22,7 +22,8 @@ import yaml
 pytest.importorskip("cryptography")
 pytest.importorskip("botocore")
 
-from cua_rl.desktop.providers.aws import AwsProvider, launch_params  # noqa: E402
+from cua_rl.desktop.providers.aws import AwsProvider  # noqa: E402
+from cua_rl.desktop.providers.aws_launch import launch_params  # noqa: E402
 from cua_rl.desktop.providers.aws_config import AwsProviderConfig  # noqa: E402
 from cua_rl.desktop.providers.aws_fleet import FleetLaunch  # noqa: E402
 from cua_rl.desktop.providers.aws_fleet_hosts import FleetHosts  # noqa: E402

@@ -17,7 +17,8 @@ from pydantic import ValidationError
 pytest.importorskip("botocore")
 from botocore.exceptions import ClientError  # noqa: E402
 
-from cua_rl.desktop.providers.aws import AwsProvider, launch_params  # noqa: E402
+from cua_rl.desktop.providers.aws import AwsProvider  # noqa: E402
+from cua_rl.desktop.providers.aws_launch import launch_params  # noqa: E402
 from cua_rl.desktop.providers.aws_api import Ec2Api, backoff_delay  # noqa: E402
 from cua_rl.desktop.providers.aws_config import AwsProviderConfig  # noqa: E402
 from cua_rl.desktop.providers.aws_sweep import sweep_reason  # noqa: E402

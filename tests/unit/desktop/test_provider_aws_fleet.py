@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 pytest.importorskip("cryptography")
 
-from cua_rl.desktop.providers.aws import launch_params  # noqa: E402
+from cua_rl.desktop.providers.aws_launch import launch_params  # noqa: E402
 from cua_rl.desktop.providers.aws_config import AwsProviderConfig  # noqa: E402
 from cua_rl.desktop.providers.aws_fleet import (  # noqa: E402
     FleetLaunch,
