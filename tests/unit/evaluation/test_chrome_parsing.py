@@ -9,7 +9,10 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from cua_rl.evaluation.getters.chrome_cdp import address_bar_text, cdp_port
-from cua_rl.evaluation.getters.chrome_profile import color_scheme_of
+from cua_rl.evaluation.getters.chrome_profile import (
+    color_scheme_of,
+    has_default_content_settings,
+)
 from cua_rl.evaluation.getters.chrome_relative_time import format_day, resolve_relative_rules
 from cua_rl.evaluation.getters.chrome_url_parse import (
     dash_part,
@@ -126,3 +129,13 @@ def test_relative_unknown_name_is_an_error() -> None:
     with pytest.raises(ValueError, match="unknown relative time"):
         resolve_relative_rules({"relativeTime": {"from": "someday"}, "expected": {"time": ""}},
                                WEDNESDAY)
+
+
+def test_delete_data_on_close_ignores_chromiums_migration_markers() -> None:
+    # What Chromium 156 writes into a fresh profile: an untouched browser must read "false".
+    assert not has_default_content_settings({"has_migrated_local_network_access": True})
+    assert not has_default_content_settings(None)
+    # Session-only cookies (4), as Chrome's "delete data on close" writes them.
+    assert has_default_content_settings({"has_migrated_local_network_access": True,
+                                         "cookies": 4})
+    assert has_default_content_settings({})  # OSWorld: the key exists
