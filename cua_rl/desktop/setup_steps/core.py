@@ -9,7 +9,10 @@ Parameter names and semantics follow OSWorld's SetupController, including what
 it tolerates: it only logs a failed launch, execute, window or wallpaper step,
 and OSWorld-Verified scores were measured that way (a postconfig that activates
 a window the agent already closed must not fail the evaluation). Those steps are
-marked `best_effort`; their failures become warnings unless `SetupContext.strict`.
+marked `best_effort`; their failures become warnings unless `SetupContext.strict`,
+which applies to the task's setup (`config`) only: in the evaluator's postconfig
+the windows and apps are the agent's doing (a document it never created has no
+window to activate), so there they always warn, as in OSWorld.
 Malformed steps, unknown types and failed downloads, uploads and opens always
 raise `SetupStepError`. A desktop that stops answering raises `GuestUnavailable`
 unchanged, so callers abort the episode instead of blaming the task.
@@ -180,7 +183,7 @@ async def run_setup_steps(
         except GuestUnavailable:
             raise
         except GuestError as exc:
-            if spec.best_effort and not context.strict:
+            if spec.best_effort and not (context.strict and phase == "config"):
                 log.warning("%s failed on the desktop, continuing as OSWorld does: %s", at, exc)
                 warnings.append(f"{at}: {exc}")
                 continue

@@ -197,6 +197,20 @@ async def test_best_effort_failures_warn_unless_strict(
         )
 
 
+async def test_postconfig_window_steps_warn_even_when_strict(
+    guest: Guest, client: GuestClient, tmp_path: Path
+) -> None:
+    # Task 5bc63fb9's postconfig activates 'gemini_results.docx - LibreOffice Writer', a
+    # document only the agent creates: an agent that did nothing scores 0, it is no error.
+    steps = [step("activate_window", window_name="Absent.docx - LibreOffice Writer",
+                  strict=True)]
+    warnings = await run_setup_steps(
+        client, steps, task_id="t6", cache=FileCache(tmp_path), phase="evaluator.postconfig",
+        context=ctx(tmp_path, strict=True),
+    )
+    assert len(warnings) == 1 and "not found" in warnings[0]
+
+
 async def test_closing_a_window_that_is_not_open_succeeds_even_when_strict(
     guest: Guest, client: GuestClient, tmp_path: Path
 ) -> None:
