@@ -189,10 +189,19 @@ async def _sqlite_rows(ctx: GetterContext, config: dict[str, Any], relatives: tu
 
 
 def _query(path: Path, query: str) -> list[tuple[Any, ...]]:
-    # Read a copy (the live file may be locked by Chrome); immutable=1 avoids
-    # creating -wal/-shm files next to it.
-    with sqlite3.connect(f"file:{path}?immutable=1", uri=True) as conn:
-        return conn.execute(query).fetchall()
+    """Rows of `query` on a copy of a profile database (the live file may be locked by
+    Chrome; immutable=1 creates no -wal/-shm files next to it).
+
+    A file without the table (Chromium razes a History it cannot use to an empty
+    database, e.g. one without its `meta` table) or that is not SQLite holds no
+    readable data: FileNotFoundError, which `evaluate` scores 0 with a log line,
+    as OSWorld's getter returns None on any error."""
+    try:
+        with sqlite3.connect(f"file:{path}?immutable=1", uri=True) as conn:
+            return conn.execute(query).fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise FileNotFoundError(f"{path.name} copied from Chrome's profile has no readable "
+                                f"data for {query!r}: {exc}") from None
 
 
 @getter("history")
