@@ -310,11 +310,14 @@ class GuestClient:
 
     async def close_window(
         self, window_name: str, *, strict: bool = False, by_class: bool = False
-    ) -> None:
-        await self._request(
+    ) -> bool:
+        """Close the matching window; False when none matches (the guest's 404)."""
+        status, _, _ = await self._request(
             "POST", "/setup/close_window",
             json={"window_name": window_name, "strict": strict, "by_class": by_class},
+            ok_statuses=(200, 404),
         )
+        return status == 200
 
     async def change_wallpaper(self, path: str) -> None:
         await self._request("POST", "/setup/change_wallpaper", json={"path": path})

@@ -22,7 +22,8 @@ class SetupContext:
     local_root: Path | None = None
     """Base of relative `local_path`s of upload_file steps (default: the cwd)."""
     strict: bool = False
-    """Raise on failures of best-effort steps too (local task suites, debugging)."""
+    """Raise on failures of best-effort steps of the task's setup (`config`) too (local
+    task suites, debugging); an evaluator's postconfig only warns (see setup_steps)."""
     execute_timeout_s: float = 120.0
     window_wait_s: float = 15.0
     """How long activate_window waits for its window: tasks activate an app they

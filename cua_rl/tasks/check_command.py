@@ -52,7 +52,8 @@ def write_split(path: Path, ids: list[str], header: str) -> None:
 @click.option("--noop-agent", "--noop", "noop", is_flag=True,
               help="With --on-desktop: also score the untouched desktop for a no-op agent, "
               "once declaring success (must score 0 on every task) and once failure (must "
-              "score 1 on exactly the infeasible ones); offenders by task id in the JSON.")
+              "score 1 on exactly the infeasible ones); offenders by task id in the JSON. "
+              "Exits with status 1 when there is an offender.")
 def check_tasks(osworld: Path, provider: str, cache_dir: Path | None, split: str | None,
                 split_out: Path, as_json: bool, on_desktop: bool, desktops: int,
                 sample: int | None, noop: bool) -> None:
@@ -74,8 +75,10 @@ def check_tasks(osworld: Path, provider: str, cache_dir: Path | None, split: str
         summary["on_desktop"] = _on_desktop(
             [t for t in load.tasks if t.task_id in set(result.runnable)], cache, desktops,
             sample, noop, quiet=as_json)
+    offenders = summary.get("on_desktop", {}).get("noop_agent", {}).get("offenders", {})
     if as_json:
         click.echo(json.dumps(summary, indent=2))
+        _exit_on_offenders(offenders)
         return
     for task in load.tasks:
         state = result.details.get(task.task_id, "runnable")
@@ -85,6 +88,15 @@ def check_tasks(osworld: Path, provider: str, cache_dir: Path | None, split: str
     click.echo(f"{len(result.runnable)} of {result.total} runnable on {provider}"
                + (f"; not runnable: {counts}" if counts else "")
                + f"; split written to {split_out}", err=True)
+    _exit_on_offenders(offenders)
+
+
+def _exit_on_offenders(offenders: dict[str, str]) -> None:
+    """A no-op agent check with offenders fails the command, so scripts and CI notice."""
+    if offenders:
+        click.echo(f"no-op agent check: {len(offenders)} offender(s): "
+                   + ", ".join(sorted(offenders)), err=True)
+        raise SystemExit(1)
 
 
 def _on_desktop(tasks: list, cache: FileCache, desktops: int, sample: int | None,

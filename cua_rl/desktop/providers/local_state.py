@@ -297,10 +297,44 @@ def free_port(prefer: int | None = None) -> int:
     raise RuntimeError("no free TCP port on 127.0.0.1")
 
 
+TOTEM_DESKTOP = Path("/usr/share/applications/org.gnome.Totem.desktop")
+"""GNOME's video player ("Videos"), the default for video types on OSWorld's Ubuntu image."""
+
+
+def default_apps_list(totem_desktop: Path = TOTEM_DESKTOP) -> str | None:
+    """A mimeapps.list making Totem the default for every video type it handles, as on
+    OSWorld's image (there a task asks the agent to make VLC the default; with VLC the
+    only video player here, the untouched desktop already passed). None without Totem:
+    xdg-mime skips defaults whose desktop file does not exist."""
+    try:
+        text = totem_desktop.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    types = next((line.partition("=")[2] for line in text.splitlines()
+                  if line.startswith("MimeType=")), "")
+    video = [t for t in types.split(";") if t.startswith("video/")]
+    if not video:
+        return None
+    return "[Default Applications]\n" + "".join(f"{t}={totem_desktop.name}\n" for t in video)
+
+
+def _write_default_apps(home: Path) -> None:
+    """Write `.config/mimeapps.list` into a template (atomically) unless it has one."""
+    target = home / ".config" / "mimeapps.list"
+    if target.exists() or (content := default_apps_list()) is None:
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    tmp.write_text(content)
+    tmp.rename(target)
+
+
 def ensure_home_template(path: Path) -> Path:
     """Build the default template at `path` unless it exists (atomic rename, so
-    concurrent first starts never see half a template)."""
+    concurrent first starts never see half a template). A template built before the
+    default-apps list existed gains it."""
     if path.is_dir():
+        _write_default_apps(path)
         return path
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
     for name in TEMPLATE_DIRS:
@@ -308,6 +342,7 @@ def ensure_home_template(path: Path) -> Path:
     lo_user = tmp / ".config" / "libreoffice" / "4" / "user"
     lo_user.mkdir(parents=True)
     (lo_user / "registrymodifications.xcu").write_text(_LO_REGISTRY)
+    _write_default_apps(tmp)
     try:
         tmp.rename(path)
     except OSError:  # another process built it first

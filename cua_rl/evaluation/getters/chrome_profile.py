@@ -84,14 +84,26 @@ async def new_startup_page(ctx: GetterContext, config: dict[str, Any]) -> str | 
     return _flag(prefs.get("session", {}).get("restore_on_startup", {}) == 5)
 
 
+def has_default_content_settings(values: Any) -> bool:
+    """OSWorld's test for "delete site data on close": `profile.
+    default_content_setting_values` exists. Chromium >= ~138 writes that key into
+    every fresh profile with only migration markers (`has_migrated_local_network_
+    access`); those are bookkeeping, not a setting the user changed, so a dict of
+    only `has_migrated_*` keys counts as absent (else an untouched profile passes)."""
+    if isinstance(values, dict) and values:
+        return any(not str(key).startswith("has_migrated_") for key in values)
+    return values is not None
+
+
 @getter("data_delete_automacally")
 async def data_delete_automacally(ctx: GetterContext, config: dict[str, Any]) -> str | None:
-    """"true" when `profile.default_content_setting_values` exists (OSWorld's test
-    for "delete site data on close"; the misspelt name is OSWorld's)."""
+    """"true" when the profile has default content settings (see
+    `has_default_content_settings`; the misspelt name is OSWorld's)."""
     prefs = await read_profile_json(ctx.client, _PREFS)
     if prefs is None or not isinstance(prefs.get("profile"), dict):
         return None
-    return _flag(prefs["profile"].get("default_content_setting_values") is not None)
+    return _flag(has_default_content_settings(
+        prefs["profile"].get("default_content_setting_values")))
 
 
 def _extension_settings(prefs: dict[str, Any] | None) -> dict[str, Any]:
@@ -177,10 +189,19 @@ async def _sqlite_rows(ctx: GetterContext, config: dict[str, Any], relatives: tu
 
 
 def _query(path: Path, query: str) -> list[tuple[Any, ...]]:
-    # Read a copy (the live file may be locked by Chrome); immutable=1 avoids
-    # creating -wal/-shm files next to it.
-    with sqlite3.connect(f"file:{path}?immutable=1", uri=True) as conn:
-        return conn.execute(query).fetchall()
+    """Rows of `query` on a copy of a profile database (the live file may be locked by
+    Chrome; immutable=1 creates no -wal/-shm files next to it).
+
+    A file without the table (Chromium razes a History it cannot use to an empty
+    database, e.g. one without its `meta` table) or that is not SQLite holds no
+    readable data: FileNotFoundError, which `evaluate` scores 0 with a log line,
+    as OSWorld's getter returns None on any error."""
+    try:
+        with sqlite3.connect(f"file:{path}?immutable=1", uri=True) as conn:
+            return conn.execute(query).fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise FileNotFoundError(f"{path.name} copied from Chrome's profile has no readable "
+                                f"data for {query!r}: {exc}") from None
 
 
 @getter("history")

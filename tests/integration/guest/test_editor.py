@@ -75,3 +75,33 @@ async def test_open_file_waits_for_its_window(client: aiohttp.ClientSession, gue
 async def test_open_file_missing_is_404(client: aiohttp.ClientSession, guest) -> None:
     missing = await _post_json(client, "/setup/open_file", {"path": str(guest.home / "nope.odt")})
     assert missing.status == 404
+
+
+@pytest.mark.skipif(shutil.which("mousepad") is None, reason="mousepad is not installed")
+async def test_thunderbird_class_of_osworld_finds_debians_window(
+        client: aiohttp.ClientSession, guest) -> None:
+    # OSWorld's postconfigs close `Mail.thunderbird` (strict, by class); Thunderbird >= 102
+    # (Debian's) names its main window `Mail.thunderbird-default`. A real window gets that
+    # WM_CLASS here; launching Thunderbird itself would take most of a minute.
+    target = guest.home / "mail_window.txt"
+    target.write_text("")
+    launched = await _post_json(client, "/setup/launch", {"command": ["mousepad", str(target)]})
+    assert launched.status == 200
+    async with client.post("/execute_with_verification", json={
+            "command": ["true"], "verification": {"window_exists": "mail_window.txt"},
+            "max_wait_time": 60, "check_interval": 0.2}) as response:
+        assert response.status == 200, await response.text()
+    async with client.post("/execute", json={"command": [
+            "xdotool", "search", "--name", "mail_window", "set_window", "--classname", "Mail",
+            "--class", "thunderbird-default"]}) as response:
+        assert (await response.json())["returncode"] == 0
+    closed = await _post_json(client, "/setup/close_window", {
+        "window_name": "Mail.thunderbird", "strict": True, "by_class": True})
+    assert closed.status == 200
+    deadline = time.monotonic() + 20
+    listed = "mail_window"
+    while "mail_window" in listed and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+        async with client.post("/execute", json={"command": ["wmctrl", "-l"]}) as response:
+            listed = (await response.json())["output"]
+    assert "mail_window" not in listed

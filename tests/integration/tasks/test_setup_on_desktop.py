@@ -26,12 +26,7 @@ from cua_rl.tasks.sources import load_source
 pytestmark = [pytest.mark.desktop, pytest.mark.shared]
 
 OSWORLD = Path(__file__).resolve().parents[3].parent / "shared" / "osworld"
-KNOWN_EVALUATION_GAPS = {
-    "44ee5668-ecd5-4366-a6ce-c1c9b8d4e938": "the history getter finds no `urls` table in "
-    "the profile Chromium wrote",
-    "08c73485-7c6d-4681-999d-919f5c32dcfa": "postconfig close_window finds no "
-    "'Mail.thunderbird' window (Debian's Thunderbird)",
-}
+KNOWN_EVALUATION_GAPS: dict[str, str] = {}
 """Sampled tasks whose evaluation fails on local desktops today (see the report)."""
 
 

@@ -160,3 +160,27 @@ def test_bench_spreadsheet_has_the_requested_shape() -> None:
     rows = list(csv.reader(io.StringIO(spreadsheet_csv(200, 12).decode())))
     assert len(rows) == 201 and {len(r) for r in rows} == {12}
     assert spreadsheet_csv(5, 3) == spreadsheet_csv(5, 3)  # seeded: same screen every run
+
+
+def test_totem_is_the_default_video_player_as_on_osworlds_image(tmp_path: Path) -> None:
+    desktop = tmp_path / "org.gnome.Totem.desktop"
+    desktop.write_text("[Desktop Entry]\nName=Videos\n"
+                       "MimeType=application/ogg;video/mp4;audio/x-wav;video/x-matroska;\n")
+    assert st.default_apps_list(desktop) == (
+        "[Default Applications]\nvideo/mp4=org.gnome.Totem.desktop\n"
+        "video/x-matroska=org.gnome.Totem.desktop\n")
+    assert st.default_apps_list(tmp_path / "absent.desktop") is None
+
+
+def test_home_template_gains_the_default_apps_list_once(tmp_path: Path) -> None:
+    if st.default_apps_list() is None:
+        pytest.skip("Totem is not installed (setup.sh installs it)")
+    template = st.ensure_home_template(tmp_path / "home-template")
+    mimeapps = template / ".config" / "mimeapps.list"
+    assert "video/mp4=org.gnome.Totem.desktop" in mimeapps.read_text()
+    mimeapps.write_text("[Default Applications]\nvideo/mp4=vlc.desktop\n")
+    st.ensure_home_template(template)  # an existing list (the user's choice) is kept
+    assert mimeapps.read_text().endswith("vlc.desktop\n")
+    mimeapps.unlink()  # a template built before the list existed gains it
+    st.ensure_home_template(template)
+    assert "org.gnome.Totem.desktop" in mimeapps.read_text()

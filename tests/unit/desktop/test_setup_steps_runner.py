@@ -85,7 +85,7 @@ async def guest() -> AsyncIterator[Guest]:
     app.router.add_post("/setup/launch", setup_route("launch"))
     app.router.add_post("/setup/open_file", setup_route("open", missing="missing"))
     app.router.add_post("/setup/activate_window", setup_route("activate", missing="Absent"))
-    app.router.add_post("/setup/close_window", setup_route("close"))
+    app.router.add_post("/setup/close_window", setup_route("close", missing="Absent"))
     app.router.add_post("/setup/change_wallpaper", setup_route("wallpaper"))
     app.router.add_post("/execute_with_verification", setup_route("verify", missing="never"))
     app.router.add_get("/assets/{name}", asset)
@@ -195,6 +195,36 @@ async def test_best_effort_failures_warn_unless_strict(
         await run_setup_steps(
             client, steps, task_id="t2", cache=cache, context=ctx(tmp_path, strict=True)
         )
+
+
+async def test_postconfig_window_steps_warn_even_when_strict(
+    guest: Guest, client: GuestClient, tmp_path: Path
+) -> None:
+    # Task 5bc63fb9's postconfig activates 'gemini_results.docx - LibreOffice Writer', a
+    # document only the agent creates: an agent that did nothing scores 0, it is no error.
+    steps = [step("activate_window", window_name="Absent.docx - LibreOffice Writer",
+                  strict=True)]
+    warnings = await run_setup_steps(
+        client, steps, task_id="t6", cache=FileCache(tmp_path), phase="evaluator.postconfig",
+        context=ctx(tmp_path, strict=True),
+    )
+    assert len(warnings) == 1 and "not found" in warnings[0]
+
+
+async def test_closing_a_window_that_is_not_open_succeeds_even_when_strict(
+    guest: Guest, client: GuestClient, tmp_path: Path
+) -> None:
+    # OSWorld's guest answers 200 whatever `wmctrl -c` found: a postconfig that closes
+    # a dialog the agent never opened ("Message Filters") must not fail the evaluation.
+    steps = [step("close_window", window_name="Absent dialog", strict=True)]
+    warnings = await run_setup_steps(
+        client, steps, task_id="t5", cache=FileCache(tmp_path), phase="evaluator.postconfig",
+        context=ctx(tmp_path, strict=True),
+    )
+    assert warnings == []
+    assert guest.calls == [
+        ("close", {"window_name": "Absent dialog", "strict": True, "by_class": False})
+    ]
 
 
 async def test_failed_open_raises_with_guest_message(

@@ -3,13 +3,19 @@ accessibility tree, Preferences readings and relative dates."""
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import datetime
+from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
 
 from cua_rl.evaluation.getters.chrome_cdp import address_bar_text, cdp_port
-from cua_rl.evaluation.getters.chrome_profile import color_scheme_of
+from cua_rl.evaluation.getters.chrome_profile import (
+    _query,
+    color_scheme_of,
+    has_default_content_settings,
+)
 from cua_rl.evaluation.getters.chrome_relative_time import format_day, resolve_relative_rules
 from cua_rl.evaluation.getters.chrome_url_parse import (
     dash_part,
@@ -126,3 +132,34 @@ def test_relative_unknown_name_is_an_error() -> None:
     with pytest.raises(ValueError, match="unknown relative time"):
         resolve_relative_rules({"relativeTime": {"from": "someday"}, "expected": {"time": ""}},
                                WEDNESDAY)
+
+
+def test_delete_data_on_close_ignores_chromiums_migration_markers() -> None:
+    # What Chromium 156 writes into a fresh profile: an untouched browser must read "false".
+    assert not has_default_content_settings({"has_migrated_local_network_access": True})
+    assert not has_default_content_settings(None)
+    # Session-only cookies (4), as Chrome's "delete data on close" writes them.
+    assert has_default_content_settings({"has_migrated_local_network_access": True,
+                                         "cookies": 4})
+    assert has_default_content_settings({})  # OSWorld: the key exists
+
+
+def test_a_history_chromium_razed_reads_as_missing(tmp_path: Path) -> None:
+    razed = tmp_path / "History"
+    with sqlite3.connect(razed) as conn:  # what Chromium leaves of a History it razed:
+        conn.execute("PRAGMA user_version = 1")  # a 4096-byte database without tables
+    conn.close()
+    assert razed.stat().st_size == 4096
+    with pytest.raises(FileNotFoundError, match="History copied from Chrome's profile"):
+        _query(razed, "SELECT url, title, last_visit_time FROM urls")
+    junk = tmp_path / "Cookies"
+    junk.write_bytes(b"stand-in\n" * 200)
+    with pytest.raises(FileNotFoundError, match="Cookies"):
+        _query(junk, "SELECT * FROM cookies")
+    good = tmp_path / "good"
+    with sqlite3.connect(good) as conn:
+        conn.execute("CREATE TABLE urls (url TEXT, title TEXT, last_visit_time INTEGER)")
+        conn.execute("INSERT INTO urls VALUES ('https://a.com/', 'A', 1)")
+    conn.close()
+    assert _query(good, "SELECT url, title, last_visit_time FROM urls") == [
+        ("https://a.com/", "A", 1)]

@@ -64,10 +64,13 @@ async def activate_id(window_id: str) -> None:
 WINDOW_ALIASES: dict[str, tuple[str, ...]] = {
     "Google Chrome": ("Chromium",),
     "google-chrome.Google-chrome": ("chromium.Chromium",),
+    "Mail.thunderbird": ("Mail.thunderbird-default",),
 }
 """Names OSWorld's tasks use for Google Chrome, and what Debian's Chromium (which
-stands in for it where Chrome is not installed) calls the same window. Tried
-only when the name itself matches nothing."""
+stands in for it where Chrome is not installed) calls the same window; and the
+WM_CLASS of Thunderbird's main window, `Mail.thunderbird` on OSWorld's image but
+`Mail.thunderbird-default` since Thunderbird 102 (Debian's). Tried only when the
+name itself matches nothing."""
 
 
 async def wmctrl_by_name(action: str, name: str, strict: bool, by_class: bool) -> int:
