@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -24,14 +25,14 @@ def local_desktops() -> None:
 
 
 @pytest.fixture(scope="session")
-def primed_tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The format-primed tiny model (~4 min to build): its samples parse, so runs
-    that train on them see real advantages."""
+def primed_tiny_model_dir() -> Path:
+    """The format-primed tiny model (~4 min to build once per machine): its samples
+    parse, so runs that train on them see real advantages. The same cached build the
+    runs themselves use (`ensure_tiny_model`), so a session never builds it twice."""
     pytest.importorskip("transformers")
-    from cua_rl.inference.tiny_model import build_tiny_model
+    from cua_rl.inference.launcher import default_tiny_dir, ensure_tiny_model
 
-    return build_tiny_model(tmp_path_factory.mktemp("tiny-primed") / "model", seed=0,
-                            primed=True).path
+    return asyncio.run(ensure_tiny_model(default_tiny_dir()))
 
 
 @pytest.fixture(scope="session")
