@@ -59,7 +59,7 @@ fi
 unset CUA_GUEST_TOKEN
 
 export DISPLAY=:0 HOME=${HOME:-/home/user} XDG_RUNTIME_DIR=/tmp/runtime-user
-export PYTHONPATH=/opt/cua-guest/site
+export PYTHONPATH=/opt/cua-guest/guest:/opt/cua-guest/site
 mkdir -p "$XDG_RUNTIME_DIR" && chmod 700 "$XDG_RUNTIME_DIR"
 cd "$HOME"
 
