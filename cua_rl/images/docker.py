@@ -26,8 +26,12 @@ def docker_tag(content: str) -> str:
 
 
 def docker_has(tag: str) -> bool:
-    return subprocess.run(["docker", "image", "inspect", tag], capture_output=True,
-                          timeout=60).returncode == 0
+    try:
+        return subprocess.run(["docker", "image", "inspect", tag], capture_output=True,
+                              timeout=60).returncode == 0
+    except FileNotFoundError:
+        raise DesktopError("image build: `docker` not found (apt-get install "
+                           "docker.io)") from None
 
 
 def _container_tree(rootfs_tar: Path, out: IO[bytes]) -> None:

@@ -81,3 +81,10 @@ def test_a_failed_profile_tag_removes_the_fresh_import(
     with pytest.raises(DesktopError, match="docker tag .* No such image"):
         docker_import(_rootfs(tmp_path), "ef" * 32, "minimal")
     assert f"image rm --force {docker_tag('ef' * 32)}" in log.read_text()
+
+
+def test_no_docker_on_path_is_one_clear_error(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(DesktopError, match="`docker` not found"):
+        docker_import(_rootfs(tmp_path), "01" * 32, "minimal")
