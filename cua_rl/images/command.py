@@ -23,7 +23,7 @@ def image() -> None:
               help="full: the task suite's apps; minimal: X, window manager, guest, xterm.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Image cache dir (default $CUA_RL_IMAGE_CACHE or ~/.cache/cua-rl/images).")
-@click.option("--refresh", is_flag=True, help="Rebuild even when the recipe is cached.")
+@click.option("--refresh", is_flag=True, help="Rebuild both layers (base, top) even when cached.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def build(fmt: str, profile: str, out: Path | None, refresh: bool, as_json: bool) -> None:
     """Build one desktop image with mmdebstrap (needs root or unprivileged user

@@ -59,7 +59,7 @@ fi
 unset CUA_GUEST_TOKEN
 
 export DISPLAY=:0 HOME=${HOME:-/home/user} XDG_RUNTIME_DIR=/tmp/runtime-user
-export PYTHONPATH=/opt/cua-guest/site
+export PYTHONPATH=/opt/cua-guest/guest:/opt/cua-guest/site
 mkdir -p "$XDG_RUNTIME_DIR" && chmod 700 "$XDG_RUNTIME_DIR"
 cd "$HOME"
 
@@ -74,7 +74,10 @@ done
 case "${CUA_GUEST_LISTEN:-unix:$RUN_DIR/guest.sock}" in
   unix:*) sock=${CUA_GUEST_LISTEN#unix:}; sock=${sock:-$RUN_DIR/guest.sock}
           rm -f "$sock"; listen="--unix-socket $sock" ;;
-  tcp:*) hp=${CUA_GUEST_LISTEN#tcp:}; listen="--host ${hp%:*} --port ${hp##*:}" ;;
+  # VMs: the only way in is QEMU's user-mode network (restrict=on) forwarding
+  # one port from the host's 127.0.0.1, so plain HTTP crosses host loopback only.
+  tcp:*) hp=${CUA_GUEST_LISTEN#tcp:}
+         listen="--host ${hp%:*} --port ${hp##*:} --allow-plain-http" ;;
   *) echo "cua-desktop: CUA_GUEST_LISTEN must be unix:PATH or tcp:HOST:PORT" >&2; exit 2 ;;
 esac
 

@@ -21,8 +21,9 @@ from packaging.requirements import Requirement
 Profile = Literal["minimal", "full"]
 Format = Literal["rootfs", "docker", "qcow2"]
 
-RECIPE_VERSION = 1
-"""Bumped whenever the build steps change in a way the package lists do not show."""
+RECIPE_VERSION = 2
+"""Bumped whenever the build steps change in a way the package lists do not show
+(2: the image is a cached base layer plus a top layer with the guest)."""
 SUITE = "bookworm"
 USER, UID = "user", 1000
 HOME_DIRS = ("Desktop", "Documents", "Downloads", "Music", "Pictures", "Videos")
@@ -55,6 +56,11 @@ IMAGE_MARKERS = {"python_version": "3.11", "python_full_version": "3.11.2",
                  "platform_machine": "x86_64", "implementation_name": "cpython",
                  "platform_python_implementation": "CPython", "os_name": "posix"}
 GUEST_DIR_IN_IMAGE = "/opt/cua-guest"
+SITE_IN_IMAGE = f"{GUEST_DIR_IN_IMAGE}/site"
+"""The guest's pinned Python closure (base layer)."""
+GUEST_IN_IMAGE = f"{GUEST_DIR_IN_IMAGE}/guest"
+"""The guest package itself (top layer): a directory of its own, so the top
+layer adds files and never rewrites one of the base."""
 SESSION_SCRIPT_IN_IMAGE = "/usr/local/bin/cua-desktop"
 MANIFEST_IN_IMAGE = "/etc/cua-image/manifest.json"
 
@@ -121,7 +127,14 @@ def session_script() -> str:
 
 @dataclass(frozen=True)
 class Recipe:
-    """The inputs of one image (every format of it); `key()` hashes them."""
+    """The inputs of one image (every format of it).
+
+    An image is two layers: the base (what mmdebstrap and pip's closure consume:
+    suite, packages, Python pins, recipe version), keyed by `base_key()` and
+    cached on its own, and a small top layer (the guest, the session script,
+    the manifest). `key()` covers both, so the image's key stays honest while
+    an edit of the guest or the script rebuilds the top layer only.
+    """
 
     profile: Profile
     suite: str = SUITE
@@ -137,7 +150,13 @@ class Recipe:
                    python=python_closure(), guest_digest=tree_digest(guest_source_dir()),
                    script_digest=hashlib.sha256(session_script().encode()).hexdigest())
 
+    def base_key(self) -> str:
+        """sha256 of what the base layer is built from (not the guest, not the script)."""
+        base = {"suite": self.suite, "packages": self.packages, "python": self.python,
+                "version": self.version}
+        return hashlib.sha256(json.dumps(base, sort_keys=True).encode()).hexdigest()
+
     def key(self) -> str:
-        """sha256 of the recipe."""
+        """sha256 of the whole recipe (both layers)."""
         blob = json.dumps(asdict(self), sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()
