@@ -14,8 +14,9 @@ The network namespace has only its own loopback, so nothing on the host's
 loopback (model servers, Ray, other guests) is reachable. The ports the host
 needs (the guest and Chromium's DevTools 9222) are forwarded through Unix sockets
 in the socket directory: inside, `socat UNIX-LISTEN -> TCP 127.0.0.1:PORT`; on
-the host (`host_forwarders`), `socat TCP-LISTEN 127.0.0.1:HOSTPORT -> UNIX`. No
-bridge, no address outside 127.0.0.0/8.
+the host (`host_forwarder`), `cua_rl.desktop.unix_forward` serves 127.0.0.1:HOSTPORT
+from each socket without ever following a link planted there. No bridge, no
+address outside 127.0.0.0/8.
 
 Inside, `SESSION_SCRIPT` starts Xvfb, the session bus, the window manager, the
 forwarders and the guest, and exits as soon as one of the critical ones does;
@@ -158,12 +159,17 @@ def bwrap_argv(spec: SandboxSpec, env: Mapping[str, str], fds: SandboxFds,
     return argv
 
 
-def host_forwarders(ports: Mapping[str, int]) -> list[list[str]]:
-    """socat commands that serve 127.0.0.1:port on the host from each Unix socket
-    (paths relative: they run in the socket directory, which is all they can reach)."""
-    return [["socat", f"TCP-LISTEN:{port},bind=127.0.0.1,reuseaddr,fork,nodelay",
-             f"UNIX-CONNECT:{name}.sock"]
-            for name, port in ports.items()]
+def host_forwarder(python: str, ports: Mapping[str, int], sock_dir: str, uid: int,
+                   gid: int) -> list[str]:
+    """The command that serves 127.0.0.1:port on the host from each Unix socket
+    `sock_dir/<name>.sock` (`cua_rl.desktop.unix_forward`): it starts as root, from
+    the launcher's interpreter (which `user` may not even be able to read), binds,
+    then drops to the desktop's uid:gid; it never follows a link the agent plants
+    in the socket directory."""
+    argv = [python, "-m", "cua_rl.desktop.unix_forward", "--user", f"{uid}:{gid}"]
+    for name, port in ports.items():
+        argv += ["--forward", f"{port}:{sock_dir}/{name}.sock"]
+    return argv
 
 
 def _forward_lines() -> str:

@@ -8,10 +8,12 @@ Started by `LocalProvider` as
 
 it starts, as the unprivileged desktop user, `bwrap` with the whole session
 inside (Xvfb, the session bus, the window manager, the guest; see
-`local_sandbox` and docs/sandbox.md) and one `socat` per forwarded port that
-serves 127.0.0.1:PORT on the host from the sandbox's Unix socket. The launcher
-itself stays root on the host only to prepare the desktop's directories; nothing
-of the session runs as root or sees the host's files.
+`local_sandbox` and docs/sandbox.md) and one host forwarder
+(`cua_rl.desktop.unix_forward`) that serves 127.0.0.1:PORT on the host from the
+sandbox's Unix sockets without following links; it binds as root and then drops
+to the desktop user. The launcher itself stays root on the host only to prepare
+the desktop's directories; nothing of the session runs as root or sees the host's
+files.
 
 Invariant: when this process ends, for whatever reason short of SIGKILL, every
 process it started ends with it (the sandbox's PID namespace dies with bwrap,
@@ -38,12 +40,13 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+import cua_rl
 from cua_rl.desktop.providers.local_sandbox import (
     STAGE,
     SandboxFds,
     SandboxSpec,
     bwrap_argv,
-    host_forwarders,
+    host_forwarder,
     quoted,
     sandbox_env,
 )
@@ -87,6 +90,13 @@ def kill_namespace(mnt_ns: str, exclude: tuple[int, ...] = ()) -> list[int]:
         except ProcessLookupError:
             pass
     return pids
+
+
+def _forwarder_env() -> dict[str, str]:
+    """`_HOST_ENV` plus what the forwarder needs to import cua_rl: the directory
+    this package was loaded from, then the launcher's own PYTHONPATH."""
+    paths = [str(Path(cua_rl.__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")]
+    return {**_HOST_ENV, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
 
 
 def _data_fd(data: str) -> int:
@@ -143,10 +153,12 @@ def _start(spec: dict, user: DesktopUser, log: Any) -> dict[int, str]:
         for fd in fds.all():
             os.close(fd)
     critical = {sandbox.pid: "sandbox (bwrap)"}
-    for fwd_argv in [] if box.network else host_forwarders(spec["ports"]):
-        fwd = subprocess.Popen(fwd_argv, env=_HOST_ENV, cwd=f"{STAGE}/sock",
-                               stdin=subprocess.DEVNULL, **user.popen_kwargs())
-        critical[fwd.pid] = f"host forwarder {fwd_argv[1].split(',')[0]}"
+    if not box.network:
+        ports = spec["ports"]
+        fwd_argv = host_forwarder(sys.executable, ports, f"{STAGE}/sock", user.uid, user.gid)
+        fwd = subprocess.Popen(fwd_argv, env=_forwarder_env(), cwd="/",
+                               stdin=subprocess.DEVNULL)
+        critical[fwd.pid] = f"host forwarder {ports}"
     log(f"sandbox: {quoted(argv)}")
     return critical
 

@@ -316,9 +316,6 @@ async def test_links_planted_in_the_shared_socket_dir_are_not_followed(scene: Sc
         await server.wait_closed()
         await asyncio.to_thread(shutil.rmtree, trap_dir, True)
     assert await scene.provider.health(scene.a), "the agent's desktop did not come back"
-    if trap_hits and scene.provider.type == "local":
-        pytest.xfail("local: the host-side socat (as `user`) follows a guest.sock symlink "
-                     "planted in the shared socket dir (fix in local_sandbox/local_session)")
     assert trap_hits == []
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cua_rl.desktop.providers.container_forward import connect_no_follow
+from cua_rl.desktop.unix_forward import connect_no_follow
 
 
 def test_connects_to_a_socket_and_refuses_links_and_files(tmp_path: Path) -> None:

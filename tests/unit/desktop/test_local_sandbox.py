@@ -10,7 +10,7 @@ from cua_rl.desktop.providers.local_sandbox import (
     SandboxFds,
     SandboxSpec,
     bwrap_argv,
-    host_forwarders,
+    host_forwarder,
     sandbox_env,
 )
 
@@ -47,10 +47,12 @@ def test_network_option_shares_the_host_net_without_forwarders() -> None:
     assert "--share-net" in argv and argv[-2:] == ["4321", ""]
 
 
-def test_host_forwarders_listen_on_loopback_only() -> None:
-    (guest,) = host_forwarders({"guest": 40001})
-    assert guest[1].startswith("TCP-LISTEN:40001,bind=127.0.0.1,")
-    assert guest[2] == "UNIX-CONNECT:guest.sock"
+def test_host_forwarder_serves_each_socket_and_drops_to_the_user() -> None:
+    argv = host_forwarder("/py", {"guest": 40001, "cdp": 40002}, "/stage/sock", 1001, 1002)
+    assert argv[:3] == ["/py", "-m", "cua_rl.desktop.unix_forward"]
+    assert argv[argv.index("--user") + 1] == "1001:1002"
+    forwards = [argv[i + 1] for i, a in enumerate(argv) if a == "--forward"]
+    assert forwards == ["40001:/stage/sock/guest.sock", "40002:/stage/sock/cdp.sock"]
 
 
 def test_guest_venv_is_keyed_by_content(tmp_path: Path) -> None:
