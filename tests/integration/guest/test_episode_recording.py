@@ -13,10 +13,10 @@ from tests_support.guest_server import RunningGuest
 from tests_support.servers import free_port
 
 from cua_rl.desktop.client import GuestClient
+from cua_rl.errors import EpisodeAborted
 from cua_rl.inference.config import InferencePoolConfig
 from cua_rl.inference.pool import InferencePool
 from cua_rl.rollout.actor import run_episode
-from cua_rl.rollout.base import EpisodeAborted
 from cua_rl.rollout.config import EpisodeConfig
 from cua_rl.rollout.episode_recording import EpisodeRecording, recording_path
 from cua_rl.store.run_store import AsyncRunStore
