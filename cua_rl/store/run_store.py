@@ -297,6 +297,9 @@ class AsyncRunStore:
         try:
             return await loop.run_in_executor(self._executor, lambda: fn(*args, **kwargs))
         except sqlite3.OperationalError as exc:
+            if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+                raise StoreError(f"{self.sync.run_dir / DB_NAME}: no space left on device "
+                                 f"(SQLite: {exc})") from exc
             raise StoreError(f"{self.sync.run_dir / DB_NAME}: {exc}") from exc
 
     async def put_screenshot(self, data: bytes) -> str:
