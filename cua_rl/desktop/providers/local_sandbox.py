@@ -50,8 +50,9 @@ ETC_SECRETS = ("shadow", "shadow-", "gshadow", "gshadow-", "sudoers", "sudoers.d
                "security/opasswd")
 """Under /etc but none of a desktop's business: files masked by /dev/null (unreadable:
 the bind is nodev), directories by an empty tmpfs."""
-ENV_FROM_HOST = ("LANG", "LANGUAGE", "TZ", "SAL_USE_VCLPLUGIN")
-"""The only variables (with LC_*) taken from the launcher's environment."""
+ENV_FROM_HOST = ("LANG", "LANGUAGE", "TZ", "SAL_USE_VCLPLUGIN", "CUA_GUEST_FAULT_HOOKS")
+"""The only variables (with LC_*) taken from the launcher's environment
+(CUA_GUEST_FAULT_HOOKS arms the guest's fault hook for `cua-rl bench faults`)."""
 STAGE = "/run/cua-rl-stage"
 """Where the launcher, root in its private mount namespace, binds this desktop's
 home, socket directory and guest venv for bwrap: bwrap runs as the desktop user,
