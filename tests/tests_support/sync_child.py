@@ -9,6 +9,8 @@ Usage: python -m tests_support.sync_child
 from __future__ import annotations
 
 import asyncio
+import faulthandler
+import signal
 import tempfile
 from pathlib import Path
 
@@ -64,4 +66,7 @@ async def _main() -> None:
 
 
 if __name__ == "__main__":
+    # SIGUSR1 dumps every thread's stack to stderr: the test asks for it before it
+    # kills a child that did not stop, so a hang says where it hung.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     run_stoppable(_main())
