@@ -69,4 +69,8 @@ if __name__ == "__main__":
     # SIGUSR1 dumps every thread's stack to stderr: the test asks for it before it
     # kills a child that did not stop, so a hang says where it hung.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
+    # Ctrl-C as a terminal gives it: a pytest process can hand its children SIGINT
+    # ignored (an earlier test or a background launch left SIG_IGN, which POSIX keeps
+    # across exec), and then Python installs no KeyboardInterrupt handler at all.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     run_stoppable(_main())
