@@ -49,7 +49,8 @@ def declared_failure(last_action: Action | None) -> bool:
     )
 
 
-def _per_metric(spec: dict[str, Any], key: str, n: int, single: bool) -> list[Any]:
+def per_metric(spec: dict[str, Any], key: str, n: int, single: bool) -> list[Any]:
+    """`spec[key]` as one entry per metric (a single metric's value, a list, or Nones)."""
     value = spec.get(key)
     if isinstance(value, list | dict) and len(value) == 0:
         value = None
@@ -101,9 +102,9 @@ async def evaluate(
     single = isinstance(func, str)
     names = [func] if single else list(func)
     conj = spec.get("conj", "and")
-    results = _per_metric(spec, "result", len(names), single)
-    expecteds = _per_metric(spec, "expected", len(names), single)
-    options = _per_metric(spec, "options", len(names), single)
+    results = per_metric(spec, "result", len(names), single)
+    expecteds = per_metric(spec, "expected", len(names), single)
+    options = per_metric(spec, "options", len(names), single)
 
     await asyncio.to_thread(cache_dir.mkdir, parents=True, exist_ok=True)
     ctx = GetterContext(client=client, cache=cache, cache_dir=cache_dir,

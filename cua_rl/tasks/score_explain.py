@@ -15,6 +15,7 @@ import functools
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cua_rl.evaluation.evaluate import per_metric
 from cua_rl.evaluation.registry import GetterContext, get_getter, get_metric
 from cua_rl.types import TaskVariant
 
@@ -43,15 +44,6 @@ def show_value(value: Any) -> str:
     return text if len(text) <= MAX_VALUE_CHARS else text[:MAX_VALUE_CHARS] + "..."
 
 
-def _aligned(spec: dict[str, Any], key: str, n: int, single: bool) -> list[Any]:
-    value = spec.get(key)
-    if isinstance(value, list | dict) and len(value) == 0:
-        value = None
-    if single:
-        return [value]
-    return list(value) if isinstance(value, list) else [None] * n
-
-
 async def explain_score(variant: TaskVariant, client: GuestClient, *, cache: FileCache,
                         context: SetupContext, cache_dir: Path) -> str:
     """`metric NAME scored S: got X, expected Y` per metric of the variant, `; `-joined."""
@@ -61,9 +53,9 @@ async def explain_score(variant: TaskVariant, client: GuestClient, *, cache: Fil
         return "metric 'infeasible' scores 1 only after terminate(status=failure)"
     single = isinstance(func, str)
     names = [func] if single else list(func or [])
-    results = _aligned(spec, "result", len(names), single)
-    expecteds = _aligned(spec, "expected", len(names), single)
-    options = _aligned(spec, "options", len(names), single)
+    results = per_metric(spec, "result", len(names), single)
+    expecteds = per_metric(spec, "expected", len(names), single)
+    options = per_metric(spec, "options", len(names), single)
     ctx = GetterContext(client=client, cache=cache, cache_dir=cache_dir / "explain",
                         task_id=variant.task_id, setup=context)
     parts = []

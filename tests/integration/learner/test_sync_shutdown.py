@@ -41,7 +41,9 @@ def test_signal_ends_a_run_blocked_in_a_weight_sync(sig: signal.Signals, tmp_pat
     finally:
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGUSR1)  # the child dumps its threads' stacks
-            time.sleep(1.0)  # noqa: ASYNC251 - a dump, not readiness: nothing to poll
+            dumped = time.monotonic() + 5.0
+            while "Thread 0x" not in err_path.read_text() and time.monotonic() < dumped:
+                time.sleep(0.05)
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
     err = err_path.read_text()
