@@ -18,6 +18,40 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def _ephemeral_start() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_port_run(count: int) -> int:
+    """The first of `count` consecutive free loopback ports, below the ephemeral range.
+
+    Ports handed out by the kernel (bind to 0) come from the ephemeral range, which every
+    outgoing connection also draws from: a run picked there can be taken by a client socket
+    before the server under test binds it (seen in CI as EADDRINUSE). Below that range only
+    explicit binds compete."""
+    import random
+
+    top = _ephemeral_start() - count
+    for _ in range(200):
+        base = random.randint(20000, top)
+        socks: list[socket.socket] = []
+        try:
+            for port in range(base, base + count):
+                sock = socket.socket()
+                socks.append(sock)
+                sock.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for sock in socks:
+                sock.close()
+    raise RuntimeError(f"no run of {count} free loopback ports below {top + count}")
+
+
 @dataclass
 class ServerProcess:
     process: subprocess.Popen

@@ -22,11 +22,13 @@ import yaml
 pytest.importorskip("cryptography")
 pytest.importorskip("botocore")
 
+from tests_support.servers import free_port_run  # noqa: E402
+
 from cua_rl.desktop.providers.aws import AwsProvider  # noqa: E402
-from cua_rl.desktop.providers.aws_launch import launch_params  # noqa: E402
 from cua_rl.desktop.providers.aws_config import AwsProviderConfig  # noqa: E402
 from cua_rl.desktop.providers.aws_fleet import FleetLaunch  # noqa: E402
 from cua_rl.desktop.providers.aws_fleet_hosts import FleetHosts  # noqa: E402
+from cua_rl.desktop.providers.aws_launch import launch_params  # noqa: E402
 from cua_rl.desktop.providers.aws_tls import instance_token, make_pair  # noqa: E402
 from cua_rl.desktop.providers.base import DesktopHandle  # noqa: E402
 
@@ -49,19 +51,6 @@ def fleet_image(request: pytest.FixtureRequest) -> str:
             timeout=60).returncode == 0:
         return "cua-rl-desktop:minimal"
     return str(request.getfixturevalue("minimal_docker_image"))
-
-
-def free_ports(count: int) -> list[int]:
-    import socket
-
-    socks = [socket.socket() for _ in range(count)]
-    try:
-        for sock in socks:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in socks]
-    finally:
-        for sock in socks:
-            sock.close()
 
 
 def render_host(root: Path, image: str, guest_port: int, control_port: int,
@@ -98,20 +87,8 @@ def render_host(root: Path, image: str, guest_port: int, control_port: int,
 
 async def test_rendered_fleet_host_serves_k_container_desktops_over_pinned_tls(
         tmp_path: Path, fleet_image: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    ports = free_ports(K + 1)
-    guest_port = ports[0]
-    for _ in range(20):  # K consecutive guest ports, the control port apart
-        if all(p not in ports[1:] for p in range(guest_port, guest_port + K)):
-            try:
-                import socket
-
-                for port in range(guest_port, guest_port + K):
-                    with socket.socket() as sock:
-                        sock.bind(("127.0.0.1", port))
-                break
-            except OSError:
-                pass
-        guest_port = free_ports(1)[0]
+    guest_port = free_port_run(K + 1)  # K guest ports, then the control port
+    ports = list(range(guest_port, guest_port + K + 1))
     prefix = f"cua-fleet-test-{secrets.token_hex(3)}-"
     config, fleet, desktop_cmd, agent_json = render_host(
         tmp_path, fleet_image, guest_port, ports[-1], prefix)

@@ -30,6 +30,7 @@ pytest.importorskip("moto.server")
 import boto3  # noqa: E402
 from aiohttp import web  # noqa: E402
 from moto.server import ThreadedMotoServer  # noqa: E402
+from tests_support.servers import free_port_run  # noqa: E402
 
 from cua_rl.desktop.providers.aws import AwsProvider  # noqa: E402
 from cua_rl.desktop.providers.aws_api import Ec2Api  # noqa: E402
@@ -386,27 +387,6 @@ def test_missing_credentials_are_one_line_not_a_traceback(tmp_path: Any) -> None
 # fleet hosts (image_kind fleet-host): K desktops per instance ---------------------------
 
 FLEET_TOKEN = "fleet-run-token-" + "z" * 16
-
-
-def free_port_run(count: int) -> int:
-    """The first of `count` consecutive free loopback ports (bounded tries)."""
-    for _ in range(50):
-        base = free_port()
-        if base + count > 65535:
-            continue
-        socks = []
-        try:
-            for port in range(base, base + count):
-                sock = socket.socket()
-                socks.append(sock)
-                sock.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for sock in socks:
-                sock.close()
-    raise RuntimeError("no run of free ports")
 
 
 def fleet_user_data(ec2: Any, instance_id: str) -> dict[str, Any]:
