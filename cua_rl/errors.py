@@ -39,6 +39,17 @@ class TaskFormatError(CuaRlError):
     """A task, template or evaluator JSON file does not have the expected shape."""
 
 
+class PortInUse(CuaRlError):
+    """A server could not bind the port picked for it: another socket took it between
+    the pick and the bind (cua_rl/net_ports.py retries the start on another port)."""
+
+    def __init__(self, host: str, port: int, detail: str = "") -> None:
+        super().__init__(f"port {host}:{port} is in use (another socket bound it after it "
+                         f"was picked){': ' + detail if detail else ''}")
+        self.host = host
+        self.port = port
+
+
 class InferenceError(CuaRlError):
     """A model server could not serve a request."""
 

@@ -20,17 +20,17 @@ import logging
 import os
 import re
 import secrets
-import socket
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from pathlib import Path
+from typing import Any
 
 from cua_rl.errors import ConfigError
 from cua_rl.inference.client import InferenceClient
 from cua_rl.inference.config import TINY, ModelServersConfig
 from cua_rl.inference.owner_watch import owner_env
-from cua_rl.inference.replica_process import ServerProcess
+from cua_rl.inference.replica_process import ServerProcess, start_server
 from cua_rl.inference.replica_set import Replica, ReplicaSet
 from cua_rl.inference.server_auth import TOKEN_ENV
 from cua_rl.inference.vllm_engine import (
@@ -109,12 +109,6 @@ async def _relay_build_output(proc: asyncio.subprocess.Process, keep: int = 40) 
     return "\n".join(lines)
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
-
-
 def resolve_model(cfg: ModelServersConfig, tiny_dir: Path) -> str:
     if cfg.model == TINY:
         return str(tiny_dir)
@@ -164,32 +158,55 @@ async def replica_set(
     model = resolve_model(cfg, tiny)
     log_dir.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 - once, at start-up
     token = token or secrets.token_urlsafe(32)
-    handles: list[ServerProcess] = []
-    for i in range(cfg.replicas):
-        port = free_port()
-        env = {**os.environ, "OMP_NUM_THREADS": str(cfg.threads),
-               "TOKENIZERS_PARALLELISM": "false", TOKEN_ENV: token, **owner_env()}
-        argv = ([sys.executable, "-m", "cua_rl.cli", "serve", "--engine", "hf", "--model",
-                 model, "--port", str(port), "--threads", str(cfg.threads),
-                 "--version", str(version)] if python is None
-                else vllm_argv(cfg, model, python, port, version))
-        handles.append(ServerProcess(argv, env, f"http://127.0.0.1:{port}",
-                                     log_dir / f"{name}-{i}.log", cfg.ready_timeout_s))
-    replicas = ReplicaSet(
-        [Replica(h.url, InferenceClient(h.url, req.request_timeout_s,
-                                        connect_timeout_s=req.connect_timeout_s, token=token),
-                 handle=h, version=version) for h in handles],
-        name=name, config=cfg.supervision, probe_interval_s=req.probe_interval_s,
-        version=version)
+    env = {**os.environ, "OMP_NUM_THREADS": str(cfg.threads),
+           "TOKENIZERS_PARALLELISM": "false", TOKEN_ENV: token, **owner_env()}
+
+    def argv(port: int) -> list[str]:
+        if python is not None:
+            return vllm_argv(cfg, model, python, port, version)
+        return [sys.executable, "-m", "cua_rl.cli", "serve", "--engine", "hf", "--model",
+                model, "--port", str(port), "--threads", str(cfg.threads),
+                "--version", str(version)]
+
+    started: dict[int, ServerProcess] = {}
+
+    async def start(i: int) -> None:
+        started[i] = await start_server(
+            argv, env, log_path=log_dir / f"{name}-{i}.log",
+            ready_timeout_s=cfg.ready_timeout_s, what=f"start of {name} replica {i}")
+
     try:
-        for handle in handles:
-            await handle.spawn()
-        await asyncio.gather(*(h.wait_healthy() for h in handles))
-        replicas.start_monitor()
-        yield replicas
+        await gather_or_cancel([start(i) for i in range(cfg.replicas)])
+        # URLs are known only now: a replica whose port was taken moved before anyone
+        # saw its URL.
+        handles = [started[i] for i in range(cfg.replicas)]
+        replicas = ReplicaSet(
+            [Replica(h.url, InferenceClient(h.url, req.request_timeout_s,
+                                            connect_timeout_s=req.connect_timeout_s,
+                                            token=token),
+                     handle=h, version=version) for h in handles],
+            name=name, config=cfg.supervision, probe_interval_s=req.probe_interval_s,
+            version=version)
+        try:
+            replicas.start_monitor()
+            yield replicas
+        finally:
+            await replicas.close()  # supervision first: nothing restarts what is stopped
     finally:
-        await replicas.close()  # supervision first: nothing restarts what is being stopped
-        await asyncio.gather(*(h.stop() for h in handles))
+        await asyncio.gather(*(h.close() for h in started.values()))
+
+
+async def gather_or_cancel(starts: list[Coroutine[Any, Any, None]]) -> None:
+    """Run `starts` concurrently; on the first error cancel the rest, wait for them to
+    clean up, and raise that error (as `gather` would, without leaving any running)."""
+    tasks = [asyncio.ensure_future(s) for s in starts]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 def vllm_argv(cfg: ModelServersConfig, model: str, python: str, port: int, version: int,

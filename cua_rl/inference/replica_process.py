@@ -6,6 +6,15 @@ engine-core child behind; it logs to one file across restarts; it restarts on th
 same port, so its URL, sticky routing and client stay valid. Its environment
 carries the run's model-server credential (never argv, which any local user can
 read in the process table).
+
+Ports: the handle holds its port's `PortReservation` (net_ports.py) for its whole
+life, so while the server is down for a restart no other picker, and no outgoing
+connection, can take the number. Only a program binding that exact port itself can;
+then the restart fails with "address already in use" (an `InferenceUnavailable` raised
+from `PortInUse`, naming the port), the supervisor retries it with backoff and, once
+its restart budget is spent, marks the replica FAILED with that reason: the replica
+cannot move, since its URL is its identity in routing. A first start has no URL yet,
+so `start_server` simply starts again on a fresh port.
 """
 
 from __future__ import annotations
@@ -14,23 +23,29 @@ import asyncio
 import contextlib
 import os
 import signal
+from collections.abc import Callable
 from pathlib import Path
 
-from cua_rl.errors import InferenceUnavailable
+from cua_rl.errors import InferenceUnavailable, PortInUse
 from cua_rl.inference.client import InferenceClient
+from cua_rl.net_ports import PortReservation, address_in_use, on_free_port
 
 
 class ServerProcess:
     """Start, watch, restart and stop one `cua-rl serve` / vLLM process."""
 
     def __init__(self, argv: list[str], env: dict[str, str], url: str, log_path: Path,
-                 ready_timeout_s: float) -> None:
+                 ready_timeout_s: float, port: PortReservation | None = None) -> None:
+        """`port`: the reservation of the port in `argv`, held until `close`."""
         self.argv = argv
         self.env = env
         self.url = url
         self.log_path = log_path
         self.ready_timeout_s = ready_timeout_s
+        self.port = port
         self.proc: asyncio.subprocess.Process | None = None
+        self._log_start = 0
+        """Where this start's output begins in the log (shared by all starts)."""
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.returncode is None
@@ -39,6 +54,7 @@ class ServerProcess:
         """Start the process (not waiting for it to be ready)."""
         # Opened once per start; the child keeps the descriptor.
         with open(self.log_path, "ab") as log:  # noqa: ASYNC230 - a local file, once
+            self._log_start = log.tell()
             self.proc = await asyncio.create_subprocess_exec(
                 *self.argv, stdout=log, stderr=asyncio.subprocess.STDOUT, env=self.env,
                 start_new_session=True)
@@ -53,15 +69,27 @@ class ServerProcess:
         try:
             while not await client.health(timeout_s=2.0):
                 if self.proc.returncode is not None:
-                    tail = self.log_path.read_text(errors="replace")[-2000:]  # noqa: ASYNC240
-                    raise InferenceUnavailable(
-                        f"model server {self.url} exited ({self.proc.returncode}):\n{tail}")
+                    self._raise_exited()
                 if loop.time() > end:
                     raise InferenceUnavailable(f"model server {self.url} not healthy after "
                                                f"{self.ready_timeout_s:g} s ({self.log_path})")
                 await asyncio.sleep(0.2)  # poll interval, not a readiness guess
         finally:
             await client.close()
+
+    def _raise_exited(self) -> None:
+        assert self.proc is not None
+        with open(self.log_path, "rb") as log:
+            log.seek(self._log_start)
+            output = log.read().decode(errors="replace")
+        tail = output[-2000:]
+        if address_in_use(output) and self.port is not None:
+            taken = PortInUse(self.port.host, self.port.port,
+                              f"model server {self.url} exited ({self.proc.returncode}) "
+                              "because it could not bind it")
+            raise InferenceUnavailable(f"{taken} (log: {self.log_path})") from taken
+        raise InferenceUnavailable(
+            f"model server {self.url} exited ({self.proc.returncode}):\n{tail}")
 
     async def restart(self) -> None:
         """Stop what is left, start again on the same port, return once healthy; a start
@@ -77,6 +105,34 @@ class ServerProcess:
     async def stop(self) -> None:
         if self.proc is not None:
             await stop_process(self.proc)
+
+    async def close(self) -> None:
+        """Stop the process for good and let its port go."""
+        await self.stop()
+        if self.port is not None:
+            self.port.release()
+
+
+async def start_server(argv: Callable[[int], list[str]], env: dict[str, str], *,
+                       log_path: Path, ready_timeout_s: float, what: str,
+                       bind_host: str = "127.0.0.1", url_host: str = "127.0.0.1",
+                       ) -> ServerProcess:
+    """Start `argv(port)` on a reserved port and return it once healthy; a port taken
+    before the server bound it costs a start on another port (net_ports.on_free_port).
+    `url_host` is where clients reach it (a node's address when it binds 0.0.0.0)."""
+
+    async def start(port: PortReservation) -> ServerProcess:
+        handle = ServerProcess(argv(port.port), env, f"http://{url_host}:{port.port}",
+                               log_path, ready_timeout_s, port=port)
+        try:
+            await handle.spawn()
+            await handle.wait_healthy()
+        except BaseException:
+            await handle.stop()
+            raise
+        return handle
+
+    return await on_free_port(start, what, host=bind_host)
 
 
 async def stop_process(proc: asyncio.subprocess.Process, grace_s: float = 5.0) -> None:

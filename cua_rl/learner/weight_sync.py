@@ -29,7 +29,6 @@ from typing import Any, Protocol
 
 from cua_rl.errors import InferenceUnavailable
 from cua_rl.inference.client import InferenceClient
-from cua_rl.inference.launcher import free_port
 from cua_rl.inference.replica_set import Replica, ReplicaSet
 from cua_rl.learner.config import WeightSyncConfig
 
@@ -151,8 +150,10 @@ class WeightSync:
         from cua_rl.inference import weight_transfer as wt
 
         named = list(source.named_parameters())
-        port = free_port(self.cfg.host)
-        store = wt.host_store(self.cfg.host, port, self.cfg.timeout_s)
+        # Port 0: the store binds a port of the kernel's choice itself, before the
+        # replica is told it, so no other socket can take it in between.
+        store = wt.host_store(self.cfg.host, 0, self.cfg.timeout_s)
+        port = store.port
         request = asyncio.create_task(client.update_weights_collective(
             version, self.cfg.host, port, wt.manifest(named), self.cfg.timeout_s))
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cua_rl.net_ports import PortReservation, address_in_use, on_free_port_sync
 from cua_rl.runtime.fault_run import RunProcess, poll_until, store_summary
 
 STOP_DEADLINE_S = 20.0
@@ -141,30 +142,13 @@ def figures(name: str, runs: list[RunProcess], codes: list[int | None],
 
 @contextlib.contextmanager
 def model_server(tiny_dir: Path, log: Path) -> Iterator[str]:
-    """A real `cua-rl serve --engine hf` replica of the tiny model on a free port."""
-    from cua_rl.desktop.providers.local_state import free_port
-
-    port = free_port()
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "cua_rl.cli", "serve", "--engine", "hf", "--model",
-             str(tiny_dir), "--port", str(port), "--threads", "1"],
-            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
+    """A real `cua-rl serve --engine hf` replica of the tiny model on a free port (on
+    another one when the port picked is taken before the server binds it)."""
+    log.write_bytes(b"")
+    proc, port = on_free_port_sync(lambda port: _start_model_server(tiny_dir, log, port),
+                                   f"start of the model server ({log})")
     try:
-        import urllib.request
-
-        def ready() -> bool:
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=2) as answer:
-                    return answer.status == 200
-            except OSError:
-                return proc.poll() is not None  # died: stop waiting
-
-        poll_until(ready, 300, 0.5)
-        if proc.poll() is not None:
-            raise RuntimeError(f"model server exited; see {log}")
-        yield url
+        yield f"http://127.0.0.1:{port.port}"
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -172,3 +156,41 @@ def model_server(tiny_dir: Path, log: Path) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        port.release()
+
+
+def _start_model_server(tiny_dir: Path, log: Path, port: PortReservation
+                        ) -> tuple[subprocess.Popen, PortReservation]:
+    """Start the server on `port` and wait for /health; the log names what failed (an
+    `OSError` EADDRINUSE when the port was taken, so the start is retried)."""
+    import errno
+    import urllib.request
+
+    start = log.stat().st_size
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cua_rl.cli", "serve", "--engine", "hf", "--model",
+             str(tiny_dir), "--port", str(port.port), "--threads", "1"],
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port.port}"
+
+    def ready() -> bool:
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=2) as answer:
+                return answer.status == 200
+        except OSError:
+            return proc.poll() is not None  # died: stop waiting
+
+    try:
+        poll_until(ready, 300, 0.5)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    if proc.poll() is not None:
+        output = log.read_bytes()[start:].decode(errors="replace")
+        if address_in_use(output):
+            raise OSError(errno.EADDRINUSE, f"model server could not bind port {port.port}; "
+                                            f"see {log}")
+        raise RuntimeError(f"model server exited; see {log}")
+    return proc, port

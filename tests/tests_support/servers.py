@@ -11,11 +11,13 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from cua_rl.net_ports import pick_port
+
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A loopback port free now, below the ephemeral range (cua_rl/net_ports.py): a
+    client socket of the suite cannot take it before the server under test binds it."""
+    return pick_port("127.0.0.1")
 
 
 def _ephemeral_start() -> int:

@@ -31,7 +31,15 @@ from cua_rl.desktop.providers.local_session import (
     process_start_time,
 )
 from cua_rl.desktop.providers.local_user import ensure_desktop_user
-from cua_rl.errors import DesktopError, GuestUnavailable
+from cua_rl.errors import DesktopError, GuestUnavailable, PortInUse
+from cua_rl.net_ports import (
+    START_ATTEMPTS,
+    PortReservation,
+    address_in_use,
+    port_taken,
+    reserve_port,
+)
+from cua_rl.retry import retrying
 
 UNSHARE = ["unshare", "--mount", "--propagation", "private", "--"]
 
@@ -188,25 +196,57 @@ class LocalProvider(DesktopProvider):
                   "cdp_port": record.cdp_port},
         )
 
-    def _port(self, prefer: int | None) -> int:
-        """A free port not handed to another desktop of this process meanwhile."""
-        for _ in range(50):
-            port = st.free_port(prefer)
-            if port not in self._ports or port == prefer:
-                self._ports.add(port)
-                return port
+    def _reserve(self, prefer: int | None) -> PortReservation:
+        """A port held for a starting desktop (net_ports.py), not one another desktop
+        of this process is starting on (a preferred port is shareable, so check)."""
+        if prefer in self._ports:
             prefer = None
-        raise DesktopError("no free TCP port on 127.0.0.1 for a guest server")
+        try:
+            reservation = reserve_port("127.0.0.1", prefer=prefer, avoid=self._ports)
+        except OSError as exc:
+            raise DesktopError(f"no free TCP port on 127.0.0.1 for a guest server: {exc}"
+                               ) from exc
+        self._ports.add(reservation.port)
+        return reservation
 
     async def _launch(self, desktop_id: str, token: str, *, prefer_display: int | None,
                       prefer_port: int | None, prefer_cdp: int | None = None
                       ) -> DesktopHandle:
-        """Start the session launcher and wait for its guest; record it on success."""
+        """Start the session launcher and wait for its guest; record it on success.
+        A port taken by another socket before the desktop's forwarder bound it costs a
+        start on fresh ports (the desktop's URL is new anyway until it is recorded)."""
+        async for attempt in retrying(f"start of desktop {desktop_id!r}",
+                                      attempts=START_ATTEMPTS, retry_on=port_taken,
+                                      delay=lambda _i: 0.0):
+            with attempt:
+                return await self._launch_once(desktop_id, token, prefer_display=prefer_display,
+                                               prefer_port=prefer_port, prefer_cdp=prefer_cdp)
+            prefer_port = prefer_cdp = None
+        raise AssertionError("unreachable: retrying re-raises the last error")
+
+    async def _launch_once(self, desktop_id: str, token: str, *, prefer_display: int | None,
+                           prefer_port: int | None, prefer_cdp: int | None) -> DesktopHandle:
         ddir = self.state_dir / desktop_id
         venv = await asyncio.to_thread(self._guest_venv)
+        guest = self._reserve(prefer_port)
+        try:
+            cdp = self._reserve(prefer_cdp)
+        except BaseException:
+            guest.release()
+            self._ports.discard(guest.port)
+            raise
+        try:
+            return await self._launch_on(desktop_id, token, ddir, venv, guest.port, cdp.port,
+                                         prefer_display=prefer_display)
+        finally:  # the forwarder holds the ports now, or the start failed
+            guest.release()
+            cdp.release()
+            self._ports.difference_update({guest.port, cdp.port})
+
+    async def _launch_on(self, desktop_id: str, token: str, ddir: Path, venv: str, port: int,
+                         cdp_port: int, *, prefer_display: int | None) -> DesktopHandle:
         lock = st.allocate_display(st.display_lock_root(), self.config.first_display,
                                    prefer=prefer_display)
-        port, cdp_port = self._port(prefer_port), self._port(prefer_cdp)
         spec = {"id": desktop_id, "display": lock.number,
                 "ports": {"guest": port, "cdp": cdp_port},
                 "width": self.config.width, "height": self.config.height,
@@ -218,6 +258,7 @@ class LocalProvider(DesktopProvider):
         spec_path = ddir / "session.json"
         spec_path.write_text(json.dumps(spec))
         log_path = ddir / "session.log"
+        log_start = log_path.stat().st_size if log_path.exists() else 0
         try:
             proc = await asyncio.to_thread(_spawn, spec_path, log_path, lock.fd)
         finally:
@@ -237,13 +278,16 @@ class LocalProvider(DesktopProvider):
         except (DesktopError, OSError) as exc:
             await asyncio.to_thread(self._kill_proc, proc)
             await self._clients.drop(desktop_id)
+            taken = _port_taken(_tail(log_path, 20000, log_start), (port, cdp_port),
+                                f"desktop {desktop_id!r} could not bind it")
+            if taken is not None:
+                raise DesktopError(f"desktop {desktop_id!r} did not start: {taken} "
+                                   f"(log: {log_path})") from taken
             raise DesktopError(f"desktop {desktop_id!r} did not start: {exc}\n"
                                f"--- {log_path} (tail) ---\n{_tail(log_path)}") from exc
         except BaseException:  # cancelled while starting: leave nothing running
             self._kill_proc(proc)
             raise
-        finally:
-            self._ports.difference_update({port, cdp_port})
         record.save(ddir)
         return self._handle(record)
 
@@ -294,8 +338,18 @@ def _spawn(spec_path: Path, log_path: Path, lock_fd: int) -> subprocess.Popen:
         )
 
 
-def _tail(path: Path, size: int = 3000) -> str:
+def _port_taken(output: str, ports: tuple[int, ...], detail: str) -> PortInUse | None:
+    """Which of `ports` a bind in the launch's `output` found in use ("address already
+    in use" next to the port, as asyncio words it), if one did."""
+    if not address_in_use(output):
+        return None
+    port = next((p for p in ports if f", {p})" in output), None)
+    return None if port is None else PortInUse("127.0.0.1", port, detail)
+
+
+def _tail(path: Path, size: int = 3000, start: int = 0) -> str:
+    """The last `size` bytes of the log, from offset `start` on (one launch's part)."""
     try:
-        return path.read_bytes()[-size:].decode(errors="replace")
+        return path.read_bytes()[start:][-size:].decode(errors="replace")
     except OSError:
         return "(no log)"

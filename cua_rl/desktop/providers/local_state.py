@@ -22,12 +22,13 @@ import os
 import re
 import secrets
 import shutil
-import socket
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from cua_rl.net_ports import pick_port
 
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -281,20 +282,15 @@ def display_locked(state_dir: Path, number: int) -> bool:
 
 
 def free_port(prefer: int | None = None) -> int:
-    """A TCP port on 127.0.0.1 that can be bound now (`prefer` when it can).
+    """A TCP port on 127.0.0.1 that can be bound now (`prefer` when it can), outside
+    the kernel's ephemeral range (net_ports.py says why). Nothing keeps it free:
+    callers that can hold it use `net_ports.reserve_port`, and a start that finds it
+    taken is retried on another (`net_ports.port_taken`).
 
-    Bound with SO_REUSEADDR like the guest server's listener, so a port of a
-    just-killed guest (TIME_WAIT) counts as free and a reset keeps its URL.
+    `prefer` is checked with SO_REUSEADDR like the guest server's listener, so a port
+    of a just-killed guest (TIME_WAIT) counts as free and a reset keeps its URL.
     """
-    for port in ([prefer] if prefer else []) + [0]:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return sock.getsockname()[1]
-    raise RuntimeError("no free TCP port on 127.0.0.1")
+    return pick_port("127.0.0.1", prefer=prefer)
 
 
 TOTEM_DESKTOP = Path("/usr/share/applications/org.gnome.Totem.desktop")

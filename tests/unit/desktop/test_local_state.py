@@ -110,6 +110,13 @@ def test_free_port_prefers_the_given_port() -> None:
     assert st.free_port(prefer=port) == port
 
 
+def test_free_ports_come_from_outside_the_ephemeral_range() -> None:
+    from cua_rl.net_ports import ephemeral_range
+
+    low, high = ephemeral_range()
+    assert not any(low <= st.free_port() <= high for _ in range(20))
+
+
 def test_config_defaults_and_validation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CUA_RL_STATE_DIR", str(tmp_path))
     config = LocalProviderConfig()
