@@ -1,0 +1,74 @@
+"""The stand-in generator reads from a task what its URL does not say: the type a
+`.file`/`.data` URL is saved as, the metadata title a setup waits for in a window
+title, and the position a video is played from (tests_support/asset_files.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests_support.asset_files import StandIn, standins_for, write_asset_tree
+
+from cua_rl.types import TaskVariant
+
+HUB = "https://huggingface.co/datasets/xlangai/ubuntu_osworld_file_cache/resolve/main"
+
+
+def _task(task_id: str, *steps: dict[str, Any]) -> TaskVariant:
+    return TaskVariant(task_id=task_id, domain="vlc", evaluator_name="default",
+                       instruction="x", config=steps, evaluator={"func": "infeasible"})
+
+
+def _download(url: str, path: str) -> dict[str, Any]:
+    return {"type": "download", "parameters": {"files": [{"url": url, "path": path}]}}
+
+
+def _window(name: str) -> dict[str, Any]:
+    return {"type": "activate_window", "parameters": {"window_name": name}}
+
+
+SLIDES = f"{HUB}/libreoffice_impress/358aa0a7/note-taking-strategies.file"
+TRAILER = f"{HUB}/vlc/fba2c100/Interstellar%20Movie%20-%20Official%20Trailer.mp4"
+LECTURE = f"{HUB}/vlc/386dbd0e/lecture_pdf.pdf"
+PLAIN = f"{HUB}/libreoffice_calc/x/plain.xlsx"
+TASKS = (
+    _task("slides", _download(SLIDES, "/home/user/Desktop/note-taking-strategies.pptx"),
+          {"type": "open", "parameters": {"path": "/home/user/Desktop/x.pptx"}}),
+    _task("trailer", _download(TRAILER, "/home/user/Desktop/Interstellar.mp4"),
+          {"type": "launch", "parameters": {"command": "vlc --start-time=120.5 "
+                                            "--stop-time=121 x.mp4", "shell": True}},
+          _window("Interstellar Movie - Official Trailer - VLC media player")),
+    _task("lecture", _download(LECTURE, "/home/user/Desktop/lecture.pdf"),
+          _window("lecture.pdf \u2014 6.006 Lecture 2: Data Structures")),
+    _task("plain", _download(PLAIN, "/home/user/plain.xlsx"), _window("plain.xlsx - Calc")),
+)
+
+
+def test_standins_follow_what_the_task_says() -> None:
+    assert standins_for(TASKS) == {
+        SLIDES: StandIn("pptx"),
+        TRAILER: StandIn("mp4", "Interstellar Movie - Official Trailer", 123),
+        LECTURE: StandIn("pdf", "6.006 Lecture 2: Data Structures"),
+    }
+
+
+def test_written_standins_carry_type_title_and_length(tmp_path: Path) -> None:
+    from pptx import Presentation
+
+    urls = [SLIDES, TRAILER, LECTURE, PLAIN]
+    assert write_asset_tree(urls, tmp_path / "tree", standins_for(TASKS)) == 4
+    files = {p.name: p for p in (tmp_path / "tree").rglob("*") if p.is_file()}
+    assert len(Presentation(str(files["note-taking-strategies.file"])).slides) == 1
+    title = "6.006 Lecture 2: Data Structures".encode("utf-16-be")  # as Pillow writes it
+    assert b"/Title (\xfe\xff" + title + b")" in files["lecture_pdf.pdf"].read_bytes()
+    if subprocess.run(["which", "ffprobe"], capture_output=True).returncode != 0:
+        pytest.skip("ffprobe not installed (ffmpeg)")
+    probe = subprocess.run(["ffprobe", "-v", "error", "-print_format", "json", "-show_format",
+                            str(files["Interstellar Movie - Official Trailer.mp4"])],
+                           capture_output=True, text=True, check=True, timeout=30)
+    fmt = json.loads(probe.stdout)["format"]
+    assert fmt["tags"]["title"] == "Interstellar Movie - Official Trailer"
+    assert float(fmt["duration"]) > 121
