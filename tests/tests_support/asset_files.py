@@ -8,7 +8,8 @@ is generated per extension and copied for every URL that has it (seeding copies
 anyway), so a whole task set takes seconds.
 
 Some tasks say more about a file than its URL does (`standins_for`): a URL
-ending `.file` or `.data` that the task saves as `.pptx` gets slides (opaque
+ending `.file` or `.data` that the task saves as `.pptx` (a download, or a gold
+file of a `cloud_file` getter) gets slides (opaque
 bytes make LibreOffice ask for an import filter, and `open` then waits for a
 window titled after the file that never comes); a video the task seeks to
 120.5 s into is long enough to have that frame; and where the setup waits for
@@ -209,6 +210,7 @@ def standins_for(tasks: Iterable[TaskVariant]) -> dict[str, StandIn]:
                      for step in steps if step.get("type") == "download"
                      for f in (step.get("parameters") or {}).get("files", [])
                      if isinstance(f, dict) and isinstance(f.get("url"), str)]
+        downloads += _cloud_files(task.evaluator)
         text = json.dumps(steps)
         seek = max((float(x) for x in _SEEK.findall(text)), default=0.0)
         windows = [str((step.get("parameters") or {}).get("window_name", ""))
@@ -229,6 +231,21 @@ def standins_for(tasks: Iterable[TaskVariant]) -> dict[str, StandIn]:
             spec = StandIn(ext, title, seconds)
             if spec != StandIn(extension(url)) and url not in found:
                 found[url] = spec
+    return found
+
+
+def _cloud_files(evaluator: dict) -> list[tuple[str, str]]:
+    """(URL, saved name) of the evaluator's `cloud_file` getters (gold files)."""
+    found = []
+    for key in ("result", "expected"):
+        getters = evaluator.get(key)
+        for getter in getters if isinstance(getters, list) else [getters]:
+            if isinstance(getter, dict) and getter.get("type") == "cloud_file":
+                paths, dests = getter.get("path"), getter.get("dest")
+                paths = paths if isinstance(paths, list) else [paths]
+                dests = dests if isinstance(dests, list) else [dests]
+                found += [(u, str(d or "")) for u, d in zip(paths, dests, strict=False)
+                          if isinstance(u, str)]
     return found
 
 

@@ -17,9 +17,10 @@ from cua_rl.types import TaskVariant
 HUB = "https://huggingface.co/datasets/xlangai/ubuntu_osworld_file_cache/resolve/main"
 
 
-def _task(task_id: str, *steps: dict[str, Any]) -> TaskVariant:
+def _task(task_id: str, *steps: dict[str, Any], evaluator: dict | None = None) -> TaskVariant:
     return TaskVariant(task_id=task_id, domain="vlc", evaluator_name="default",
-                       instruction="x", config=steps, evaluator={"func": "infeasible"})
+                       instruction="x", config=steps,
+                       evaluator=evaluator or {"func": "infeasible"})
 
 
 def _download(url: str, path: str) -> dict[str, Any]:
@@ -34,9 +35,12 @@ SLIDES = f"{HUB}/libreoffice_impress/358aa0a7/note-taking-strategies.file"
 TRAILER = f"{HUB}/vlc/fba2c100/Interstellar%20Movie%20-%20Official%20Trailer.mp4"
 LECTURE = f"{HUB}/vlc/386dbd0e/lecture_pdf.pdf"
 PLAIN = f"{HUB}/libreoffice_calc/x/plain.xlsx"
+GOLD = f"{HUB}/libreoffice_impress/550ce7e7/New_Club_with_strike.data"
 TASKS = (
     _task("slides", _download(SLIDES, "/home/user/Desktop/note-taking-strategies.pptx"),
-          {"type": "open", "parameters": {"path": "/home/user/Desktop/x.pptx"}}),
+          {"type": "open", "parameters": {"path": "/home/user/Desktop/x.pptx"}},
+          evaluator={"func": ["compare_pptx_files"], "expected": [
+              {"type": "cloud_file", "path": GOLD, "dest": "New_Club_Gold.pptx"}]}),
     _task("trailer", _download(TRAILER, "/home/user/Desktop/Interstellar.mp4"),
           {"type": "launch", "parameters": {"command": "vlc --start-time=120.5 "
                                             "--stop-time=121 x.mp4", "shell": True}},
@@ -50,6 +54,7 @@ TASKS = (
 def test_standins_follow_what_the_task_says() -> None:
     assert standins_for(TASKS) == {
         SLIDES: StandIn("pptx"),
+        GOLD: StandIn("pptx"),
         TRAILER: StandIn("mp4", "Interstellar Movie - Official Trailer", 123),
         LECTURE: StandIn("pdf", "6.006 Lecture 2: Data Structures"),
     }
