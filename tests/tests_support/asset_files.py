@@ -3,7 +3,7 @@
 Real assets cannot be downloaded here, so tests seed the asset cache with files
 of the right types: spreadsheets openpyxl opens, documents python-docx opens,
 slides python-pptx opens, PDFs with a page, decodable images, audio and video
-ffmpeg made, archives that unpack, SQLite with Chrome's History tables. One file
+ffmpeg made, archives that unpack, an empty History database Chromium wrote. One file
 is generated per extension and copied for every URL that has it (seeding copies
 anyway), so a whole task set takes seconds.
 
@@ -28,6 +28,7 @@ import sqlite3
 import struct
 import subprocess
 import tarfile
+import tempfile
 import zipfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -134,7 +135,28 @@ def _tar(mode: str) -> Callable[[Path], None]:
     return write
 
 
+CHROMIUMS = ("chromium", "chromium-browser", "google-chrome")
+
+
 def _sqlite(path: Path) -> None:
+    """Chrome's empty History database, as the real asset is: written by Chromium
+    itself when it is installed. A database without Chromium's `meta` table is
+    razed when the browser starts (a postconfig's `pkill chrome` and relaunch),
+    which dropped the visits the setup had added and let a "delete the YouTube
+    history" task pass untouched. Without Chromium: the two tables setup steps fill."""
+    chromium = next((found for name in CHROMIUMS if (found := shutil.which(name))), None)
+    if chromium is not None:
+        with tempfile.TemporaryDirectory() as profile:
+            subprocess.run([chromium, "--headless=new", "--no-sandbox", "--disable-gpu",
+                            f"--user-data-dir={profile}", f"--screenshot={profile}/shot.png",
+                            "about:blank"], capture_output=True, timeout=120, check=False)
+            history = Path(profile) / "Default" / "History"
+            if history.is_file():
+                with sqlite3.connect(history) as src, sqlite3.connect(path) as dst:
+                    src.backup(dst)
+                src.close()
+                dst.close()
+                return
     with sqlite3.connect(path) as db:  # Chrome's History tables that setup steps fill
         db.execute("CREATE TABLE urls (id INTEGER PRIMARY KEY AUTOINCREMENT, url LONGVARCHAR, "
                    "title LONGVARCHAR, visit_count INTEGER DEFAULT 0, typed_count INTEGER "

@@ -77,3 +77,21 @@ def test_written_standins_carry_type_title_and_length(tmp_path: Path) -> None:
     fmt = json.loads(probe.stdout)["format"]
     assert fmt["tags"]["title"] == "Interstellar Movie - Official Trailer"
     assert float(fmt["duration"]) > 121
+
+
+def test_history_standin_is_one_chromium_keeps(tmp_path: Path) -> None:
+    # Chromium razes a History without its `meta` table when it starts, which dropped
+    # the visits a setup added (a "delete the history" task then passed untouched).
+    import shutil
+    import sqlite3
+
+    if not any(shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")):
+        pytest.skip("no Chromium to write an empty History")
+    url = f"{HUB}/chrome/44ee5668/history_empty.sqlite?download=true"
+    write_asset_tree([url], tmp_path / "tree")
+    (found,) = [p for p in (tmp_path / "tree").rglob("*") if p.is_file()]
+    with sqlite3.connect(found) as db:
+        meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+        assert int(meta["version"]) > 0
+        db.execute("SELECT url, title, last_visit_time FROM urls").fetchall()
+    db.close()
