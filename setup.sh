@@ -69,8 +69,9 @@ apt_setup() {
     at-spi2-core dbus python3-pyatspi dconf-gsettings-backend gsettings-desktop-schemas passwd
     # apps the local task suite drives
     libreoffice-calc libreoffice-writer libreoffice-impress mousepad chromium gimp vlc thunderbird socat python3-tk
-    # the default video player of OSWorld's Ubuntu image (a task makes VLC the default)
-    totem
+    # the default video player and PDF viewer of OSWorld's Ubuntu image (a task makes
+    # VLC the default; a VLC task waits for Evince's "<file> — <title>" window)
+    totem evince
     # evaluator metrics: OCR and audio/video decoding
     tesseract-ocr ffmpeg
     # qcow2 overlays of the qemu provider (and its tests)

@@ -93,6 +93,7 @@ def eval_command(config: str | None, preset: str | None, out: Path | None,
     from rich.console import Console
 
     from cua_rl.errors import ConfigError, TaskFormatError
+    from cua_rl.report.eval_report import render_counts
     from cua_rl.run_logging import run_log
     from cua_rl.runtime.evaluation_run import run_evaluation
     from cua_rl.runtime.options import load_run_config, new_run_dir
@@ -124,8 +125,15 @@ def eval_command(config: str | None, preset: str | None, out: Path | None,
         "report": [str(p) for p in result.report_files],
         **{k: round(v, 1) if isinstance(v, float) else v for k, v in result.counts.items()},
     }
-    click.echo(json.dumps(summary, indent=2) if as_json else
-               "  ".join(f"{k}={v}" for k, v in summary.items()))
+    if as_json:
+        scopes = ("tasks", "attempted", "scored", "setup_failed", "unsupported", "mean",
+                  "rate_all")
+        summary["domains"] = {d: {k: row[k] for k in scopes}
+                              for d, row in result.report["domains"].items()}
+        click.echo(json.dumps(summary, indent=2))
+    else:  # the truthful counts per group and domain, then the one-line summary
+        click.echo(render_counts(result.report))
+        click.echo("  ".join(f"{k}={v}" for k, v in summary.items()))
     if result.missing:
         click.echo(f"{result.missing} task run(s) still missing (kept aborting or stopped by "
                    "fleet.max_groups): run the same command again to do them", err=True)

@@ -174,7 +174,9 @@ def build_report(
     return {
         "protocol": {**(protocol or {}), "runs": runs},
         "overall": {**_summary(list(task_rows.values())), "runs_done": runs_done,
-                    "runs_expected": len(tasks) * runs if runs is not None else None,
+                    # unsupported tasks are never run: no run of theirs is missing
+                    "runs_expected": (len(tasks) - len(set(tasks) & set(unsupported))) * runs
+                    if runs is not None else None,
                     "incomplete_tasks": incomplete},
         "groups": groups,
         "domains": domains,
@@ -195,16 +197,9 @@ def _task_cell(row: Mapping[str, Any]) -> str:
     return "(no run yet)"
 
 
-def render_markdown(report: Mapping[str, Any], title: str = "OSWorld evaluation") -> str:
-    """Overall and groups first, then one table per domain (a task per row)."""
-    overall, proto = report["overall"], report["protocol"]
-    lines = [f"# {title}", ""]
-    shown = [f"{k} {v}" for k, v in proto.items() if v is not None]
-    if shown:
-        lines += ["Protocol: " + ", ".join(shown) + ".", ""]
-    expected = overall["runs_expected"]
-    lines += [f"Task runs scored: {overall['runs_done']}"
-              + (f" of {expected}" if expected is not None else "") + ".", ""]
+def render_counts(report: Mapping[str, Any]) -> str:
+    """The truthful counts as two Markdown tables (overall and groups, domains): what
+    `cua-rl eval` prints and the report's Markdown starts with."""
     header = ["| scope | tasks | attempted | scored | setup failed | unsupported "
               "| success (scored) | success (all) |",
               "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
@@ -214,11 +209,27 @@ def render_markdown(report: Mapping[str, Any], title: str = "OSWorld evaluation"
                 f"| {row['setup_failed']} | {row['unsupported']} | {_pct(row['mean'])} "
                 f"| {_pct(row['rate_all'])} |")
 
-    lines += ["## Overall and groups", "", *header, counts("**Overall**", overall)]
+    lines = ["## Overall and groups", "", *header, counts("**Overall**", report["overall"])]
     for name, group in report["groups"].items():
         lines.append(counts(f"{name} ({' + '.join(group['domains'])})", group))
     lines += ["", "## Domains", "", *header]
     lines += [counts(domain, row) for domain, row in report["domains"].items()]
+    return "\n".join(lines) + "\n"
+
+
+def render_markdown(report: Mapping[str, Any], title: str = "OSWorld evaluation") -> str:
+    """Overall and groups first, then one table per domain (a task per row)."""
+    overall, proto = report["overall"], report["protocol"]
+    lines = [f"# {title}", ""]
+    shown = [f"{k} {v}" for k, v in proto.items() if v is not None]
+    if shown:
+        lines += ["Protocol: " + ", ".join(shown) + ".", ""]
+    expected = overall["runs_expected"]
+    lines += [f"Task runs scored: {overall['runs_done']}"
+              + (f" of {expected}" if expected is not None else "")
+              + (f" ({overall['unsupported']} unsupported task(s) not run)"
+                 if overall["unsupported"] else "") + ".", ""]
+    lines += render_counts(report).splitlines()
     for domain in report["domains"]:
         lines += ["", f"### {domain}", "", "| task | mean | run scores |", "| --- | ---: | --- |"]
         for task_id, row in report["tasks"].items():

@@ -3,26 +3,40 @@
 Real assets cannot be downloaded here, so tests seed the asset cache with files
 of the right types: spreadsheets openpyxl opens, documents python-docx opens,
 slides python-pptx opens, PDFs with a page, decodable images, audio and video
-ffmpeg made, archives that unpack, SQLite with Chrome's History tables. One file
+ffmpeg made, archives that unpack, an empty History database Chromium wrote. One file
 is generated per extension and copied for every URL that has it (seeding copies
 anyway), so a whole task set takes seconds.
+
+Some tasks say more about a file than its URL does (`standins_for`): a URL
+ending `.file` or `.data` that the task saves as `.pptx` (a download, or a gold
+file of a `cloud_file` getter) gets slides (opaque
+bytes make LibreOffice ask for an import filter, and `open` then waits for a
+window titled after the file that never comes); a video the task seeks to
+120.5 s into is long enough to have that frame; and where the setup waits for
+a window titled from the file's metadata (VLC's `<title> - VLC media player`,
+Evince's `<file> — <title>`), the stand-in carries that title. All of it is
+read from the task itself, so no real asset is needed.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import re
 import shutil
 import sqlite3
 import struct
 import subprocess
 import tarfile
+import tempfile
 import zipfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from cua_rl.desktop.cache_seed import repo_path
+from cua_rl.types import TaskVariant
 
 
 def _xlsx(path: Path) -> None:
@@ -121,7 +135,28 @@ def _tar(mode: str) -> Callable[[Path], None]:
     return write
 
 
+CHROMIUMS = ("chromium", "chromium-browser", "google-chrome")
+
+
 def _sqlite(path: Path) -> None:
+    """Chrome's empty History database, as the real asset is: written by Chromium
+    itself when it is installed. A database without Chromium's `meta` table is
+    razed when the browser starts (a postconfig's `pkill chrome` and relaunch),
+    which dropped the visits the setup had added and let a "delete the YouTube
+    history" task pass untouched. Without Chromium: the two tables setup steps fill."""
+    chromium = next((found for name in CHROMIUMS if (found := shutil.which(name))), None)
+    if chromium is not None:
+        with tempfile.TemporaryDirectory() as profile:
+            subprocess.run([chromium, "--headless=new", "--no-sandbox", "--disable-gpu",
+                            f"--user-data-dir={profile}", f"--screenshot={profile}/shot.png",
+                            "about:blank"], capture_output=True, timeout=120, check=False)
+            history = Path(profile) / "Default" / "History"
+            if history.is_file():
+                with sqlite3.connect(history) as src, sqlite3.connect(path) as dst:
+                    src.backup(dst)
+                src.close()
+                dst.close()
+                return
     with sqlite3.connect(path) as db:  # Chrome's History tables that setup steps fill
         db.execute("CREATE TABLE urls (id INTEGER PRIMARY KEY AUTOINCREMENT, url LONGVARCHAR, "
                    "title LONGVARCHAR, visit_count INTEGER DEFAULT 0, typed_count INTEGER "
@@ -168,22 +203,111 @@ def extension(url: str) -> str:
     return name.rsplit(".", 1)[-1].lower() if "." in name else ""
 
 
-def write_asset_tree(urls: Iterable[str], root: Path) -> int:
+MEDIA = frozenset({"mp3", "wav", "mp4"})
+VLC_TITLE_SUFFIX = " - VLC media player"
+EVINCE_SEPARATOR = " \u2014 "
+"""Evince titles a document that has a metadata title `<file name> — <title>`."""
+_SEEK = re.compile(r"--(?:start|stop)-time=(\d+(?:\.\d+)?)")
+
+
+@dataclass(frozen=True, slots=True)
+class StandIn:
+    """What one URL's stand-in must be, when the task says more than the URL."""
+
+    ext: str
+    """The type to write (the URL's extension, or the saved name's when the URL's is opaque)."""
+    title: str = ""
+    """Metadata title an app shows in its window title, which the setup waits for."""
+    seconds: int = 1
+    """Length of audio or video: past the position the task seeks to."""
+
+
+def standins_for(tasks: Iterable[TaskVariant]) -> dict[str, StandIn]:
+    """URL -> StandIn for the downloads whose stand-in must differ from the default
+    (see the module docstring); every other URL gets the file of its extension."""
+    found: dict[str, StandIn] = {}
+    for task in tasks:
+        steps = [*task.config, *(task.evaluator.get("postconfig") or [])]
+        downloads = [(f["url"], str(f.get("path", "")).rsplit("/", 1)[-1])
+                     for step in steps if step.get("type") == "download"
+                     for f in (step.get("parameters") or {}).get("files", [])
+                     if isinstance(f, dict) and isinstance(f.get("url"), str)]
+        downloads += _cloud_files(task.evaluator)
+        text = json.dumps(steps)
+        seek = max((float(x) for x in _SEEK.findall(text)), default=0.0)
+        windows = [str((step.get("parameters") or {}).get("window_name", ""))
+                   for step in steps if step.get("type") == "activate_window"]
+        for url, name in downloads:
+            ext = extension(url)
+            saved = name.rsplit(".", 1)[-1].lower() if "." in name else ""
+            if ext not in WRITERS and saved in WRITERS:
+                ext = saved
+            title = ""
+            if ext in MEDIA:
+                title = next((w.removesuffix(VLC_TITLE_SUFFIX) for w in windows
+                              if w.endswith(VLC_TITLE_SUFFIX)), "")
+            elif ext == "pdf":
+                title = next((w.split(EVINCE_SEPARATOR, 1)[1] for w in windows
+                              if w.startswith(name + EVINCE_SEPARATOR)), "")
+            seconds = int(seek) + 2 if ext in MEDIA and seek else 1
+            spec = StandIn(ext, title, seconds)
+            if spec != StandIn(extension(url)) and url not in found:
+                found[url] = spec
+    return found
+
+
+def _cloud_files(evaluator: dict) -> list[tuple[str, str]]:
+    """(URL, saved name) of the evaluator's `cloud_file` getters (gold files)."""
+    found = []
+    for key in ("result", "expected"):
+        getters = evaluator.get(key)
+        for getter in getters if isinstance(getters, list) else [getters]:
+            if isinstance(getter, dict) and getter.get("type") == "cloud_file":
+                paths, dests = getter.get("path"), getter.get("dest")
+                paths = paths if isinstance(paths, list) else [paths]
+                dests = dests if isinstance(dests, list) else [dests]
+                found += [(u, str(d or "")) for u, d in zip(paths, dests, strict=False)
+                          if isinstance(u, str)]
+    return found
+
+
+def _write_special(spec: StandIn, path: Path) -> None:
+    """A stand-in with a metadata title or a length (see `StandIn`)."""
+    if spec.ext == "pdf":
+        from PIL import Image
+
+        Image.new("RGB", (64, 48), (200, 80, 40)).save(path, format="PDF", title=spec.title)
+    elif spec.ext in MEDIA:
+        source = (["-f", "lavfi", "-i", f"color=c=blue:s=160x120:r=5:d={spec.seconds}",
+                   "-pix_fmt", "yuv420p"] if spec.ext == "mp4" else
+                  ["-f", "lavfi", "-i", f"sine=frequency=440:duration={spec.seconds}"])
+        meta = ["-metadata", f"title={spec.title}"] if spec.title else []
+        _media([*source, *meta])(path)
+    else:
+        WRITERS.get(spec.ext, _bytes)(path)
+
+
+def write_asset_tree(urls: Iterable[str], root: Path,
+                     standins: Mapping[str, StandIn] | None = None) -> int:
     """Write a stand-in for every URL at its hub-repository path under `root`
-    (the layout `cua-rl cache seed --from` reads first); returns files written."""
-    made: dict[str, Path] = {}
+    (the layout `cua-rl cache seed --from` reads first); returns files written.
+    `standins` (from `standins_for`) overrides the type, title or length per URL."""
+    made: dict[StandIn, Path] = {}
     templates = root.parent / f".{root.name}-templates"
     templates.mkdir(parents=True, exist_ok=True)
     count = 0
     for url in dict.fromkeys(urls):
-        ext = extension(url)
-        if ext not in made:
-            made[ext] = templates / f"standin.{ext or 'bin'}"
-            made[ext].unlink(missing_ok=True)  # a rerun must not append to an old one
-            WRITERS.get(ext, _bytes)(made[ext])
+        spec = (standins or {}).get(url) or StandIn(extension(url))
+        if spec not in made:
+            made[spec] = templates / f"standin-{len(made)}.{spec.ext or 'bin'}"
+            made[spec].unlink(missing_ok=True)  # a rerun must not append to an old one
+            if spec == StandIn(spec.ext):
+                WRITERS.get(spec.ext, _bytes)(made[spec])
+            else:
+                _write_special(spec, made[spec])
         rel = repo_path(url) or unquote(urlsplit(url).path).lstrip("/")
         target = root / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(made[ext], target)
+        shutil.copyfile(made[spec], target)
         count += 1
     return count

@@ -34,6 +34,12 @@ from dataclasses import dataclass
 GUEST_MOUNT = "/opt/cua-guest"
 SOCK_MOUNT = "/run/cua"
 SHIM_BIN = "/tmp/.cua-bin"
+CHROME_EXE = "/tmp/.cua-chrome/chrome"
+"""Chromium's executable, bound read-only under the name `chrome` (off PATH) in a
+directory of links to the rest of its install directory: the google-chrome shim
+execs it so the browser's processes are called `chrome` (`local_user.chrome_shim`).
+A link would not do: Chromium names its processes after /proc/self/exe, which
+resolves links but not bind mounts, and finds its resources beside it."""
 TOKEN_PATH = "/run/cua-guest/token"
 INNER_GUEST_PORT = 5000
 """The guest's port inside the desktop's own network namespace (any will do)."""
@@ -80,6 +86,9 @@ class SandboxSpec:
     an own one with only loopback; the guest then listens on `guest_port` of the
     host directly and nothing is forwarded."""
     guest_port: int = 0
+    chrome_binary: str = ""
+    """Chromium's executable, bound at `CHROME_EXE` when the google-chrome shim is
+    installed."""
 
 
 def sandbox_env(base: Mapping[str, str], spec: SandboxSpec) -> dict[str, str]:
@@ -151,6 +160,8 @@ def bwrap_argv(spec: SandboxSpec, env: Mapping[str, str], fds: SandboxFds,
              "--perms", "0600", "--file", str(fds.token), TOKEN_PATH]
     if fds.shim is not None:
         argv += ["--perms", "0755", "--file", str(fds.shim), f"{SHIM_BIN}/google-chrome"]
+        if spec.chrome_binary:
+            argv += _chrome_exe(spec.chrome_binary)
     # The root itself (bwrap's tmpfs) read-only: no new top-level directories.
     argv += ["--remount-ro", "/", "--chdir", "/home/user",
              "--", "/bin/bash", "-c", SESSION_SCRIPT, "session", str(spec.display),
@@ -158,6 +169,17 @@ def bwrap_argv(spec: SandboxSpec, env: Mapping[str, str], fds: SandboxFds,
              str(spec.guest_port if spec.network else INNER_GUEST_PORT),
              "" if spec.network else "forward"]
     return argv
+
+
+def _chrome_exe(binary: str) -> list[str]:
+    """bwrap arguments that put `binary` at `CHROME_EXE` beside links to its siblings."""
+    source, target = os.path.dirname(binary), os.path.dirname(CHROME_EXE)
+    name = os.path.basename(CHROME_EXE)
+    argv = ["--perms", "0755", "--dir", target]
+    for entry in sorted(os.listdir(source)) if os.path.isdir(source) else ():
+        if entry != name:
+            argv += ["--symlink", f"{source}/{entry}", f"{target}/{entry}"]
+    return [*argv, "--ro-bind", binary, CHROME_EXE]
 
 
 def host_forwarder(python: str, ports: Mapping[str, int], sock_dir: str, uid: int,

@@ -54,7 +54,7 @@ from cua_rl.desktop.providers.local_user import (
     DesktopUser,
     chown_tree,
     chrome_shim,
-    chromium_path,
+    chromium_binary,
 )
 from cua_rl.errors import DesktopError
 
@@ -136,15 +136,15 @@ def _start(spec: dict, user: DesktopUser, log: Any) -> dict[int, str]:
         os.unlink(os.path.join(sock_dir, name))
     os.chown(sock_dir, user.uid, user.gid)
     chown_tree(spec["home"], user)
+    chromium = chromium_binary()
     box = SandboxSpec(
         desktop_id=spec["id"], display=spec["display"], width=spec["width"],
         height=spec["height"], window_manager=spec["window_manager"], uid=user.uid,
         gid=user.gid, user=user.name, network=spec.get("network", False),
-        guest_port=spec["ports"]["guest"])
+        guest_port=spec["ports"]["guest"], chrome_binary=chromium or "")
     _stage(spec["home"], sock_dir, spec["guest_venv"])
-    chromium = chromium_path()
     token = _data_fd(Path(spec["token_file"]).read_text().strip())
-    fds = SandboxFds(token=token, shim=_data_fd(chrome_shim(chromium)) if chromium else None)
+    fds = SandboxFds(token=token, shim=_data_fd(chrome_shim()) if chromium else None)
     try:
         argv = bwrap_argv(box, sandbox_env(os.environ, box), fds, STAGE)
         sandbox = subprocess.Popen(argv, pass_fds=fds.all(), env=_HOST_ENV, cwd="/",

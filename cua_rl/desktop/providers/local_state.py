@@ -293,31 +293,58 @@ def free_port(prefer: int | None = None) -> int:
     return pick_port("127.0.0.1", prefer=prefer)
 
 
-TOTEM_DESKTOP = Path("/usr/share/applications/org.gnome.Totem.desktop")
-"""GNOME's video player ("Videos"), the default for video types on OSWorld's Ubuntu image."""
+APPLICATIONS = Path("/usr/share/applications")
+DEFAULT_GROUP = "[Default Applications]"
+DEFAULT_APPS = (("org.gnome.Totem.desktop", "video/"), ("org.gnome.Evince.desktop",
+                                                       "application/pdf"))
+"""(desktop file, MIME type prefix) of the defaults on OSWorld's Ubuntu image: GNOME's
+video player ("Videos") for every video type it handles, Evince for PDFs."""
 
 
-def default_apps_list(totem_desktop: Path = TOTEM_DESKTOP) -> str | None:
-    """A mimeapps.list making Totem the default for every video type it handles, as on
-    OSWorld's image (there a task asks the agent to make VLC the default; with VLC the
-    only video player here, the untouched desktop already passed). None without Totem:
-    xdg-mime skips defaults whose desktop file does not exist."""
-    try:
-        text = totem_desktop.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+def default_apps_list(applications: Path = APPLICATIONS) -> str | None:
+    """A mimeapps.list making OSWorld's default apps the defaults here (`DEFAULT_APPS`).
+
+    Without it, VLC was the only video player and so the default, and a task that
+    asks the agent to make VLC the default passed untouched; PDFs opened in whatever
+    claimed them first. An app that is not installed is left out (xdg-mime skips
+    defaults whose desktop file does not exist); None when none is."""
+    lines = []
+    for desktop, prefix in DEFAULT_APPS:
+        try:
+            text = (applications / desktop).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        types = next((line.partition("=")[2] for line in text.splitlines()
+                      if line.startswith("MimeType=")), "")
+        lines += [f"{t}={desktop}\n" for t in types.split(";") if t.startswith(prefix)]
+    return f"{DEFAULT_GROUP}\n" + "".join(lines) if lines else None
+
+
+def merged_apps_list(existing: str | None, ours: str) -> str | None:
+    """`existing` plus our defaults for the types it does not set (a user's choice
+    in a template stands), inserted under its `[Default Applications]` group; None
+    when nothing is missing."""
+    if existing is None:
+        return ours
+    have = {line.partition("=")[0].strip() for line in existing.splitlines() if "=" in line}
+    missing = [line for line in ours.splitlines()[1:] if line.partition("=")[0] not in have]
+    if not missing:
         return None
-    types = next((line.partition("=")[2] for line in text.splitlines()
-                  if line.startswith("MimeType=")), "")
-    video = [t for t in types.split(";") if t.startswith("video/")]
-    if not video:
-        return None
-    return "[Default Applications]\n" + "".join(f"{t}={totem_desktop.name}\n" for t in video)
+    lines = existing.splitlines()
+    if DEFAULT_GROUP in lines:
+        at = lines.index(DEFAULT_GROUP) + 1
+        return "\n".join([*lines[:at], *missing, *lines[at:]]) + "\n"
+    return "\n".join([*lines, DEFAULT_GROUP, *missing]) + "\n"
 
 
 def _write_default_apps(home: Path) -> None:
-    """Write `.config/mimeapps.list` into a template (atomically) unless it has one."""
+    """Write `.config/mimeapps.list` into a template (atomically), or add to the one
+    it has the defaults it lacks (`merged_apps_list`)."""
     target = home / ".config" / "mimeapps.list"
-    if target.exists() or (content := default_apps_list()) is None:
+    if (ours := default_apps_list()) is None:
+        return
+    existing = target.read_text(encoding="utf-8", errors="replace") if target.exists() else None
+    if (content := merged_apps_list(existing, ours)) is None:
         return
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}")
@@ -328,7 +355,7 @@ def _write_default_apps(home: Path) -> None:
 def ensure_home_template(path: Path) -> Path:
     """Build the default template at `path` unless it exists (atomic rename, so
     concurrent first starts never see half a template). A template built before the
-    default-apps list existed gains it."""
+    default-apps list, or with an older one, gains the defaults it lacks."""
     if path.is_dir():
         _write_default_apps(path)
         return path

@@ -20,6 +20,8 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any
 
+from cua_rl.desktop.providers.local_sandbox import CHROME_EXE, SHIM_BIN
+
 DESKTOP_USER = "user"
 DESKTOP_PASSWORD = "password"
 """OSWorld's image has this account; tasks type the password into dialogs."""
@@ -86,18 +88,47 @@ def chown_tree(root: str, user: DesktopUser) -> None:
             os.lchown(os.path.join(parent, name), user.uid, user.gid)
 
 
-def chrome_shim(chromium: str) -> str:
-    """A `google-chrome` script that runs Debian's Chromium as OSWorld's Chrome.
+CHROMIUM_BINARIES = ("/usr/lib/chromium/chromium", "/usr/lib/chromium-browser/chromium-browser",
+                     "/usr/lib64/chromium-browser/chromium-browser")
+"""Where distributions install Chromium's executable behind their `chromium` wrapper."""
 
-    The caller's flags come last, so a task's `--remote-debugging-port=1337`
-    (which OSWorld forwards to 9222 with socat) is honoured as given."""
+
+def chrome_shim() -> str:
+    """A `google-chrome` script that runs Chromium as OSWorld's Chrome.
+
+    It execs Chromium's executable as `CHROME_EXE`, so the browser's processes
+    are called `chrome` as Google Chrome's are (Chromium sets /proc/PID/comm,
+    which `pkill chrome` matches, to the name of its executable), and OSWorld's
+    postconfigs `pkill chrome` to make the browser write its profile before a
+    getter reads it. Debian's /usr/bin/chromium wrapper would
+    exec it as `chromium`, so the shim does what that wrapper does instead: it
+    sources /etc/chromium.d (the distribution's default flags) and exports
+    CHROME_WRAPPER and CHROME_DESKTOP. The caller's flags come last, so a task's
+    `--remote-debugging-port=1337` (which OSWorld forwards to 9222 with socat)
+    is honoured as given."""
     flags = " ".join(f'"{flag}"' for flag in CHROME_FLAGS)
-    return f'#!/bin/sh\nexec {chromium} {flags} "$@"\n'
+    return ("#!/bin/sh\n"
+            'CHROMIUM_FLAGS=""\n'
+            "for file in /etc/chromium.d/*; do\n"
+            '  case "$file" in */README|*.dpkg*) continue ;; esac\n'
+            '  [ -f "$file" ] && . "$file"\n'
+            "done\n"
+            f"export CHROME_WRAPPER={SHIM_BIN}/google-chrome CHROME_DESKTOP=chromium.desktop\n"
+            f'exec {CHROME_EXE} $CHROMIUM_FLAGS {flags} "$@"\n')
 
 
-def chromium_path() -> str | None:
-    """Chromium's path when the host has no real google-chrome (then a shim is
-    needed inside the desktop), else None."""
+def chromium_binary() -> str | None:
+    """Chromium's executable when the host has no real google-chrome (then the
+    desktop gets the shim and `CHROME_EXE`), else None."""
     if shutil.which("google-chrome") is not None:
         return None
-    return next((found for name in CHROMIUM_NAMES if (found := shutil.which(name))), None)
+    for path in CHROMIUM_BINARIES:
+        if os.access(path, os.X_OK):
+            return path
+    for name in CHROMIUM_NAMES:  # a distribution that puts the executable itself on PATH
+        found = shutil.which(name)
+        if found:
+            with open(found, "rb") as fh:
+                if fh.read(4) == b"\x7fELF":
+                    return os.path.realpath(found)
+    return None

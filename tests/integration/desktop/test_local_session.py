@@ -112,6 +112,14 @@ async def test_google_chrome_serves_cdp_as_user(tmp_path: Path) -> None:
                               task_id="cdp", cache=ctx.cache, context=ctx.setup)
         tabs = await get_getter("open_tabs_info").func(ctx, {"type": "open_tabs_info"})
         assert any(tab["title"] == "sandboxed" for tab in tabs), tabs
+        # OSWorld's postconfigs stop the browser with `pkill chrome` (it matches the
+        # process name, /proc/PID/comm): Chromium must run under that name here too.
+        await _sh(client, "pkill chrome")
+        deadline = time.monotonic() + 30
+        while await _sh(client, "pgrep -u user -x chrome || true"):
+            if time.monotonic() > deadline:
+                pytest.fail("the browser survived `pkill chrome` for 30 s")
+            await asyncio.sleep(0.2)
     finally:
         await provider.stop(handle)
         await provider.close()
@@ -133,7 +141,7 @@ async def _chrome_serves_cdp(guest: GuestClient, port: int) -> None:
             await asyncio.sleep(0.3)
         else:
             pytest.fail("google-chrome did not serve CDP within 60 s")
-    assert await _sh(guest, "pgrep -u user -c chromium || true") not in ("", "0")
+    assert await _sh(guest, "pgrep -u user -x chrome || true")  # named as Google Chrome
     assert await _sh(guest, "test -d ~/.config/google-chrome && echo profile") == "profile"
 
 

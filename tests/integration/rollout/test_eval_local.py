@@ -100,6 +100,9 @@ def test_eval_resumes_and_writes_the_report(eval_config: Path, tmp_path: Path) -
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["task_runs"] == 4 and summary["missing"] == 0
+    assert summary["domains"]["os"] == {"tasks": 1, "attempted": 1, "scored": 1,
+                                        "setup_failed": 0, "unsupported": 0, "mean": 0.0,
+                                        "rate_all": 0.0}
     assert summary["done_before"] == len(first)
     assert summary["done_before"] + summary["done_now"] == 4
 

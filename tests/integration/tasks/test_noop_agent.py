@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tests_support.asset_files import write_asset_tree
+from tests_support.asset_files import standins_for, write_asset_tree
 from tests_support.desktops import local_desktops_unavailable
 
 from cua_rl.desktop.cache_seed import seed_from_dir
@@ -56,7 +56,7 @@ def test_noop_agent_scores_0_and_declared_failure_scores_infeasible_only(
     began = time.monotonic()
     load = load_source(f"osworld:{OSWORLD}")
     urls = [u for task in load.tasks for u in task_needs(task).assets]
-    write_asset_tree(urls, tmp_path / "snapshot")
+    write_asset_tree(urls, tmp_path / "snapshot", standins_for(load.tasks))
     cache = FileCache(tmp_path / "cache")
     seed_from_dir(cache, urls, tmp_path / "snapshot")
     runnable_ids = set(preflight(load.tasks, local_capabilities(), cache).runnable)

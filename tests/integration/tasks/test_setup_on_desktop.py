@@ -12,7 +12,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from tests_support.asset_files import write_asset_tree
+from tests_support.asset_files import standins_for, write_asset_tree
 from tests_support.desktops import local_desktops_unavailable
 
 from cua_rl.desktop.cache_seed import seed_from_dir
@@ -37,7 +37,7 @@ def test_sampled_setups_run_and_show_something(tmp_path: Path) -> None:
         pytest.skip(reason)
     load = load_source(f"osworld:{OSWORLD}")
     urls = [u for task in load.tasks for u in task_needs(task).assets]
-    write_asset_tree(urls, tmp_path / "snapshot")
+    write_asset_tree(urls, tmp_path / "snapshot", standins_for(load.tasks))
     cache = FileCache(tmp_path / "cache")
     seed_from_dir(cache, urls, tmp_path / "snapshot")
     runnable_ids = set(preflight(load.tasks, local_capabilities(), cache).runnable)

@@ -7,12 +7,14 @@ from pathlib import Path
 
 from cua_rl.desktop.providers.local_guest_env import content_hash, venv_path
 from cua_rl.desktop.providers.local_sandbox import (
+    CHROME_EXE,
     SandboxFds,
     SandboxSpec,
     bwrap_argv,
     host_forwarder,
     sandbox_env,
 )
+from cua_rl.desktop.providers.local_user import chrome_shim
 
 SPEC = SandboxSpec(desktop_id="d1", display=201, width=800, height=600,
                    window_manager="openbox", uid=1001, gid=1001, user="user", guest_port=4321)
@@ -45,6 +47,29 @@ def test_network_option_shares_the_host_net_without_forwarders() -> None:
                        guest_port=4321)
     argv = bwrap_argv(spec, {}, SandboxFds(token=7, shim=8), "/stage")
     assert "--share-net" in argv and argv[-2:] == ["4321", ""]
+
+
+def test_chrome_shim_execs_chromium_as_an_executable_named_chrome(tmp_path: Path) -> None:
+    # `pkill chrome` (OSWorld's postconfigs) matches /proc/PID/comm, which Chromium
+    # sets from /proc/self/exe: a bind mount named chrome, its siblings linked beside.
+    install = tmp_path / "chromium"
+    install.mkdir()
+    for name in ("chromium", "icudtl.dat", "locales"):
+        (install / name).touch()
+    spec = SandboxSpec(desktop_id="d1", display=201, width=800, height=600,
+                       window_manager="", uid=1001, gid=1001, user="user",
+                       chrome_binary=str(install / "chromium"))
+    argv = bwrap_argv(spec, {}, SandboxFds(token=7, shim=8), "/stage")
+    binds = [argv[i + 1:i + 3] for i, a in enumerate(argv) if a == "--ro-bind"]
+    assert [str(install / "chromium"), CHROME_EXE] in binds
+    assert CHROME_EXE.rsplit("/", 1)[1] == "chrome"
+    links = {argv[i + 2]: argv[i + 1] for i, a in enumerate(argv) if a == "--symlink"}
+    assert links["/tmp/.cua-chrome/icudtl.dat"] == str(install / "icudtl.dat")
+    assert "/tmp/.cua-chrome/locales" in links
+    assert CHROME_EXE not in bwrap_argv(SPEC, {}, SandboxFds(token=7, shim=None), "/stage")
+    exec_line = chrome_shim().splitlines()[-1]
+    assert exec_line.startswith(f"exec {CHROME_EXE} $CHROMIUM_FLAGS ")
+    assert exec_line.endswith('"$@"')  # the task's own flags last
 
 
 def test_host_forwarder_serves_each_socket_and_drops_to_the_user() -> None:

@@ -169,14 +169,30 @@ def test_bench_spreadsheet_has_the_requested_shape() -> None:
     assert spreadsheet_csv(5, 3) == spreadsheet_csv(5, 3)  # seeded: same screen every run
 
 
-def test_totem_is_the_default_video_player_as_on_osworlds_image(tmp_path: Path) -> None:
-    desktop = tmp_path / "org.gnome.Totem.desktop"
-    desktop.write_text("[Desktop Entry]\nName=Videos\n"
-                       "MimeType=application/ogg;video/mp4;audio/x-wav;video/x-matroska;\n")
-    assert st.default_apps_list(desktop) == (
+def test_totem_and_evince_are_the_defaults_as_on_osworlds_image(tmp_path: Path) -> None:
+    (tmp_path / "org.gnome.Totem.desktop").write_text(
+        "[Desktop Entry]\nName=Videos\n"
+        "MimeType=application/ogg;video/mp4;audio/x-wav;video/x-matroska;\n")
+    assert st.default_apps_list(tmp_path) == (
         "[Default Applications]\nvideo/mp4=org.gnome.Totem.desktop\n"
         "video/x-matroska=org.gnome.Totem.desktop\n")
-    assert st.default_apps_list(tmp_path / "absent.desktop") is None
+    (tmp_path / "org.gnome.Evince.desktop").write_text(
+        "[Desktop Entry]\nMimeType=application/pdf;image/tiff;application/x-bzpdf;\n")
+    assert st.default_apps_list(tmp_path).endswith(
+        "video/x-matroska=org.gnome.Totem.desktop\napplication/pdf=org.gnome.Evince.desktop\n")
+    assert st.default_apps_list(tmp_path / "absent") is None
+
+
+def test_an_existing_list_gains_only_the_defaults_it_lacks() -> None:
+    ours = "[Default Applications]\nvideo/mp4=totem.desktop\napplication/pdf=evince.desktop\n"
+    user = "[Default Applications]\nvideo/mp4=vlc.desktop\n[Added Associations]\nx/y=z\n"
+    assert st.merged_apps_list(user, ours) == (
+        "[Default Applications]\napplication/pdf=evince.desktop\nvideo/mp4=vlc.desktop\n"
+        "[Added Associations]\nx/y=z\n")
+    assert st.merged_apps_list(ours, ours) is None
+    assert st.merged_apps_list(None, ours) == ours
+    assert st.merged_apps_list("", ours) == (
+        "[Default Applications]\nvideo/mp4=totem.desktop\napplication/pdf=evince.desktop\n")
 
 
 def test_home_template_gains_the_default_apps_list_once(tmp_path: Path) -> None:
@@ -186,8 +202,9 @@ def test_home_template_gains_the_default_apps_list_once(tmp_path: Path) -> None:
     mimeapps = template / ".config" / "mimeapps.list"
     assert "video/mp4=org.gnome.Totem.desktop" in mimeapps.read_text()
     mimeapps.write_text("[Default Applications]\nvideo/mp4=vlc.desktop\n")
-    st.ensure_home_template(template)  # an existing list (the user's choice) is kept
-    assert mimeapps.read_text().endswith("vlc.desktop\n")
+    st.ensure_home_template(template)  # an existing choice (the user's) is kept
+    assert "video/mp4=vlc.desktop" in mimeapps.read_text()
+    assert "video/mp4=org.gnome.Totem.desktop" not in mimeapps.read_text()
     mimeapps.unlink()  # a template built before the list existed gains it
     st.ensure_home_template(template)
     assert "org.gnome.Totem.desktop" in mimeapps.read_text()

@@ -14,6 +14,7 @@ from cua_rl.report.eval_report import (
     done_task_runs,
     parse_task_run_id,
     records_from_store,
+    render_counts,
     render_markdown,
     setup_failures_from_store,
     task_run_id,
@@ -182,6 +183,10 @@ def test_setup_failures_and_unsupported_tasks_are_counted_apart(tmp_path: Path) 
     assert calc["rate_all"] == 0.5
     grouped = {d for g in report["groups"].values() for d in g["domains"]}
     assert set(tasks.values()) <= grouped and "Other" not in report["groups"]
+    assert overall["runs_expected"] == 4  # the unsupported task is never run
     md = render_markdown(report)
+    assert "Task runs scored: 1 of 4 (1 unsupported task(s) not run)." in md
+    assert render_counts(report) in md
+    assert "| libreoffice_calc | 2 | 2 | 1 | 1 | 0 | 100.0% | 50.0% |" in render_counts(report)
     assert "| calc-b | – | setup_failed: launch: `google-chrome` not found |" in md
     assert "| code-a | – | unsupported: VS Code is not packaged by Debian |" in md
