@@ -72,6 +72,11 @@ class QemuProviderConfig(BaseModel):
     restrict_network: bool = True
     """User-mode networking with `restrict=on`: the VM reaches nothing outside;
     only the host's forwards into it (on `host`) work."""
+    run_as: str | None = "auto"
+    """Account QEMU drops to (`-runas`) once it has opened its disk, sockets and
+    forwards, when cua-rl runs as root: a VM that escapes its emulator then holds
+    that account's rights, not root's. `auto`: the desktop account `user` when it
+    exists (./setup.sh makes it), else no drop (a warning); None: never drop."""
     snapshot_reset: bool = True
     """Reset by restoring the VM snapshot saved when the desktop first answered
     (`loadvm`: seconds, no reboot); False: reboot from a fresh overlay."""

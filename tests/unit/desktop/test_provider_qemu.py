@@ -188,3 +188,37 @@ def test_our_image_boots_its_kernel_with_the_token_and_restricted_network(
     assert f"unix:{tmp_path / 'qmp.sock'},server=on,wait=off" in argv
     (tmp_path / "vmlinuz").unlink()
     assert provider.boot_files(disk) is None  # OSWorld's image: its own boot loader
+
+
+def test_qemu_started_as_root_drops_to_the_desktop_account(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A VM that breaks out of its emulator must not hold root: as root, QEMU gets
+    `-runas` (the `user` account with run_as auto, or the one named), never as others."""
+    import pwd
+
+    from cua_rl.desktop.providers import qemu as qemu_module
+
+    accounts = {"user", "kiosk"}
+
+    def getpwnam(name: str) -> object:
+        if name not in accounts:
+            raise KeyError(name)
+        return object()
+
+    monkeypatch.setattr(pwd, "getpwnam", getpwnam)
+    monkeypatch.setattr(qemu_module.os, "geteuid", lambda: 0)
+    auto = QemuProvider(QemuProviderConfig(firmware=None))
+    assert auto.run_as() == "user"
+    argv = auto.qemu_argv("d-1", Path("/o"), port=1, cdp_port=2, vnc_port=None, kvm=False,
+                          run_as=auto.run_as())
+    assert argv[argv.index("-runas") + 1] == "user"
+    assert QemuProvider(QemuProviderConfig(firmware=None, run_as="kiosk")).run_as() == "kiosk"
+    assert QemuProvider(QemuProviderConfig(firmware=None, run_as=None)).run_as() is None
+    with pytest.raises(DesktopError, match="run_as account 'nobody-here' does not exist"):
+        QemuProvider(QemuProviderConfig(firmware=None, run_as="nobody-here")).run_as()
+    accounts.clear()
+    assert auto.run_as() is None  # auto without the account: root, with a warning
+    monkeypatch.setattr(qemu_module.os, "geteuid", lambda: 1000)
+    assert QemuProvider(QemuProviderConfig(firmware=None, run_as="kiosk")).run_as() is None
+    assert "-runas" not in auto.qemu_argv("d-1", Path("/o"), port=1, cdp_port=2,
+                                          vnc_port=None, kvm=False)
