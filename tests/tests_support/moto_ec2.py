@@ -4,8 +4,10 @@ served on loopback from the user data the provider rendered."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import gzip
+import json
 from pathlib import Path
 from typing import Any
 
@@ -41,13 +43,12 @@ def fleet_user_data(ec2: Any, instance_id: str) -> dict[str, Any]:
 
 
 async def serve_fleet_host(user_data: dict[str, Any], root: Path, guest_port: int,
-                           control_port: int, slots: int) -> tuple[Any, list[Any], Path]:
+                           control_port: int, slots: int,
+                           bind: str = "127.0.0.1") -> tuple[Any, list[Any], Path]:
     """What the instance runs, on loopback: the agent from the user data's own files
-    (pairs, control token) and, per slot, a guest stub on the slot's Unix socket that
-    accepts only the slot's token from the user data. The desktop command records the
-    slots it was asked to replace."""
-    import asyncio
-
+    (pairs, control token, its config's initial leases) and, per slot, a guest stub on
+    the slot's Unix socket that accepts only the slot's token from the user data. The
+    desktop command records the slots it was asked to replace."""
     from cua_rl.desktop.providers.aws_fleet_agent import serve
 
     files = {f["path"]: f["content"] for f in user_data["write_files"]}
@@ -76,15 +77,16 @@ async def serve_fleet_host(user_data: dict[str, Any], root: Path, guest_port: in
         (root / f"slot-{slot}" / "run").mkdir(parents=True)
         await web.UnixSite(runner, str(root / f"slot-{slot}" / "run" / "guest.sock")).start()
         runners.append(runner)
+    leases = json.loads(files["/etc/cua-fleet/agent.json"])["leases"]
     agent = asyncio.create_task(serve({
         "slots": slots, "guest_port": guest_port, "control_port": control_port,
         "state_dir": str(root), "tls_dir": str(tls), "desktop_command": [str(command)],
-        "bind": "127.0.0.1"}))
+        "bind": bind, "leases": leases}))
     deadline = asyncio.get_running_loop().time() + 10.0
     while True:  # poll until the agent listens (its last listener is the control port)
         assert not agent.done(), agent.exception()
         try:
-            _, writer = await asyncio.open_connection("127.0.0.1", control_port)
+            _, writer = await asyncio.open_connection(bind, control_port)
             writer.close()
             break
         except OSError:
@@ -92,3 +94,60 @@ async def serve_fleet_host(user_data: dict[str, Any], root: Path, guest_port: in
             await asyncio.sleep(0.02)
     return agent, runners, log
 
+
+class FleetAgents:
+    """The agent of every fleet host moto lists, each served (`serve_fleet_host`) on
+    its own loopback address 127.0.0.<n> from its own user data as soon as the host
+    appears, and stopped when it terminates: what the instances would run. Pass
+    `address` as the provider's `host_address`."""
+
+    def __init__(self, ec2: Any, root: Path, guest_port: int, control_port: int,
+                 slots: int) -> None:
+        self.ec2, self.root = ec2, root
+        self.ports, self.slots = (guest_port, control_port), slots
+        self.addresses: dict[str, str] = {}
+        self.served: dict[str, tuple[Any, list[Any], Path]] = {}
+        self._watch: asyncio.Task[None] | None = None
+
+    def address(self, instance: dict[str, Any]) -> str:
+        return self.addresses.setdefault(instance["InstanceId"],
+                                         f"127.0.0.{len(self.addresses) + 2}")
+
+    def resets(self, instance_id: str) -> list[str]:
+        """The slots the host's desktop command was run for (resets and releases)."""
+        log = self.served[instance_id][2]
+        return log.read_text().split() if log.exists() else []
+
+    async def __aenter__(self) -> FleetAgents:
+        self._watch = asyncio.create_task(self._run())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._watch is not None
+        self._watch.cancel()
+        await asyncio.gather(self._watch, return_exceptions=True)
+        for instance_id in list(self.served):
+            await self._stop(instance_id)
+
+    async def _run(self) -> None:
+        while True:
+            found = await asyncio.to_thread(self.ec2.describe_instances, Filters=[
+                {"Name": "tag:cua-rl:kind", "Values": ["fleet-host"]}])
+            for instance in (i for r in found["Reservations"] for i in r["Instances"]):
+                instance_id, state = instance["InstanceId"], instance["State"]["Name"]
+                if state == "running" and instance_id not in self.served:
+                    data = await asyncio.to_thread(fleet_user_data, self.ec2, instance_id)
+                    root = self.root / f"h{len(self.served)}"  # short: socket paths
+                    self.served[instance_id] = await serve_fleet_host(
+                        data, root, *self.ports, self.slots, bind=self.address(instance))
+                elif state != "running" and instance_id in self.served:
+                    await self._stop(instance_id)
+            await asyncio.sleep(0.02)
+
+    async def _stop(self, instance_id: str) -> None:
+        agent, runners, _ = self.served[instance_id]
+        if not agent.done():
+            agent.cancel()
+            await asyncio.gather(agent, return_exceptions=True)
+            for runner in runners:
+                await runner.cleanup()
