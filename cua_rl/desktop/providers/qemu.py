@@ -36,7 +36,8 @@ from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider, GuestC
 from cua_rl.desktop.providers.local_session import process_start_time
 from cua_rl.desktop.providers.local_state import check_desktop_id
 from cua_rl.desktop.providers.qemu_config import QemuProviderConfig
-from cua_rl.desktop.providers.qemu_qmp import hmp, kvm_boots
+from cua_rl.desktop.providers.qemu_kvm import kvm_boots
+from cua_rl.desktop.providers.qemu_qmp import hmp
 from cua_rl.desktop.providers.qemu_state import (
     STOP_DEADLINE_S,
     QemuRecord,

@@ -82,7 +82,8 @@ class QemuProviderConfig(BaseModel):
     (`loadvm`: seconds, no reboot); False: reboot from a fresh overlay."""
     kvm_probe_s: float = Field(20.0, gt=0, le=120)
     """With `kvm: auto` and a direct-boot kernel: a probe boot under KVM must print
-    the kernel's first line within this time, else software emulation is used."""
+    the kernel's first line within this time, else software emulation is used. The
+    answer is kept until the machine reboots (`kvm-probe.json` beside the caches)."""
     ready_timeout_s: float = Field(600.0, gt=0, le=3600)
     """Deadline for the guest to answer after QEMU starts (KVM boot: ~30-90 s)."""
     command_timeout_s: float = Field(60.0, gt=0)

@@ -73,8 +73,8 @@ QEMU_OPT_IN = "CUA_RL_ESCAPE_QEMU"
 def _qemu(request: pytest.FixtureRequest, state_dir: Path) -> DesktopProvider:
     """VMs of the session's minimal qcow2 (the image test's build, cached by hash)."""
     if os.environ.get(QEMU_OPT_IN) != "1":
-        pytest.skip(f"qemu: two VM boots take ~2-4 min each under TCG, over the suite's "
-                    f"budget; run it with `{QEMU_OPT_IN}=1 pytest "
+        pytest.skip(f"qemu: two VM boots take minutes under TCG (the checks 3.3 min "
+                    f"here), over the suite's budget; run it with `{QEMU_OPT_IN}=1 pytest "
                     "tests/integration/desktop/test_sandbox_escapes.py -k qemu` "
                     "(docs/sandbox.md, what each provider shares)")
     image = request.getfixturevalue("minimal_qcow2_image")
