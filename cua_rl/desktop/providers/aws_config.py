@@ -53,8 +53,9 @@ class AwsProviderConfig(BaseModel):
     by default: size `instance_type` to match). 16 at most: two tags per desktop and
     EC2's 50 tags per instance, and K pairs in 16 KiB of user data."""
     control_port: int = Field(4999, ge=1, le=65535)
-    """Port of a fleet host's control endpoint (authenticated `POST /slots/<i>/reset`);
-    open it, like the guest ports, to the actors' hosts only."""
+    """Port of a fleet host's control endpoint (authenticated: a slot's reset, and the
+    slot leases that keep two processes of a run from taking one slot); open it, like
+    the guest ports, to the actors' hosts only."""
     fleet_image: str = "cua-rl-desktop:full"
     """Image tag a fleet host runs its desktops from."""
     fleet_image_pull: str | None = None

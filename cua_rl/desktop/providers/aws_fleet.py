@@ -13,7 +13,8 @@ no bridge network, gets the image (pull, or build from a checkout), runs K
 containers through `cua-fleet-desktop <i>` (`--network none`, no capabilities,
 limits; the guest on a Unix socket in the slot's run dir) and starts the agent
 (aws_fleet_agent.py): slot i is served over TLS on `guest_port + i`, and its
-only remote operation is `POST /slots/<i>/reset` on `control_port`. A desktop
+remote operations, on `control_port`, are a slot's reset and the slot leases
+(claim, release) that keep two processes of a run from taking one slot. A desktop
 cannot read the user data: its container has no network, so no metadata service.
 
 The user data is gzip-compressed (cloud-init accepts it so): K PEM pairs and the
@@ -132,12 +133,13 @@ def fleet_env(config: AwsProviderConfig, etc: str = ETC, state: str = STATE) -> 
     return "".join(f"{key}={shlex.quote(str(value))}\n" for key, value in values.items())
 
 
-def agent_config(config: AwsProviderConfig, etc: str = ETC, state: str = STATE,
-                 bind: str = "0.0.0.0") -> dict[str, Any]:
-    """The agent's JSON config (see aws_fleet_agent)."""
+def agent_config(config: AwsProviderConfig, first_desktop: str, etc: str = ETC,
+                 state: str = STATE, bind: str = "0.0.0.0") -> dict[str, Any]:
+    """The agent's JSON config (see aws_fleet_agent): slot 0 starts leased to the
+    desktop the host is launched for."""
     return {"slots": config.desktops_per_instance, "guest_port": config.guest_port,
             "control_port": config.control_port, "state_dir": state, "tls_dir": f"{etc}/tls",
-            "desktop_command": [DESKTOP_SCRIPT], "bind": bind}
+            "desktop_command": [DESKTOP_SCRIPT], "bind": bind, "leases": {"0": first_desktop}}
 
 
 def fleet_tags(slots: list[GuestPair], control: GuestPair) -> list[dict[str, str]]:
@@ -148,9 +150,10 @@ def fleet_tags(slots: list[GuestPair], control: GuestPair) -> list[dict[str, str
               for i, p in enumerate(slots))]
 
 
-def fleet_user_data(config: AwsProviderConfig, slots: list[GuestPair], control: GuestPair,
+def fleet_user_data(config: AwsProviderConfig, fleet: FleetLaunch,
                     shutdown_minutes: int | None) -> bytes:
     """The gzip-compressed cloud-config of one fleet host (see the module docstring)."""
+    slots, control = fleet.slots, fleet.control
     if len(slots) != config.desktops_per_instance:
         raise ValueError(f"{len(slots)} pairs for {config.desktops_per_instance} slots")
     assert config.guest_token  # the config validator requires it with fleet-host
@@ -159,7 +162,7 @@ def fleet_user_data(config: AwsProviderConfig, slots: list[GuestPair], control: 
     write: list[dict[str, Any]] = [
         {"path": f"{ETC}/fleet.env", **public, "content": fleet_env(config)},
         {"path": f"{ETC}/agent.json", **public,
-         "content": json.dumps(agent_config(config), indent=1) + "\n"},
+         "content": json.dumps(agent_config(config, fleet.first_desktop), indent=1) + "\n"},
         {"path": f"{ETC}/tls/control.crt", **public, "content": control.cert_pem},
         {"path": f"{ETC}/tls/control.key", **secret, "content": control.key_pem},
         {"path": f"{ETC}/tls/control.token", **secret,

@@ -10,13 +10,29 @@ It does two things, nothing else:
   (`<state>/slot-<i>/run/guest.sock`). The container has `--network none`, so
   this is the only way in; its key stays on the host, out of the desktop's reach;
 - a control endpoint on `<control_port>` (its own certificate, pinned by the
-  provider; bearer token checked in constant time) with exactly one operation:
-  `POST /slots/<i>/reset`, which replaces slot i's container with a new one from
-  the image (`cua-fleet-desktop <i>`) and answers 200 when the engine started it,
-  500 with the command's output tail otherwise. No other path, no body, no query.
+  provider; bearer token checked in constant time) with three operations, no
+  body, no query:
+  - `POST /slots/<i>/reset`: replaces slot i's container with a new one from the
+    image (`cua-fleet-desktop <i>`); 200 when the engine started it, 500 with the
+    command's output tail otherwise;
+  - `POST /claim/<desktop id>`: leases a free slot to that desktop. The agent is
+    the one place every process of a run (on any machine) asks, and it decides
+    one request at a time, so two claimers never get the same slot. 200
+    `{"slot": i}` (the slot that desktop already holds, if any: a retried claim
+    whose answer was lost gets the same slot), 409 when every slot is leased
+    or the host is closed;
+  - `POST /slots/<i>/release/<desktop id>`: a new container in the slot, then the
+    lease is freed; 409 when another desktop holds it (never frees another's); a
+    slot whose new container fails to start is retired (`-`), never leased again.
+    When no slot is leased any more the host closes (claims get 409) and the
+    answer says `"closed": true`: the releasing process terminates the host.
+  Leases are kept in `<state>/leases.json` (written atomically on each change),
+  so an agent restarted by systemd keeps them; slot 0 starts leased to the
+  desktop the host was launched for (`leases` in the config).
 
 Run: `python3 aws_fleet_agent.py CONFIG.json` where the file holds `slots`,
-`guest_port`, `control_port`, `state_dir`, `tls_dir`, `desktop_command`, `bind`.
+`guest_port`, `control_port`, `state_dir`, `tls_dir`, `desktop_command`, `bind`
+and `leases` (slot -> desktop id at launch).
 """
 
 from __future__ import annotations
@@ -24,13 +40,21 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import os
 import re
+import socket
 import ssl
+import stat
 import sys
 from pathlib import Path
 from typing import Any
 
 RESET = re.compile(r"^POST /slots/(\d{1,3})/reset HTTP/1\.[01]$")
+HOLDER = r"([A-Za-z0-9][A-Za-z0-9_.-]{0,63})"
+"""A desktop id, as the provider checks it (`check_desktop_id`)."""
+CLAIM = re.compile(rf"^POST /claim/{HOLDER} HTTP/1\.[01]$")
+RELEASE = re.compile(rf"^POST /slots/(\d{{1,3}})/release/{HOLDER} HTTP/1\.[01]$")
+RETIRED = "-"
 MAX_HEAD = 8192
 COMMAND_TIMEOUT_S = 120.0
 
@@ -54,12 +78,38 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
         writer.close()
 
 
+def connect_no_follow(socket_path: Path) -> socket.socket:
+    """A connected Unix socket to `socket_path` itself, never through a link.
+
+    The slot's run dir is the desktop's (bind-mounted, writable from inside), and the
+    agent runs as root: a `guest.sock` swapped for a symlink to the engine's socket
+    would be followed. So the path is opened O_PATH|O_NOFOLLOW, checked to be a
+    socket, and that inode is connected through /proc/self/fd (the same check as
+    cua_rl.desktop.unix_forward, repeated here because this file runs alone)."""
+    fd = os.open(socket_path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+            raise OSError(f"{socket_path} is not a socket (a symlink is never followed)")
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(5.0)
+            sock.connect(f"/proc/self/fd/{fd}")
+            sock.setblocking(False)
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+    finally:
+        os.close(fd)
+
+
 def forwarder(socket_path: Path) -> Any:
     """A connection handler piping a TLS client to the slot's guest socket."""
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            up_reader, up_writer = await asyncio.wait_for(
-                asyncio.open_unix_connection(str(socket_path)), 5.0)
+            sock = await asyncio.wait_for(asyncio.to_thread(connect_no_follow, socket_path),
+                                          6.0)
+            up_reader, up_writer = await asyncio.open_unix_connection(sock=sock)
         except (OSError, TimeoutError):
             writer.close()  # the container is (re)starting: the client retries
             return
@@ -73,8 +123,83 @@ def _answer(writer: asyncio.StreamWriter, status: str, body: dict[str, Any]) -> 
                  f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode() + data)
 
 
-def controller(config: dict[str, Any], token: str, locks: dict[int, asyncio.Lock]) -> Any:
-    """The control endpoint's handler: authenticated `POST /slots/<i>/reset` only."""
+class Leases:
+    """slot -> desktop id (or RETIRED) of this host, persisted on every change.
+    Only the event loop touches it, and no method awaits between reading and
+    writing, so each claim or release is atomic. Once a release leaves no slot
+    leased, the host is closed: it leases nothing more (the releasing process
+    terminates it), so a claim can never land on a host about to end."""
+
+    def __init__(self, path: Path, slots: int, initial: dict[str, str]) -> None:
+        self.path, self.slots = path, slots
+        try:
+            saved = json.loads(path.read_text())
+        except FileNotFoundError:
+            saved = {"held": initial, "closed": False}
+        self.held = {int(slot): str(holder) for slot, holder in saved["held"].items()
+                     if str(slot).isdigit() and int(slot) < slots}
+        self.closed = bool(saved.get("closed"))
+        self._save()
+
+    def claim(self, holder: str) -> int | None:
+        """The slot leased to `holder` (its old one, else the lowest free), or None."""
+        for slot, current in self.held.items():
+            if current == holder:
+                return slot
+        free = [slot for slot in range(self.slots) if slot not in self.held]
+        if not free or self.closed:
+            return None
+        self.held[free[0]] = holder
+        self._save()
+        return free[0]
+
+    def holder(self, slot: int) -> str | None:
+        return self.held.get(slot)
+
+    def end(self, slot: int, retire: bool) -> None:
+        """Free the slot, or retire it for good; close the host when none is leased."""
+        if retire:
+            self.held[slot] = RETIRED
+        else:
+            self.held.pop(slot, None)
+        self.closed = all(holder == RETIRED for holder in self.held.values())
+        self._save()
+
+    def _save(self) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"held": {str(k): v for k, v in sorted(self.held.items())},
+                                   "closed": self.closed}))
+        tmp.replace(self.path)
+
+
+def controller(config: dict[str, Any], token: str, locks: dict[int, asyncio.Lock],
+               leases: Leases) -> Any:
+    """The control endpoint's handler: authenticated reset, claim and release only."""
+    async def route(line: str) -> tuple[str, dict[str, Any]]:
+        if match := CLAIM.match(line):
+            slot = leases.claim(match.group(1))
+            if slot is None:
+                return "409 Conflict", {"error": "closed" if leases.closed
+                                        else "every slot is leased"}
+            return "200 OK", {"slot": slot, "holder": match.group(1)}
+        match = RESET.match(line) or RELEASE.match(line)
+        slot = int(match.group(1)) if match else -1
+        if slot not in locks:
+            return "404 Not Found", {"error": "only POST /slots/<0.."
+                                     f"{len(locks) - 1}>/reset, /slots/<i>/release/<id> "
+                                     "and /claim/<id> exist"}
+        holder = match.group(2) if match and match.re is RELEASE else None
+        async with locks[slot]:  # two changes of one slot never interleave
+            if holder is not None and leases.holder(slot) not in (holder, None):
+                return "409 Conflict", {"slot": slot, "error": "leased to another desktop"}
+            code, output = await run_desktop(config["desktop_command"], slot)
+            if holder is not None and leases.holder(slot) == holder:
+                leases.end(slot, retire=code != 0)
+        if code == 0:
+            return "200 OK", {"slot": slot, "reset": True, "closed": leases.closed}
+        return "500 Internal Server Error", {"slot": slot, "error": f"exit {code}",
+                                             "output": output, "closed": leases.closed}
+
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10.0)
@@ -89,19 +214,7 @@ def controller(config: dict[str, Any], token: str, locks: dict[int, asyncio.Lock
             if not hmac.compare_digest(auth.encode(), f"Bearer {token}".encode()):
                 _answer(writer, "401 Unauthorized", {"error": "bad or missing token"})
                 return
-            match = RESET.match(lines[0])
-            slot = int(match.group(1)) if match else -1
-            if slot not in locks:
-                _answer(writer, "404 Not Found",
-                        {"error": f"only POST /slots/<0..{len(locks) - 1}>/reset exists"})
-                return
-            async with locks[slot]:  # two resets of one slot never interleave
-                code, output = await run_desktop(config["desktop_command"], slot)
-            if code == 0:
-                _answer(writer, "200 OK", {"slot": slot, "reset": True})
-            else:
-                _answer(writer, "500 Internal Server Error",
-                        {"slot": slot, "error": f"exit {code}", "output": output})
+            _answer(writer, *await route(lines[0]))
             await writer.drain()
         except (ConnectionError, OSError):
             pass
@@ -134,8 +247,9 @@ async def serve(config: dict[str, Any]) -> None:
         forwarder(state_dir / f"slot-{i}" / "run" / "guest.sock"), bind,
         int(config["guest_port"]) + i, ssl=tls_context(tls_dir, f"slot-{i}")) for i in slots]
     locks = {i: asyncio.Lock() for i in slots}
+    leases = Leases(state_dir / "leases.json", len(slots), dict(config.get("leases", {})))
     servers.append(await asyncio.start_server(
-        controller(config, token, locks), bind, int(config["control_port"]),
+        controller(config, token, locks, leases), bind, int(config["control_port"]),
         ssl=tls_context(tls_dir, "control")))
     print(f"cua-fleet-agent: {len(slots)} desktops from port {config['guest_port']}, "
           f"control on {config['control_port']}", flush=True)

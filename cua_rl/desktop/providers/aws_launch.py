@@ -68,7 +68,7 @@ def launch_params(config: AwsProviderConfig, desktop_id: str, ami: str, now: dat
         params["KeyName"] = config.key_name
     minutes = max(1, int(config.ttl_s // 60)) if config.self_shutdown else None
     if fleet is not None:
-        params["UserData"] = fleet_user_data(config, fleet.slots, fleet.control, minutes)
+        params["UserData"] = fleet_user_data(config, fleet, minutes)
     elif pair is not None:
         assert config.guest_token  # the config validator requires it with image_kind 'cua'
         params["UserData"] = cloud_config(pair, config.guest_token, minutes)

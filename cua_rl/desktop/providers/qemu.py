@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import pwd
 import secrets
 import shutil
 import subprocess
@@ -34,7 +36,8 @@ from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider, GuestC
 from cua_rl.desktop.providers.local_session import process_start_time
 from cua_rl.desktop.providers.local_state import check_desktop_id
 from cua_rl.desktop.providers.qemu_config import QemuProviderConfig
-from cua_rl.desktop.providers.qemu_qmp import hmp, kvm_boots
+from cua_rl.desktop.providers.qemu_kvm import kvm_boots
+from cua_rl.desktop.providers.qemu_qmp import hmp
 from cua_rl.desktop.providers.qemu_state import (
     STOP_DEADLINE_S,
     QemuRecord,
@@ -59,6 +62,8 @@ QEMU = "qemu-system-x86_64"
 QEMU_IMG = "qemu-img"
 QEMU_HINT = "apt-get install qemu-system-x86 qemu-utils (or your distribution's qemu packages)"
 CDP_PORT = 9222
+DESKTOP_ACCOUNT = "user"
+"""The account `run_as: auto` drops QEMU to (the local provider's desktop user)."""
 
 
 def overlay_argv(base: Path, overlay: Path) -> list[str]:
@@ -160,13 +165,34 @@ class QemuProvider(DesktopProvider):
                                    "image; rebuild it with `cua-rl image build --format qcow2`)")
         return Path(kernel).absolute(), Path(initrd).absolute()
 
+    def run_as(self) -> str | None:
+        """The account QEMU drops to (`-runas`), or None: only when we are root (see
+        `QemuProviderConfig.run_as`); an explicit account that does not exist is an error."""
+        name = self.config.run_as
+        if name is None or os.geteuid() != 0:
+            return None
+        wanted = DESKTOP_ACCOUNT if name == "auto" else name
+        try:
+            pwd.getpwnam(wanted)
+        except KeyError:
+            if name == "auto":
+                log.warning("qemu provider: running QEMU as root (no account %r to drop to; "
+                            "set desktops.provider.run_as)", wanted)
+                return None
+            raise DesktopError(f"qemu provider: run_as account {wanted!r} does not exist "
+                               "(create it, or set run_as: null)") from None
+        return wanted
+
     def qemu_argv(self, desktop_id: str, overlay: Path, *, port: int, cdp_port: int,
                   vnc_port: int | None, kvm: bool, boot: tuple[Path, Path] | None = None,
-                  token: str | None = None, qmp: Path | None = None) -> list[str]:
+                  token: str | None = None, qmp: Path | None = None,
+                  run_as: str | None = None) -> list[str]:
         """The QEMU command line of one desktop (a pure function, tested)."""
         cfg = self.config
         argv = [QEMU, "-name", f"cua-rl-{desktop_id}", "-machine", "q35",
                 "-smp", str(cfg.cpus), "-m", str(cfg.memory_mb)]
+        if run_as is not None:  # dropped after the disk, sockets and forwards are open
+            argv += ["-runas", run_as]
         argv += ["-enable-kvm", "-cpu", "host"] if kvm else ["-cpu", "max"]
         if boot is not None:  # our image: its kernel, the session script as init
             append = ("root=/dev/vda rw console=ttyS0 net.ifnames=0 quiet "
@@ -243,7 +269,8 @@ class QemuProvider(DesktopProvider):
         vnc_port = (self._port(prefer.vnc_port if prefer else None, low=5900)
                     if self.config.vnc else None)
         argv = self.qemu_argv(desktop_id, overlay, port=port, cdp_port=cdp_port,
-                              vnc_port=vnc_port, kvm=kvm, boot=boot, token=token, qmp=qmp)
+                              vnc_port=vnc_port, kvm=kvm, boot=boot, token=token, qmp=qmp,
+                              run_as=self.run_as())
         try:
             proc = await asyncio.to_thread(spawn, argv, log_path)
             self._procs[desktop_id] = proc

@@ -72,12 +72,18 @@ class QemuProviderConfig(BaseModel):
     restrict_network: bool = True
     """User-mode networking with `restrict=on`: the VM reaches nothing outside;
     only the host's forwards into it (on `host`) work."""
+    run_as: str | None = "auto"
+    """Account QEMU drops to (`-runas`) once it has opened its disk, sockets and
+    forwards, when cua-rl runs as root: a VM that escapes its emulator then holds
+    that account's rights, not root's. `auto`: the desktop account `user` when it
+    exists (./setup.sh makes it), else no drop (a warning); None: never drop."""
     snapshot_reset: bool = True
     """Reset by restoring the VM snapshot saved when the desktop first answered
     (`loadvm`: seconds, no reboot); False: reboot from a fresh overlay."""
     kvm_probe_s: float = Field(20.0, gt=0, le=120)
     """With `kvm: auto` and a direct-boot kernel: a probe boot under KVM must print
-    the kernel's first line within this time, else software emulation is used."""
+    the kernel's first line within this time, else software emulation is used. The
+    answer is kept until the machine reboots (`kvm-probe.json` beside the caches)."""
     ready_timeout_s: float = Field(600.0, gt=0, le=3600)
     """Deadline for the guest to answer after QEMU starts (KVM boot: ~30-90 s)."""
     command_timeout_s: float = Field(60.0, gt=0)

@@ -45,6 +45,15 @@ async def test_start_screenshot_reset_restores_the_home(provider: ContainerProvi
     assert await provider.health(handle)
     who = await client.execute(["id", "-un"])
     assert who.ok and who.output.strip() == "user", who
+    # Every module the guest imports has a valid pyc (hash-checked: the image's files
+    # carry mtime 0), so no desktop compiles Python at start.
+    pycs = await client.execute(["python3", "-c", textwrap.dedent("""
+        import importlib.util, json, aiohttp, PIL.Image, cua_guest.app
+        for mod in (json, aiohttp, PIL.Image, cua_guest.app):
+            pyc = importlib.util.cache_from_source(mod.__file__)
+            flags = int.from_bytes(open(pyc, "rb").read()[4:8], "little")
+            print(mod.__name__, "hash" if flags & 1 else "timestamp")""")])
+    assert pycs.ok and all(line.endswith(" hash") for line in pycs.output.splitlines()), pycs
     await client.upload_file("/home/user/Desktop/made.txt", b"x")
     assert await client.get_file("/home/user/Desktop/made.txt") == b"x"
     handle = await provider.reset(handle)

@@ -7,8 +7,9 @@ a marker variable in the launcher's environment, a file in /root, the checkout,
 the state dir with B's token, and a stand-in model server on 127.0.0.1 whose
 `/update_weights` counts the requests that reach it. Parametrized by provider:
 `local` (bubblewrap) and `container` (the session's minimal docker image); `qemu`
-is skipped with the reason in `_qemu` (what each provider shares:
-docs/sandbox.md).
+(the minimal qcow2 under QEMU) runs only when asked, as two TCG boots take minutes:
+`CUA_RL_ESCAPE_QEMU=1 pytest tests/integration/desktop/test_sandbox_escapes.py -k qemu`
+(what each provider shares, and the last qemu run: docs/sandbox.md).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ from cua_rl.desktop.providers.container import ContainerProvider
 from cua_rl.desktop.providers.container_config import ContainerProviderConfig
 from cua_rl.desktop.providers.local import LocalProvider
 from cua_rl.desktop.providers.local_config import LocalProviderConfig
+from cua_rl.desktop.providers.qemu import QemuProvider
+from cua_rl.desktop.providers.qemu_config import QemuProviderConfig
 from cua_rl.errors import GuestError
 
 pytestmark = [pytest.mark.desktop, pytest.mark.asyncio(loop_scope="module")]
@@ -63,11 +66,21 @@ def _container(request: pytest.FixtureRequest, state_dir: Path) -> DesktopProvid
     return provider
 
 
+QEMU_OPT_IN = "CUA_RL_ESCAPE_QEMU"
+"""Set to 1 to run the suite on qemu desktops too (two VM boots: minutes under TCG)."""
+
+
 def _qemu(request: pytest.FixtureRequest, state_dir: Path) -> DesktopProvider:
-    pytest.skip("qemu: the suite needs two desktops (the agent's and its neighbour's) and "
-                "a VM boots in ~2-4 min under TCG here; sharing the image test's one booted "
-                "VM still leaves a second boot, over the suite's 1.5 min budget "
-                "(docs/sandbox.md, what each provider shares)")
+    """VMs of the session's minimal qcow2 (the image test's build, cached by hash)."""
+    if os.environ.get(QEMU_OPT_IN) != "1":
+        pytest.skip(f"qemu: two VM boots take minutes under TCG (the checks 3.3 min "
+                    f"here), over the suite's budget; run it with `{QEMU_OPT_IN}=1 pytest "
+                    "tests/integration/desktop/test_sandbox_escapes.py -k qemu` "
+                    "(docs/sandbox.md, what each provider shares)")
+    image = request.getfixturevalue("minimal_qcow2_image")
+    return QemuProvider(QemuProviderConfig(
+        image=image, state_dir=state_dir, memory_mb=1024, cpus=1, vnc=False,
+        ready_timeout_s=900, firmware=None))
 
 
 PROVIDERS: dict[str, Callable[[pytest.FixtureRequest, Path], DesktopProvider]] = {
@@ -233,6 +246,8 @@ async def _host_root_process(handle: DesktopHandle) -> psutil.Process:
 
 
 async def test_the_neighbours_processes_cannot_be_signalled(scene: Scene) -> None:
+    if scene.provider.type == "qemu":
+        return await _the_neighbours_vm_cannot_be_signalled(scene)
     root = await _host_root_process(scene.b)
     guests = [p for p in [root, *root.children(recursive=True)]
               if "cua_guest" in " ".join(p.cmdline())]
@@ -246,6 +261,20 @@ async def test_the_neighbours_processes_cannot_be_signalled(scene: Scene) -> Non
     assert await scene.provider.health(scene.b)
 
 
+async def _the_neighbours_vm_cannot_be_signalled(scene: Scene) -> None:
+    """A VM's processes live in its own kernel: the host's process for the neighbour
+    is its QEMU, which the agent can neither see nor signal; and QEMU does not run as
+    root on the host (run_as), so a break out of the emulator would not hold root."""
+    qemu = psutil.Process(scene.b.info["pid"])
+    assert qemu.is_running() and "qemu" in qemu.name(), qemu
+    rc, out = await scene.run(f"ls /proc/{qemu.pid}/cmdline && echo SEEN; "
+                              f"kill -KILL {qemu.pid} && echo KILLED")
+    assert "SEEN" not in out and "KILLED" not in out, out
+    assert qemu.is_running()
+    assert qemu.uids().real != 0 and qemu.uids().effective != 0, qemu.uids()
+    assert await scene.provider.health(scene.b)
+
+
 async def test_host_loopback_and_the_neighbour_are_unreachable(scene: Scene) -> None:
     targets = {"model": scene.model_port, "guest-b": _port(scene.b.url)}
     if scene.b.info.get("cdp_port"):
@@ -254,6 +283,8 @@ async def test_host_loopback_and_the_neighbour_are_unreachable(scene: Scene) -> 
     hosts += sorted({addr.address for addrs in psutil.net_if_addrs().values()
                      for addr in addrs if addr.family.name == "AF_INET"
                      and not addr.address.startswith("127.")})
+    if scene.provider.type == "qemu":  # user-mode networking's aliases of the host
+        hosts += ["10.0.2.2", "10.0.2.3"]
     # Any TCP connection counts (a 401 from the neighbour's guest is still a way in).
     connect = "; ".join(
         f"python3 -c 'import socket; socket.create_connection((\"{host}\", {port}), 3)' "
@@ -277,6 +308,8 @@ def _shared_socket_dir(scene: Scene, handle: DesktopHandle) -> Path:
 
 
 async def test_links_planted_in_the_shared_socket_dir_are_not_followed(scene: Scene) -> None:
+    if scene.provider.type == "qemu":
+        pytest.skip("qemu: no host directory is shared with a VM (nothing to plant in)")
     # The agent swaps its guest socket for a link to a host socket (a trap standing
     # in for the engine's or another desktop's) and its token for a link to a host
     # secret; the host must neither connect through the one nor read the other.

@@ -1,6 +1,6 @@
 """The aws provider's pure parts: RunInstances arguments, throttling backoff, the
 root-volume reset and sweep decisions (EC2 itself: tests/integration/desktop/
-test_aws_moto.py)."""
+aws/)."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ pytest.importorskip("botocore")
 from botocore.exceptions import ClientError  # noqa: E402
 
 from cua_rl.desktop.providers.aws import AwsProvider  # noqa: E402
-from cua_rl.desktop.providers.aws_launch import launch_params  # noqa: E402
 from cua_rl.desktop.providers.aws_api import Ec2Api, backoff_delay  # noqa: E402
 from cua_rl.desktop.providers.aws_config import AwsProviderConfig  # noqa: E402
+from cua_rl.desktop.providers.aws_launch import launch_params  # noqa: E402
 from cua_rl.desktop.providers.aws_sweep import sweep_reason  # noqa: E402
 from cua_rl.desktop.providers.aws_tls import instance_token, make_pair  # noqa: E402
 from cua_rl.desktop.providers.base import DesktopHandle, GuestClients  # noqa: E402

@@ -1,6 +1,6 @@
 """Fleet hosts (`image_kind: fleet-host`): the config's limits and what one host's
 launch carries: K pairs in gzip'd user data, their fingerprints as tags, the
-container commands (EC2 itself: tests/integration/desktop/test_aws_moto.py)."""
+container commands (EC2 itself: tests/integration/desktop/aws/)."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ from pydantic import ValidationError
 
 pytest.importorskip("cryptography")
 
-from cua_rl.desktop.providers.aws_launch import launch_params  # noqa: E402
 from cua_rl.desktop.providers.aws_config import AwsProviderConfig  # noqa: E402
 from cua_rl.desktop.providers.aws_fleet import (  # noqa: E402
     FleetLaunch,
     agent_source,
 )
+from cua_rl.desktop.providers.aws_launch import launch_params  # noqa: E402
 from cua_rl.desktop.providers.aws_tls import instance_token, make_pair  # noqa: E402
 
 NOW = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
@@ -115,3 +115,69 @@ def test_launch_params_and_kind_must_agree() -> None:
         launch_params(AwsProviderConfig(), "h", "ami-1", NOW, fleet=fleet)
     with pytest.raises(ValueError, match="without fleet pairs"):
         launch_params(fleet_config(), "h", "ami-1", NOW)
+
+
+def test_agent_leases_each_slot_once_keeps_them_across_restarts_and_closes(
+        tmp_path: Any) -> None:
+    """The agent's lease book: a claim takes the lowest free slot, a repeated claim by
+    the same desktop gets its own slot back, a full or closed host leases nothing, and
+    a restarted agent reads the book back instead of its launch config."""
+    from cua_rl.desktop.providers.aws_fleet_agent import RETIRED, Leases
+
+    book = tmp_path / "leases.json"
+    leases = Leases(book, 3, {"0": "d-0"})
+    assert [leases.claim("d-1"), leases.claim("d-2"), leases.claim("d-1")] == [1, 2, 1]
+    assert leases.claim("d-3") is None  # full
+    leases.end(1, retire=False)
+    restarted = Leases(book, 3, {"0": "someone-else"})  # the config's leases are ignored
+    assert restarted.held == {0: "d-0", 2: "d-2"} and not restarted.closed
+    assert restarted.claim("d-3") == 1
+    restarted.end(2, retire=True)
+    assert restarted.claim("d-4") is None and restarted.holder(2) == RETIRED
+    restarted.end(0, retire=False)
+    restarted.end(1, retire=False)
+    assert restarted.closed and restarted.claim("d-5") is None  # the host is ending
+    assert Leases(book, 3, {}).closed
+
+
+async def test_agent_never_follows_a_link_planted_for_a_slots_guest_socket(
+        tmp_path: Any) -> None:
+    """The slot's run dir is writable from inside the desktop and the agent runs as
+    root: a `guest.sock` swapped for a link to another socket (the engine's) must give
+    a dropped connection, not a connection to what the link names."""
+    import asyncio
+
+    from cua_rl.desktop.providers.aws_fleet_agent import forwarder
+
+    reached: list[str] = []
+
+    def server(name: str) -> Any:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            reached.append(name)
+            writer.write(name.encode())
+            await writer.drain()
+            writer.close()
+        return handle
+
+    trap = await asyncio.start_unix_server(server("trap"), path=str(tmp_path / "engine.sock"))
+    guest_sock = tmp_path / "guest.sock"
+    guest_sock.symlink_to(tmp_path / "engine.sock")
+    agent = await asyncio.start_server(forwarder(guest_sock), "127.0.0.1", 0)
+    port = agent.sockets[0].getsockname()[1]
+
+    async def through_agent() -> bytes:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /healthz HTTP/1.0\r\n\r\n")
+        data = await asyncio.wait_for(reader.read(), 5)
+        writer.close()
+        return data
+
+    try:
+        assert await through_agent() == b"" and reached == []
+        guest_sock.unlink()
+        guest = await asyncio.start_unix_server(server("guest"), path=str(guest_sock))
+        assert await through_agent() == b"guest" and reached == ["guest"]
+        guest.close()
+    finally:
+        agent.close()
+        trap.close()

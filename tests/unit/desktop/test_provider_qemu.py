@@ -188,3 +188,65 @@ def test_our_image_boots_its_kernel_with_the_token_and_restricted_network(
     assert f"unix:{tmp_path / 'qmp.sock'},server=on,wait=off" in argv
     (tmp_path / "vmlinuz").unlink()
     assert provider.boot_files(disk) is None  # OSWorld's image: its own boot loader
+
+
+def test_qemu_started_as_root_drops_to_the_desktop_account(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A VM that breaks out of its emulator must not hold root: as root, QEMU gets
+    `-runas` (the `user` account with run_as auto, or the one named), never as others."""
+    import pwd
+
+    from cua_rl.desktop.providers import qemu as qemu_module
+
+    accounts = {"user", "kiosk"}
+
+    def getpwnam(name: str) -> object:
+        if name not in accounts:
+            raise KeyError(name)
+        return object()
+
+    monkeypatch.setattr(pwd, "getpwnam", getpwnam)
+    monkeypatch.setattr(qemu_module.os, "geteuid", lambda: 0)
+    auto = QemuProvider(QemuProviderConfig(firmware=None))
+    assert auto.run_as() == "user"
+    argv = auto.qemu_argv("d-1", Path("/o"), port=1, cdp_port=2, vnc_port=None, kvm=False,
+                          run_as=auto.run_as())
+    assert argv[argv.index("-runas") + 1] == "user"
+    assert QemuProvider(QemuProviderConfig(firmware=None, run_as="kiosk")).run_as() == "kiosk"
+    assert QemuProvider(QemuProviderConfig(firmware=None, run_as=None)).run_as() is None
+    with pytest.raises(DesktopError, match="run_as account 'nobody-here' does not exist"):
+        QemuProvider(QemuProviderConfig(firmware=None, run_as="nobody-here")).run_as()
+    accounts.clear()
+    assert auto.run_as() is None  # auto without the account: root, with a warning
+    monkeypatch.setattr(qemu_module.os, "geteuid", lambda: 1000)
+    assert QemuProvider(QemuProviderConfig(firmware=None, run_as="kiosk")).run_as() is None
+    assert "-runas" not in auto.qemu_argv("d-1", Path("/o"), port=1, cdp_port=2,
+                                          vnc_port=None, kvm=False)
+
+
+def test_the_kvm_probe_runs_once_per_machine_boot(tmp_path: Path) -> None:
+    """Where KVM hangs the probe costs its whole deadline; its answer is kept for the
+    machine's boot, per kernel, so later processes do not pay it again."""
+    from cua_rl.desktop.providers.qemu_kvm import kvm_boots
+
+    runs = tmp_path / "runs"
+    fake = tmp_path / "qemu-kvm"
+    fake.write_text(f"#!/bin/sh\necho run >> {runs}\n"
+                    "[ -n \"$KVM_WORKS\" ] && echo 'Linux version 6.1' && exit 0\nexec sleep 30\n")
+    fake.chmod(0o755)
+    kernel, initrd, cache = tmp_path / "vmlinuz", tmp_path / "initrd.img", tmp_path / "c.json"
+    kernel.write_bytes(b"k")
+    initrd.write_bytes(b"i")
+    assert kvm_boots(str(fake), kernel, initrd, 0.5, cache=cache) is False  # hangs: deadline
+    assert kvm_boots(str(fake), kernel, initrd, 0.5, cache=cache) is False
+    assert runs.read_text().split() == ["run"]  # the second answer came from the cache
+    kernel.write_bytes(b"another kernel")  # a new kernel file is probed again
+    os.environ["KVM_WORKS"] = "1"
+    try:
+        assert kvm_boots(str(fake), kernel, initrd, 5, cache=cache) is True
+    finally:
+        del os.environ["KVM_WORKS"]
+    assert runs.read_text().split() == ["run", "run"]
+    cache.write_text("{not json")  # a damaged cache is probed again, not trusted
+    assert kvm_boots(str(fake), kernel, initrd, 0.5, cache=cache) is False
+    assert len(runs.read_text().split()) == 3
