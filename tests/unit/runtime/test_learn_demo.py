@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 
@@ -48,3 +49,34 @@ def test_series_first_and_last_agreement_and_harder_variants() -> None:
     assert series.harder_served(0) == ["hard", "mid"]
     assert series.harder_served(1) == ["hard"]
     assert DemoSeries().agreement("first") is None
+
+
+def _drawn_regions(task: dict) -> list[tuple[float, ...]]:
+    """The rectangles the task's setup program draws, in drawing order."""
+    program = task["config"][0]["parameters"]["command"][4]
+    line = next(x for x in program.splitlines() if x.startswith("REGIONS = "))
+    return [tuple(region) for _, region in ast.literal_eval(line.split("=", 1)[1].strip())]
+
+
+def test_click_ladder_nests_inside_the_right_half_and_matches_the_canvas() -> None:
+    """Each harder target lies inside the easier one (so a policy's hit rate can only
+    fall along the ladder, and Algorithm 2's harder-acceptance acc(q') < acc(q) is
+    reachable); all are on the right, where the primed policy clicks; each evaluator
+    checks exactly the rectangle the canvas draws for it, drawn easiest first."""
+    order = json.loads((REPO / "osworld_tasks/local/difficulty.json").read_text())[TASK]
+    task = json.loads((REPO / f"osworld_tasks/local/os/{TASK}.json").read_text())
+    checked = []
+    for name in order:
+        spec = json.loads((REPO / f"evaluators/{TASK}/{name}.json").read_text())
+        checked.append(tuple(float(v) for v in spec["result"]["command"][-4:]))
+    assert checked == _drawn_regions(task)
+    assert checked[0] == (0.5, 0.0, 1.0, 1.0)
+    areas = [(x1 - x0) * (y1 - y0) for x0, y0, x1, y1 in checked]
+    assert areas == sorted(areas, reverse=True) and len(set(areas)) == len(areas), areas
+    for (ox0, oy0, ox1, oy1), (ix0, iy0, ix1, iy1) in zip(checked, checked[1:], strict=False):
+        assert ox0 <= ix0 < ix1 <= ox1 and oy0 <= iy0 < iy1 <= oy1, (checked, order)
+    golden = json.loads((REPO / f"osworld_tasks/local/golden/os/{TASK}.json").read_text())
+    for name, (x0, y0, x1, y1) in zip(order, checked, strict=True):
+        # each golden clicks its own target's centre (inside every easier target too)
+        code = golden[name][0]["pyautogui"]
+        assert f"w * {(x0 + x1) / 2:.3f}" in code and f"h * {(y0 + y1) / 2:.3f}" in code, name
