@@ -13,6 +13,7 @@ import socket
 from pathlib import Path
 
 import pytest
+from tests_support.ports import listen
 
 from cua_rl import net_ports
 from cua_rl.errors import InferenceUnavailable, PortInUse
@@ -27,19 +28,6 @@ from cua_rl.net_ports import (
     port_taken,
     reserve_port,
 )
-
-
-def server_socket(port: int, host: str = "127.0.0.1") -> socket.socket:
-    """A listening socket made the way our servers make theirs (SO_REUSEADDR)."""
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-        sock.listen()
-    except BaseException:
-        sock.close()
-        raise
-    return sock
 
 
 def test_ephemeral_range_is_read_from_the_file_or_defaults(tmp_path: Path) -> None:
@@ -78,10 +66,10 @@ def test_a_reserved_port_is_skipped_by_other_pickers_but_bound_by_its_server() -
         # While nothing listens, a client is refused at once (a down server fails fast).
         with pytest.raises(ConnectionRefusedError):
             socket.create_connection(("127.0.0.1", first.port), timeout=2).close()
-        with server_socket(first.port) as server:  # the child's listener shares the port
+        with listen(first.port) as server:  # the child's listener shares the port
             socket.create_connection(("127.0.0.1", first.port), timeout=2).close()
             server.accept()[0].close()
-        with server_socket(first.port):  # and again after a restart
+        with listen(first.port):  # and again after a restart
             pass
     finally:
         first.release()
@@ -90,14 +78,14 @@ def test_a_reserved_port_is_skipped_by_other_pickers_but_bound_by_its_server() -
 
 
 def test_a_wildcard_reservation_admits_a_wildcard_server() -> None:
-    with reserve_port("0.0.0.0") as reservation, server_socket(reservation.port, "0.0.0.0"):
+    with reserve_port("0.0.0.0") as reservation, listen(reservation.port, "0.0.0.0"):
         pass
 
 
 def test_the_preferred_port_is_kept_when_free_and_replaced_when_taken() -> None:
     port = pick_port()
     assert pick_port(prefer=port) == port
-    with server_socket(port):  # someone listens there now
+    with listen(port):  # someone listens there now
         other = pick_port(prefer=port)
     assert other != port
 
@@ -145,9 +133,9 @@ class Thief:
         """What a server does with its port; the thief may have been first."""
         self.reservations.append(reservation)
         if len(self.stolen) < self.times:
-            self.socks.append(server_socket(reservation.port))
+            self.socks.append(listen(reservation.port))
             self.stolen.append(reservation.port)
-        return server_socket(reservation.port)  # EADDRINUSE if stolen
+        return listen(reservation.port)  # EADDRINUSE if stolen
 
     def close(self) -> None:
         for sock in self.socks:
