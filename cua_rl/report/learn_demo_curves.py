@@ -12,6 +12,7 @@ while a run writes):
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,9 @@ class DemoSeries:
     served: list[tuple[float, str, int]] = field(default_factory=list)
     """(seconds since the first rollout finished, evaluator name, difficulty index)
     of every scored rollout, in finishing order."""
+    decisions: list[dict[str, object]] = field(default_factory=list)
+    """Algorithm 2's decisions in order: candidate and parent variant names, the
+    direction, the parent's and the candidate's group accuracy, accepted or not."""
 
     def agreement(self, which: str, min_votes: int = 24) -> float | None:
         """Agreement of the first or last PRM version with at least `min_votes` votes
@@ -62,6 +66,9 @@ def read_demo_series(run_dir: Path, order: list[str]) -> DemoSeries:
             "JOIN trajectories t ON t.trajectory_id = v.trajectory_id "
             "WHERE t.status != 'aborted' AND t.outcome IS NOT NULL GROUP BY v.prm_version"
         ).fetchall()
+        names = dict(conn.execute("SELECT variant_id, evaluator_name FROM variants"))
+        decided = [json.loads(d) for (d,) in conn.execute(
+            "SELECT data_json FROM events WHERE kind = 'adapt_decision' ORDER BY id")]
     finally:
         conn.close()
     wins: dict[int, list[int]] = defaultdict(lambda: [0, 0])
@@ -73,6 +80,12 @@ def read_demo_series(run_dir: Path, order: list[str]) -> DemoSeries:
         series.served.append((finished - t0, name, index))
     series.success_by_version = {v: (w, n) for v, (w, n) in sorted(wins.items())}
     series.agreement_by_version = {int(v): (int(a or 0), int(n)) for v, a, n in votes}
+    series.decisions = [
+        {"candidate": names.get(d.get("candidate"), d.get("candidate")),
+         "parent": names.get(d.get("parent"), d.get("parent")),
+         "direction": d.get("direction"), "acc_parent": d.get("acc_parent"),
+         "acc_candidate": d.get("acc_candidate"), "accepted": bool(d.get("accepted"))}
+        for d in decided]
     return series
 
 

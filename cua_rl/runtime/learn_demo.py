@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +93,7 @@ async def run_learn_demo(cfg: RunConfig, run_dir: Path) -> dict[str, Any]:
     from cua_rl.runtime.train import run_training
 
     check_demo_config(cfg)
+    t0 = time.monotonic()
     start = load_run_tasks(cfg)[0][0]
     first = await evaluation_pass(cfg, run_dir / "eval_initial", start)
     log.info("learn demo: initial policy succeeds %s of %s", first["successes"], first["scored"])
@@ -99,7 +101,7 @@ async def run_learn_demo(cfg: RunConfig, run_dir: Path) -> dict[str, Any]:
     export = final_export(run_dir)
     last = await evaluation_pass(cfg, run_dir / "eval_final", start, str(export))
     result = await asyncio.to_thread(write_demo_result, cfg, run_dir, start, first, last,
-                                     summary)
+                                     {**summary, "demo_wall_s": time.monotonic() - t0})
     return {**summary, **{k: result[k] for k in DEMO_KEYS}}
 
 
@@ -129,6 +131,7 @@ def write_demo_result(cfg: RunConfig, run_dir: Path, start: TaskVariant,
         "prm_agreement_first": series.agreement("first"),
         "prm_agreement_last": series.agreement("last"),
         "harder_variants_served": len(harder), "harder_variants": harder,
+        "adapt_decisions": series.decisions,
         "eval_initial": first, "eval_final": last,
         "success_by_policy_version": {str(v): w / n for v, (w, n)
                                       in series.success_by_version.items()},
@@ -136,6 +139,7 @@ def write_demo_result(cfg: RunConfig, run_dir: Path, start: TaskVariant,
                                      in series.agreement_by_version.items()},
         "policy_version": summary.get("policy_version"),
         "prm_version": summary.get("prm_version"),
+        "wall_s": round(float(summary.get("demo_wall_s", 0.0)), 1),
         "plots": {k: p.name for k, p in plots.items()},
     }
     (run_dir / RESULT_FILE).write_text(json.dumps(result, indent=2) + "\n")

@@ -34,6 +34,13 @@ def test_short_learn_demo_writes_its_result_and_curves(
         assert 0.0 <= result[key] <= 1.0, (key, result)
     assert isinstance(result["harder_variants_served"], int)
     assert result["harder_variants_served"] == len(result["harder_variants"])
+    # Algorithm 2's decisions as the store recorded them (a 2-rollout group may or
+    # may not propose a variant), and the demo's own wall time
+    stored_decisions = RunStore(run).events("adapt_decision")
+    assert len(result["adapt_decisions"]) == len(stored_decisions), result["adapt_decisions"]
+    for decision in result["adapt_decisions"]:
+        assert isinstance(decision["accepted"], bool) and decision["candidate"], decision
+    assert result["wall_s"] > 0
     # each pass scored every rollout on the starting variant, at one temperature
     for name in ("eval_initial", "eval_final"):
         assert result[name]["scored"] == ROLLOUTS, result[name]

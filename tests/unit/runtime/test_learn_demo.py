@@ -80,3 +80,23 @@ def test_click_ladder_nests_inside_the_right_half_and_matches_the_canvas() -> No
         # each golden clicks its own target's centre (inside every easier target too)
         code = golden[name][0]["pyautogui"]
         assert f"w * {(x0 + x1) / 2:.3f}" in code and f"h * {(y0 + y1) / 2:.3f}" in code, name
+
+
+def test_series_reads_algorithm_2_decisions_with_variant_names(tmp_path: Path) -> None:
+    from cua_rl.report.learn_demo_curves import read_demo_series
+    from cua_rl.store.run_store import RunStore
+    from cua_rl.types import TaskVariant
+
+    store = RunStore(tmp_path)
+    easy, hard = (TaskVariant(task_id="t", domain="os", evaluator_name=name, instruction=name,
+                              config=(), evaluator={}) for name in ("easy", "hard"))
+    for variant in (easy, hard):
+        store.add_variant(variant)
+    store.add_event("adapt_decision", "t", {
+        "accepted": False, "direction": "harder", "parent": easy.variant_id,
+        "candidate": hard.variant_id, "acc_parent": 0.75, "acc_candidate": 0.125})
+    store.close()
+    series = read_demo_series(tmp_path, ["easy", "hard"])
+    assert series.decisions == [{"candidate": "hard", "parent": "easy", "direction": "harder",
+                                 "acc_parent": 0.75, "acc_candidate": 0.125,
+                                 "accepted": False}]
