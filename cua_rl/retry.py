@@ -1,10 +1,10 @@
 """The one retry policy of cua-rl, built on tenacity.
 
-Every retry loop outside `cua_rl/evaluation` goes through `retrying` (async) so
-that they agree on three things: only errors that can succeed on retry are
-retried (the caller names them with `retry_on`; anything else propagates at
-once), attempts and backoff are bounded (exponential with full jitter, capped:
-clients that failed together do not retry together), and
+Every retry loop of cua-rl, evaluation getters included, goes through
+`retrying` (async) so that they agree on three things: only errors that can
+succeed on retry are retried (the caller names them with `retry_on`; anything
+else propagates at once), attempts and backoff are bounded (exponential with
+full jitter, capped: clients that failed together do not retry together), and
 each retry is logged with what failed. The last error is re-raised as it was,
 so callers translate it into their own typed error exactly once.
 

@@ -72,7 +72,8 @@ class ProgressBar:
 
 @click.command("eval", context_settings={"ignore_unknown_options": True},
                epilog=OVERRIDES_HELP)
-@run_options
+@run_options("Run directory (default: runs/eval-<time>); an evaluation already there "
+             "is resumed: the task runs it scored are skipped.")
 @click.option("--osworld", type=click.Path(file_okay=False, path_type=Path),
               help="The OSWorld checkout (sets tasks.source=osworld:PATH).")
 @click.option("--split", help="A split name or file (sets tasks.split; default osworld-verified).")

@@ -8,7 +8,10 @@ Figures of one fault (never asserted here; the bench reports, the tests assert):
   is left running (no descendant process, no live desktop of its state dir); for
   `disk_full`, where no run can go on, it means: ended by itself with one error
   line that names the full disk, no traceback, nothing left running;
-- trajectories_lost: finished episodes the run reported that are not in its store;
+- trajectories_lost: finished episodes the run reported that are not in its store
+  (a rollout reports them in its JSON summary, `episodes`; a training run in its
+  metrics.jsonl, one `rollout` record per finished group with its `trajectories`,
+  flushed as written, so a SIGKILLed run's reports survive it);
 - updates_duplicated: learner updates recorded more than once (metrics.jsonl) plus
   versions skipped, 0 for a rollout;
 - episodes_aborted: aborted trajectories in the store;
@@ -25,10 +28,10 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from cua_rl.net_ports import PortReservation, address_in_use, on_free_port_sync
 from cua_rl.runtime.fault_run import RunProcess, poll_until, store_summary
@@ -86,18 +89,28 @@ def wait_for_progress(run: RunProcess, deadline_s: float, after: int = 0) -> flo
     return None
 
 
-def updates_duplicated(run_dir: Path) -> int:
-    """Learner updates logged twice, plus versions skipped, from metrics.jsonl."""
-    seen: Counter[tuple[str, int]] = Counter()
+def metrics_records(run_dir: Path) -> list[dict[str, Any]]:
+    """The records of the run's metrics.jsonl (a resumed run appends to it); a line
+    cut short by a kill is skipped."""
     try:
         lines = (run_dir / "metrics.jsonl").read_text().splitlines()
     except OSError:
-        return 0
+        return []
+    records = []
     for line in lines:
         try:
             record = json.loads(line)
         except ValueError:
             continue
+        if isinstance(record, dict):
+            records.append(record)
+    return records
+
+
+def updates_duplicated(run_dir: Path) -> int:
+    """Learner updates logged twice, plus versions skipped, from metrics.jsonl."""
+    seen: Counter[tuple[str, int]] = Counter()
+    for record in metrics_records(run_dir):
         if record.get("scope") in ("policy", "prm"):
             seen[(record["scope"], int(record["step"]))] += 1
     dupes = sum(n - 1 for n in seen.values())
@@ -106,6 +119,37 @@ def updates_duplicated(run_dir: Path) -> int:
         if steps:
             dupes += len(set(range(1, steps[-1] + 1)) - set(steps))
     return dupes
+
+
+class ReportingRun(Protocol):
+    """What `trajectories_reported` reads of a run invocation (a RunProcess)."""
+
+    kind: str
+    run_dir: Path
+
+    def summary(self) -> dict[str, Any] | None: ...
+
+
+def trajectories_reported(runs: Iterable[ReportingRun]) -> int:
+    """Finished episodes the runs reported: each rollout invocation's summary
+    `episodes`; for training, the `trajectories` of the `rollout` records in
+    metrics.jsonl, read once per run directory (a resume appends to the same file,
+    and a SIGKILLed run prints no summary)."""
+    runs = list(runs)
+    reported = sum(int((r.summary() or {}).get("episodes", 0))
+                   for r in runs if r.kind == "rollout")
+    for run_dir in dict.fromkeys(r.run_dir for r in runs if r.kind == "train"):
+        reported += sum(int(record.get("trajectories", 0))
+                        for record in metrics_records(run_dir)
+                        if record.get("scope") == "rollout")
+    return reported
+
+
+def trajectories_lost(runs: Iterable[ReportingRun], stored: int) -> int:
+    """Reported finished episodes that the store does not hold (`stored`: its good
+    trajectories; episodes stored but not yet reported when a run was killed are
+    no loss)."""
+    return max(0, trajectories_reported(runs) - stored)
 
 
 def figures(name: str, runs: list[RunProcess], codes: list[int | None],
@@ -118,8 +162,7 @@ def figures(name: str, runs: list[RunProcess], codes: list[int | None],
     for earlier in runs[:-1]:
         more = earlier.leftovers(grace_s=0)
         left["processes"].update(more["processes"])
-    reported = sum((r.summary() or {}).get("episodes", 0) for r in runs if r.kind == "rollout")
-    lost = max(0, reported - summary.get("trajectories", 0)) if reported else 0
+    lost = trajectories_lost(runs, summary.get("trajectories", 0))
     ended = codes[-1] == 0
     survived = (ended and (bool(summary.get("finished")) or not need_finished) and extra_ok
                 and not left["processes"] and not left["desktops"])

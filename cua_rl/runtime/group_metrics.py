@@ -28,7 +28,11 @@ class LearnerVersion(Protocol):
 
 def group_metrics(group: GroupRecord, samples: GroupSamples, gate: LearnerVersion,
                   fleet: FleetTotals, cfg: RunConfig, started: float) -> dict[str, float]:
-    """`started`: `time.monotonic()` when the run started (rates are since then)."""
+    """`started`: `time.monotonic()` when the run started (rates are since then).
+
+    `trajectories` (the group's scored episodes) is what the run reports as finished:
+    `bench faults` compares the sum over metrics.jsonl with the store to count lost
+    trajectories of a training run."""
     trajs = list(group.trajectories)
     rewards = [r for rs in samples.rewards.values() for r in rs]
     votes = [(t.outcome, v.score) for t in trajs for verdict in group.verdicts.get(t.id, ())
@@ -36,6 +40,7 @@ def group_metrics(group: GroupRecord, samples: GroupSamples, gate: LearnerVersio
     advantages = [s.advantage for s in samples.policy]
     elapsed = max(time.monotonic() - started, 1e-6)
     out = {
+        "trajectories": float(len(trajs)),
         "success_rate": group.accuracy,
         f"success/{group.variant.domain}": group.accuracy,
         "step_reward_mean": statistics.fmean(rewards) if rewards else 0.0,

@@ -33,18 +33,29 @@ Every key, its type, default and meaning: docs/configuration.md (or
 """The epilog of `train`, `rollout` and `eval --help`."""
 
 
-def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """CONFIG|--preset NAME, --out RUN_DIR, --json and dotted overrides."""
-    for option in reversed([
-        click.argument("config", required=False),
-        click.option("--preset", help="A preset shipped with cua-rl (e.g. quickstart)."),
-        click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-                     help="Run directory (default: runs/<kind>-<time>)."),
-        click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON."),
-        click.argument("overrides", nargs=-1, type=click.UNPROCESSED),
-    ]):
-        command = option(command)
-    return command
+def run_options(out_help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """CONFIG|--preset NAME, --out RUN_DIR, --json and dotted overrides; `out_help`
+    says what the command does with an existing run directory (they differ)."""
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        for option in reversed([
+            click.argument("config", required=False),
+            click.option("--preset", help="A preset shipped with cua-rl (e.g. quickstart)."),
+            click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+                         help=out_help),
+            click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON."),
+            click.argument("overrides", nargs=-1, type=click.UNPROCESSED),
+        ]):
+            command = option(command)
+        return command
+
+    return decorate
+
+
+overwrite_option = click.option(
+    "--overwrite", is_flag=True,
+    help="With --out: delete the run already there and start a fresh one.")
+"""`--overwrite` of the commands that refuse an existing run (run_dir.py)."""
 
 
 def load_run_config(config: str | None, preset: str | None, overrides: tuple[str, ...]):

@@ -5,7 +5,8 @@ new one: the command refuses, and says to `--resume` it or to `--overwrite` it.
 `--overwrite` deletes the old run directory first (its store, screenshots and
 checkpoints), because a fresh run that kept any of them would report or resume
 from the old run's data; it only ever deletes a directory that holds a cua-rl
-run, never an arbitrary one. Errors are reported by the root group (cli.py).
+run, never an arbitrary one (run_dir.py, shared with `rollout`). Errors are
+reported by the root group (cli.py).
 """
 
 from __future__ import annotations
@@ -18,19 +19,16 @@ from pathlib import Path
 
 import click
 
-from cua_rl.runtime.options import OVERRIDES_HELP, run_options
-
-RUN_MARKERS = ("config.yaml", "run.sqlite")
-"""Files whose presence makes a directory a cua-rl run."""
+from cua_rl.runtime.options import OVERRIDES_HELP, overwrite_option, run_options
 
 
 @click.command("train", context_settings={"ignore_unknown_options": True},
                epilog=OVERRIDES_HELP)
-@run_options
+@run_options("New run directory (default: runs/train-<time>); one that holds a run is "
+             "refused unless --overwrite (continue it with --resume).")
 @click.option("--resume", "resume_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Continue the run in this directory from its last checkpoint.")
-@click.option("--overwrite", is_flag=True,
-              help="With --out: delete the run already there and start a fresh one.")
+@overwrite_option
 def train(config: str | None, preset: str | None, out: Path | None,
           overrides: tuple[str, ...], as_json: bool, resume_dir: Path | None,
           overwrite: bool) -> None:
@@ -39,6 +37,7 @@ def train(config: str | None, preset: str | None, out: Path | None,
     from cua_rl.errors import RunDirError, naming_path
     from cua_rl.run_logging import run_log
     from cua_rl.runtime.options import load_run_config, new_run_dir, run_stoppable
+    from cua_rl.runtime.run_dir import prepare_new_run_dir
     from cua_rl.store.run_events import run_lifecycle
 
     if resume_dir is not None:
@@ -72,23 +71,3 @@ def train(config: str | None, preset: str | None, out: Path | None,
     summary["wall_s"] = round(time.monotonic() - started, 1)
     click.echo(json.dumps(summary, indent=2) if as_json else
                "  ".join(f"{k}={v}" for k, v in summary.items()))
-
-
-def prepare_new_run_dir(run_dir: Path, overwrite: bool) -> None:
-    """Create `run_dir` for a fresh run; refuse (RunDirError) to reuse a non-empty one,
-    except a run directory with `overwrite`, which is deleted first."""
-    import shutil
-
-    from cua_rl.errors import RunDirError
-
-    if run_dir.exists() and not run_dir.is_dir():
-        raise RunDirError(f"{run_dir}: exists and is not a directory")
-    if run_dir.is_dir() and any(run_dir.iterdir()):
-        is_run = any((run_dir / marker).exists() for marker in RUN_MARKERS)
-        if not is_run:
-            raise RunDirError(f"{run_dir}: not empty and not a cua-rl run; choose another --out")
-        if not overwrite:
-            raise RunDirError(f"{run_dir}: already holds a run; continue it with --resume "
-                              f"{run_dir}, or add --overwrite to delete it and start fresh")
-        shutil.rmtree(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)

@@ -165,6 +165,36 @@ async def browser_session(client: GuestClient, setup: Any = None, *, what: str,
                 log.debug("closing the CDP connection: %s", exc)
 
 
+TRANSIENT_NET_ERRORS = ("net::ERR_CONNECTION_", "net::ERR_TIMED_OUT", "net::ERR_EMPTY_RESPONSE",
+                        "net::ERR_NETWORK_CHANGED", "net::ERR_INTERNET_DISCONNECTED")
+"""Chrome's navigation errors a second try can cure (a server or link that dropped
+the connection); an invalid URL, a missing file or a certificate error stays."""
+_CLOSED = ("has been closed", "Target closed", "Connection closed")
+"""Playwright's words for a CDP connection or page that went away under us (Chrome
+crashed or was closed): a new session reconnects, relaunching Chrome."""
+
+
+def transient_browser_error(exc: BaseException) -> bool:
+    """Whether a page load or print over CDP that failed with `exc` can succeed on
+    retry: a timeout, a dropped connection (to Chrome or of Chrome to the site).
+
+    Not: a dead desktop (GuestUnavailable: nothing on it answers again), Chrome
+    that did not answer within `connect`'s own deadline (ChromeRequirementMissing),
+    a missing extra, or anything the page itself refuses (bad URL, printing not
+    available), which fails the same way every time.
+    """
+    if isinstance(exc, ChromeRequirementMissing | EvalExtraMissing | GuestError):
+        return False
+    if isinstance(exc, TimeoutError | ConnectionError | aiohttp.ClientConnectionError):
+        return True
+    if not type(exc).__module__.startswith("playwright"):
+        return False
+    if type(exc).__name__ == "TimeoutError":  # playwright's own, not the builtin
+        return True
+    message = str(exc)
+    return any(part in message for part in (*TRANSIENT_NET_ERRORS, *_CLOSED))
+
+
 # active tab ----------------------------------------------------------------------
 
 

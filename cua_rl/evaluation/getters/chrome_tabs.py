@@ -5,27 +5,57 @@ reached gives [] for the tab list and None for the active tab (the metrics
 score those 0), a page that does not settle in time is reported with the
 title "Load timeout". Pages these getters open are closed again, so later
 metrics of the same evaluation see the tabs the agent left.
+
+`page_info` and `pdf_from_url` try twice as OSWorld does, but through the
+project's retry helper and only after an error a retry can cure (a timeout, a
+dropped connection: `transient_browser_error`); a page that refuses the same way
+every time gets OSWorld's failure value at once, and a dead desktop
+(GuestUnavailable) propagates, as in every getter, instead of scoring 0.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
-from cua_rl.errors import ChromeRequirementMissing, EvalExtraMissing
-from cua_rl.evaluation.getters.chrome_cdp import active_url, browser_session
+from cua_rl.errors import ChromeRequirementMissing, EvalExtraMissing, GuestUnavailable
+from cua_rl.evaluation.getters.chrome_cdp import (
+    active_url,
+    browser_session,
+    transient_browser_error,
+)
 from cua_rl.evaluation.getters.chrome_url_parse import dash_part, macys_path, query_params
 from cua_rl.evaluation.registry import GetterContext, getter
+from cua_rl.retry import retrying
 
 log = logging.getLogger(__name__)
 
 TAB_TIMEOUT_MS = 30_000
 PAGE_TIMEOUT_MS = 60_000
+PAGE_ATTEMPTS = 2
+"""Tries of a page load or print (OSWorld's count) when the failure is transient."""
+PAGE_RETRY_BACKOFF_S = 1.0
+"""Base of the jittered backoff before the second try (the link or Chrome recovers)."""
+
+T = TypeVar("T")
 
 
 def _is_timeout(exc: BaseException) -> bool:
     return type(exc).__name__ == "TimeoutError"
+
+
+async def _tried(what: str, url: str, load: Callable[[], Awaitable[T]]) -> T:
+    """`load()`, tried again only after an error a retry can cure; any other error,
+    and the last transient one, propagates as it was."""
+    async for attempt in retrying(f"{what} of {url}", attempts=PAGE_ATTEMPTS,
+                                  retry_on=transient_browser_error,
+                                  backoff_s=PAGE_RETRY_BACKOFF_S,
+                                  max_backoff_s=4 * PAGE_RETRY_BACKOFF_S):
+        with attempt:
+            return await load()
+    raise AssertionError("unreachable: retrying re-raises the last error")
 
 
 @getter("open_tabs_info")
@@ -103,19 +133,18 @@ async def page_info(ctx: GetterContext, config: dict[str, Any]) -> dict[str, str
     """{title, url, content} of `url` opened in the browser's own context (its cookies:
     e.g. the agent's shopping cart)."""
     url = config["url"]
-    for attempt in range(2):
-        try:
-            info = await _load_in_new_page(ctx, url, what="page_info", own_context=False,
-                                           wait_until="networkidle")
-            assert info is not None
-            return info
-        except EvalExtraMissing:
-            raise
-        except ChromeRequirementMissing as exc:
-            log.warning("page_info: %s", exc)
-            break
-        except Exception as exc:
-            log.warning("page_info: attempt %d for %s failed: %s", attempt + 1, url, exc)
+    try:
+        info = await _tried("page_info", url, lambda: _load_in_new_page(
+            ctx, url, what="page_info", own_context=False, wait_until="networkidle"))
+    except (EvalExtraMissing, GuestUnavailable):
+        raise
+    except ChromeRequirementMissing as exc:
+        log.warning("page_info: %s", exc)
+    except Exception as exc:  # the page cannot be loaded: OSWorld's answer below
+        log.warning("page_info: loading %s failed: %s", url, exc)
+    else:
+        assert info is not None
+        return info
     return {"title": "Connection failed", "url": url, "content": ""}
 
 
@@ -148,21 +177,24 @@ async def pdf_from_url(ctx: GetterContext, config: dict[str, Any]) -> str:
     (which scores 0 against any real document) instead of failing the evaluation.
     """
     url, target = config["path"], ctx.cache_dir / config["dest"]
-    for attempt in range(2):
-        try:
-            async with browser_session(ctx.client, ctx.setup, what="pdf_from_url") as browser:
-                page = await browser.new_page()
-                try:
-                    await page.goto(url, wait_until="networkidle", timeout=PAGE_TIMEOUT_MS)
-                    await page.pdf(path=str(target))
-                finally:
-                    await page.close()
-            return str(target)
-        except EvalExtraMissing:
-            raise
-        except Exception as exc:
-            log.warning("pdf_from_url: attempt %d for %s failed: %s", attempt + 1, url, exc)
-    log.warning("pdf_from_url: %s could not be printed; writing an empty PDF as OSWorld does", url)
+
+    async def print_page() -> str:
+        async with browser_session(ctx.client, ctx.setup, what="pdf_from_url") as browser:
+            page = await browser.new_page()
+            try:
+                await page.goto(url, wait_until="networkidle", timeout=PAGE_TIMEOUT_MS)
+                await page.pdf(path=str(target))
+            finally:
+                await page.close()
+        return str(target)
+
+    try:
+        return await _tried("pdf_from_url", url, print_page)
+    except (EvalExtraMissing, GuestUnavailable):
+        raise
+    except Exception as exc:  # the page cannot be printed: OSWorld's empty PDF below
+        log.warning("pdf_from_url: %s could not be printed (%s); writing an empty PDF as "
+                    "OSWorld does", url, exc)
     await asyncio.to_thread(target.write_bytes, b"%PDF-1.4\n%EOF\n")
     return str(target)
 
