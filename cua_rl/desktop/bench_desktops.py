@@ -85,7 +85,8 @@ async def screenshot_ms(provider: DesktopProvider, handle: DesktopHandle,
 def make(name: str, **fields: Any) -> DesktopProvider:
     from pydantic import TypeAdapter
 
-    from cua_rl.desktop.providers.base import ProviderConfig, make_provider
+    from cua_rl.desktop.providers.config import ProviderConfig
+    from cua_rl.desktop.providers.factory import make_provider
 
     config = TypeAdapter(ProviderConfig).validate_python({"type": name, **fields})
     return make_provider(config, owner_pid=os.getpid())

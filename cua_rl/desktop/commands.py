@@ -37,7 +37,7 @@ def _provider(name: str, state_dir: Path | None, settings: tuple[str, ...] = ()
     from pydantic import ValidationError
 
     from cua_rl.config import apply_override, describe_validation_error
-    from cua_rl.desktop.providers.base import make_provider
+    from cua_rl.desktop.providers.factory import make_provider
 
     model = provider_configs()[name]
     data: dict = {"type": name}

@@ -37,7 +37,7 @@ from typing import Any, Literal
 from cua_rl.learner.base import TrainEngine
 from cua_rl.learner.config import LearnerLoopConfig
 from cua_rl.learner.weight_sync import WeightSync
-from cua_rl.rollout.scheduler import VersionGate
+from cua_rl.rollout.scheduler import Gate
 from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.types import StepSample
 
@@ -64,7 +64,7 @@ class LearnerService:
         checkpoint_dir: Path,
         tasks_per_update: int = 1,
         sync: WeightSync | None = None,
-        gate: VersionGate | None = None,
+        gate: Gate | None = None,
         eta: int = 2,
         on_metrics: MetricsHook | None = None,
     ) -> None:

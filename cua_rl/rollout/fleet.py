@@ -26,7 +26,7 @@ from cua_rl.reward.judge import StreamingJudge
 from cua_rl.rollout.actor import run_episode
 from cua_rl.rollout.base import ChatBackend, EpisodeDesktop
 from cua_rl.rollout.config import EpisodeConfig, FleetConfig, HorizonSchedule
-from cua_rl.rollout.scheduler import GroupScheduler, RolloutTicket, VersionGate
+from cua_rl.rollout.scheduler import Gate, GroupScheduler, RolloutTicket, VersionGate
 from cua_rl.store.run_events import GAVE_UP, SET_ASIDE
 from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.types import GroupRecord, Trajectory
@@ -55,7 +55,7 @@ class Fleet:
         cfg: FleetConfig,
         *,
         judge: StreamingJudge | None = None,
-        gate: VersionGate | None = None,
+        gate: Gate | None = None,
         on_group: GroupHandler | None = None,
         horizon: HorizonSchedule | None = None,
     ) -> None:

@@ -16,11 +16,30 @@ import itertools
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 
 from cua_rl.types import GroupRecord, StepVerdict, TaskVariant, Trajectory
 
 TaskSource = Callable[[], Awaitable[TaskVariant | None]]
 """Yields the variant of the next task group; None when there is no more work."""
+
+
+@runtime_checkable
+class Gate(Protocol):
+    """What the fleet, the learner and the training loop use of a version gate:
+    a `VersionGate` in this process or `runtime.ray_services.RemoteGate`, which
+    speaks to one in another process with the same methods."""
+
+    eta: int
+    learner_version: int
+    serving_version: int
+
+    def fresh(self, version: int) -> bool: ...
+
+    async def wait_fresh(self) -> int: ...
+
+    async def set_versions(self, *, learner: int | None = None,
+                           serving: int | None = None) -> None: ...
 
 
 class VersionGate:

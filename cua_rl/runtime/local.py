@@ -19,7 +19,7 @@ from pathlib import Path
 from cua_rl.config import RunConfig
 from cua_rl.desktop.file_cache import FileCache
 from cua_rl.desktop.pool import DesktopPool
-from cua_rl.desktop.providers.base import make_provider
+from cua_rl.desktop.providers.factory import make_provider
 from cua_rl.inference.launcher import default_tiny_dir, replica_set
 from cua_rl.inference.pool import InferencePool
 from cua_rl.inference.replica_set import ReplicaSet

@@ -27,7 +27,7 @@ from typing import Any
 from cua_rl.config import RunConfig
 from cua_rl.desktop.file_cache import FileCache
 from cua_rl.desktop.pool import DesktopPool
-from cua_rl.desktop.providers.base import make_provider
+from cua_rl.desktop.providers.factory import make_provider
 from cua_rl.inference.pool import InferencePool
 from cua_rl.reward.judge import StreamingJudge
 from cua_rl.rollout.base import ChatBackend

@@ -38,10 +38,13 @@ from cua_rl.inference.launcher import (
     resolve_model,
 )
 from cua_rl.inference.pool import InferencePool
-from cua_rl.learner.service import LearnerService, latest_checkpoint
+from cua_rl.learner.base import TrainEngine
+from cua_rl.learner.config import LearnerLoopConfig
+from cua_rl.learner.service import LearnerService, Role, latest_checkpoint
 from cua_rl.learner.weight_sync import WeightSync
+from cua_rl.reward.samples import GroupSamples
 from cua_rl.rollout.fleet import Fleet, GroupHandler
-from cua_rl.rollout.scheduler import GroupScheduler, TaskSource, VersionGate
+from cua_rl.rollout.scheduler import Gate, GroupScheduler, TaskSource, VersionGate
 from cua_rl.runtime.group_metrics import group_metrics
 from cua_rl.runtime.group_router import GroupRouter
 from cua_rl.runtime.live import live_summary
@@ -50,12 +53,13 @@ from cua_rl.runtime.metrics import MetricsLogger
 from cua_rl.runtime.progress import RunProgress
 from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.tasks.sources import LOCAL_SUITE
-from cua_rl.types import TaskVariant
+from cua_rl.types import GroupRecord, TaskVariant
 
 log = logging.getLogger(__name__)
 
 
-async def _engine(cfg: RunConfig, role: str, base: str, ckpt: Path, resume: bool) -> Any:
+async def _engine(cfg: RunConfig, role: str, base: str, ckpt: Path, resume: bool
+                  ) -> TrainEngine:
     from cua_rl.learner.engines import build_engine
 
     learner = cfg.train.policy if role == "policy" else cfg.train.prm
@@ -95,7 +99,7 @@ async def run_training(cfg: RunConfig, run_dir: Path, *, resume: bool = False
 
 
 async def start_engines(cfg: RunConfig, run_dir: Path, resume: bool
-                        ) -> tuple[dict[str, Any], RunConfig]:
+                        ) -> tuple[dict[str, TrainEngine], RunConfig]:
     """The two learner engines (from their last checkpoints on resume) and the
     config the model servers start from: on resume it serves the checkpointed
     weights, so servers and learners agree on the version."""
@@ -115,8 +119,8 @@ async def start_engines(cfg: RunConfig, run_dir: Path, resume: bool
     return engines, served
 
 
-async def _train(cfg: RunConfig, run_dir: Path, parts: Components, engines: dict[str, Any],
-                 resume: bool) -> dict[str, Any]:
+async def _train(cfg: RunConfig, run_dir: Path, parts: Components,
+                 engines: dict[str, TrainEngine], resume: bool) -> dict[str, Any]:
     gate = VersionGate(cfg.fleet.eta)
 
     def make_fleet(source: TaskSource, on_group: GroupHandler) -> Fleet:
@@ -146,12 +150,11 @@ RolloutsFactory = Callable[[TaskSource, GroupHandler], Rollouts]
 
 async def train(cfg: RunConfig, run_dir: Path, *, store: AsyncRunStore, policy: InferencePool,
                 prm: InferencePool | None, task_set: list[list[TaskVariant]],
-                engines: dict[str, Any], gate: Any, rollouts: RolloutsFactory,
+                engines: dict[str, TrainEngine], gate: Gate, rollouts: RolloutsFactory,
                 resume: bool) -> dict[str, Any]:
     """The training loop on the driver, whichever runtime places the fleet: the
     selector is the fleet's task source, finished groups become samples for the
-    learners; `gate` is a `VersionGate` or anything with its async methods and
-    `learner_version`."""
+    learners; `gate` is a `VersionGate` here or a `RemoteGate` to one under Ray."""
     async with rewriter_pool(cfg, run_dir) as rewriter_model:
         return await _train_loop(cfg, run_dir, store=store, policy=policy, prm=prm,
                                  task_set=task_set, engines=engines, gate=gate,
@@ -177,8 +180,8 @@ async def rewriter_pool(cfg: RunConfig, run_dir: Path) -> AsyncIterator[Inferenc
 
 async def _train_loop(cfg: RunConfig, run_dir: Path, *, store: AsyncRunStore,
                       policy: InferencePool, prm: InferencePool | None,
-                      task_set: list[list[TaskVariant]], engines: dict[str, Any], gate: Any,
-                      rollouts: RolloutsFactory, resume: bool,
+                      task_set: list[list[TaskVariant]], engines: dict[str, TrainEngine],
+                      gate: Gate, rollouts: RolloutsFactory, resume: bool,
                       rewriter_model: InferencePool | None) -> dict[str, Any]:
     started = time.monotonic()
     ckpt = run_dir / "checkpoints"
@@ -205,10 +208,10 @@ async def _train_loop(cfg: RunConfig, run_dir: Path, *, store: AsyncRunStore,
     def on_metrics(role: str, values: dict[str, float], version: int) -> None:
         metrics.log(role, values, version)
 
-    def learner(role: str, pool: InferencePool, loop_cfg: Any) -> LearnerService:
+    def learner(role: Role, pool: InferencePool, loop_cfg: LearnerLoopConfig) -> LearnerService:
         # The pool's own replica set: routing and weight sync see the same replicas.
         sync = WeightSync(pool.replicas, cfg.train.sync, run_dir / "exports" / role)
-        return LearnerService(role, engines[role], store, loop_cfg,  # type: ignore[arg-type]
+        return LearnerService(role, engines[role], store, loop_cfg,
                               checkpoint_dir=ckpt, sync=sync,
                               tasks_per_update=cfg.train.tasks_per_update,
                               gate=gate if role == "policy" else None, eta=cfg.fleet.eta,
@@ -226,7 +229,7 @@ async def _train_loop(cfg: RunConfig, run_dir: Path, *, store: AsyncRunStore,
     learners = [policy_learner, *([prm_learner] if prm_learner else [])]
     progress: RunProgress | None = None
 
-    def on_rollout_metrics(group: Any, samples: Any, n: int) -> None:
+    def on_rollout_metrics(group: GroupRecord, samples: GroupSamples, n: int) -> None:
         values = group_metrics(group, samples, gate, fleet, cfg, started)
         metrics.log("rollout", values, n)
         if progress is not None:

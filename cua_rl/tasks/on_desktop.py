@@ -308,7 +308,7 @@ async def run_jobs(jobs: Sequence[Job], desktops: int = 1,
                    provider_config: Any = None) -> list[Outcome]:
     """Run jobs on a pool of `desktops` local desktops (reset before each job)."""
     from cua_rl.desktop.pool import DesktopPool
-    from cua_rl.desktop.providers.base import make_provider
+    from cua_rl.desktop.providers.factory import make_provider
     from cua_rl.desktop.providers.local_config import LocalProviderConfig
 
     provider = make_provider(provider_config or LocalProviderConfig(), owner_pid=os.getpid())

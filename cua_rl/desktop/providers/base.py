@@ -3,20 +3,18 @@
 A provider turns a desktop id into a running desktop whose guest server speaks
 the guest protocol (docs/architecture.md, guest protocol) and returns a `DesktopHandle`, the
 only thing the pool, the actors and the CLI keep. Implementations (local,
-container, docker, qemu, aws) live beside this file; `make_provider` picks one from the
-`type` of a `ProviderConfig`, so a new provider is one module plus one union
-member.
+container, docker, qemu, aws) live beside this file; `factory.make_provider` picks one
+from the `type` of a `ProviderConfig`, so a new provider is one module, one union
+member and one entry there.
 """
 
 from __future__ import annotations
 
-import importlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
 from cua_rl.desktop.client import GuestClient
-from cua_rl.desktop.providers.config import ProviderConfig
 from cua_rl.errors import DesktopError
 
 
@@ -132,22 +130,3 @@ class DesktopProvider(ABC):
     async def close(self) -> None:
         """Release the provider's own resources (HTTP sessions); desktops stay up."""
         return None
-
-
-# type -> "module:class" so that a provider's heavy imports happen only when used.
-_PROVIDERS: dict[str, str] = {
-    "local": "cua_rl.desktop.providers.local:LocalProvider",
-    "container": "cua_rl.desktop.providers.container:ContainerProvider",
-    "docker": "cua_rl.desktop.providers.docker:DockerProvider",
-    "qemu": "cua_rl.desktop.providers.qemu:QemuProvider",
-    "aws": "cua_rl.desktop.providers.aws:AwsProvider",
-}
-
-
-def make_provider(config: ProviderConfig, *, owner_pid: int | None = None) -> DesktopProvider:
-    """The provider that `config.type` names, configured by `config`; desktops it
-    starts are bound to `owner_pid` when given (see `DesktopProvider.owner_pid`)."""
-    module, attr = _PROVIDERS[config.type].split(":")
-    provider: DesktopProvider = getattr(importlib.import_module(module), attr)(config)
-    provider.owner_pid = owner_pid
-    return provider

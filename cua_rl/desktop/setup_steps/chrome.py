@@ -1,15 +1,14 @@
 """Chrome and Google setup steps: chrome_open_tabs, chrome_close_tabs,
 update_browse_history, login, googledrive (OSWorld SetupController semantics).
 
-The browser is driven over CDP from the host (see
-`cua_rl.evaluation.getters.chrome_cdp` for the endpoint): the steps wait for
-Chrome's DevTools endpoint with a deadline (OSWorld retries 15 times, 5 s
-apart) and raise SetupStepError when it never answers. As in OSWorld, a page
-that does not finish loading within 60 s is left loading (a warning), not a
-failure. Steps needing Google credentials raise SetupStepError naming the
-missing `settings_file`.
+The browser is driven over CDP from the host (see `cua_rl.chrome.cdp` for
+the endpoint): the steps wait for Chrome's DevTools endpoint with a deadline
+(OSWorld retries 15 times, 5 s apart) and raise SetupStepError when it never
+answers. As in OSWorld, a page that does not finish loading within 60 s is left
+loading (a warning), not a failure. Steps needing Google credentials raise
+SetupStepError naming the missing `settings_file`.
 
-Registered by importing this module (the last line of `setup_steps.py`).
+Registered by importing this module, which the package's `__init__` does.
 """
 
 from __future__ import annotations
@@ -26,6 +25,10 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from cua_rl.chrome import cdp
+from cua_rl.chrome.cdp import profile_root
+from cua_rl.chrome.drive import FOLDER_MIME, drive_for, resolve_settings
+from cua_rl.chrome.urls import compare_urls
 from cua_rl.desktop.setup_step_params import StepParams, Text
 from cua_rl.desktop.setup_steps.core import StepRun, register_setup_step
 from cua_rl.errors import ChromeRequirementMissing, CuaRlError, SetupStepError
@@ -76,13 +79,11 @@ class GoogleDriveParams(StepParams):
 
 async def _with_browser(run: StepRun[Any], action: Any) -> Any:
     """Run `action(browser)` with Chrome connected over CDP; errors become SetupStepError."""
-    from cua_rl.evaluation.getters import chrome_cdp
-
-    api = chrome_cdp.import_playwright(run.where)
+    api = cdp.import_playwright(run.where)
     async with api.async_playwright() as playwright:
         try:
-            browser = await chrome_cdp.connect(playwright, run.client, run.context,
-                                               relaunch=False, deadline_s=CONNECT_DEADLINE_S)
+            browser = await cdp.connect(playwright, run.client, run.context,
+                                        relaunch=False, deadline_s=CONNECT_DEADLINE_S)
         except ChromeRequirementMissing as exc:
             raise SetupStepError(str(exc)) from exc
         try:
@@ -118,8 +119,6 @@ async def _chrome_open_tabs(run: StepRun[ChromeOpenTabsParams]) -> None:
 @register_setup_step("chrome_close_tabs", ChromeCloseTabsParams)
 async def _chrome_close_tabs(run: StepRun[ChromeCloseTabsParams]) -> None:
     """Close, for each URL, the first tab showing it (OSWorld's URL equivalence)."""
-    from cua_rl.evaluation.metrics.urls import compare_urls
-
     async def action(browser: Any) -> None:
         context = browser.contexts[0]
         for url in run.params.urls_to_close:
@@ -153,8 +152,6 @@ def _fill_history(template: Path, items: list[HistoryItem], now: datetime) -> by
 async def _update_browse_history(run: StepRun[UpdateBrowseHistoryParams]) -> None:
     """Replace the profile's History with OSWorld's empty one plus the given visits
     (visit times relative to now, local time as OSWorld computes them)."""
-    from cua_rl.evaluation.getters.chrome_cdp import profile_root
-
     template = await run.cache.fetch(EMPTY_HISTORY_URL)
     data = await asyncio.to_thread(_fill_history, template, run.params.history, datetime.now())
     root = await profile_root(run.client)
@@ -162,8 +159,6 @@ async def _update_browse_history(run: StepRun[UpdateBrowseHistoryParams]) -> Non
 
 
 def _settings(run: StepRun[Any], settings_file: str) -> Path:
-    from cua_rl.evaluation.getters.chrome_drive import resolve_settings
-
     try:
         return resolve_settings(settings_file, run.context.local_root, what=run.where)
     except CuaRlError as exc:
@@ -201,8 +196,6 @@ async def _login(run: StepRun[LoginParams]) -> None:
 async def _googledrive(run: StepRun[GoogleDriveParams]) -> None:
     """Reset the Drive: `delete` files then folders matching a query (`trash`
     moves them to the bin instead), `mkdirs` a folder path, `upload` a URL's file."""
-    from cua_rl.evaluation.getters.chrome_drive import drive_for
-
     p = run.params
     if len(p.args) != len(p.operation):
         raise SetupStepError(f"field 'parameters.args': expected {len(p.operation)} entries "
@@ -218,8 +211,6 @@ async def _googledrive(run: StepRun[GoogleDriveParams]) -> None:
 
 
 def _mkdirs(drive: Any, parts: list[str]) -> str:
-    from cua_rl.evaluation.getters.chrome_drive import FOLDER_MIME
-
     parent = "root"
     for name in parts:
         q = (f'"{parent}" in parents and title = "{name}" and mimeType = "{FOLDER_MIME}" '
@@ -236,8 +227,6 @@ def _mkdirs(drive: Any, parts: list[str]) -> str:
 
 
 def _drive_operation(drive: Any, operation: str, args: dict[str, Any], local: Path | None) -> None:
-    from cua_rl.evaluation.getters.chrome_drive import FOLDER_MIME
-
     if operation == "delete":
         q = str(args.get("query", "")).strip()
         for kind in ("!=", "="):  # files first, then folders (which take their content along)

@@ -13,8 +13,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from cua_rl.chrome.cdp import active_url, browser_session
 from cua_rl.errors import EvalExtraMissing
-from cua_rl.evaluation.getters.chrome_cdp import active_url, browser_session
 from cua_rl.evaluation.getters.chrome_url_parse import same_page_url
 from cua_rl.evaluation.metrics.text import EVALUATION_FAILED
 from cua_rl.evaluation.registry import GetterContext, getter

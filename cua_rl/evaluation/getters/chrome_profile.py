@@ -16,7 +16,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from cua_rl.evaluation.getters.chrome_cdp import read_profile_file, read_profile_json
+from cua_rl.chrome.cdp import read_profile_file, read_profile_json
 from cua_rl.evaluation.getters.files import _write_atomic
 from cua_rl.evaluation.registry import GetterContext, getter
 

@@ -1,4 +1,4 @@
-"""Chrome getters that ask the running browser over CDP (see `chrome_cdp`).
+"""Chrome getters that ask the running browser over CDP (see `cua_rl.chrome.cdp`).
 
 Return shapes and failure values are OSWorld's: a browser that cannot be
 reached gives [] for the tab list and None for the active tab (the metrics
@@ -20,12 +20,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from cua_rl.chrome.cdp import active_url, browser_session, transient_browser_error
 from cua_rl.errors import ChromeRequirementMissing, EvalExtraMissing, GuestUnavailable
-from cua_rl.evaluation.getters.chrome_cdp import (
-    active_url,
-    browser_session,
-    transient_browser_error,
-)
 from cua_rl.evaluation.getters.chrome_url_parse import dash_part, macys_path, query_params
 from cua_rl.evaluation.registry import GetterContext, getter
 from cua_rl.retry import retrying

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
-from cua_rl.evaluation.deps import require
+from cua_rl.eval_extra import require
 from cua_rl.evaluation.getters.apps_config import check_dest, fetch_to_cache
 from cua_rl.evaluation.getters.files import _write_atomic
 from cua_rl.evaluation.registry import Finding, GetterContext, getter

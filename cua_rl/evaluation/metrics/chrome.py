@@ -14,8 +14,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from cua_rl.evaluation.deps import require
-from cua_rl.evaluation.metrics.urls import compare_urls
+from cua_rl.chrome.urls import compare_urls
+from cua_rl.eval_extra import require
 from cua_rl.evaluation.registry import metric
 
 log = logging.getLogger(__name__)

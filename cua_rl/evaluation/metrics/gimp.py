@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from cua_rl.evaluation.deps import require
+from cua_rl.eval_extra import require
 from cua_rl.evaluation.metrics.image_similarity import PathLike, open_image, structure_same
 from cua_rl.evaluation.registry import metric
 

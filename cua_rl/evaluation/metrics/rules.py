@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from cua_rl.evaluation.deps import require
+from cua_rl.eval_extra import require
 
 _COMPARISONS = frozenset({"eq", "ne", "le", "lt", "ge", "gt"})
 

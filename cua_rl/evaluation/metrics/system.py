@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from cua_rl.evaluation.deps import require
+from cua_rl.eval_extra import require
 from cua_rl.evaluation.metrics.files import file_lines, read_text
 from cua_rl.evaluation.registry import metric
 

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from cua_rl.evaluation.deps import require
+from cua_rl.eval_extra import require
 from cua_rl.evaluation.metrics.files import read_text_latin1_fallback
 from cua_rl.evaluation.metrics.rules import match_value_to_rule, method_is_known
 from cua_rl.evaluation.metrics.table_rules import RULE_NEEDS, structural_rule_ok

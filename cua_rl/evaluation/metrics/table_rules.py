@@ -26,7 +26,7 @@ import zipfile
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from cua_rl.evaluation.deps import require
+from cua_rl.eval_extra import require
 from cua_rl.evaluation.metrics.rules import match_value_to_rule
 from cua_rl.evaluation.metrics.xlsx_cells import sheet_xml
 

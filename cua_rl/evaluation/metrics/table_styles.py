@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from cua_rl.evaluation.deps import require
+from cua_rl.eval_extra import require
 from cua_rl.evaluation.metrics.xlsx_cells import read_cell_style, read_cell_value
 
 log = logging.getLogger(__name__)

@@ -1,53 +1,18 @@
-"""URL metrics for browser tasks, with OSWorld's URL equivalence (`compare_urls`).
-
-Two URLs are the same page when they agree after normalisation: a missing
-scheme reads as http, the host loses a lone "www" subdomain and its public
-suffix (airbnb.com == airbnb.com.sg), a path of "/" is empty; params, query and
-fragment count unless `full` is false. The public-suffix list is the snapshot
-bundled with tldextract (never fetched at run time).
-"""
+"""URL metrics for browser tasks, with OSWorld's URL equivalence (`compare_urls`,
+in `cua_rl.chrome.urls`: the `chrome_close_tabs` setup step uses it too)."""
 
 from __future__ import annotations
 
-import functools
 import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
-from urllib.parse import ParseResult, urlparse, urlunparse
+from urllib.parse import urlparse, urlunparse
 
-from cua_rl.evaluation.deps import require
+from cua_rl.chrome.urls import compare_urls
 from cua_rl.evaluation.registry import metric
 
 log = logging.getLogger(__name__)
-
-_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+\-.]*://")
-
-
-@functools.cache
-def _extractor() -> Any:
-    tldextract = require("tldextract", "tldextract", metric="compare_urls")
-    return tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
-
-
-def normalize_url(url: str, *, full: bool = True) -> str:
-    parsed = urlparse(url if _SCHEME.match(url) else f"http://{url}")
-    parts = _extractor()(parsed.netloc.lower())
-    subdomain = "" if parts.subdomain == "www" else parts.subdomain
-    netloc = f"{subdomain}.{parts.domain}" if subdomain else parts.domain
-    return urlunparse(ParseResult(
-        scheme=parsed.scheme.lower(), netloc=netloc,
-        path=parsed.path if parsed.path != "/" else "",
-        params=parsed.params if full else "", query=parsed.query if full else "",
-        fragment=parsed.fragment if full else "",
-    ))
-
-
-def compare_urls(url1: str | None, url2: str | None, full: bool = True) -> bool:
-    """OSWorld's URL equality (see the module docstring); None equals only None."""
-    if url1 is None or url2 is None:
-        return url1 == url2
-    return normalize_url(url1, full=full) == normalize_url(url2, full=full)
 
 
 def are_lists_equal(list1: Sequence[Any], list2: Sequence[Any],

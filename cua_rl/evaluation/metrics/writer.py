@@ -14,7 +14,7 @@ import zipfile
 from collections.abc import Mapping
 from typing import Any
 
-from cua_rl.evaluation.deps import require
+from cua_rl.eval_extra import require
 from cua_rl.evaluation.metrics.docs import _open_docx, compare_docx_files
 from cua_rl.evaluation.registry import metric
 

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from cua_rl.evaluation.deps import require
+from cua_rl.eval_extra import require
 from cua_rl.evaluation.metrics.docs import _open_docx
 from cua_rl.evaluation.registry import metric
 

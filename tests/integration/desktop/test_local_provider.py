@@ -175,7 +175,7 @@ def _pgid(pid: int) -> int | None:
 _OWNER = """
 import asyncio, os, sys
 from pathlib import Path
-from cua_rl.desktop.providers.base import make_provider
+from cua_rl.desktop.providers.factory import make_provider
 from cua_rl.desktop.providers.local_config import LocalProviderConfig
 
 async def main():

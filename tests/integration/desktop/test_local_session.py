@@ -15,6 +15,7 @@ import aiohttp
 import pytest
 from tests_support.desktops import local_desktops_unavailable
 
+from cua_rl.chrome.cdp import cdp_url
 from cua_rl.desktop.client import GuestClient
 from cua_rl.desktop.file_cache import FileCache
 from cua_rl.desktop.providers.local import LocalProvider
@@ -27,7 +28,6 @@ from cua_rl.desktop.providers.local_guest_env import (
 from cua_rl.desktop.settle import wait_until_settled
 from cua_rl.desktop.setup_steps import SetupContext, run_setup_steps
 from cua_rl.evaluation import GetterContext, get_getter
-from cua_rl.evaluation.getters.chrome_cdp import cdp_url
 
 pytestmark = pytest.mark.desktop
 

@@ -24,7 +24,7 @@ if (_reason := local_desktops_unavailable()) is not None:
 OWNER = """
 import asyncio, os, sys
 from pathlib import Path
-from cua_rl.desktop.providers.base import make_provider
+from cua_rl.desktop.providers.factory import make_provider
 from cua_rl.desktop.providers.local_config import LocalProviderConfig
 
 async def main():

@@ -27,12 +27,12 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from cua_rl.chrome import cdp as chrome_cdp
 from cua_rl.desktop.client import GuestClient
 from cua_rl.desktop.file_cache import FileCache
 from cua_rl.desktop.setup_steps import SetupContext, run_setup_steps
 from cua_rl.desktop.setup_steps.chrome import EMPTY_HISTORY_URL
 from cua_rl.evaluation import GetterContext, get_getter, get_metric
-from cua_rl.evaluation.getters import chrome_cdp
 
 pytest.importorskip("playwright.async_api")
 pytestmark = pytest.mark.desktop

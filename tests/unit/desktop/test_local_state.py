@@ -10,7 +10,9 @@ import pytest
 from pydantic import TypeAdapter, ValidationError
 
 from cua_rl.desktop.providers import local_state as st
-from cua_rl.desktop.providers.base import DesktopHandle, ProviderConfig, make_provider
+from cua_rl.desktop.providers.base import DesktopHandle
+from cua_rl.desktop.providers.config import ProviderConfig
+from cua_rl.desktop.providers.factory import make_provider
 from cua_rl.desktop.providers.local_config import LocalProviderConfig
 
 

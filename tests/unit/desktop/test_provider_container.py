@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from cua_rl.desktop.providers.base import make_provider
 from cua_rl.desktop.providers.container import ContainerProvider
 from cua_rl.desktop.providers.container_config import ContainerProviderConfig
+from cua_rl.desktop.providers.factory import make_provider
 from cua_rl.errors import DesktopError
 
 
@@ -37,7 +37,7 @@ def test_extra_args_cannot_open_the_sandbox(tmp_path: Path, arg: str) -> None:
 def test_registry_builds_it_from_config() -> None:
     from pydantic import TypeAdapter
 
-    from cua_rl.desktop.providers.base import ProviderConfig
+    from cua_rl.desktop.providers.config import ProviderConfig
 
     config = TypeAdapter(ProviderConfig).validate_python({"type": "container",
                                                           "engine": "docker"})

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from cua_rl.chrome.urls import compare_urls
 from cua_rl.evaluation import get_metric
-from cua_rl.evaluation.metrics.urls import are_lists_equal, compare_urls
+from cua_rl.evaluation.metrics.urls import are_lists_equal
 
 
 def score(name: str, *args: object, **options: object) -> float:

@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from cua_rl.evaluation.getters.chrome_cdp import address_bar_text, cdp_port
+from cua_rl.chrome.cdp import address_bar_text, cdp_port
 from cua_rl.evaluation.getters.chrome_profile import (
     _query,
     color_scheme_of,

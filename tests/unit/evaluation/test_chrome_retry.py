@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from cua_rl.chrome.cdp import transient_browser_error
 from cua_rl.errors import ChromeRequirementMissing, GuestUnavailable
 from cua_rl.evaluation.getters import chrome_tabs
-from cua_rl.evaluation.getters.chrome_cdp import transient_browser_error
 
 
 class PlaywrightError(Exception):

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from cua_rl.errors import EvalExtraMissing
+from cua_rl.eval_extra import require
 from cua_rl.evaluation import get_metric
-from cua_rl.evaluation.deps import require
 
 openpyxl = pytest.importorskip("openpyxl", reason="needs the eval extra")
 docx = pytest.importorskip("docx", reason="needs the eval extra")

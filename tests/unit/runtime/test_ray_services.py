@@ -6,6 +6,7 @@ import asyncio
 
 from cua_rl.config import RunConfig
 from cua_rl.inference.config import ModelServersConfig
+from cua_rl.rollout.scheduler import Gate, VersionGate
 from cua_rl.runtime.ray_config import RayConfig
 from cua_rl.runtime.ray_placement import replica_bundles, service_options, worker_bundles
 from cua_rl.runtime.ray_services import (
@@ -74,6 +75,7 @@ async def test_remote_gate_blocks_stale_starts_and_mirrors_versions(handle) -> N
     service = GateService(eta=1)
     learner_side = RemoteGate(handle(service), eta=1)
     worker_side = RemoteGate(handle(service), eta=1, on_versions=seen.append)
+    assert isinstance(learner_side, Gate) and isinstance(VersionGate(), Gate)  # train() takes both
     await learner_side.set_versions(learner=3, serving=1)
     assert learner_side.learner_version == 3 and not learner_side.fresh(1)
     waiting = asyncio.create_task(worker_side.wait_fresh())

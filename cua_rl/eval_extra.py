@@ -1,9 +1,12 @@
-"""Late imports of the format libraries metrics need (the optional `eval` extra).
+"""Late imports of the libraries of the optional `eval` extra (format libraries
+for metrics; Playwright and tldextract for the Chrome helpers).
 
 The core install must not pull openpyxl, python-docx, pandas & co, and
 importing `cua_rl.evaluation` must stay cheap, so metric bodies import their
 libraries through `require` at call time; a missing one fails with the install
-command instead of a bare ImportError.
+command instead of a bare ImportError. This module sits outside
+`cua_rl.evaluation` so that `cua_rl.chrome`, which the desktop's setup steps
+use too, can import it without importing the evaluation package.
 """
 
 from __future__ import annotations

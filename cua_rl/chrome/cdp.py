@@ -41,7 +41,7 @@ from cua_rl.errors import (
     GuestError,
     GuestUnavailable,
 )
-from cua_rl.evaluation.deps import EXTRA_HINT
+from cua_rl.eval_extra import EXTRA_HINT
 
 if TYPE_CHECKING:
     from cua_rl.desktop.client import GuestClient
