@@ -23,6 +23,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from cua_rl.desktop.providers.local_state import default_apps_list
 from cua_rl.errors import DesktopError
 from cua_rl.images import layers
 from cua_rl.images import recipe as rc
@@ -163,6 +164,25 @@ def _add_user(root: Path) -> None:
         path = root / "home" / rc.USER / name
         path.mkdir(exist_ok=True)
         os.chown(path, rc.UID, rc.UID)
+    write_default_apps(root)
+
+
+def write_default_apps(root: Path, owner: tuple[int, int] = (rc.UID, rc.UID)) -> Path | None:
+    """`~/.config/mimeapps.list` of the image's user making Totem and Evince the
+    defaults, as on OSWorld's image and in local desktops' home template (without
+    it VLC is the only video player, so "make VLC the default" passes untouched).
+    Only the apps the image installs are named; nothing is written when it has none
+    (the minimal profile). Returns the file written."""
+    content = default_apps_list(root / "usr" / "share" / "applications")
+    if content is None:
+        return None
+    config = root / "home" / rc.USER / ".config"
+    config.mkdir(parents=True, exist_ok=True)
+    target = config / "mimeapps.list"
+    target.write_text(content)
+    for path in (config, target):
+        os.chown(path, *owner)
+    return target
 
 
 def _resolved_versions(root: Path) -> dict[str, str]:

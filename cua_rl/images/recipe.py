@@ -24,7 +24,9 @@ Format = Literal["rootfs", "docker", "qcow2"]
 RECIPE_VERSION = 3
 """Bumped whenever the build steps change in a way the package lists do not show
 (2: the image is a cached base layer plus a top layer with the guest; 3: its Python
-is byte-compiled with hash-checked pycs)."""
+is byte-compiled with hash-checked pycs). The user's default-apps list needs no
+bump: it is written only for Totem/Evince, whose addition changed the package list,
+so no base built before it has the same key)."""
 SUITE = "bookworm"
 USER, UID = "user", 1000
 HOME_DIRS = ("Desktop", "Documents", "Downloads", "Music", "Pictures", "Videos")
@@ -43,6 +45,10 @@ FULL_PACKAGES = MINIMAL_PACKAGES + (
     "libreoffice-calc", "libreoffice-writer", "libreoffice-impress", "mousepad", "chromium",
     "gimp", "vlc", "thunderbird", "socat", "ffmpeg", "xdg-utils",
     "tesseract-ocr",
+    # OSWorld's image has GNOME's video player and PDF viewer as the defaults (a task
+    # makes VLC the default; a VLC task waits for Evince's window): setup.sh installs
+    # them for local desktops, and the build makes them the user's defaults
+    "totem", "evince",
 )
 # A VM boots Debian's kernel straight from the image (no boot loader), with our
 # session script as the init (no systemd): the network needs iproute2. Every

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from dataclasses import replace
+from pathlib import Path
 
 from cua_rl.images import recipe as rc
-from cua_rl.images.build import content_hash
+from cua_rl.images.build import content_hash, write_default_apps
 
 
 def test_profiles_nest_and_carry_a_kernel_for_vms() -> None:
@@ -46,3 +48,29 @@ def test_session_script_is_valid_sh() -> None:
     proc = subprocess.run(["sh", "-n"], input=rc.session_script(), text=True,
                           capture_output=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_full_profile_has_osworlds_default_video_player_and_pdf_viewer() -> None:
+    assert {"totem", "evince"} <= set(rc.packages("full"))
+    assert not {"totem", "evince"} & set(rc.packages("minimal"))
+
+
+def test_the_image_user_gets_totem_and_evince_as_defaults(tmp_path: Path) -> None:
+    apps = tmp_path / "usr" / "share" / "applications"
+    apps.mkdir(parents=True)
+    (apps / "org.gnome.Totem.desktop").write_text(
+        "[Desktop Entry]\nMimeType=audio/x-wav;video/mp4;\n")
+    (apps / "org.gnome.Evince.desktop").write_text(
+        "[Desktop Entry]\nMimeType=application/pdf;image/tiff;\n")
+    owner = (os.getuid(), os.getgid())
+    written = write_default_apps(tmp_path, owner=owner)
+    assert written == tmp_path / "home" / rc.USER / ".config" / "mimeapps.list"
+    assert written.read_text() == ("[Default Applications]\nvideo/mp4=org.gnome.Totem.desktop\n"
+                                   "application/pdf=org.gnome.Evince.desktop\n")
+    assert (written.stat().st_uid, written.stat().st_gid) == owner
+
+
+def test_an_image_without_those_apps_gets_no_default_apps_list(tmp_path: Path) -> None:
+    (tmp_path / "usr" / "share" / "applications").mkdir(parents=True)
+    assert write_default_apps(tmp_path) is None
+    assert not (tmp_path / "home").exists()
