@@ -115,9 +115,9 @@ def _on_desktop(tasks: list, cache: FileCache, desktops: int, sample: int | None
             state = ("ok" if outcome.ok else f"setup failed: {outcome.error}" if outcome.error
                      else "blank first screen")
             noop = outcome.noop
-            scored = "" if noop is None else (
-                "  no-op agent: " + (noop.wrong or "right")
-                + (" (expected file is a downloaded stand-in)" if noop.standin_pass else ""))
+            scored = "" if noop is None else "  no-op agent: " + (
+                f"apart, the expected file is a downloaded stand-in: {noop.apart_reason}"
+                if noop.standin_apart else noop.wrong or "right")
             click.echo(f"{outcome.task_id}  {outcome.domain}  on desktop: {state}  "
                        f"({outcome.seconds:.1f} s){scored}")
 

@@ -19,13 +19,19 @@ Tasks whose evaluator reads a downloaded file (a `cloud_file` getter, a
 `download` step in the postconfig) are reported apart when
 they pass the first run: with generated stand-in assets (tests_support's asset
 helper, `cua-rl cache seed`) the expected file may equal the task's own input.
+Such a task whose postconfig itself writes the result file by typing its name
+into the app (GIMP's tasks: Shift+Ctrl+E, the name, Enter) is reported apart
+whatever it scores: its keystrokes go to whichever window has the focus (its
+`activate_window` names a title GIMP does not use), so a 0 may only mean the
+export never happened and the metric read a missing file, while after an
+agent's clicks the export of the untouched image passes against the stand-in.
 Every task yields one `NoopResult`; an evaluation that raises is its `error`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from cua_rl.types import Action, TaskVariant
@@ -46,6 +52,8 @@ class NoopResult:
     """Score when it declares failure (must be 1 on infeasible tasks, else 0)."""
     standin_expected: bool = False
     """The evaluator compares against a downloaded (here: generated stand-in) file."""
+    exported_by_postconfig: bool = False
+    """The evaluator's postconfig writes the result file by keystrokes."""
     error: str = ""
     detail: str = ""
     """Each metric's score and values, when the success run did not score 0."""
@@ -65,10 +73,22 @@ class NoopResult:
         return "; ".join(reasons)
 
     @property
-    def standin_pass(self) -> bool:
-        """A success-run pass explained by a stand-in expected file (reported apart)."""
-        return (self.standin_expected and not self.error and self.success_score != 0.0
-                and self.failure_score == float(self.infeasible))
+    def standin_apart(self) -> bool:
+        """Reported apart, not judged: the expected file is a stand-in and either the
+        untouched desktop passed against it, or the postconfig writes the result by
+        keystrokes, so the success run's score says nothing either way (module doc)."""
+        return (self.standin_expected and not self.error
+                and self.failure_score == float(self.infeasible)
+                and (self.success_score != 0.0 or self.exported_by_postconfig))
+
+    @property
+    def apart_reason(self) -> str:
+        """Why a `standin_apart` task is set apart: its scores and compared values."""
+        if self.success_score != 0.0:
+            return self.wrong
+        return ("scored 0 when the no-op agent declared success, but the postconfig "
+                "writes the result file by keystrokes and the expected file is a stand-in"
+                + (f": {self.detail}" if self.detail else ""))
 
 
 def expects_download(task: TaskVariant) -> bool:
@@ -81,6 +101,34 @@ def expects_download(task: TaskVariant) -> bool:
         return True
     return any(isinstance(step, dict) and step.get("type") == "download"
                for step in task.evaluator.get("postconfig") or ())
+
+
+def _result_stems(task: TaskVariant) -> list[str]:
+    """Names without extension of the files the evaluator's `vm_file` getters read."""
+    result = task.evaluator.get("result")
+    stems = []
+    for getter in result if isinstance(result, list) else [result]:
+        if isinstance(getter, dict) and getter.get("type") == "vm_file":
+            paths = getter.get("path")
+            for path in paths if isinstance(paths, list) else [paths]:
+                if isinstance(path, str) and path:
+                    stems.append(PurePosixPath(path).stem)
+    return stems
+
+
+def exports_by_keystrokes(task: TaskVariant) -> bool:
+    """The evaluator's postconfig writes its result file itself, by typing the file's
+    name into the app with pyautogui (an export dialog): whether that file exists
+    then depends on the window that has the focus when the postconfig runs."""
+    stems = _result_stems(task)
+    for step in task.evaluator.get("postconfig") or ():
+        if not isinstance(step, dict) or step.get("type") not in ("execute", "command"):
+            continue
+        command = (step.get("parameters") or {}).get("command")
+        text = " ".join(map(str, command)) if isinstance(command, list) else str(command)
+        if "pyautogui" in text and any(f'"{s}' in text or f"'{s}" in text for s in stems):
+            return True
+    return False
 
 
 def _first_line(exc: BaseException) -> str:
@@ -96,15 +144,17 @@ async def score_noop_agent(task: TaskVariant, client: GuestClient, cache: FileCa
     from cua_rl.tasks.score_explain import explain_score
 
     infeasible = task.evaluator.get("func") == "infeasible"
+    exported = exports_by_keystrokes(task)
     base: dict[str, Any] = {"task_id": task.task_id, "infeasible": infeasible,
-                            "standin_expected": expects_download(task)}
+                            "standin_expected": expects_download(task),
+                            "exported_by_postconfig": exported}
     success = Action(kind="terminate", status="success")
     failure = Action(kind="terminate", status="failure")
     try:
         success_score = await evaluate(task, client, cache=cache, context=context,
                                        last_action=success, cache_dir=work / "noop-success")
         detail = ""
-        if success_score != 0.0:
+        if success_score != 0.0 or exported:  # a 0 from a missing export is shown too
             detail = await explain_score(task, client, cache=cache, context=context,
                                          cache_dir=work / "noop-success")
         declared = replace(task, evaluator={k: v for k, v in task.evaluator.items()
@@ -119,12 +169,12 @@ async def score_noop_agent(task: TaskVariant, client: GuestClient, cache: FileCa
 
 def noop_report(results: list[NoopResult]) -> dict[str, Any]:
     """The JSON section of `tasks check --noop-agent`: offenders by task id and reason."""
-    offenders = {r.task_id: r.wrong for r in results if r.wrong and not r.standin_pass}
+    offenders = {r.task_id: r.wrong for r in results if r.wrong and not r.standin_apart}
     return {
         "checked": len(results),
         "infeasible": sum(r.infeasible for r in results),
         "success_run_scored_0": sum(r.success_score == 0.0 for r in results),
         "failure_run_scored_1": sorted(r.task_id for r in results if r.failure_score == 1.0),
         "offenders": offenders,
-        "standin_expected": {r.task_id: r.wrong for r in results if r.standin_pass},
+        "standin_expected": {r.task_id: r.apart_reason for r in results if r.standin_apart},
     }
