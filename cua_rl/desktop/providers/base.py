@@ -10,6 +10,7 @@ member and one entry there.
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,18 +59,31 @@ class DesktopHandle:
 
 class GuestClients:
     """One cached `GuestClient` per desktop (a connection pool each), rebuilt when
-    the desktop's url, token or TLS pin changes and closed when the desktop goes away."""
+    the desktop's url, token or TLS pin changes and closed when the desktop goes away.
+
+    A replaced client is closed too (in a task, as `get` is not a coroutine): it holds
+    a keep-alive connection, and dropping it unclosed leaked one session per rebuild
+    (an "Unclosed client session" error at the next garbage collection). The CDP port
+    is not part of the connection, so a handle that only adds it updates the client."""
 
     def __init__(self) -> None:
-        self._clients: dict[str, tuple[tuple[str | int | None, ...], GuestClient]] = {}
+        self._clients: dict[str, tuple[tuple[str | None, ...], GuestClient]] = {}
+        self._closing: set[asyncio.Task[None]] = set()
 
     def get(self, handle: DesktopHandle) -> GuestClient:
-        key = (handle.url.rstrip("/"), handle.token, handle.tls_fingerprint, handle.tls_ca_file,
-               handle.cdp_port)
+        key = (handle.url.rstrip("/"), handle.token, handle.tls_fingerprint, handle.tls_ca_file)
         cached = self._clients.get(handle.id)
         if cached is None or cached[0] != key:
+            if cached is not None:
+                self._close_later(cached[1])
             cached = self._clients[handle.id] = (key, handle.guest_client())
+        cached[1].cdp_port = handle.cdp_port
         return cached[1]
+
+    def _close_later(self, client: GuestClient) -> None:
+        task = asyncio.get_running_loop().create_task(client.close())
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
 
     async def drop(self, desktop_id: str) -> None:
         """Close and forget a desktop's client (its connections died with its guest)."""
@@ -81,6 +95,8 @@ class GuestClients:
         for _, client in self._clients.values():
             await client.close()
         self._clients.clear()
+        if self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)
 
 
 class DesktopProvider(ABC):

@@ -4,6 +4,7 @@ aws/)."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import threading
 from dataclasses import replace
@@ -281,5 +282,23 @@ async def test_cached_clients_follow_a_changed_pin_or_token() -> None:
             assert clients.get(new) is not first
             first = clients.get(new)
             assert clients.get(new) is first
+    finally:
+        await clients.close()
+
+
+async def test_a_replaced_client_is_closed_and_a_cdp_port_updates_in_place() -> None:
+    """Rebuilding a desktop's client closes the old one (an unclosed one leaked its
+    session), and a handle that only adds the CDP port keeps the client."""
+    clients = GuestClients()
+    bare = DesktopHandle("d-1", "http://127.0.0.1:5000", "t1", "local")
+    try:
+        first = clients.get(bare)
+        first._http()  # the session a request would open
+        same = clients.get(replace(bare, info={"cdp_port": 9300}))
+        assert same is first and same.cdp_port == 9300
+        second = clients.get(replace(bare, url="http://127.0.0.1:5001"))
+        assert second is not first
+        await asyncio.gather(*clients._closing)
+        assert first._session is None
     finally:
         await clients.close()
