@@ -5,14 +5,19 @@ to the driver: each replica is an actor placed in a bundle of a placement group
 (`ray_placement`), which starts `cua-rl serve --engine hf|vllm` as a child
 process on its node, listening on all interfaces, and reports
 `http://<node ip>:<port>` once `/health` answers. The driver then routes to
-those URLs exactly as to local replicas (weight sync included).
+those URLs exactly as to local replicas (weight sync included), and supervises
+them through `alive` and `restart` (`ray_replica_handle.RemoteReplica`).
 
-Invariant: the child runs in its own process group and `stop` ends the whole
-group (SIGTERM, then SIGKILL), so a stopped replica leaves no server behind.
+Invariants: the child runs in its own process group and `stop` ends the whole
+group (SIGTERM, then SIGKILL), so a stopped replica leaves no server behind; a
+restart keeps the port (the reservation is held across it), so the URL the
+driver routes to stays valid; restarts never overlap (one lock), so a driver
+that gave up waiting on one and asks again does not start a second server.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 from pathlib import Path
@@ -46,6 +51,7 @@ class ModelReplica:
         self.token = token
         self.server: ServerProcess | None = None
         self.url: str | None = None
+        self._restarting = asyncio.Lock()
 
     async def start(self) -> str:
         """Start the server and return its URL once it is healthy (on another port when
@@ -72,6 +78,19 @@ class ModelReplica:
             bind_host=self.bind_host, url_host=self.advertise_host)
         self.url = self.server.url
         return self.url
+
+    async def alive(self) -> bool:
+        """Whether the server process runs (not whether it answers: that is /health's)."""
+        return self.server is not None and self.server.alive()
+
+    async def restart(self) -> str:
+        """Stop what is left of the server, start it again on the same port and return
+        its URL once healthy (raises if it is not); starts it when it never started."""
+        async with self._restarting:
+            if self.server is None:
+                return await self.start()
+            await self.server.restart()
+            return self.server.url
 
     async def stop(self) -> None:
         if self.server is not None:
