@@ -12,7 +12,8 @@ Invariants: the child runs in its own process group and `stop` ends the whole
 group (SIGTERM, then SIGKILL), so a stopped replica leaves no server behind; a
 restart keeps the port (the reservation is held across it), so the URL the
 driver routes to stays valid; restarts never overlap (one lock), so a driver
-that gave up waiting on one and asks again does not start a second server.
+that gave up waiting on one and asks again does not start a second server; and
+after `stop` nothing starts again.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import os
 import sys
 from pathlib import Path
 
+from cua_rl.errors import InferenceUnavailable
 from cua_rl.inference.launcher import (
     TINY,
     ModelServersConfig,
@@ -52,6 +54,8 @@ class ModelReplica:
         self.server: ServerProcess | None = None
         self.url: str | None = None
         self._restarting = asyncio.Lock()
+        self._restart_task: asyncio.Task[object] | None = None
+        self._stopped = False
 
     async def start(self) -> str:
         """Start the server and return its URL once it is healthy (on another port when
@@ -87,11 +91,26 @@ class ModelReplica:
         """Stop what is left of the server, start it again on the same port and return
         its URL once healthy (raises if it is not); starts it when it never started."""
         async with self._restarting:
-            if self.server is None:
-                return await self.start()
-            await self.server.restart()
-            return self.server.url
+            if self._stopped:
+                raise InferenceUnavailable(f"replica {self.name} is stopped")
+            self._restart_task = asyncio.current_task()
+            try:
+                if self.server is None:
+                    return await self.start()
+                await self.server.restart()
+                return self.server.url
+            finally:
+                self._restart_task = None
 
     async def stop(self) -> None:
+        """Stop the server for good. A restart in progress is cancelled first (which
+        leaves no process behind) and none starts afterwards: the driver stops replicas
+        after it stopped supervising them, but a restart it gave up waiting on may still
+        be running here."""
+        self._stopped = True
+        task = self._restart_task
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+            await asyncio.wait([task])
         if self.server is not None:
             await self.server.close()

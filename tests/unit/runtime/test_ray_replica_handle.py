@@ -110,6 +110,27 @@ async def test_an_answer_asked_before_a_restart_does_not_outlive_it(
     await remote.close()
 
 
+async def test_stop_cancels_a_restart_in_progress_and_none_starts_after(
+        replica: ModelReplica) -> None:
+    assert replica.server is not None
+    replica.server.argv = [sys.executable, "-c", "import time; time.sleep(60)"]  # never healthy
+    first = replica.server.proc
+    restart = asyncio.create_task(replica.restart())
+    await until(lambda: replica.server is not None and replica.server.proc is not first,
+                "the restart spawned its server")
+    spawned = replica.server.proc
+    assert spawned is not None and spawned.returncode is None
+
+    await replica.stop()
+
+    with pytest.raises(asyncio.CancelledError):
+        await restart
+    assert spawned.returncode is not None  # the half-started server went with it
+    with pytest.raises(InferenceUnavailable, match="is stopped"):
+        await replica.restart()
+    assert replica.server.proc is spawned
+
+
 class DeadActor:
     """What calls to a dead Ray actor do: raise (RayActorError in a real run)."""
 
