@@ -34,6 +34,15 @@ from cua_rl.inference.owner_watch import owner_env
 from cua_rl.inference.replica_process import ServerProcess, start_server
 from cua_rl.inference.server_auth import TOKEN_ENV
 
+WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
+
+
+def advertised_host(bind_host: str, node_ip: str) -> str:
+    """Where clients reach a replica bound to `bind_host`: the node's IP when it listens
+    on all interfaces, else that very address (a replica bound to 127.0.0.1, as on a
+    one-machine cluster, is not reachable on the node's IP)."""
+    return node_ip if bind_host in WILDCARD_HOSTS else bind_host
+
 
 class ModelReplica:
     """Starts, reports and stops one `cua-rl serve` process on this node."""

@@ -22,7 +22,7 @@ from cua_rl.inference.replica_process import start_server
 from cua_rl.inference.replica_set import Replica, ReplicaSet, ReplicaState, SupervisionConfig
 from cua_rl.net_ports import reserve_port
 from cua_rl.runtime.ray_replica_handle import RemoteReplica
-from cua_rl.runtime.ray_replicas import ModelReplica
+from cua_rl.runtime.ray_replicas import ModelReplica, advertised_host
 
 HEALTH_SERVER = """
 import sys
@@ -176,3 +176,9 @@ async def test_a_server_that_came_back_elsewhere_is_a_failed_restart(
         await remote.restart()
     assert not remote.alive()
     await remote.close()
+
+
+def test_a_replica_bound_to_one_address_is_reached_there_not_on_the_node_ip() -> None:
+    assert advertised_host("127.0.0.1", "192.0.2.2") == "127.0.0.1"
+    assert advertised_host("0.0.0.0", "192.0.2.2") == "192.0.2.2"
+    assert advertised_host("::", "192.0.2.2") == "192.0.2.2"
