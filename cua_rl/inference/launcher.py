@@ -22,7 +22,7 @@ import re
 import secrets
 import sys
 import time
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ from cua_rl.inference.client import InferenceClient
 from cua_rl.inference.config import TINY, ModelServersConfig
 from cua_rl.inference.owner_watch import owner_env
 from cua_rl.inference.replica_process import ServerProcess, start_server
-from cua_rl.inference.replica_set import Replica, ReplicaSet
+from cua_rl.inference.replica_set import Replica, ReplicaHandle, ReplicaSet
 from cua_rl.inference.server_auth import TOKEN_ENV
 from cua_rl.inference.vllm_engine import (
     VllmEngineConfig,
@@ -180,20 +180,32 @@ async def replica_set(
         # URLs are known only now: a replica whose port was taken moved before anyone
         # saw its URL.
         handles = [started[i] for i in range(cfg.replicas)]
-        replicas = ReplicaSet(
-            [Replica(h.url, InferenceClient(h.url, req.request_timeout_s,
-                                            connect_timeout_s=req.connect_timeout_s,
-                                            token=token),
-                     handle=h, version=version) for h in handles],
-            name=name, config=cfg.supervision, probe_interval_s=req.probe_interval_s,
-            version=version)
-        try:
-            replicas.start_monitor()
+        async with supervised(cfg, [(h.url, h) for h in handles], name=name, token=token,
+                              version=version) as replicas:
             yield replicas
-        finally:
-            await replicas.close()  # supervision first: nothing restarts what is stopped
     finally:
         await asyncio.gather(*(h.close() for h in started.values()))
+
+
+@contextlib.asynccontextmanager
+async def supervised(cfg: ModelServersConfig, handles: Sequence[tuple[str, ReplicaHandle]], *,
+                     name: str, token: str, version: int) -> AsyncIterator[ReplicaSet]:
+    """A monitored `ReplicaSet` over replicas this run started, `(url, handle)` each, at
+    `version`: it restarts them (local processes or replica actors alike), its clients
+    carry the pool's deadlines and credential. Supervision ends on exit, before the
+    caller stops the processes, so nothing restarts what is being stopped."""
+    req = cfg.requests
+    replicas = ReplicaSet(
+        [Replica(url, InferenceClient(url, req.request_timeout_s,
+                                      connect_timeout_s=req.connect_timeout_s, token=token),
+                 handle=handle, version=version) for url, handle in handles],
+        name=name, config=cfg.supervision, probe_interval_s=req.probe_interval_s,
+        version=version)
+    try:
+        replicas.start_monitor()
+        yield replicas
+    finally:
+        await replicas.close()
 
 
 async def gather_or_cancel(starts: list[Coroutine[Any, Any, None]]) -> None:

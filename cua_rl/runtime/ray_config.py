@@ -47,7 +47,8 @@ class RayConfig(BaseModel):
     """GPUs in the bundle of one model replica; None: 1 for vllm, 0 for hf (a
     CPU-only bundle, e.g. on a CPU-only cluster)."""
     replica_bind_host: str = "0.0.0.0"
-    """Interface a Ray-placed replica listens on; its URL uses the node's IP."""
+    """Interface a Ray-placed replica listens on; its URL uses the node's IP when it is
+    all interfaces (0.0.0.0, ::), else this address (127.0.0.1 on a one-machine cluster)."""
     group_backlog: int = Field(8, ge=1)
     """Finished groups waiting for the driver before workers that finish more
     wait (backpressure from the learners to the fleet)."""

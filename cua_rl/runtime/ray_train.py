@@ -11,7 +11,8 @@ Who runs where:
 - one SchedulerService and one GateService actor: the run's task groups and
   staleness gate, shared by all workers;
 - with `ray.inference: ray`, one ReplicaActor per model replica, placed in
-  bundles (GPU nodes for vllm) and reporting its URL.
+  bundles (GPU nodes for vllm) and reporting its URL; the driver's `ReplicaSet`
+  supervises it through a `RemoteReplica` (restarts its server when it dies).
 
 What crosses processes: the config and URLs (once per worker), tickets,
 trajectories and verdicts (worker -> scheduler), finished groups with running
@@ -38,7 +39,7 @@ from typing import Any
 
 from cua_rl.config import RunConfig
 from cua_rl.inference.config import ModelServersConfig
-from cua_rl.inference.launcher import default_tiny_dir, replica_set
+from cua_rl.inference.launcher import default_tiny_dir, replica_set, supervised
 from cua_rl.inference.pool import InferencePool
 from cua_rl.inference.replica_set import ReplicaSet
 from cua_rl.rollout.fleet import GroupHandler
@@ -46,6 +47,7 @@ from cua_rl.rollout.scheduler import TaskSource
 from cua_rl.runtime import ray_placement as placement
 from cua_rl.runtime.local import load_run_tasks
 from cua_rl.runtime.ray_fleet import WorkerFleet
+from cua_rl.runtime.ray_replica_handle import STOP_GRACE_S, RemoteReplica
 from cua_rl.runtime.ray_services import RemoteGate
 from cua_rl.runtime.ray_workers import WorkerSpec
 from cua_rl.runtime.train import start_engines, train
@@ -139,8 +141,10 @@ async def ray_components(cfg: RunConfig, served: RunConfig, run_dir: Path,
 async def replicas(cfg: RunConfig, servers: ModelServersConfig, name: str, run_dir: Path,
                    version: int) -> AsyncIterator[ReplicaSet]:
     """One role's model servers: given URLs, the driver's supervised hf replicas, or
-    replica actors placed on the cluster (`ray.inference: ray`; probed, not yet
-    restarted by the driver). Each pool has its own credential."""
+    replica actors placed on the cluster (`ray.inference: ray`), which the driver
+    supervises like local ones: a server that dies or stops answering is restarted
+    through its actor on the same URL and caught up to the current weights before it
+    serves (`RemoteReplica`). Each pool has its own credential."""
     tiny = cfg.tiny_model_dir or default_tiny_dir()
     if servers.urls or cfg.ray.inference == "driver":
         async with replica_set(servers, name=name, log_dir=run_dir / "logs", tiny_dir=tiny,
@@ -154,6 +158,7 @@ async def replicas(cfg: RunConfig, servers: ModelServersConfig, name: str, run_d
     group = await placement.reserve(bundles, "SPREAD", what=f"{name} replicas",
                                     timeout_s=cfg.ray.placement_timeout_s)
     handles: list[Any] = []
+    remotes: list[RemoteReplica] = []
     try:
         for i, bundle in enumerate(bundles):
             handles.append(ReplicaActor.options(**placement.bundle_options(group, i, bundle))
@@ -161,16 +166,13 @@ async def replicas(cfg: RunConfig, servers: ModelServersConfig, name: str, run_d
                                    tiny_dir=tiny, version=version,
                                    bind_host=cfg.ray.replica_bind_host, token=token))
         urls = list(await asyncio.gather(*(h.start.remote() for h in handles)))
-        req = servers.requests
-        remote = ReplicaSet.from_urls(
-            urls, timeout_s=req.request_timeout_s, connect_timeout_s=req.connect_timeout_s,
-            token=token, name=name, config=servers.supervision,
-            probe_interval_s=req.probe_interval_s, version=version)
-        try:
+        remotes = [RemoteReplica(h, url, restart_timeout_s=servers.ready_timeout_s + STOP_GRACE_S)
+                   for h, url in zip(handles, urls, strict=True)]
+        async with supervised(servers, [(r.url, r) for r in remotes], name=name, token=token,
+                              version=version) as remote:
             yield remote
-        finally:
-            await remote.close()
     finally:
+        await asyncio.gather(*(r.close() for r in remotes))
         await stop_actors(handles, cfg.ray.stop_timeout_s)
         placement.release(group)
 
