@@ -145,7 +145,8 @@ async def test_processes_racing_for_the_last_slots_never_share_one(
     """Four processes of a run (each its own provider: own EC2 client, own view) start a
     desktop at once while one host has two free slots. They all read the same tags;
     the host's agent leases each slot once, so two win a slot there and the other two
-    launch hosts of their own."""
+    go elsewhere: a host of their own each, or one new host that the later of them
+    already sees (which of the two depends on the race)."""
     ec2 = network["ec2"]
     k = 3
     guest_port = free_port_run(k + 1)
@@ -164,7 +165,11 @@ async def test_processes_racing_for_the_last_slots_never_share_one(
             assert len(set(placed)) == len(placed), f"two desktops share a slot: {placed}"
             on_host = sorted(slot for instance, slot in placed if instance == host)
             assert on_host == [1, 2], placed
-            assert sorted(slot for instance, slot in placed if instance != host) == [0, 0]
+            # the two losers launch a host each, or one launches and the other, racing it,
+            # finds the new host already tagged and leases its next slot: both are right
+            # (no slot shared, checked above), and nothing launches more than that
+            elsewhere = sorted(slot for instance, slot in placed if instance != host)
+            assert elsewhere in ([0, 0], [0, 1]), placed
             tags = tags_of(describe(ec2, host))
             winners = {h.info["slot"]: h.id for h in handles if h.info["instance_id"] == host}
             assert {s: tags[f"cua-rl:slot-{s}"] for s in (1, 2)} == winners
