@@ -81,7 +81,11 @@ class GuestClients:
         return cached[1]
 
     def _close_later(self, client: GuestClient) -> None:
-        task = asyncio.get_running_loop().create_task(client.close())
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop: no session was ever opened on it either
+            return
+        task = loop.create_task(client.close())
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
 
