@@ -181,7 +181,9 @@ class GroupRecord:
     The one contract for a finished group, wherever its rollouts ran (it crosses
     Ray): the selector, the sample builder and the metrics read it; nobody
     mutates it. Rollouts given up after repeated aborts are absent (`gave_up`
-    counts them), so `trajectories` holds scored episodes only.
+    counts them, `gave_up_reasons` says why), so `trajectories` holds scored
+    episodes only. A group whose every rollout was given up is still emitted,
+    empty: a candidate task's group must be decided even then (Algorithm 2).
     """
 
     group_id: str
@@ -191,6 +193,12 @@ class GroupRecord:
     verdicts: Mapping[str, tuple[StepVerdict, ...]]
     """Reward-model verdicts per trajectory id, in step order."""
     gave_up: int = 0
+    gave_up_reasons: tuple[str, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        """No scored rollout: every one was given up (no accuracy, no samples)."""
+        return not self.trajectories
 
     @property
     def accuracy(self) -> float:
@@ -212,3 +220,7 @@ class StepSample:
     """The episode the sample comes from (per-trajectory loss aggregation)."""
     step_index: int = -1
     """Its step in that episode (coverage reports); -1 when not from an episode."""
+    replayed: bool = False
+    """From a stored trajectory put back into a later group (success replay): it
+    carries its own behaviour logprobs and is left out of the group's freshness
+    decision."""

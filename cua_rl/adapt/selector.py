@@ -9,9 +9,17 @@ temporary task. A task has at most one pending candidate. Every proposal and
 decision is an event in the run store, and `state_dict` captures everything a
 resumed run needs.
 
-Only groups of original and accepted tasks are training data: `on_group` says
-so for each group (a candidate's group decides its acceptance and nothing else).
-A rejected candidate is remembered and never proposed again for its task; the
+Training data is S u N of Algorithm 2 (lines 37-42): `on_group` returns what a
+group is (`GroupUse`): `original` (a group of a task version: trains), `accepted`
+(the candidate's own group, accepted by it: trains), `rejected` (a candidate's
+group that did not pass: decides and nothing else) or `empty` (every rollout was
+given up: trains nothing; a candidate's empty group is rejected as
+`no_rollouts`, so no task is ever left waiting on a decision).
+
+Every candidate has a variant id never used before in the run: a rewrite equal
+to the task's current or any earlier version, or to a rejected candidate, is not
+a candidate (the rewriter is told to skip them, and a rewrite that still equals
+one is dropped with a note). A rejected candidate is never proposed again; the
 critique is asked for only when the rewriter would read it.
 """
 
@@ -20,15 +28,19 @@ from __future__ import annotations
 import logging
 from collections import deque
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from cua_rl.adapt.acceptance import AdaptBand, Direction
 from cua_rl.adapt.critique import Critic
-from cua_rl.adapt.rewriter import Key, Rewriter, TaskTemplate, variant_key
+from cua_rl.adapt.rewriter import Key, Rewrite, Rewriter, TaskTemplate, variant_key
 from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.types import GroupRecord, TaskVariant
 
 log = logging.getLogger(__name__)
+
+GroupUse = Literal["original", "accepted", "rejected", "empty"]
+"""What a finished group is to the learners (see the module docstring)."""
+TRAINS: frozenset[str] = frozenset({"original", "accepted"})
 
 
 @dataclass
@@ -67,6 +79,10 @@ class TemplateSelector:
         """Variant ids that were, at some point, an original or an accepted task."""
         self._rejected: dict[str, set[Key]] = {}
         """Per task, the (evaluator, instruction) of rejected candidates: never re-proposed."""
+        self._versions: dict[str, list[Key]] = {t: [variant_key(v)] for t, v in start.items()}
+        """Per task, the keys of its original and every accepted version, in order."""
+        self._ids: set[str] = set(self._trainable)
+        """Every variant id handed out in this run (ids are never reused)."""
 
     # task source -------------------------------------------------------------
 
@@ -82,69 +98,103 @@ class TemplateSelector:
 
     # decisions ---------------------------------------------------------------
 
-    async def on_group(self, group: GroupRecord) -> bool:
-        """Record the group's accuracy, decide or propose; True when the group is
-        training data (its variant is an original or accepted task)."""
+    async def on_group(self, group: GroupRecord) -> GroupUse:
+        """Record the group's accuracy, decide or propose; say what the group is."""
         variant, acc = group.variant, group.accuracy
-        trainable = variant.variant_id in self._trainable
-        self.accuracy[variant.variant_id] = acc
         proposal = self.pending.get(variant.task_id)
         if proposal is not None and proposal.candidate.variant_id == variant.variant_id:
-            await self._decide(proposal, acc)
-            return False  # sampled as a candidate: it decides acceptance, nothing more
+            return await self._decide(proposal, group)
+        if variant.variant_id not in self._trainable:
+            log.warning("group %s of %s: neither a version of its task nor its pending "
+                        "candidate; not training data", group.group_id, variant.variant_id)
+            return "rejected"
+        if group.empty:
+            return "empty"
+        self.accuracy[variant.variant_id] = acc
         if proposal is not None or variant.variant_id != self.current[variant.task_id].variant_id:
-            return trainable
+            return "original"
         direction = self.band.goal(acc)
-        if direction is None:
-            return trainable
+        if direction is not None:
+            await self._propose(group, direction)
+        return "original"
+
+    async def _propose(self, group: GroupRecord, direction: Direction) -> None:
+        variant, acc = group.variant, group.accuracy
         template = self.templates[variant.task_id]
         summaries: list[str] = []
         if self.critic is not None and self.rewriter.reads_summaries(variant, template,
                                                                      direction):
             summaries = await self.critic.summarize_group(
                 variant, list(group.trajectories), {k: list(v) for k, v in group.verdicts.items()})
-        rejected = frozenset(self._rejected.get(variant.task_id, ()))
+        # never again: a rejected candidate, nor the current or an earlier version
+        known = self._rejected.get(variant.task_id, set()) | set(self._versions[variant.task_id])
         rewrite = await self.rewriter.propose(variant, template, summaries, direction,
-                                              exclude=rejected)
+                                              exclude=frozenset(known))
+        note = rewrite.note
+        if rewrite.candidate is not None and variant_key(rewrite.candidate) in known:
+            note = (f"rewrite {variant_key(rewrite.candidate)} equals a version or a rejected "
+                    f"candidate of the task; skipped ({note})")
+            rewrite = Rewrite(None, note)
         if rewrite.candidate is None:
             await self._event("adapt_no_candidate", variant, direction=direction, acc=acc,
-                              note=rewrite.note)
-            return trainable
-        candidate = rewrite.candidate
-        candidate = self._numbered(candidate, template)
+                              note=note)
+            return
+        candidate = self._numbered(rewrite.candidate, template)
+        self._ids.add(candidate.variant_id)
         self.pending[variant.task_id] = Proposal(candidate, variant, direction, acc, summaries)
         self._queue.append(candidate)
         await self.store.add_variant(candidate)
         await self.store.incr("adapt_proposals")
         await self._event("adapt_proposal", variant, direction=direction, acc_parent=acc,
                           candidate=candidate.variant_id, instruction=candidate.instruction,
-                          summaries=summaries, note=rewrite.note)
-        return trainable
+                          summaries=summaries, note=note)
 
-    async def _decide(self, proposal: Proposal, acc: float) -> None:
+    async def _decide(self, proposal: Proposal, group: GroupRecord) -> GroupUse:
+        """Accept or reject the candidate on its group (acc(q) is the parent's
+        accuracy frozen at proposal). A group with no scored rollout is rejected
+        with reason `no_rollouts`, so the task is free for a new proposal."""
         task_id = proposal.parent.task_id
-        accepted = self.band.accept(proposal.direction, proposal.acc_parent, acc)
         del self.pending[task_id]
+        acc = group.accuracy
+        reason = ""
+        if group.empty:
+            accepted, reason = False, "no_rollouts"
+            await self.store.incr("adapt_no_rollouts")
+        else:
+            self.accuracy[proposal.candidate.variant_id] = acc
+            accepted = self.band.accept(proposal.direction, proposal.acc_parent, acc)
         if accepted:
             self.current[task_id] = proposal.candidate
             self._trainable.add(proposal.candidate.variant_id)
+            self._versions[task_id].append(variant_key(proposal.candidate))
             await self.store.incr("adapt_accepted")
         else:
             self._rejected.setdefault(task_id, set()).add(variant_key(proposal.candidate))
         await self._event(
             "adapt_decision", proposal.parent, accepted=accepted, direction=proposal.direction,
             parent=proposal.parent.variant_id, candidate=proposal.candidate.variant_id,
-            acc_parent=proposal.acc_parent, acc_candidate=acc, summaries=proposal.summaries,
+            acc_parent=proposal.acc_parent, acc_candidate=None if group.empty else acc,
+            summaries=proposal.summaries, reason=reason,
+            gave_up_reasons=list(group.gave_up_reasons),
         )
+        if group.empty:
+            return "empty"
+        return "accepted" if accepted else "rejected"
 
     def _numbered(self, candidate: TaskVariant, template: TaskTemplate) -> TaskVariant:
-        """Give a rewritten instruction of an existing evaluator its own revision."""
+        """Give the candidate an id never used in this run: a template's canonical
+        instruction keeps revision 0 unless that id was handed out before; any other
+        instruction gets the task's next revision."""
         canonical = template.variants[candidate.evaluator_name].instruction
-        if candidate.instruction == canonical:
+        if candidate.instruction == canonical and candidate.revision == 0 \
+                and candidate.variant_id not in self._ids:
             return candidate
-        rev = self._revisions.get(candidate.task_id, 0) + 1
-        self._revisions[candidate.task_id] = rev
-        return TaskVariant(**{**asdict(candidate), "revision": rev})
+        while True:
+            rev = self._revisions.get(candidate.task_id, 0) + 1
+            self._revisions[candidate.task_id] = rev
+            numbered = TaskVariant(**{**asdict(candidate), "revision": rev})
+            if numbered.variant_id not in self._ids:
+                return numbered
 
     async def _event(self, kind: str, variant: TaskVariant, **data: Any) -> None:
         log.info("%s %s %s", kind, variant.variant_id, data)
@@ -163,6 +213,8 @@ class TemplateSelector:
             "revisions": dict(self._revisions),
             "trainable": sorted(self._trainable),
             "rejected": {k: sorted(v) for k, v in self._rejected.items()},
+            "versions": {k: list(v) for k, v in self._versions.items()},
+            "ids": sorted(self._ids),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -180,6 +232,15 @@ class TemplateSelector:
                                                        for v in self.current.values()]))
         self._rejected = {k: {(n, i) for n, i in v}
                           for k, v in state.get("rejected", {}).items()}
+        self._versions = {k: [(n, i) for n, i in v] for k, v in state.get(
+            "versions", {k: [variant_key(v)] for k, v in self.current.items()}).items()}
+        self._ids = set(state.get("ids", ())) | self._trainable | {
+            p.candidate.variant_id for p in self.pending.values()}
+        # A candidate handed out before a crash has no group coming: serve it again.
+        queued = {v.variant_id for v in self._queue}
+        for proposal in self.pending.values():
+            if proposal.candidate.variant_id not in queued:
+                self._queue.append(proposal.candidate)
 
 
 def _variant(data: dict[str, Any]) -> TaskVariant:

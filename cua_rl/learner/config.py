@@ -18,8 +18,9 @@ class LossConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     kind: Literal["ppo", "gspo"] = "ppo"
-    """`ppo`: token-level ratio to the proximal policy, token-mean over response tokens.
-    `gspo`: one length-normalized ratio per sequence, sequence-mean aggregation."""
+    """The ratio to the proximal policy: `ppo`, one per token; `gspo`, one
+    length-normalized ratio per sequence, shared by its tokens. What the loss is
+    averaged over is `aggregation`'s choice, for both kinds."""
     clip_eps: float = Field(0.2, gt=0.0, lt=1.0)
     """PPO clip range: the ratio is clipped to [1 - eps, 1 + eps]."""
     gspo_clip_low: float = Field(3e-4, gt=0.0, lt=1.0)
@@ -40,7 +41,9 @@ class LossConfig(BaseModel):
     `step`: every step sample weighs the same (its tokens averaged first), matching
     advantages that are defined per step; `trajectory`: every episode weighs the
     same (steps averaged within it first). Default `step`: one decision, one vote,
-    whatever the length of its reasoning (docs/algorithms.md, "loss aggregation")."""
+    whatever the length of its reasoning (docs/algorithms.md, "loss aggregation").
+    With `kind: gspo`, `step` is GSPO's sequence mean; `token` weighs each sequence
+    by its length."""
 
 
 class TorchEngineConfig(BaseModel):

@@ -1,18 +1,26 @@
 """One learner (policy or reward model) as an asyncio service.
 
-It consumes the samples of whole task groups: an update is made of
-`tasks_per_update` groups (paper: 12 tasks x 8 rollouts), all their steps and
-votes, split into mini-batches by the engine; the version counter, and so the
-staleness bound eta, counts those updates. Invariants:
-- a group is judged fresh once, when it is submitted (its group completed): each
-  sample whose behavior version is at least `learner version - eta` is kept, the
-  others are dropped and counted (`<role>_stale_dropped`);
-- a kept sample is trained with its whole group, never cut by sample order; it is
-  at most `eta + queue_updates` versions old when trained (the queue bound);
-- every submitted sample is counted once (`<role>_samples_collected`) and ends as
-  used, stale, or unused because the learner reached its update budget
-  (`<role>_samples_used`, `<role>_stale_dropped`, `<role>_unused_at_end`).
-Groups without samples (all advantages zero) do not count towards an update.
+It consumes whole task groups: an RL step is `tasks_per_update` sampled groups
+(paper: 12 tasks x 8 rollouts) of original or accepted tasks, all their steps
+(policy) or votes (PRM), split into mini-batches by the engine. A group counts
+towards its step whether or not it has samples (all advantages zero, or, for the
+reward model, a task outside the band), so an update is made of exactly the
+tasks sampled for it. A step with no sample at all makes no update: the weights
+and the version stay (`<role>_steps_empty`); the version, and so the staleness
+bound eta, counts updates. Invariants:
+- freshness is decided once per group, when it is submitted: the group is fresh
+  iff its oldest behaviour version (replayed trajectories left out) is at least
+  `learner version - eta`; a stale group's samples are all dropped and counted
+  (`<role>_stale_dropped`), it still fills its place in the step. A group is
+  never trained in part;
+- a kept sample is at most `eta + queue_updates` versions old when trained (the
+  queue bound);
+- a follower (`leader`: the reward model follows the policy) takes step k only
+  once its leader has taken step k, so both train on the same groups, step for
+  step, and the follower stops where the leader stopped;
+- a step cut short by the end of the run is not trained; every submitted sample
+  is counted once (`<role>_samples_collected`) and ends as used, stale, or unused
+  at the end (`<role>_samples_used`, `<role>_stale_dropped`, `<role>_unused_at_end`).
 
 Updates are counted from the checkpointed version, so a run resumed after a
 crash never counts an update twice or misses one: the store's `<role>_updates`
@@ -67,6 +75,7 @@ class LearnerService:
         gate: Gate | None = None,
         eta: int = 2,
         on_metrics: MetricsHook | None = None,
+        leader: LearnerService | None = None,
     ) -> None:
         if tasks_per_update < 1:
             raise ValueError(f"tasks_per_update must be >= 1, got {tasks_per_update}")
@@ -91,8 +100,13 @@ class LearnerService:
         self.samples_used = 0
         self.stale_dropped = 0
         self.unused_at_end = 0
+        self.steps = 0
+        """RL steps taken, with or without an update."""
+        self.steps_empty = 0
+        self.leader = leader
         self._stale_since_update = 0
         self._stopped = False
+        self._stepped = asyncio.Condition()
 
     @property
     def version(self) -> int:
@@ -104,10 +118,8 @@ class LearnerService:
         return self.cfg.queue_updates * self.tasks_per_update
 
     async def submit(self, samples: Sequence[StepSample], group_id: str = "") -> int:
-        """Queue one completed group's samples (waits while the queue is full);
-        returns how many were kept. An empty group is not queued."""
-        if not samples:
-            return 0
+        """Queue one sampled group's samples, possibly none (waits while the queue is
+        full); returns how many were kept: all of them, or none if the group is stale."""
         async with self._space:
             await self._space.wait_for(
                 lambda: self._stopped or self._queue.qsize() < self.queue_bound)
@@ -115,15 +127,20 @@ class LearnerService:
             if self._stopped:  # reached its update budget: nothing more is trained
                 await self._count("unused_at_end", len(samples))
                 return 0
-            floor = self.version - self.eta
-            fresh = tuple(s for s in samples if s.version >= floor)
-            stale = len(samples) - len(fresh)
-            if stale:
-                self._stale_since_update += stale
-                await self._count("stale_dropped", stale)
-            if fresh:
-                self._queue.put_nowait(_QueuedGroup(group_id, fresh))
-            return len(fresh)
+            own = [s.version for s in samples if not s.replayed]
+            if own and min(own) < self.version - self.eta:
+                self._stale_since_update += len(samples)
+                await self._count("stale_dropped", len(samples))
+                samples = ()
+            self._queue.put_nowait(_QueuedGroup(group_id, tuple(samples)))
+            return len(samples)
+
+    async def took_step(self, step: int) -> bool:
+        """Wait until this learner has taken RL step `step` (True) or stopped before
+        it (False): what a follower asks before training the same step."""
+        async with self._stepped:
+            await self._stepped.wait_for(lambda: self.steps >= step or self._stopped)
+            return self.steps >= step
 
     async def _count(self, name: str, n: int) -> None:
         """Add to an attribute and to its store counter `<role>_<name>`."""
@@ -131,32 +148,52 @@ class LearnerService:
         await self.store.incr(f"{self.role}_{name}", n)
 
     async def finish(self) -> None:
-        """No more samples: train what is queued, then `run` returns."""
+        """No more samples: train the whole steps queued, then `run` returns."""
         self._queue.put_nowait(None)
 
     async def run(self, max_updates: int | None = None) -> None:
-        done = False
-        while not done and (max_updates is None or self.version < max_updates):
-            groups: list[_QueuedGroup] = []
-            while len(groups) < self.tasks_per_update:
-                item = await self._queue.get()
-                async with self._space:
-                    self._space.notify_all()
-                if item is None:
-                    done = True
-                    break
-                groups.append(item)
-            if groups:
+        left: list[_QueuedGroup] = []
+        while max_updates is None or self.version < max_updates:
+            groups = await self._next_step()
+            if groups is None:
+                break
+            if len(groups) < self.tasks_per_update or (
+                    self.leader is not None and not await self.leader.took_step(self.steps + 1)):
+                left = groups  # cut short by the end of the run: not trained
+                break
+            async with self._stepped:
+                self.steps += 1
+                self._stepped.notify_all()
+            await self.store.set_counter(f"{self.role}_steps", self.steps)
+            if any(g.samples for g in groups):
                 await self._update(groups)
+            else:
+                self.steps_empty += 1
+                await self.store.incr(f"{self.role}_steps_empty")
         async with self._space:
             self._stopped = True
             self._space.notify_all()
-            left = 0
             while not self._queue.empty():
                 item = self._queue.get_nowait()
-                left += len(item.samples) if item is not None else 0
-            if left:
-                await self._count("unused_at_end", left)
+                if item is not None:
+                    left.append(item)
+            unused = sum(len(g.samples) for g in left)
+            if unused:
+                await self._count("unused_at_end", unused)
+        async with self._stepped:
+            self._stepped.notify_all()
+
+    async def _next_step(self) -> list[_QueuedGroup] | None:
+        """The next step's groups; fewer when the run ended first; None if nothing came."""
+        groups: list[_QueuedGroup] = []
+        while len(groups) < self.tasks_per_update:
+            item = await self._queue.get()
+            async with self._space:
+                self._space.notify_all()
+            if item is None:
+                return groups or None
+            groups.append(item)
+        return groups
 
     async def _update(self, groups: list[_QueuedGroup]) -> None:
         batch = [s for g in groups for s in g.samples]
@@ -183,7 +220,9 @@ class LearnerService:
         """What this update was made of: groups, samples, how old, which steps."""
         indexes = {s.step_index for s in batch if s.step_index >= 0}
         return {
+            "step": float(self.steps),
             "groups": float(len(groups)),
+            "groups_with_samples": float(sum(1 for g in groups if g.samples)),
             "samples": float(len(batch)),
             "samples_dropped_stale": float(self._stale_since_update),
             # the version the update started from minus each sample's behavior version

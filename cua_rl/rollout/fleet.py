@@ -149,7 +149,7 @@ class Fleet:
         await self.store.add_event(GAVE_UP, ticket.variant.variant_id, {
             "group_id": ticket.group_id, "slot": ticket.slot,
             "attempts": ticket.attempt + 1, "reason": reason})
-        group = await self.scheduler.give_up(ticket)
+        group = await self.scheduler.give_up(ticket, reason)
         if group is not None:
             finishing.create_task(self._emit(group))
 
@@ -168,6 +168,6 @@ class Fleet:
             await self._emit(group)
 
     async def _emit(self, group: GroupRecord) -> None:
-        self.counts["groups"] += 1
+        self.counts["groups_empty" if group.empty else "groups"] += 1
         if self.on_group is not None:
             await self.on_group(group)

@@ -4,7 +4,9 @@ Invariants:
 - every ticket handed out comes back exactly once, through `complete` or `abort`;
 - an aborted rollout is re-queued at the front (same group, same slot, next
   attempt) and never counts as a failure;
-- a group is emitted exactly once, when all G of its slots have completed;
+- a group is emitted exactly once, when each of its G slots has completed or
+  been given up (a group whose every rollout was given up is emitted empty, so
+  a candidate task's group is always decided);
 - a rollout starts only while the serving policy is fresh enough
   (`VersionGate`, docs/architecture.md, concurrency).
 """
@@ -92,6 +94,7 @@ class TaskGroup:
     verdicts: dict[str, list[StepVerdict]] = field(default_factory=dict)
     """Reward-model verdicts per trajectory id, in step order."""
     gave_up: int = 0
+    gave_up_reasons: list[str] = field(default_factory=list)
 
     @property
     def done(self) -> bool:
@@ -102,7 +105,7 @@ class TaskGroup:
         trajectories = tuple(self.trajectories[slot] for slot in sorted(self.trajectories))
         return GroupRecord(self.group_id, self.variant, trajectories,
                            {t.id: tuple(self.verdicts.get(t.id, ())) for t in trajectories},
-                           gave_up=self.gave_up)
+                           gave_up=self.gave_up, gave_up_reasons=tuple(self.gave_up_reasons))
 
 
 class GroupScheduler:
@@ -190,17 +193,18 @@ class GroupScheduler:
             )
             self._changed.notify_all()
 
-    async def give_up(self, ticket: RolloutTicket) -> GroupRecord | None:
+    async def give_up(self, ticket: RolloutTicket, reason: str = "") -> GroupRecord | None:
         """Drop a rollout that keeps aborting; its group shrinks by one and is
-        returned if that completes it (an empty group is dropped)."""
+        returned if that completes it, empty when nothing of it was scored."""
         async with self._changed:
             group = self._groups[ticket.group_id]
             group.size -= 1
             group.gave_up += 1
+            group.gave_up_reasons.append(reason)
             self._changed.notify_all()
             if group.done:
                 del self._groups[ticket.group_id]
-                return group.record() if group.size else None
+                return group.record()
             return None
 
     @property

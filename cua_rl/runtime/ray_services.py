@@ -79,8 +79,8 @@ class SchedulerService:
     async def abort(self, ticket: RolloutTicket) -> None:
         await self.scheduler.abort(ticket)
 
-    async def give_up(self, ticket: RolloutTicket) -> GroupRecord | None:
-        return await self.scheduler.give_up(ticket)
+    async def give_up(self, ticket: RolloutTicket, reason: str = "") -> GroupRecord | None:
+        return await self.scheduler.give_up(ticket, reason)
 
     async def put_group(self, report: GroupReport) -> None:
         """Waits while `backlog` groups are queued for the driver."""
@@ -139,8 +139,8 @@ class RemoteScheduler:
     async def abort(self, ticket: RolloutTicket) -> None:
         await self.handle.abort.remote(ticket)
 
-    async def give_up(self, ticket: RolloutTicket) -> GroupRecord | None:
-        return await self.handle.give_up.remote(ticket)
+    async def give_up(self, ticket: RolloutTicket, reason: str = "") -> GroupRecord | None:
+        return await self.handle.give_up.remote(ticket, reason)
 
     async def put_group(self, report: GroupReport) -> None:
         await self.handle.put_group.remote(report)

@@ -208,17 +208,19 @@ async def _train_loop(cfg: RunConfig, run_dir: Path, *, store: AsyncRunStore,
     def on_metrics(role: str, values: dict[str, float], version: int) -> None:
         metrics.log(role, values, version)
 
-    def learner(role: Role, pool: InferencePool, loop_cfg: LearnerLoopConfig) -> LearnerService:
+    def learner(role: Role, pool: InferencePool, loop_cfg: LearnerLoopConfig,
+                leader: LearnerService | None = None) -> LearnerService:
         # The pool's own replica set: routing and weight sync see the same replicas.
         sync = WeightSync(pool.replicas, cfg.train.sync, run_dir / "exports" / role)
         return LearnerService(role, engines[role], store, loop_cfg,
                               checkpoint_dir=ckpt, sync=sync,
                               tasks_per_update=cfg.train.tasks_per_update,
                               gate=gate if role == "policy" else None, eta=cfg.fleet.eta,
-                              on_metrics=on_metrics)
+                              on_metrics=on_metrics, leader=leader)
 
     policy_learner = learner("policy", policy, cfg.train.policy_loop)
-    prm_learner = learner("prm", prm, cfg.train.prm_loop) if prm else None
+    # the reward model trains once per policy step, on the same groups (paper)
+    prm_learner = learner("prm", prm, cfg.train.prm_loop, policy_learner) if prm else None
     max_updates = cfg.train.max_policy_updates
 
     async def source() -> TaskVariant | None:

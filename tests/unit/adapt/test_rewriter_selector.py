@@ -122,28 +122,30 @@ def _group(variant: TaskVariant, wins: int, n: int = 4) -> GroupRecord:
 
 async def test_selector_proposes_then_accepts_or_rejects(tmp_path: Path) -> None:
     store = AsyncRunStore.open(tmp_path)
-    sel = TemplateSelector({"t": TEMPLATE}, {"t": TEMPLATE.variants["full"]}, band=AdaptBand(),
+    full = TEMPLATE.variants["full"]
+    sel = TemplateSelector({"t": TEMPLATE}, {"t": full}, band=AdaptBand(),
                            rewriter=RuleRewriter(), store=store)
     assert (await sel.next_variant()).evaluator_name == "full"
-    assert await sel.on_group(_group(TEMPLATE.variants["full"], wins=0))  # acc 0 -> easier
-    candidate = await sel.next_variant()                                # joins the next round
+    assert await sel.on_group(_group(full, wins=0)) == "original"  # acc 0 -> easier
+    candidate = await sel.next_variant()                            # joins the next round
     assert candidate.revision == 1 and "Hint: use Data > Sort." in candidate.instruction
-    assert await sel.on_group(_group(TEMPLATE.variants["full"], wins=0))  # q: still pending
-    # the candidate's group decides acceptance and is not training data
-    assert not await sel.on_group(_group(candidate, wins=2))            # 0 < 0.5 < 0.8: accept
+    assert await sel.on_group(_group(full, wins=0)) == "original"  # q: still pending
+    # the candidate's own group decides, and is training data once accepted (S u N)
+    assert await sel.on_group(_group(candidate, wins=2)) == "accepted"  # 0 < 0.5 < 0.8
     assert sel.current["t"] == candidate and not sel.pending
-    # acc 1.0 -> harder: remove the hint; 0.1 overshoots below the band -> rejected
-    assert await sel.on_group(_group(candidate, wins=4))                # accepted: trainable
+    # acc 1.0 -> harder. Removing the hint gives back the original's text: an earlier
+    # version of the task, never a candidate (it would take the original's id); the
+    # next harder option is proposed instead
+    assert await sel.on_group(_group(candidate, wins=4)) == "original"
     harder = await sel.next_variant()
-    assert harder.instruction == "Sort all rows."
-    assert not await sel.on_group(_group(harder, wins=0, n=10))
+    assert harder.evaluator_name == "extra" and harder.variant_id != full.variant_id
+    assert await sel.on_group(_group(harder, wins=0, n=10)) == "rejected"  # below the band
     assert sel.current["t"] == candidate
-    # still too easy: the rejected rewrite is not proposed again, the next option is
-    assert await sel.on_group(_group(candidate, wins=4))
-    again = await sel.next_variant()
-    assert again.evaluator_name == "extra"
+    # still too easy: nothing is left that is neither a version nor rejected
+    assert await sel.on_group(_group(candidate, wins=4)) == "original"
+    assert not sel.pending
     summary = await store.summary()
-    assert summary["adapt_proposals"] == 3 and summary["adapt_accepted"] == 1
+    assert summary["adapt_proposals"] == 2 and summary["adapt_accepted"] == 1
     decisions = await store.events("adapt_decision")
     assert [d["data"]["accepted"] for d in decisions] == [True, False]
     restored = TemplateSelector({"t": TEMPLATE}, {"t": VARIANTS[0]}, band=AdaptBand(),

@@ -4,6 +4,7 @@ update order, with a recording engine in place of a model."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -57,19 +58,25 @@ async def test_a_group_of_8_by_15_steps_loses_no_sample(store: Any, tmp_path: Pa
     assert service.stale_dropped == 0
 
 
-async def test_an_update_is_made_of_whole_groups_in_order(store: Any, tmp_path: Path) -> None:
+async def test_an_update_is_made_of_the_sampled_groups_in_order(store: Any, tmp_path: Path
+                                                                 ) -> None:
+    # tasks_per_update counts sampled groups, zero-signal ones included (the paper's
+    # step is 12 sampled tasks); a step with no sample makes no update; a step cut
+    # short by the end of the run is not trained, its samples counted as unused
     service, engine = _service(store, tmp_path, tasks=2, queue_updates=2)
-    groups = [_group(f"g{k}", 2, k + 1) for k in range(5)]
+    groups = [_group("g0", 2, 1), [], _group("g2", 2, 2), _group("g3", 1, 1), [], [],
+              _group("g6", 2, 3)]
     run = asyncio.create_task(service.run())
     for k, group in enumerate(groups):
-        await service.submit(group, f"g{k}")
-        # an empty group (no signal) is not queued and does not count towards an update
-        assert await service.submit([], "flat") == 0
+        assert await service.submit(group, f"g{k}") == len(group)
     await service.finish()
     await run
-    # 2 + 2 groups, then the remainder is trained when the run ends
-    assert engine.batches == [groups[0] + groups[1], groups[2] + groups[3], groups[4]]
-    assert service.samples_used == service.samples_collected == sum(map(len, groups))
+    assert engine.batches == [groups[0], groups[2] + groups[3]]
+    assert (service.steps, service.steps_empty, engine.version) == (3, 1, 2)
+    assert service.unused_at_end == len(groups[6])
+    assert service.samples_collected == service.samples_used + service.unused_at_end
+    counters = await store.counters()
+    assert (counters["policy_steps"], counters["policy_steps_empty"]) == (3, 1)
 
 
 async def test_stale_samples_are_dropped_and_counted_with_eta_0(store: Any, tmp_path: Path
@@ -81,15 +88,19 @@ async def test_stale_samples_are_dropped_and_counted_with_eta_0(store: Any, tmp_
     await _until(lambda: engine.version == 1)
     # sampled at version 0, completed after update 1: stale under eta = 0
     assert await service.submit(_group("b", 2, 3, version=0), "b") == 0
-    # a group that mixes versions keeps its fresh samples only
+    # a group with step versions on both sides of the floor is judged once, by its
+    # oldest step: all of it is stale (no group is ever trained in part)
     mixed = _group("c", 1, 2, version=0) + _group("c", 1, 2, version=1)
-    assert await service.submit(mixed, "c") == 2
+    assert await service.submit(mixed, "c") == 0
+    # replayed trajectories carry their own logprobs: left out of the decision
+    replayed = [replace(s, replayed=True) for s in _group("d", 1, 2, version=0)]
+    assert await service.submit(_group("d", 1, 2, version=1) + replayed, "d") == 4
     await service.finish()
     await run
-    assert service.stale_dropped == 8
-    assert [len(b) for b in engine.batches] == [6, 2]
+    assert service.stale_dropped == 10
+    assert [len(b) for b in engine.batches] == [6, 4]
     counters = await store.counters()
-    assert counters.get("policy_stale_dropped") == 8
+    assert counters.get("policy_stale_dropped") == 10
     assert gate.learner_version == 2
 
 
@@ -115,3 +126,29 @@ async def _until(predicate: Any, timeout: float = 10.0) -> None:
     async with asyncio.timeout(timeout):
         while not predicate():  # noqa: ASYNC110 - the engine runs on a thread
             await asyncio.sleep(0.01)
+
+
+async def test_a_follower_trains_the_leaders_steps_and_stops_where_it_stopped(
+        store: Any, tmp_path: Path) -> None:
+    # The reward model updates once per policy step on the same groups' in-band
+    # subset: steps without any reward-model sample make no update (counted).
+    leader, policy = _service(store, tmp_path, tasks=2, queue_updates=4)
+    prm = RecordingEngine()
+    follower = LearnerService("prm", prm, store,  # type: ignore[arg-type]
+                              LearnerLoopConfig(queue_updates=4),
+                              checkpoint_dir=tmp_path / "ckpt", tasks_per_update=2,
+                              leader=leader)
+    runs = [asyncio.create_task(follower.run()),
+            asyncio.create_task(leader.run(max_updates=2))]
+    prm_groups = [_group("a", 1, 1), [], [], [], _group("e", 2, 1), [], _group("g", 1, 1), []]
+    for k, votes in enumerate(prm_groups):
+        await leader.submit(_group(f"p{k}", 1, 1), f"g{k}")
+        await follower.submit(votes, f"g{k}")
+    await leader.finish()
+    await follower.finish()
+    await asyncio.wait_for(asyncio.gather(*runs), 10)
+    # the policy stopped after 2 steps (its budget): the follower took those two only
+    assert (leader.steps, follower.steps, follower.steps_empty) == (2, 2, 1)
+    assert prm.batches == [prm_groups[0]]
+    assert follower.unused_at_end == 3 and follower.samples_used == 1
+    assert (await store.counters())["prm_steps_empty"] == 1

@@ -82,6 +82,11 @@ async def test_give_up_shrinks_group() -> None:
     assert group is not None and len(group.trajectories) == 1
     assert group.gave_up == 1 and group.accuracy == 1.0
     c, d = await sched.next_ticket(), await sched.next_ticket()
-    assert await sched.give_up(c) is None
-    assert await sched.give_up(d) is None  # an empty group is dropped, not emitted
+    assert await sched.give_up(c, "setup failed: no such file") is None
+    # a group whose every rollout was given up is still emitted, empty, with the
+    # reasons: a candidate task's group must be decided even then (Algorithm 2)
+    empty = await sched.give_up(d, "variant set aside: 3 aborts in a row")
+    assert empty is not None and empty.empty and empty.gave_up == 2
+    assert empty.gave_up_reasons == ("setup failed: no such file",
+                                     "variant set aside: 3 aborts in a row")
     assert await sched.next_ticket() is None

@@ -1,6 +1,9 @@
 """Algorithm 2's rule for training data, end to end from a finished group: the real
-selector, sample builder, run store and learner services; candidate groups decide
-their acceptance and never reach a learner."""
+selector, scheduler, sample builder, run store and learner services. S u N: groups
+of a task's versions and an accepted candidate's own group train both learners, a
+rejected candidate's never does; no task is left waiting on a decision; the
+reward model updates once per policy step on the in-band subset of its groups.
+Each test reproduces a defect of an earlier main (issue 28)."""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from cua_rl.adapt.selector import TemplateSelector
 from cua_rl.learner.config import LearnerLoopConfig
 from cua_rl.learner.service import LearnerService
 from cua_rl.rollout.config import EpisodeConfig
+from cua_rl.rollout.scheduler import GroupScheduler
 from cua_rl.runtime.group_router import GroupRouter
 from cua_rl.runtime.train_config import TrainConfig
 from cua_rl.store.run_store import AsyncRunStore
@@ -40,6 +44,10 @@ def _v(name: str, instruction: str) -> TaskVariant:
 TEMPLATE = TaskTemplate.from_variants(
     [_v("full", "Sort all rows."), _v("narrow", "Sort rows 1-5.")],
     {"order": ["narrow", "full"], "hints": {}})
+HINTED = TaskTemplate.from_variants(
+    [_v("full", "Sort all rows."), _v("narrow", "Sort rows 1-5."),
+     _v("extra", "Sort all rows and bold the header.")],
+    {"order": ["narrow", "full", "extra"], "hints": {"full": ["Hint: use Data > Sort."]}})
 
 
 def _group(gid: str, variant: TaskVariant, screen: str, votes: list[int],
@@ -52,52 +60,165 @@ def _group(gid: str, variant: TaskVariant, screen: str, votes: list[int],
                            token_ids=(5, 6, 7), logprobs=(-0.1, -0.2, -0.3)) for i in range(2))
         trajs.append(Trajectory(tid, variant.variant_id, steps, TrajectoryStatus.FINISHED,
                                 score=1.0 if k < wins else 0.0))
-        verdicts[tid] = tuple(StepVerdict(tid, i, (Vote(vote, "ok", (8,), (-0.5,)),) * 3)
-                              for i in range(2))
+        # votes that differ within a step give the reward model something to learn
+        votes_of_step = tuple(Vote(v, "ok", (8,), (-0.5,)) for v in (vote, -vote, vote))
+        verdicts[tid] = tuple(StepVerdict(tid, i, votes_of_step) for i in range(2))
     return GroupRecord(gid, variant, tuple(trajs), verdicts)
 
 
-async def test_candidate_groups_never_reach_a_learner(tmp_path: Path) -> None:
-    store = AsyncRunStore.open(tmp_path / "run")
+class _Run:
+    """Selector, router and both learners (reward model following the policy), with
+    recording engines; `trained(role)` lists the groups each learner trained on. Every
+    step is sampled at version 0: eta 10 keeps staleness out of these tests."""
+
+    def __init__(self, tmp_path: Path, store: AsyncRunStore, template: TaskTemplate,
+                 *, tasks_per_update: int = 1, adapt: bool = True) -> None:
+        self.store = store
+        self.selector = TemplateSelector({"t": template}, {"t": template.variants["full"]},
+                                         band=AdaptBand(), rewriter=RuleRewriter(), store=store)
+        self.engines = {role: RecordingEngine() for role in ("policy", "prm")}
+        policy = LearnerService("policy", self.engines["policy"], store,  # type: ignore[arg-type]
+                                LearnerLoopConfig(queue_updates=4),
+                                checkpoint_dir=tmp_path / "ckpt", eta=10,
+                                tasks_per_update=tasks_per_update)
+        prm = LearnerService("prm", self.engines["prm"], store,  # type: ignore[arg-type]
+                             LearnerLoopConfig(queue_updates=4), checkpoint_dir=tmp_path / "ckpt",
+                             eta=10, tasks_per_update=tasks_per_update, leader=policy)
+        self.learners = {"policy": policy, "prm": prm}
+        self.seen: list[tuple[str, int]] = []
+        self.router = GroupRouter(
+            selector=self.selector, store=store, policy=policy, prm=prm,
+            train=TrainConfig(tasks_per_update=tasks_per_update),
+            adapt=AdaptConfig(enabled=adapt), episode=EpisodeConfig(),
+            selector_file=tmp_path / "selector.json",
+            on_metrics=lambda group, samples, n: self.seen.append(
+                (group.group_id, len(samples.policy))))
+        self.runs = [asyncio.create_task(s.run()) for s in self.learners.values()]
+
+    async def finish(self) -> None:
+        for service in self.learners.values():
+            await service.finish()
+        await asyncio.wait_for(asyncio.gather(*self.runs), 30)
+
+    def trained(self, role: str) -> list[set[str]]:
+        return [{s.trajectory_id.rsplit("-", 1)[0] for s in batch}
+                for batch in self.engines[role].batches]
+
+
+async def _screen(store: AsyncRunStore) -> str:
     png = io.BytesIO()
     Image.new("RGB", (64, 48), "white").save(png, "PNG")
-    screen = await store.put_screenshot(png.getvalue())
-    original = TEMPLATE.variants["full"]
-    selector = TemplateSelector({"t": TEMPLATE}, {"t": original}, band=AdaptBand(),
-                                rewriter=RuleRewriter(), store=store)
-    engines = {role: RecordingEngine() for role in ("policy", "prm")}
-    learners = {role: LearnerService(role, engine, store,  # type: ignore[arg-type]
-                                     LearnerLoopConfig(queue_updates=4),
-                                     checkpoint_dir=tmp_path / "ckpt")
-                for role, engine in engines.items()}
-    seen: list[tuple[str, int]] = []
-    router = GroupRouter(
-        selector=selector, store=store, policy=learners["policy"], prm=learners["prm"],
-        train=TrainConfig(prm_sample_band=AdaptBand(alpha_low=0.0, alpha_high=1.0)),
-        adapt=AdaptConfig(), episode=EpisodeConfig(), selector_file=tmp_path / "selector.json",
-        on_metrics=lambda group, samples, n: seen.append((group.group_id, len(samples.policy))))
-    runs = [asyncio.create_task(s.run()) for s in learners.values()]
+    return await store.put_screenshot(png.getvalue())
 
+
+async def test_an_accepted_candidates_group_trains_and_a_rejected_ones_never(
+        tmp_path: Path) -> None:
+    store = AsyncRunStore.open(tmp_path / "run")
+    screen = await _screen(store)
+    run = _Run(tmp_path, store, TEMPLATE)
+    original = TEMPLATE.variants["full"]
     # the original fails (acc 0 -> easier: the `narrow` candidate); votes differ, so
     # its steps have non-zero advantages and become samples
-    await router(_group("g-orig", original, screen, votes=[1, -1]))
-    candidate = await selector.next_variant()
+    await run.router(_group("g-orig", original, screen, votes=[1, -1]))
+    candidate = await run.selector.next_variant()
     assert candidate.evaluator_name == "narrow"
-    # the candidate's group is judged (acc 0.5: accepted) but is not training data
-    await router(_group("g-cand", candidate, screen, votes=[1, -1], wins=1))
-    assert selector.current["t"] == candidate
-    # once accepted, the same variant's next group is training data
-    await router(_group("g-next", candidate, screen, votes=[1, -1], wins=1))
-    for service in learners.values():
-        await service.finish()
-    await asyncio.gather(*runs)
+    # the candidate's group is judged (acc 0.5: accepted) and, accepted, trains (N)
+    await run.router(_group("g-cand", candidate, screen, votes=[1, -1], wins=1))
+    assert run.selector.current["t"] == candidate
+    await run.router(_group("g-next", candidate, screen, votes=[1, -1], wins=1))
+    await run.finish()
 
-    trained = {s.trajectory_id.rsplit("-", 1)[0] for e in engines.values()
-               for batch in e.batches for s in batch}
-    assert trained == {"g-orig", "g-next"}
-    assert seen == [("g-orig", 4), ("g-cand", 0), ("g-next", 4)]
+    assert run.trained("policy") == [{"g-orig"}, {"g-cand"}, {"g-next"}]
+    # the reward model trains only on in-band groups (acc 0.5): g-orig's acc is 0
+    assert run.trained("prm") == [{"g-cand"}, {"g-next"}]
+    assert run.seen == [("g-orig", 4), ("g-cand", 4), ("g-next", 4)]
     counters = await store.counters()
-    assert counters["candidate_groups"] == 1
-    assert counters["policy_samples_collected"] == counters["policy_samples_used"] == 8
+    assert (counters["groups_original"], counters["groups_accepted"]) == (2, 1)
+    assert "candidate_groups_rejected" not in counters
+    assert counters["policy_samples_collected"] == counters["policy_samples_used"] == 12
+    assert counters["prm_steps_empty"] == 1
     assert (tmp_path / "selector.json").is_file()
+    await store.close()
+
+
+async def test_a_candidate_whose_every_rollout_is_given_up_is_rejected(tmp_path: Path
+                                                                      ) -> None:
+    store = AsyncRunStore.open(tmp_path / "run")
+    screen = await _screen(store)
+    run = _Run(tmp_path, store, HINTED)
+    scheduler = GroupScheduler(run.selector.next_variant, 2)
+    first = [await scheduler.next_ticket() for _ in range(2)]
+    await run.router(_group("g-orig", first[0].variant, screen, votes=[1, -1]))  # acc 0
+    tickets = [await scheduler.next_ticket() for _ in range(2)]
+    candidate = tickets[0].variant
+    assert run.selector.pending["t"].candidate == candidate
+    # both rollouts of the candidate are given up: its group comes back empty
+    assert await scheduler.give_up(tickets[0], "setup failed: asset missing") is None
+    empty = await scheduler.give_up(tickets[1], "variant set aside: 3 aborts in a row")
+    assert empty is not None
+    await run.router(empty)
+    assert not run.selector.pending  # decided: the task is free for a new proposal
+    decision = (await store.events("adapt_decision"))[-1]["data"]
+    assert decision["accepted"] is False and decision["reason"] == "no_rollouts"
+    assert decision["gave_up_reasons"] == ["setup failed: asset missing",
+                                           "variant set aside: 3 aborts in a row"]
+    # the next out-of-band group of the task gets a proposal again
+    await run.router(_group("g-orig2", first[0].variant, screen, votes=[1, -1]))
+    assert run.selector.pending["t"].candidate.variant_id != candidate.variant_id
+    await run.finish()
+    assert run.trained("policy") == [{"g-orig"}, {"g-orig2"}]
+    counters = await store.counters()
+    assert counters["groups_empty"] == 1 and counters["adapt_no_rollouts"] == 1
+    await store.close()
+
+
+async def test_a_rewrite_equal_to_the_original_is_no_candidate_and_late_groups_train(
+        tmp_path: Path) -> None:
+    store = AsyncRunStore.open(tmp_path / "run")
+    screen = await _screen(store)
+    run = _Run(tmp_path, store, HINTED)
+    original = HINTED.variants["full"]
+    await run.router(_group("g-orig", original, screen, votes=[1, -1]))  # acc 0: easier
+    hinted = await run.selector.next_variant()
+    await run.router(_group("g-hint", hinted, screen, votes=[1, -1], wins=1))  # accepted
+    # acc 1.0: harder. Dropping the hint gives the original's text (and, on an
+    # earlier main, the original's id): not a candidate; `extra` is proposed instead
+    await run.router(_group("g-easy", hinted, screen, votes=[1, -1], wins=2))
+    harder = run.selector.pending["t"].candidate
+    assert harder.evaluator_name == "extra"
+    assert harder.variant_id not in {original.variant_id, hinted.variant_id}
+    # a late group of the original, in flight since before: training data, no decision
+    await run.router(_group("g-late", original, screen, votes=[1, -1], wins=1))
+    assert run.selector.pending["t"].candidate == harder
+    await run.router(_group("g-hard", harder, screen, votes=[1, -1]))  # acc 0: rejected
+    await run.finish()
+    assert run.trained("policy") == [{"g-orig"}, {"g-hint"}, {"g-easy"}, {"g-late"}]
+    decisions = [e["data"] for e in await store.events("adapt_decision")]
+    assert [(d["candidate"], d["accepted"]) for d in decisions] == [
+        (hinted.variant_id, True), (harder.variant_id, False)]
+    assert (await store.counters())["candidate_groups_rejected"] == 1
+    await store.close()
+
+
+async def test_the_reward_model_updates_once_per_policy_step_on_in_band_groups(
+        tmp_path: Path) -> None:
+    # 12 sampled tasks per step; in the first step 9 of 12 are out of band (acc 0),
+    # in the second all are: the reward model trains on the 3 in-band groups of
+    # step 1 and makes no update in step 2 (counted), while the policy trains on
+    # all 24 groups in 2 updates. Earlier, the reward model waited for 12 groups
+    # with samples and never updated here.
+    store = AsyncRunStore.open(tmp_path / "run")
+    screen = await _screen(store)
+    run = _Run(tmp_path, store, TEMPLATE, tasks_per_update=12, adapt=False)
+    original = TEMPLATE.variants["full"]
+    in_band = {2, 5, 11}
+    for k in range(24):
+        await run.router(_group(f"g{k:02d}", original, screen, votes=[1, -1],
+                                wins=1 if k in in_band else 0))
+    await run.finish()
+    assert [len(groups) for groups in run.trained("policy")] == [12, 12]
+    assert run.trained("prm") == [{"g02", "g05", "g11"}]
+    counters = await store.counters()
+    assert (counters["policy_updates"], counters["prm_updates"]) == (2, 1)
+    assert (counters["prm_steps"], counters["prm_steps_empty"]) == (2, 1)
     await store.close()
