@@ -50,11 +50,21 @@ def reward(text: str) -> float:
 
 async def run_bench(model_dir: Path, work: Path, *, updates: int, group: int, actors: int,
                     lr: float, batch_groups: int = 1, temperature: float = 1.0, eta: int = 2,
-                    aggregation: str = "step",
+                    aggregation: str = "step", seed: int | None = None,
                     max_wall_s: float | None = None) -> dict[str, Any]:
     """Train until `updates` policy updates or `max_wall_s` of sampling and training,
     whichever comes first (groups whose rewards are all equal carry no signal, so a
-    policy that always succeeds, or always fails, would otherwise sample forever)."""
+    policy that always succeeds, or always fails, would otherwise sample forever).
+
+    A group whose rewards are all equal is still one RL step of `batch_groups`
+    groups: a step with no sample makes no update, so `updates` (the version)
+    counts steps that trained, and `flat_groups` those that could not.
+    `seed`: the learner's torch seed and the base of each request's sampling seed
+    (the request order between actors still varies, so runs differ a little)."""
+    import itertools
+
+    import torch
+
     from cua_rl.agent import policy_messages
     from cua_rl.inference.config import ModelServersConfig
     from cua_rl.inference.launcher import replica_set
@@ -73,6 +83,9 @@ async def run_bench(model_dir: Path, work: Path, *, updates: int, group: int, ac
     from cua_rl.store.run_store import AsyncRunStore
     from cua_rl.types import StepSample
 
+    if seed is not None:
+        torch.manual_seed(seed)
+    request_seeds = itertools.count(seed * 1_000_003) if seed is not None else None
     messages = policy_messages(INSTRUCTION, [], [_screenshot_url()], (1920, 1080))
     store = AsyncRunStore.open(work / "run")
     learner_cfg = LearnerConfig(lr=lr, temperature=temperature,
@@ -97,8 +110,9 @@ async def run_bench(model_dir: Path, work: Path, *, updates: int, group: int, ac
             nonlocal flat_groups
             while service.version < updates and time.monotonic() < deadline:
                 await gate.wait_fresh()
-                result = await pool.chat(messages, n=group, temperature=temperature,
-                                         max_tokens=64)
+                result = await pool.chat(
+                    messages, n=group, temperature=temperature, max_tokens=64,
+                    seed=next(request_seeds) if request_seeds is not None else None)
                 version = result.model_version or 0
                 scores = [reward(c.text) for c in result.choices]
                 rewards_by_version.setdefault(version, []).extend(scores)
@@ -131,6 +145,7 @@ async def run_bench(model_dir: Path, work: Path, *, updates: int, group: int, ac
         "updates": service.version,
         "eta": eta,
         "aggregation": aggregation,
+        "seed": seed,
         "samples_collected": service.samples_collected,
         "samples_used": service.samples_used,
         "samples_dropped_stale": service.stale_dropped,
@@ -143,7 +158,8 @@ async def run_bench(model_dir: Path, work: Path, *, updates: int, group: int, ac
 
 
 @click.command("learn")
-@click.option("--steps", "updates", default=30, show_default=True, help="Policy updates.")
+@click.option("--steps", "updates", default=30, show_default=True,
+              help="Policy updates (a step of flat groups only makes none and does not count).")
 @click.option("--group", default=8, show_default=True, help="Samples per prompt (G).")
 @click.option("--actors", default=2, show_default=True, help="Concurrent sampling actors.")
 @click.option("--lr", default=3e-4, show_default=True,
@@ -158,10 +174,12 @@ async def run_bench(model_dir: Path, work: Path, *, updates: int, group: int, ac
               help="Groups per update (train.tasks_per_update).")
 @click.option("--aggregation", type=click.Choice(["token", "step", "trajectory"]),
               default="step", show_default=True, help="Loss aggregation (train.*.loss).")
+@click.option("--seed", type=int, default=None,
+              help="Seed of the learner and of the sampling requests (default: unseeded).")
 @click.option("--json", "as_json", is_flag=True)
 def bench_learn(updates: int, group: int, actors: int, lr: float, model_dir: Path | None,
                 max_seconds: float, eta: int, batch_groups: int, aggregation: str,
-                as_json: bool) -> None:
+                seed: int | None, as_json: bool) -> None:
     """Reward rise of the tiny model trained through the whole real stack."""
     from cua_rl.inference.launcher import default_tiny_dir, ensure_tiny_model
 
@@ -170,7 +188,8 @@ def bench_learn(updates: int, group: int, actors: int, lr: float, model_dir: Pat
         with tempfile.TemporaryDirectory(prefix="cua-bench-learn-") as work:
             return await run_bench(model, Path(work), updates=updates, group=group,
                                    actors=actors, lr=lr, max_wall_s=max_seconds, eta=eta,
-                                   batch_groups=batch_groups, aggregation=aggregation)
+                                   batch_groups=batch_groups, aggregation=aggregation,
+                                   seed=seed)
 
     result = asyncio.run(main())
     if as_json:
