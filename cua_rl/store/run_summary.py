@@ -119,6 +119,13 @@ def summarize(db: sqlite3.Connection, run_id: str, counters: dict[str, float],
     for name in ("policy_updates", "prm_updates", "weight_syncs",
                  "adapt_proposals", "adapt_accepted"):
         out[name] = int(counters.get(name, 0))
+    # New keys of training runs: what Algorithm 2 made of the groups (S u N), and
+    # RL steps with and without an update.
+    training = ("groups_original", "groups_accepted", "candidate_groups_rejected",
+                "groups_empty", "adapt_no_rollouts", "policy_steps", "policy_steps_empty",
+                "prm_steps", "prm_steps_empty")
+    for name in training if "policy_steps" in counters else ():
+        out[name] = int(counters.get(name, 0))
     out["counters"] = counters
     out["tasks"] = per_task
     # New keys: lost work and why.
