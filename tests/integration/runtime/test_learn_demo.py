@@ -53,7 +53,10 @@ def test_short_learn_demo_writes_its_result_and_curves(
     assert result["policy_version"] == 1
     assert (run / "exports" / "policy" / "v000001").is_dir()
     train = RunStore(run).summary()
-    assert train["policy_updates"] == 1 and train["prm_updates"] >= 1, train
+    assert train["policy_updates"] == 1, train
+    # the reward model took the policy's steps, and updated on those with samples
+    assert train["prm_steps"] == train["policy_steps"] >= 1, train
+    assert train["prm_updates"] + train["prm_steps_empty"] == train["prm_steps"], train
     assert result["prm_agreement_by_version"], result
     for png in result["plots"].values():
         assert (run / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
