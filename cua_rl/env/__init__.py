@@ -1,8 +1,8 @@
 """Our desktops as Gymnasium environments (docs/gymnasium.md).
 
-Importing this package registers `cua_rl/Local-v0` and `cua_rl/OSWorld-v0` (an
-installed cua-rl also registers them through Gymnasium's `gymnasium.envs` entry
-point, so `gymnasium.make` finds them without an import). The environments, the
+Importing this package registers `cua_rl/Local-v0` and `cua_rl/OSWorld-v0`
+(Gymnasium 1.x loads no plugins: `import cua_rl.env` first, or name the module in
+the id, `gymnasium.make("cua_rl.env:cua_rl/Local-v0")`). The environments, the
 vector environment and the asyncio interface are imported on first use, so this
 import stays cheap.
 """

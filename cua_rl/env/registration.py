@@ -16,7 +16,7 @@ OSWORLD_ID = "cua_rl/OSWorld-v0"
 
 
 def register_envs() -> None:
-    """Register both ids (idempotent: also the `gymnasium.envs` entry point)."""
+    """Register both ids (idempotent)."""
     for env_id, entry in ((LOCAL_ID, "cua_rl.env.desktop_env:LocalEnv"),
                           (OSWORLD_ID, "cua_rl.env.desktop_env:OSWorldEnv")):
         if env_id not in gymnasium.registry:

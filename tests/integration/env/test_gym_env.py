@@ -7,10 +7,10 @@ first is leased, and the vector test reuses both); they are stopped at the end.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import warnings
 from collections.abc import Iterator
-from typing import Any
 
 import gymnasium
 import pytest
@@ -18,7 +18,7 @@ from gymnasium.utils.env_checker import check_env
 from tests_support.scripted_model import ScriptedModelServer
 
 import cua_rl.env
-from cua_rl.env.hub import HUB
+from cua_rl.env.async_env import AsyncDesktopEnv
 from cua_rl.env.tasks import DEFAULT_LOCAL_TASK, load_env_tasks
 from cua_rl.env.vector import DesktopVectorEnv
 from cua_rl.tasks.on_desktop import read_golden
@@ -127,18 +127,27 @@ def test_vector_env_steps_two_desktops_and_autoresets() -> None:
         envs.close()
 
 
-def test_reward_model_votes_land_in_info_and_reward() -> None:
-    server = ScriptedModelServer(["default"])  # answers every judge request with \boxed{-1}
-    url = HUB.call(server.start(), 30.0, "start the scripted reward model")
-    env = gymnasium.make(LOCAL_ID, judge_urls=[url], judge={"votes": 2}, prm_weight=0.5)
-    try:
-        env.reset()
-        _, reward, _, _, info = env.step({"action": "mouse_move", "coordinate": [10, 10]})
-        assert info["prm"]["votes"] == [-1, -1] and reward == -0.5
-        _, reward, terminated, _, info = env.step("DONE")
-        assert terminated and info["score"] == 0.0 and reward == -0.5
-        prompt: Any = json.dumps(server.requests[0])
+def test_async_env_reward_model_votes_land_in_info_and_reward() -> None:
+    """The asyncio interface on the caller's own loop, which also serves the scripted
+    reward model: awaiting a step must not block it (the judge calls it meanwhile)."""
+
+    async def episode() -> None:
+        server = ScriptedModelServer(["default"])  # answers every judge with \boxed{-1}
+        url = await server.start()
+        tasks = load_env_tasks("local", DEFAULT_LOCAL_TASK, None)
+        try:
+            async with AsyncDesktopEnv(tasks, judge_urls=[url], judge={"votes": 2},
+                                       prm_weight=0.5) as env:
+                obs, _ = await env.reset(seed=3)
+                assert obs["screenshot"].shape == (1080, 1920, 3)
+                _, reward, _, _, info = await env.step(
+                    {"action": "mouse_move", "coordinate": [10, 10]})
+                assert info["prm"]["votes"] == [-1, -1] and reward == -0.5
+                _, reward, terminated, _, info = await env.step("DONE")
+                assert terminated and info["score"] == 0.0 and reward == -0.5
+        finally:
+            await server.stop()
+        prompt = json.dumps(server.requests[0])
         assert prompt.count("data:image/") == 2 and "mouse_move" in prompt
-    finally:
-        env.close()
-        HUB.call(server.stop(), 30.0, "stop the scripted reward model")
+
+    asyncio.run(episode())
