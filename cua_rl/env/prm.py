@@ -31,7 +31,10 @@ class StepJudge:
     def __init__(self, cfg: EnvConfig) -> None:
         self.cfg = cfg
         self.folder = Path(tempfile.mkdtemp(prefix="cua-rl-env-prm-"))
-        self.pool = InferencePool(cfg.judge_urls)
+        # Bounded below the step's deadline: a judge that is down costs a step its
+        # verdict (reported), not the step itself.
+        self.pool = InferencePool(cfg.judge_urls, request_timeout_s=60.0,
+                                  wait_for_replica_s=30.0)
         self.store = AsyncRunStore.open(self.folder)
         self.judge = StreamingJudge(self.pool, self.store, cfg.judge)
 

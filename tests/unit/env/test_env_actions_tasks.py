@@ -125,3 +125,26 @@ def test_the_docs_page_lists_every_setting() -> None:
     text = DOC.read_text()
     missing = [name for name in EnvConfig.model_fields if f"`{name}`" not in text]
     assert missing == []
+
+
+def test_osworld_v0_needs_a_checkout_and_loads_its_tasks(tmp_path: Path) -> None:
+    import json
+
+    import gymnasium
+
+    import cua_rl.env  # noqa: F401  registers the ids
+    from cua_rl.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="osworld=PATH"):
+        gymnasium.make("cua_rl/OSWorld-v0")
+    folder = tmp_path / "evaluation_examples" / "examples" / "os"
+    folder.mkdir(parents=True)
+    task = {"id": "t-1", "instruction": "Say nothing.", "config": [],
+            "evaluator": {"func": "infeasible"}}
+    (folder / "t-1.json").write_text(json.dumps(task))
+    (tmp_path / "evaluation_examples" / "test_small.json").write_text('{"os": ["t-1"]}')
+    env = gymnasium.make("cua_rl/OSWorld-v0", osworld=str(tmp_path), split="test_small",
+                         max_steps=3)  # constructing starts no desktop
+    assert [v[0].task_id for v in env.unwrapped.tasks.task_set] == ["t-1"]
+    assert env.unwrapped.config.max_steps == 3
+    env.close()
