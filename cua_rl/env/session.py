@@ -13,7 +13,9 @@ Rules:
 - an action that does not parse is a no-op step with its reason in `info`; an
   exception inside the agent's code or its timeout is a no-op too (`info["act"]`);
 - a dead desktop (GuestError, DesktopError) fails the call, and the desktop goes
-  back to its pool unhealthy (replaced there); the next reset leases another.
+  back to its pool unhealthy (replaced there); the next reset leases another. So
+  does a call cancelled half-way (the caller's deadline): the desktop's state is
+  unknown then.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
+from cua_rl.agent.pyautogui_code import CODE_PRELUDE
 from cua_rl.env.actions import EnvAction, resolve
 from cua_rl.env.config import EnvConfig
 from cua_rl.env.hub import DesktopHub, Lease
@@ -81,6 +84,9 @@ class DesktopSession:
         self.history: list[str] = []
         self.untouched: TaskVariant | None = None
         """The variant of the last reset while no step has run since (see reuse_untouched)."""
+        self._turn = asyncio.Lock()
+        """One call at a time: a call its caller gave up on finishes its cleanup (the
+        desktop given back) before the next call starts."""
 
     @property
     def active(self) -> bool:
@@ -89,6 +95,23 @@ class DesktopSession:
 
     async def reset(self, variant: TaskVariant) -> tuple[Observation, dict[str, Any]]:
         """Lease a desktop if needed, reset it, run the task's setup, observe."""
+        async with self._turn:
+            return await self._reset(variant)
+
+    async def step(self, action: object
+                   ) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
+        """Run one action; score the episode if it ended."""
+        async with self._turn:
+            return await self._step(action)
+
+    async def close(self) -> None:
+        """Give the desktop back to its pool (kept for the next environment)."""
+        async with self._turn:
+            await self._close()
+
+    # internals --------------------------------------------------------------------
+
+    async def _reset(self, variant: TaskVariant) -> tuple[Observation, dict[str, Any]]:
         t0 = time.perf_counter()
         fresh = False
         if self.desktop is None:
@@ -117,7 +140,8 @@ class DesktopSession:
             t1 = time.perf_counter()
             self.last_shot = await desktop.screenshot()
             obs = await self._observe(self.last_shot, variant, {})
-        except (GuestError, DesktopError):
+        except (GuestError, DesktopError, asyncio.CancelledError):
+            # dead, or cut off by the caller's deadline mid-way: its state is unknown
             await self._give_back(healthy=False)
             raise
         self.variant, self.over, self.untouched = variant, False, variant
@@ -130,8 +154,8 @@ class DesktopSession:
                             if desktop.settled and not reuse else 0.0}}
         return obs, info
 
-    async def step(self, action: object
-                   ) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
+    async def _step(self, action: object
+                    ) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         if self.over or self.variant is None or self.desktop is None:
             raise EpisodeOver("step() needs an episode: call reset() first (an episode "
                               "that ended, terminated or truncated, needs a new reset())")
@@ -162,7 +186,7 @@ class DesktopSession:
             t3 = time.perf_counter()
             self.history.append(act.text[:300])
             obs = await self._observe(self.last_shot, variant, info)
-        except (GuestError, DesktopError):
+        except (GuestError, DesktopError, asyncio.CancelledError):
             self.over = True
             await self._give_back(healthy=False)
             raise
@@ -177,15 +201,12 @@ class DesktopSession:
                            "score_and_prm_s": t3 - t2, "step_s": time.perf_counter() - t0}
         return obs, reward, terminated, truncated, info
 
-    async def close(self) -> None:
-        """Give the desktop back to its pool (kept for the next environment)."""
+    async def _close(self) -> None:
         self.over, self.variant, self.untouched = True, None, None
         if self.judge is not None:
             judge, self.judge = self.judge, None
             await judge.close()
         await self._give_back(healthy=True)
-
-    # internals --------------------------------------------------------------------
 
     async def _act(self, act: EnvAction) -> dict[str, Any] | None:
         assert self.desktop is not None
@@ -194,8 +215,11 @@ class DesktopSession:
         if not act.code:
             return None
         # A timeout or an exception in the agent's code is the agent's no-op (as in
-        # training); only an unreachable guest raises.
-        result = await self.desktop.client.act(act.code, timeout=self.cfg.act_timeout_s)
+        # training); only an unreachable guest raises. The prelude imports what
+        # OSWorld's pyautogui runner has in scope (`time` for waits): our guest's
+        # /act starts each action with `pyautogui` alone.
+        result = await self.desktop.client.act(CODE_PRELUDE + act.code,
+                                               timeout=self.cfg.act_timeout_s)
         return {"status": result.status, "error": (result.error or "")[-2000:]}
 
     async def _score(self, variant: TaskVariant) -> float:

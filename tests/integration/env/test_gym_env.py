@@ -57,7 +57,7 @@ def golden_actions(variant_name: str) -> list[str]:
             continue
         assert kind == "execute" and set(value["until"]) == {"returncode"}, step
         actions.append(
-            "import subprocess, time\n"
+            "import subprocess\n"
             f"_end = time.monotonic() + {POLL_S}\n"
             f"while subprocess.run({json.dumps(value['command'])}, shell={value['shell']!r})"
             f".returncode != {value['until']['returncode']}:\n"
@@ -96,6 +96,8 @@ def test_golden_solution_through_step_scores_1_and_fail_scores_0() -> None:
         {"name": "computer_use", "arguments": {"action": "left_click",
                                                "coordinate": [1500, 500]}})
     assert info["action"]["code"] == "pyautogui.click(1500, 500)" and reward == 0.0
+    obs, reward, terminated, _, info = env.step({"action": "wait", "time": 0.1})
+    assert info["act"]["status"] == "success" and info["action"]["code"] == "time.sleep(0.1)"
     obs, reward, terminated, _, info = env.step("not python (")
     assert info["action"]["parse_error"].startswith("bad_code") and info["act"] is None
     obs, reward, terminated, truncated, info = env.step(
@@ -104,6 +106,20 @@ def test_golden_solution_through_step_scores_1_and_fail_scores_0() -> None:
     with pytest.raises(RuntimeError, match="reset"):
         env.step("DONE")
     env.close()
+
+
+def test_a_step_past_its_deadline_raises_and_the_next_reset_gets_a_working_desktop() -> None:
+    env = gymnasium.make(LOCAL_ID, step_timeout_s=1.0)
+    try:
+        env.reset()
+        with pytest.raises(TimeoutError, match="step: not done within 1 s"):
+            env.step("time.sleep(20)")  # a hung action: the desktop's state is unknown
+        obs, info = env.reset()  # waits for the replaced desktop, resets it, sets up
+        assert not info["reused"] and obs in env.observation_space
+        _, reward, terminated, _, info = env.step("FAIL")
+        assert terminated and reward == 0.0 and info["act"] is None
+    finally:
+        env.close()
 
 
 def test_vector_env_steps_two_desktops_and_autoresets() -> None:
