@@ -96,7 +96,7 @@ python_setup() {
   local pip=".venv/bin/python -m pip"
   # torch first and pinned: a bare `torch` requirement would pull a multi-GB build.
   quiet $pip install -q -r infra/pins/torch.txt
-  quiet $pip install -q -e ./vm/guest -e ".[train,dev]"
+  quiet $pip install -q -e ./vm/guest -e ".[train,dev,gym]"
   # The guest's interpreter for local desktops (Debian's python3, non-editable guest);
   # it lives under /opt/cua-rl, so it needs root (as local desktops do).
   if [ "$(id -u)" -eq 0 ]; then

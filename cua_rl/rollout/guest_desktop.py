@@ -53,9 +53,12 @@ class GuestDesktop:
         self._context: SetupContext | None = None
         self.settled: Settled | None = None
 
-    async def prepare(self, variant: TaskVariant) -> None:
-        leased = await self.pool.reset(self.handle)
-        self.handle, self.client = leased.handle, leased.client
+    async def prepare(self, variant: TaskVariant, *, reset: bool = True) -> None:
+        """Reset the desktop, run the task's setup, wait for the screen to settle;
+        `reset=False` only for a desktop just started, on which nothing ran yet."""
+        if reset:
+            leased = await self.pool.reset(self.handle)
+            self.handle, self.client = leased.handle, leased.client
         self.screen = await self.client.screen_size()
         self.work_root.mkdir(parents=True, exist_ok=True)
         self.work_dir = Path(tempfile.mkdtemp(prefix="episode-", dir=self.work_root))
