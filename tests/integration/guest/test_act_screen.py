@@ -32,6 +32,8 @@ async def test_act_click_moves_cursor(client: aiohttp.ClientSession) -> None:
 
 async def test_act_reports_output_and_errors(client: aiohttp.ClientSession) -> None:
     assert (await _act(client, "print('hi')"))["output"] == "hi\n"
+    # the host's code for a computer_use `wait` uses `time` without importing it
+    assert (await _act(client, "time.sleep(0.01)"))["status"] == "success"
     result = await _act(client, "1 / 0")
     assert result["status"] == "error" and "ZeroDivisionError" in result["error"]
 

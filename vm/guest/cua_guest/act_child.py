@@ -18,6 +18,7 @@ import json
 import os
 import signal
 import sys
+import time
 import traceback
 from typing import Any, TextIO
 
@@ -39,7 +40,9 @@ def _reply(channel: TextIO, message: dict[str, Any]) -> None:
 def _run(code: str, pyautogui: Any) -> dict[str, Any]:
     """Execute one action's code in a fresh namespace and report what happened."""
     captured = io.StringIO()
-    namespace: dict[str, Any] = {"__name__": "__act__", "pyautogui": pyautogui}
+    # the host's action code expects `pyautogui` and `time` in scope (a computer_use
+    # `wait` is `time.sleep(...)`; agent/pyautogui_code.py)
+    namespace: dict[str, Any] = {"__name__": "__act__", "pyautogui": pyautogui, "time": time}
     try:
         compiled = compile(code, "<act>", "exec")
         with contextlib.redirect_stdout(captured), contextlib.redirect_stderr(captured):
