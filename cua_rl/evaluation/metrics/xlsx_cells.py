@@ -132,7 +132,9 @@ def read_cell_style(prop: str, cell: Any, diff_style: Any = None) -> Any:
         color = fill.bgColor if diff_style is not None else fill.fgColor
         return color.rgb if color is not None else None
     if prop == "hyperlink":
-        return (cell.hyperlink.target if cell.hyperlink else "") if has_value else ""
+        if not has_value:
+            return None
+        return (cell.hyperlink.target or "") if cell.hyperlink else ""
     raise ValueError(f"unknown cell property {prop!r}")
 
 

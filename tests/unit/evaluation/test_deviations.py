@@ -150,6 +150,12 @@ def test_hyperlinks_compare_by_target(tmp_path: Path) -> None:
     assert run("compare_table", book, rules=check) == 1.0
     check[0]["props"]["hyperlink"]["ref"] = "https://example.com/"
     assert run("compare_table", book, rules=check) == 0.0
+    # an empty cell reads None, as in OSWorld; a cell with a value and no link reads ""
+    empty = [{"type": "check_cell", "sheet_idx": 0, "coordinate": "C3",
+              "props": {"hyperlink": {"method": "eq", "ref": ""}}}]
+    assert run("compare_table", book, rules=empty) == 0.0
+    empty[0]["coordinate"] = "A1"
+    assert run("compare_table", book, rules=empty) == 1.0
 
 
 def test_font_color_of_a_cell_without_colour_is_none(tmp_path: Path) -> None:
