@@ -184,6 +184,13 @@ def test_accessibility_text_without_exact_matches_exactly() -> None:
     assert run("check_accessibility_tree", tree, [{"xpath": "//label", "text": "Inbo"}]) == 0.0
 
 
+def test_accessibility_tree_that_does_not_parse_scores_zero() -> None:
+    """OSWorld's lxml.etree.fromstring raises XMLSyntaxError on a cut-off dump."""
+    rule = [{"xpath": "//label"}]
+    assert run("check_accessibility_tree", "<desktop-frame><label name='a'>", rule) == 0.0
+    assert run("check_accessibility_tree", "<desktop-frame><label/></desktop-frame>", rule) == 1.0
+
+
 def test_gimprc_blank_lines_are_skipped(tmp_path: Path) -> None:
     """OSWorld's check_config_status indexes the first token of every line that is
     not exactly "\\n", so a line of spaces raises IndexError; GIMP's own parser
