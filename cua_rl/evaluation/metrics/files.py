@@ -91,10 +91,16 @@ def compare_text_file(
     result: PathLike, expected: PathLike, *, ignore_blanks: bool = False,
     ignore_case: bool = False,
 ) -> float:
-    """1 when both files have the same text (optionally whitespace-/case-blind)."""
+    """1 when both files have the same text (optionally whitespace-/case-blind).
+
+    Line endings are read as OSWorld's text-mode `open()` reads them (universal
+    newlines: \\r\\n and \\r become \\n), so a file saved with CRLF equals
+    the same text with LF.
+    """
     got, want = read_text(result), read_text(expected)
     if got is None or want is None:
         return 0.0
+    got, want = "".join(file_lines(got)), "".join(file_lines(want))
     if ignore_blanks:
         got, want = _squash(got), _squash(want)
     if ignore_case:

@@ -132,7 +132,8 @@ def check_image_file_size(src_path: PathLike, rule: Mapping[str, Any]) -> float:
 def check_config_status(actual_config_path: PathLike, rule: Mapping[str, Any]) -> float:
     """1 when a line `(key ... value)` of a GIMP config file (gimprc, sessionrc)
     has first token `rule.key` (or the two tokens of a 2-element key) and last
-    token `rule.value`. Values compare as written, quotes included."""
+    token `rule.value`. Values compare as written, quotes included. A line of
+    only spaces is skipped, as GIMP skips it (OSWorld raises IndexError there)."""
     if not actual_config_path or not os.path.isfile(actual_config_path):
         return 0.0
     key, value = rule["key"], rule["value"]

@@ -101,7 +101,8 @@ def check_direct_json_object(result: Any, rules: Mapping[str, Any]) -> float:
     `rules.ignore_list_order` (beside `expected`, as OSWorld reads it) both
     values are compared sorted.
     With `expect_in_result`: a list expected value means "any of these is in
-    the result's list or equals its string"; a string means "is a substring".
+    the result's list or equals its string"; a string means "is in the result's
+    value" as Python's `in` reads it (substring of a string, member of a list).
     An expected value "__EVALUATION_FAILED__" (a getter's failure marker) scores 0.
     """
     data = _as_json_object(result)
@@ -131,7 +132,9 @@ def check_direct_json_object(result: Any, rules: Mapping[str, Any]) -> float:
                 if not hit:
                     return 0.0
             elif isinstance(want, str):
-                if not isinstance(got, str) or want not in got:
+                # OSWorld's `want in got`: a substring of a string, a member of
+                # a list, a key of an object
+                if not isinstance(got, str | list | Mapping) or want not in got:
                     return 0.0
             else:
                 return 0.0

@@ -28,29 +28,45 @@ def _lines(path: PathLike) -> list[str] | None:
         return handle.readlines()
 
 
-def _pref_value(raw: str) -> Any:
+class _NotJson(ValueError):
+    """A prefs.js value that is not a JSON literal (OSWorld's `json.loads` raises)."""
+
+
+def _pref_value(raw: str, path: PathLike, line_no: int) -> Any:
     try:
         return json.loads(raw)
-    except ValueError:
-        return raw  # not a JSON literal; compared as its source text
+    except ValueError as exc:
+        raise _NotJson(f"{path}:{line_no}: user_pref value {raw[:40]!r} is not a JSON "
+                       f"literal (Thunderbird writes double-quoted strings, numbers, "
+                       f"true/false)") from exc
 
 
 @metric("check_thunderbird_prefs")
 def check_thunderbird_prefs(result: PathLike, rule: Mapping[str, Mapping[str, Any]]) -> float:
     """Each `rule.expect[pref]` rule holds for the pref's last `user_pref(...)` value
     (an absent pref fails) and no `rule.unexpect[pref]` rule holds for any of its
-    values. A pref listed under both is checked only as expected, as in OSWorld."""
+    values. A pref listed under both is checked only as expected, as in OSWorld.
+
+    A value that is not a JSON literal (such as a single-quoted string, which
+    Thunderbird never writes) makes OSWorld's `json.loads` raise; the file is
+    then not a prefs.js we can judge, and scores 0.
+    """
     lines = _lines(result)
     if lines is None:
         return 0.0
     expect, unexpect = rule.get("expect", {}), rule.get("unexpect", {})
     found = dict.fromkeys(expect, False)
     clean = True
-    for line in lines:
+    for line_no, line in enumerate(lines, start=1):
         match = _PREF.match(line.strip())
         if match is None:
             continue
-        key, value = match.group("key"), _pref_value(match.group("val"))
+        key = match.group("key")
+        try:
+            value = _pref_value(match.group("val"), result, line_no)
+        except _NotJson as exc:
+            log.info("check_thunderbird_prefs: %s; scoring 0", exc)
+            return 0.0
         if key in expect:
             found[key] = match_value_to_rule(value, expect[key])
         elif key in unexpect:
@@ -67,19 +83,26 @@ _CONDITION = re.compile(
 _FIELDS = ("name", "enabled", "type", "action", "actionValue")
 
 
-def parse_filters(lines: list[str]) -> list[dict[str, Any]]:
+def parse_filters(lines: list[str]) -> list[dict[str, Any]] | None:
     """Filters of a msgFilterRules.dat: one dict per `name=` ... `condition=` block.
 
     Values are sliced as OSWorld does: after `key="` and before the final `"` and
     line end; a filter is complete (and listed) at its `condition=` line, whose
     conditions are split into `AND (field,op,value)` / `OR (...)` / `ALL` terms.
+    None when a filter field comes before the first `name=` line: OSWorld's
+    parser has no filter to put it in and raises, and Thunderbird never writes
+    such a file.
     """
     filters: list[dict[str, Any]] = []
-    current: dict[str, Any] = {}
+    current: dict[str, Any] | None = None
     for line in lines:
         key = line.split("=", 1)[0]
         if key == "name":
             current = {}
+        if current is None and (key in _FIELDS or key == "condition"):
+            return None
+        if current is None:
+            continue
         if key in _FIELDS:
             current[key] = _unescape(line[len(key) + 2:-2])
         elif key == "condition":
@@ -100,6 +123,10 @@ def check_thunderbird_filter(result: PathLike, rules: Mapping[str, Any]) -> floa
     if lines is None:
         return 0.0
     filters = parse_filters(lines)
+    if filters is None:
+        log.info("check_thunderbird_filter: %s: a filter field comes before the first "
+                 "name= line; scoring 0", result)
+        return 0.0
     expect, unexpect = rules.get("expect", []), rules.get("unexpect", [])
     found = all(any(_match_record(p, f) for f in filters) for p in expect)
     clean = not any(_match_record(p, f) for p in unexpect for f in filters)

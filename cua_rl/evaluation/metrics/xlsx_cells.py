@@ -73,7 +73,7 @@ def read_cell_value(xlsx: str | Path, sheet_name: str, coordinate: str) -> Any:
             kind = cell.get("t", "n")
             v = cell.find(f"{_MAIN}v")
             text = v.text if v is not None else None
-            if kind == "inlineStr":
+            if kind == "inlineStr":  # the text even with xml:space (OSWorld: a dict)
                 return "".join(t.text or "" for t in cell.iter(f"{_MAIN}t"))
             if text is None:
                 return None
@@ -97,6 +97,9 @@ def read_cell_style(prop: str, cell: Any, diff_style: Any = None) -> Any:
     rule that applies to the cell: its font/fill are read instead of the cell's.
     A solid cell fill keeps its color in fgColor while a dxf fill keeps it in
     bgColor, so `bgcolor` and `fgcolor` both read "the fill color" that way.
+    Where OSWorld differs (docs/evaluation-deviations.md): a font without a
+    colour reads None (OSWorld raises), and `hyperlink` is the link's target
+    URL (OSWorld returns openpyxl's Hyperlink object).
     """
     merged_cell = type(cell).__name__ == "MergedCell"
     if prop == "merge":
@@ -129,7 +132,9 @@ def read_cell_style(prop: str, cell: Any, diff_style: Any = None) -> Any:
         color = fill.bgColor if diff_style is not None else fill.fgColor
         return color.rgb if color is not None else None
     if prop == "hyperlink":
-        return (cell.hyperlink.target if cell.hyperlink else "") if has_value else ""
+        if not has_value:
+            return None
+        return (cell.hyperlink.target or "") if cell.hyperlink else ""
     raise ValueError(f"unknown cell property {prop!r}")
 
 

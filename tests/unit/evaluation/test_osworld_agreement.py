@@ -200,3 +200,96 @@ def test_ignore_list_order_beside_expected() -> None:
     got = {"modelList": ["iphone-14-pro-max", "iphone-15-pro-max"]}
     assert run("check_direct_json_object", got, rules) == 1.0
     assert run("check_direct_json_object", {"modelList": ["iphone-14-pro-max"]}, rules) == 0.0
+
+
+# -- issue 31: hard disagreements fixed to OSWorld's behaviour ------------------------------
+
+
+def test_compare_text_file_reads_line_endings_as_text_mode(tmp_path: Path) -> None:
+    lf = write_bytes(tmp_path, "lf.txt", b"line one\nline two\n")
+    crlf = write_bytes(tmp_path, "crlf.txt", b"line one\r\nline two\r\n")
+    cr = write_bytes(tmp_path, "cr.txt", b"line one\rline two\r")
+    assert run("compare_text_file", crlf, lf) == 1.0
+    assert run("compare_text_file", cr, lf) == 1.0
+    other = write_bytes(tmp_path, "other.txt", b"line one\r\nline 2\r\n")
+    assert run("compare_text_file", other, lf) == 0.0
+
+
+def test_compare_image_list_pairs_to_the_shorter_list_and_converts_modes(
+        tmp_path: Path) -> None:
+    from PIL import Image
+
+    def png(name: str, image: Image.Image) -> str:
+        image.save(tmp_path / name)
+        return str(tmp_path / name)
+
+    picture = Image.new("RGB", (16, 12), (200, 40, 10))
+    picture.paste((0, 90, 250), (4, 4, 10, 9))
+    rgb = png("rgb.png", picture)
+    opaque_rgba = png("rgba.png", picture.convert("RGBA"))
+    other = png("other.png", Image.new("RGB", (16, 12), "white"))
+    assert run("compare_image_list", [rgb], [rgb, other]) == 1.0  # zip stops at the shorter
+    assert run("compare_image_list", [other, rgb], [rgb]) == 0.0
+    assert run("compare_image_list", opaque_rgba, rgb) == 1.0  # GIMP's RGBA export
+    see_through = picture.convert("RGBA")
+    see_through.putalpha(128)
+    half = png("half.png", see_through)
+    assert run("compare_image_list", half, rgb) == 1.0  # the result takes the gold's mode
+    assert run("compare_image_list", rgb, half) == 0.0  # opaque against half-transparent
+    big = png("big.png", Image.new("RGB", (32, 24), "white"))
+    assert run("compare_image_list", big, other) == 1.0  # resized to the gold's size first
+    assert run("compare_image_list", big, rgb) == 0.0
+    assert run("compare_image_list", write_bytes(tmp_path, "x.png", b"not a png"), rgb) == 0.0
+
+
+def test_expect_in_result_string_is_found_in_a_list() -> None:
+    rules = {"expect_in_result": True, "expected": {"k": "ab"}}
+    assert run("check_direct_json_object", {"k": ["ab"]}, rules) == 1.0
+    assert run("check_direct_json_object", {"k": ["abc"]}, rules) == 0.0
+    assert run("check_direct_json_object", {"k": "xaby"}, rules) == 1.0
+    assert run("check_direct_json_object", {"k": None}, rules) == 0.0
+
+
+def test_thunderbird_prefs_value_that_is_not_json_scores_zero(tmp_path: Path) -> None:
+    """OSWorld's json.loads raises on a single-quoted value; we score the file 0."""
+    rule = {"expect": {"mail.identity.id1.auto_quote": {"method": "eq", "ref": False}}}
+    good = write_bytes(tmp_path, "good.js", b'user_pref("mail.identity.id1.auto_quote", false);\n'
+                                            b'user_pref("mail.theme", "dark");\n')
+    assert run("check_thunderbird_prefs", good, rule) == 1.0
+    odd = write_bytes(tmp_path, "odd.js", b'user_pref("mail.identity.id1.auto_quote", false);\n'
+                                          b"user_pref(\"mail.theme\", 'dark');\n")
+    assert run("check_thunderbird_prefs", odd, rule) == 0.0
+
+
+def test_thunderbird_filter_field_before_any_name_scores_zero(tmp_path: Path) -> None:
+    """OSWorld has no filter to put an `enabled=` line in before the first `name=`
+    and raises; Thunderbird never writes such a file, so it scores 0."""
+    body = (b'name="Spam"\nenabled="yes"\ntype="17"\naction="Move to folder"\n'
+            b'actionValue="mailbox://nobody@Local%20Folders/Junk"\n'
+            b'condition="AND (subject,contains,spam)"\n')
+    rules = {"expect": [{"name": "Spam", "enabled": "yes"}]}
+    good = write_bytes(tmp_path, "good.dat", b'version="9"\nlogging="no"\n' + body)
+    assert run("check_thunderbird_filter", good, rules) == 1.0
+    early = write_bytes(tmp_path, "early.dat", b'version="9"\nenabled="no"\n' + body)
+    assert run("check_thunderbird_filter", early, rules) == 0.0
+
+
+def test_lenient_height_option_checks_nothing(tmp_path: Path) -> None:
+    """OSWorld's public compare_pptx_files never reads examine_shape_lenient_height:
+    with task 04578141's options a moved text box still passes."""
+    pptx = pytest.importorskip("pptx", reason="needs the eval extra")
+    from pptx.util import Emu
+
+    def deck(name: str, top: int) -> str:
+        prs = pptx.Presentation()
+        slide = prs.slides.add_slide(prs.slide_layouts[6])
+        box = slide.shapes.add_textbox(Emu(500000), Emu(top), Emu(3000000), Emu(600000))
+        box.text_frame.text = "red"
+        prs.save(tmp_path / name)
+        return str(tmp_path / name)
+
+    options = {"examine_run_count": False, "examine_shape": False,
+               "examine_background_color": False, "examine_shape_lenient_height": True}
+    gold, moved = deck("gold.pptx", 500000), deck("moved.pptx", 2500000)
+    assert run("compare_pptx_files", moved, gold, **options) == 1.0
+    assert run("compare_pptx_files", moved, gold) == 0.0
