@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "config": "cua_rl.runtime.config_command:config",
     "cache": "cua_rl.desktop.cache_command:cache",
     "image": "cua_rl.images.command:image",
+    "export": "cua_rl.export.commands:export",
 }
 
 BENCH_COMMANDS: dict[str, str] = {

@@ -88,3 +88,25 @@ def test_two_ranks_end_with_identical_updated_weights(
         assert rank["restored_version"] == 1
         for name, tensor in rank["resumed"].items():
             torch.testing.assert_close(tensor, rank["continued"][name], atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_export_of_the_two_rank_checkpoint_is_the_gathered_weights(
+    stage: int, zero_runs: Path, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """`cua-rl export model` (DeepSpeed's own consolidation of both ranks' shards)
+    gives exactly the weights the ranks held when they checkpointed."""
+    from tests_support.learner_runs import checkpoint_layout, exported, write_run_config
+
+    from cua_rl.export.model import export_model
+
+    run = tmp_path / "run"
+    write_run_config(run, tiny_model_dir)
+    checkpoint_layout(run, "policy", zero_runs / f"stage{stage}" / "ckpt", 1)
+    info = export_model(run, "policy", tmp_path / "out")
+    assert (info["engine"], info["dtype"], info["version"]) == ("deepspeed", "float32", 1)
+    after = torch.load(zero_runs / f"stage{stage}" / "rank0.pt")["after"]
+    weights = exported(tmp_path / "out")
+    assert set(weights) == set(after)
+    for name, tensor in after.items():
+        assert torch.equal(weights[name], tensor), name

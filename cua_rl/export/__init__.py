@@ -1,0 +1,6 @@
+"""Taking models (and, later, trajectories) out of a run directory.
+
+`cua-rl export model` turns a learner checkpoint (`RUN_DIR/checkpoints/<role>/step-N`)
+into a Hugging Face folder that `transformers` loads and `cua-rl serve` serves;
+docs/run-directory.md describes the layout it reads.
+"""
