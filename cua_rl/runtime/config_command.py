@@ -4,6 +4,8 @@ It resolves exactly what `train`, `rollout` and `eval` would (preset, then file,
 then dotted overrides, every default filled in) and prints it, without loading a
 model, starting an engine or a desktop, or touching the network, so it answers
 for any preset on any machine (the 8B paper preset on a laptop included).
+`--plan` prints the same config as a placement plan (runtime/placement_plan.py):
+a view of the resolved config, so it takes exactly the same arguments.
 """
 
 from __future__ import annotations
@@ -20,12 +22,24 @@ def config() -> None:
 @config.command("show", context_settings={"ignore_unknown_options": True})
 @click.argument("config_file", required=False)
 @click.option("--preset", help="A preset shipped with cua-rl (e.g. quickstart).")
+@click.option("--plan", is_flag=True,
+              help="Print the placement plan instead: processes or Ray bundles and GPUs per "
+              "role, and each learner rank's memory estimate.")
+@click.option("--gpu-gib", type=click.FloatRange(min=1), default=80.0, show_default=True,
+              help="Memory of one GPU, for --plan.")
 @click.argument("overrides", nargs=-1, type=click.UNPROCESSED)
-def show(config_file: str | None, preset: str | None, overrides: tuple[str, ...]) -> None:
-    """Print the resolved configuration of [CONFIG_FILE] [--preset NAME] [k=v ...]."""
+def show(config_file: str | None, preset: str | None, plan: bool, gpu_gib: float,
+         overrides: tuple[str, ...]) -> None:
+    """Print the resolved configuration of [CONFIG_FILE] [--preset NAME] [k=v ...]
+    (or, with --plan, where it would run and what each learner rank needs)."""
     from cua_rl.runtime.options import load_run_config
 
     cfg = load_run_config(config_file, preset, overrides)
+    if plan:
+        from cua_rl.runtime.placement_plan import build_plan, render_plan
+
+        click.echo(render_plan(build_plan(cfg, gpu_gib), cfg.runtime), nl=False)
+        return
     click.echo(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False), nl=False)
 
 

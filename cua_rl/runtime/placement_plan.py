@@ -1,0 +1,224 @@
+"""Where a run's processes go and what each learner rank needs: `config show --plan`.
+
+Built from the resolved config alone (no model weights, no hub, no cluster), so a
+user can size a cluster before starting it: per role the processes or Ray
+bundles (model replicas, learner ranks, fleet workers, desktops) and the GPUs
+they take, and for each learner an estimate of one rank's memory
+(learner/memory_estimate.py says how). When a learner on GPUs does not fit the
+GPU memory given, the plan names the settings that make it fit.
+
+Learner ranks are read as `train.<role>.ranks` when the config has that key (a
+learner as a group of DeepSpeed ranks), else 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cua_rl.config import RunConfig
+from cua_rl.inference.config import TINY, ModelServersConfig
+from cua_rl.learner.config import DeepSpeedEngineConfig, LearnerConfig
+from cua_rl.learner.memory_estimate import (
+    GIB,
+    RankMemory,
+    estimate_rank_memory,
+    ranks_to_fit,
+    zero_stage,
+)
+from cua_rl.learner.model_shapes import ModelShape, model_shape
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One role's share of the machines."""
+
+    role: str
+    units: int
+    """Processes, Ray actors or asyncio actors of this role."""
+    what: str
+    """What one unit is and what it holds."""
+    gpus_each: float
+    where: str
+
+
+@dataclass(frozen=True)
+class LearnerMemory:
+    role: str
+    model: str
+    ranks: int
+    shape: ModelShape | None
+    memory: RankMemory | None
+    on_gpu: bool
+    advice: str = ""
+    """Empty when it fits (or runs on CPU); else the settings that make it fit."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    placements: list[Placement]
+    learners: list[LearnerMemory]
+    gpu_gib: float
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def gpus(self) -> float:
+        return sum(p.units * p.gpus_each for p in self.placements)
+
+
+def learner_ranks(learner: LearnerConfig) -> int:
+    return int(getattr(learner, "ranks", 1))
+
+
+def build_plan(cfg: RunConfig, gpu_gib: float = 80.0) -> Plan:
+    """The plan of `cfg` for GPUs of `gpu_gib` GiB."""
+    pools = [("policy replicas", cfg.policy), ("prm replicas", cfg.prm)]
+    if cfg.adapt.enabled and cfg.adapt.rewriter.type == "model":
+        pools.append(("rewriter replicas", cfg.adapt.rewriter.pool))
+    placements = [_replicas(cfg, name, servers) for name, servers in pools]
+    learners = []
+    for role, learner, servers in (("policy", cfg.train.policy, cfg.policy),
+                                   ("prm", cfg.train.prm, cfg.prm)):
+        placements.append(_learner_placement(cfg, role, learner))
+        learners.append(_learner_memory(cfg, role, learner, servers, gpu_gib))
+    placements.append(_fleet(cfg))
+    notes = []
+    if cfg.runtime == "ray":
+        notes.append("learner ranks start on the driver's machine (the learners live in "
+                     "the driver); submit the driver to a node with their GPUs")
+    return Plan(placements, learners, gpu_gib, notes)
+
+
+def _replicas(cfg: RunConfig, name: str, servers: ModelServersConfig) -> Placement:
+    if servers.urls:
+        return Placement(name, 0, f"none started: {len(servers.urls)} server(s) at urls", 0,
+                         "elsewhere")
+    if cfg.runtime == "ray" and cfg.ray.inference == "ray":
+        gpus = cfg.ray.replica_gpu_count(servers.engine)
+        return Placement(name, servers.replicas,
+                         f"Ray actor + `cua-rl serve` ({servers.engine}) in a bundle "
+                         f"{{CPU: {cfg.ray.replica_cpus:g}, GPU: {gpus:g}}}", gpus,
+                         "Ray cluster (one placement group per role)")
+    gpus = servers.vllm.tensor_parallel_size if servers.engine == "vllm" and \
+        servers.device != "cpu" else 0
+    return Placement(name, servers.replicas, f"`cua-rl serve` process ({servers.engine}, "
+                     f"{_model_name(servers)})", gpus, "driver's machine")
+
+
+def _learner_placement(cfg: RunConfig, role: str, learner: LearnerConfig) -> Placement:
+    ranks = learner_ranks(learner)
+    engine = learner.engine
+    if isinstance(engine, DeepSpeedEngineConfig):
+        what = (f"DeepSpeed rank (ZeRO-{engine.zero_stage}, "
+                f"{'bf16' if engine.bf16 else 'fp32'}, {engine.dist_backend})")
+        gpus = 1 if engine.dist_backend == "nccl" else 0
+    else:
+        what = f"torch engine on {engine.device}"
+        gpus = 1 if engine.device.startswith("cuda") else 0
+        ranks = 1
+    return Placement(f"{role} learner", ranks, what, gpus, "driver's machine")
+
+
+def _fleet(cfg: RunConfig) -> Placement:
+    provider = cfg.desktops.provider.type
+    if cfg.runtime == "ray":
+        r = cfg.ray
+        return Placement("fleet workers", r.fleet_workers,
+                         f"Ray actor in a bundle {{CPU: {r.num_cpus:g}}} (SPREAD), "
+                         f"{r.worker_actors(cfg.fleet.actors)} episode actors and "
+                         f"{r.worker_desktops(cfg.desktops.count)} {provider} desktops each",
+                         0, "Ray cluster")
+    return Placement("fleet", 1, f"{cfg.fleet.actors} episode actors (asyncio) and "
+                     f"{cfg.desktops.count} {provider} desktops", 0, "driver process")
+
+
+def _model_name(servers: ModelServersConfig) -> str:
+    return servers.model
+
+
+def _base_model(cfg: RunConfig, servers: ModelServersConfig) -> str:
+    if servers.model != TINY:
+        return servers.model
+    from cua_rl.inference.launcher import default_tiny_dir
+
+    return str(cfg.tiny_model_dir or default_tiny_dir())
+
+
+def _learner_memory(cfg: RunConfig, role: str, learner: LearnerConfig,
+                    servers: ModelServersConfig, gpu_gib: float) -> LearnerMemory:
+    model = _base_model(cfg, servers)
+    ranks = learner_ranks(learner) if isinstance(learner.engine, DeepSpeedEngineConfig) else 1
+    on_gpu = _learner_placement(cfg, role, learner).gpus_each > 0
+    shape = model_shape(model)
+    if shape is None:
+        return LearnerMemory(role, model, ranks, None, None, on_gpu,
+                             "unknown model: give a local checkpoint directory to estimate")
+    memory = estimate_rank_memory(shape, learner, ranks)
+    advice = ""
+    if on_gpu and memory.total > gpu_gib * GIB:
+        advice = _advice(role, shape, learner, int(gpu_gib * GIB))
+    return LearnerMemory(role, model, ranks, shape, memory, on_gpu, advice)
+
+
+def _advice(role: str, shape: ModelShape, learner: LearnerConfig, budget: int) -> str:
+    """The smallest change that fits: more ranks (ZeRO-3), then smaller micro-batches."""
+    key = f"train.{role}"
+    key_stage = ""
+    if not isinstance(learner.engine, DeepSpeedEngineConfig):
+        key_stage = f" {key}.engine.type=deepspeed {key}.engine.zero_stage=3"
+        engine = DeepSpeedEngineConfig(zero_stage=3, bf16=True, dist_backend="nccl")
+        learner = learner.model_copy(update={"engine": engine})
+    elif zero_stage(learner) != 3:
+        learner = learner.model_copy(update={"engine": learner.engine.model_copy(
+            update={"zero_stage": 3})})
+        key_stage = f" {key}.engine.zero_stage=3"
+    options, micro = [], learner.micro_batch_tokens
+    while micro >= 512 and len(options) < 2:  # halving micro-batches until 2 options
+        trial = learner.model_copy(update={"micro_batch_tokens": micro})
+        ranks = ranks_to_fit(shape, trial, budget)
+        if ranks is not None and (not options or ranks < options[-1][0]):
+            total = estimate_rank_memory(shape, trial, ranks).total / GIB
+            micro_key = "" if micro == learner.micro_batch_tokens else \
+                f" {key}.micro_batch_tokens={micro}"
+            options.append((ranks, f"{key}.ranks={ranks}{key_stage}{micro_key} "
+                            f"({total:.1f} GiB per rank)"))
+        micro //= 2
+    if not options:
+        return (f"over {budget / GIB:g} GiB at any rank count: set {key}.loss.kl_beta=0 "
+                "(no reference) or shorten samples")
+    return f"over {budget / GIB:g} GiB: set " + ", or ".join(o for _, o in options)
+
+
+def render_plan(plan: Plan, runtime: str) -> str:
+    """The plan as text: a table of placements, then each learner rank's memory."""
+    rows = [("role", "units", "GPUs", "where", "each unit")]
+    rows += [(p.role, str(p.units), f"{p.units * p.gpus_each:g}", p.where, p.what)
+             for p in plan.placements]
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = [f"Placement plan (runtime: {runtime}; GPUs of {plan.gpu_gib:g} GiB)"]
+    lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r[:4], widths, strict=True))
+              + "  " + r[4] for r in rows]
+    lines.append(f"  GPUs in total: {plan.gpus:g}")
+    lines += [f"  note: {n}" for n in plan.notes]
+    lines.append("")
+    lines.append("Learner memory per rank (GiB; learner/memory_estimate.py has the formulas)")
+    for lm in plan.learners:
+        lines += _learner_lines(lm, plan.gpu_gib)
+    return "\n".join(lines) + "\n"
+
+
+def _learner_lines(lm: LearnerMemory, gpu_gib: float) -> list[str]:
+    head = f"  {lm.role}: {lm.model}, {lm.ranks} rank{'' if lm.ranks == 1 else 's'}"
+    if lm.shape is None or lm.memory is None:
+        return [f"{head}: {lm.advice}"]
+    s, m = lm.shape, lm.memory
+    verdict = lm.advice or (f"fits {gpu_gib:g} GiB" if lm.on_gpu else "on CPU (host memory)")
+    return [
+        f"{head}; {s.params / 1e9:.3g} B parameters ({s.source})",
+        f"    model states  {m.model_states / GIB:8.2f}  DeepSpeed {m.estimator}",
+        f"    reference     {m.reference / GIB:8.2f}  frozen float32 copy"
+        + ("" if m.reference else " (none: loss.kl_beta is 0)"),
+        f"    activations   {m.activations / GIB:8.2f}  one micro-batch, {s.layers} layers, "
+        "no recomputation",
+        f"    logits        {m.logits / GIB:8.2f}  micro-batch tokens x vocab {s.vocab}, fp32 x3",
+        f"    total         {m.total / GIB:8.2f}  {verdict}",
+    ]
