@@ -62,19 +62,21 @@ def write_run_config(run_dir: Path, tiny_model_dir: Path) -> None:
 
 def train_and_checkpoint(run_dir: Path, engine: TrainEngine, role: Role, updates: int) -> None:
     """`updates` updates of `engine` through the learner service, each checkpointed."""
+    asyncio.run(train_and_checkpoint_async(run_dir, engine, role, updates))
 
-    async def main() -> None:
-        store = AsyncRunStore.open(run_dir)
-        try:
-            service = LearnerService(role, engine, store, LearnerLoopConfig(),
-                                     checkpoint_dir=run_dir / "checkpoints", eta=updates)
-            run = asyncio.create_task(service.run(max_updates=updates))
-            for update in range(updates):
-                await service.submit(text_samples(update), f"g{update}")
-            await service.finish()
-            await asyncio.wait_for(run, 600)
-            await service.close()
-        finally:
-            await store.close()
 
-    asyncio.run(main())
+async def train_and_checkpoint_async(run_dir: Path, engine: TrainEngine, role: Role,
+                                     updates: int) -> None:
+    """`train_and_checkpoint` inside a running event loop."""
+    store = AsyncRunStore.open(run_dir)
+    try:
+        service = LearnerService(role, engine, store, LearnerLoopConfig(),
+                                 checkpoint_dir=run_dir / "checkpoints", eta=updates)
+        run = asyncio.create_task(service.run(max_updates=updates))
+        for update in range(updates):
+            await service.submit(text_samples(update), f"g{update}")
+        await service.finish()
+        await asyncio.wait_for(run, 600)
+        await service.close()
+    finally:
+        await store.close()
