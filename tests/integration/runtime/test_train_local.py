@@ -56,6 +56,20 @@ def test_quickstart_trains_both_models_and_adapts(
                if '"scope": "policy"' in line]
     # one task group per update (train.tasks_per_update of the preset), whole
     assert updates and all(u["groups"] == 1 for u in updates), updates
+    # `cua-rl export model`: the last checkpoint's weights exactly, not the initial ones
+    import torch
+    from tests_support.learner_runs import exported
+
+    out = tmp_path / "policy-export"
+    subprocess.run(_cli("export", "model", str(run), "--role", "policy", "--out", str(out)),
+                   check=True, timeout=300)
+    found = latest_checkpoint(run / "checkpoints", "policy")
+    assert found is not None and found[1] == 2
+    saved = torch.load(found[0] / "train_state.pt", weights_only=True)["model"]
+    weights, initial = exported(out), exported(primed_tiny_model_dir)
+    assert set(weights) == set(saved)
+    assert all(torch.equal(weights[n], t) for n, t in saved.items())
+    assert any(not torch.equal(weights[n], initial[n]) for n in saved)
 
 
 def test_killed_run_resumes_without_duplicated_or_missing_updates(
