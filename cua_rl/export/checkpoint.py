@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     import torch
 
 Role = Literal["policy", "prm"]
-ROLES: tuple[Role, ...] = ("policy", "prm")
 TORCH_STATE = "train_state.pt"
 """The torch engine's checkpoint file (engine_torch.STATE_FILE)."""
 DEEPSPEED_TAG = "train_state"
@@ -144,9 +143,16 @@ def _deepspeed_weights(path: Path) -> dict[str, torch.Tensor]:
         except (OSError, ValueError, KeyError) as exc:
             raise RunDirError(f"{path}: DeepSpeed could not consolidate the ZeRO-{stage} "
                               f"checkpoint ({exc})") from None
-        from deepspeed.utils.zero_to_fp32 import to_torch_tensor
-
-        return to_torch_tensor(masters, dtype=dtype)
+        # one tensor at a time: the fp32 masters of a large model are never all in memory;
+        # tied weights (one tensor under two names) stay one tensor
+        out: dict[str, torch.Tensor] = {}
+        done: dict[int, torch.Tensor] = {}
+        for name, lazy in masters.items():
+            if id(lazy) not in done:
+                tensor = lazy.contiguous()
+                done[id(lazy)] = tensor.to(dtype) if tensor.is_floating_point() else tensor
+            out[name] = done[id(lazy)]
+        return out
 
 
 def _deepspeed_settings(tag_dir: Path) -> tuple[int, bool]:
