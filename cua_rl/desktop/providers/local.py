@@ -25,6 +25,7 @@ from cua_rl.desktop.providers import local_state as st
 from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider, GuestClients
 from cua_rl.desktop.providers.local_config import LocalProviderConfig
 from cua_rl.desktop.providers.local_guest_env import ensure_guest_venv, guest_source_dir
+from cua_rl.desktop.providers.local_log import QUOTE_CAP, tail, trim_log
 from cua_rl.desktop.providers.local_session import (
     STOP_DEADLINE_S,
     kill_session,
@@ -252,7 +253,7 @@ class LocalProvider(DesktopProvider):
                 "width": self.config.width, "height": self.config.height,
                 "window_manager": self.config.window_manager,
                 "guest_venv": venv, "network": self.config.network,
-                "user": self.config.user, "sock_dir": str(ddir / "sock"),
+                "user": self.config.user,
                 "home": str(ddir / "home"), "token_file": str(ddir / "token"),
                 "owner_pid": self.owner_pid}
         spec_path = ddir / "session.json"
@@ -329,6 +330,7 @@ class LocalProvider(DesktopProvider):
 def _spawn(spec_path: Path, log_path: Path, lock_fd: int) -> subprocess.Popen:
     """Start the session launcher as the leader of a new session, so it survives
     the CLI that started it and its process group is the desktop."""
+    trim_log(log_path)
     with open(log_path, "ab") as log:
         return subprocess.Popen(
             [*UNSHARE, sys.executable, "-m", "cua_rl.desktop.providers.local_session",
@@ -347,9 +349,7 @@ def _port_taken(output: str, ports: tuple[int, ...], detail: str) -> PortInUse |
     return None if port is None else PortInUse("127.0.0.1", port, detail)
 
 
-def _tail(path: Path, size: int = 3000, start: int = 0) -> str:
-    """The last `size` bytes of the log, from offset `start` on (one launch's part)."""
-    try:
-        return path.read_bytes()[start:][-size:].decode(errors="replace")
-    except OSError:
-        return "(no log)"
+def _tail(path: Path, size: int = QUOTE_CAP, start: int = 0) -> str:
+    """The last `size` characters of the log, from offset `start` on (one launch's
+    part), sanitized and capped (`local_log.tail`)."""
+    return tail(path, size, start)

@@ -33,16 +33,21 @@ import json
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
 from typing import Any
 
 import cua_rl
+from cua_rl.desktop.providers.local_log import copy_capped
 from cua_rl.desktop.providers.local_sandbox import (
+    FORWARDED,
     STAGE,
+    ListenFds,
     SandboxFds,
     SandboxSpec,
     bwrap_argv,
@@ -117,24 +122,36 @@ def _mount(source: str, target: str, fstype: str | None, flags: int, data: str |
         raise OSError(err, f"mount {source} on {target}: {os.strerror(err)}")
 
 
-def _stage(home: str, sock_dir: str, guest_venv: str) -> None:
-    """Bind the three host directories the sandbox gets under `STAGE`, on a tmpfs
-    of this (private) mount namespace: invisible to the host and to other desktops."""
+def _stage(home: str, guest_venv: str) -> str:
+    """Bind the two host directories the sandbox gets under `STAGE`, on a tmpfs of
+    this (private) mount namespace: invisible to the host and to other desktops.
+    Returns the socket directory made there: root's, never bound into the sandbox,
+    and new on every start (nothing a previous session left can be in it)."""
     os.makedirs(STAGE, mode=0o755, exist_ok=True)  # an empty mount point on the host
-    _mount("tmpfs", STAGE, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=755")
-    for source, name in ((home, "home"), (sock_dir, "sock"), (guest_venv, "guest")):
+    _mount("tmpfs", STAGE, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=755,size=64k")
+    for source, name in ((home, "home"), (guest_venv, "guest")):
         os.mkdir(f"{STAGE}/{name}", 0o755)
         _mount(source, f"{STAGE}/{name}", None, _MS_BIND, None)
+    sock_dir = f"{STAGE}/sock"
+    os.mkdir(sock_dir, 0o755)
+    return sock_dir
+
+
+def _listen(path: str, user: DesktopUser) -> socket.socket:
+    """A listening Unix socket at `path`, bound by root and connectable only by
+    `user` (the host forwarder drops to that uid); inheritable, for the sandbox."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(path)
+    os.chown(path, user.uid, user.gid)
+    os.chmod(path, 0o600)
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
 
 
 def _start(spec: dict, user: DesktopUser, log: Any) -> dict[int, str]:
     """Start the sandbox and the host forwarders; returns {pid: what} of the
     processes whose exit ends the desktop."""
-    sock_dir = spec["sock_dir"]
-    os.makedirs(sock_dir, mode=0o700, exist_ok=True)
-    for name in os.listdir(sock_dir):  # sockets of a previous run of this desktop
-        os.unlink(os.path.join(sock_dir, name))
-    os.chown(sock_dir, user.uid, user.gid)
     chown_tree(spec["home"], user)
     chromium = chromium_binary()
     box = SandboxSpec(
@@ -142,20 +159,34 @@ def _start(spec: dict, user: DesktopUser, log: Any) -> dict[int, str]:
         height=spec["height"], window_manager=spec["window_manager"], uid=user.uid,
         gid=user.gid, user=user.name, network=spec.get("network", False),
         guest_port=spec["ports"]["guest"], chrome_binary=chromium or "")
-    _stage(spec["home"], sock_dir, spec["guest_venv"])
+    sock_dir = _stage(spec["home"], spec["guest_venv"])
+    socks = {} if box.network else {n: _listen(f"{sock_dir}/{n}.sock", user) for n in FORWARDED}
+    listen = ListenFds(socks["guest"].fileno(), socks["cdp"].fileno()) if socks else None
     token = _data_fd(Path(spec["token_file"]).read_text().strip())
     fds = SandboxFds(token=token, shim=_data_fd(chrome_shim()) if chromium else None)
+    out_r, out_w = os.pipe()  # the sandbox's stdout/stderr: never a host file
     try:
-        argv = bwrap_argv(box, sandbox_env(os.environ, box), fds, STAGE)
-        sandbox = subprocess.Popen(argv, pass_fds=fds.all(), env=_HOST_ENV, cwd="/",
-                                   stdin=subprocess.DEVNULL, **user.popen_kwargs())
+        argv = bwrap_argv(box, sandbox_env(os.environ, box), fds, STAGE, listen)
+        passed = (*fds.all(), *(s.fileno() for s in socks.values()))
+        sandbox = subprocess.Popen(argv, pass_fds=passed, env=_HOST_ENV, cwd="/",
+                                   stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w,
+                                   **user.popen_kwargs())
+    except BaseException:
+        os.close(out_r)
+        raise
     finally:
+        os.close(out_w)
         for fd in fds.all():
             os.close(fd)
+        for sock in socks.values():  # the sandbox holds them now
+            sock.close()
+    threading.Thread(target=copy_capped, args=(out_r, sys.stderr.buffer),
+                     kwargs={"label": f"session {spec['id']}"}, daemon=True,
+                     name="desktop-output").start()
     critical = {sandbox.pid: "sandbox (bwrap)"}
     if not box.network:
         ports = spec["ports"]
-        fwd_argv = host_forwarder(sys.executable, ports, f"{STAGE}/sock", user.uid, user.gid)
+        fwd_argv = host_forwarder(sys.executable, ports, sock_dir, user.uid, user.gid)
         fwd = subprocess.Popen(fwd_argv, env=_forwarder_env(), cwd="/",
                                stdin=subprocess.DEVNULL)
         critical[fwd.pid] = f"host forwarder {ports}"

@@ -33,12 +33,15 @@ from aiohttp import web
 from tests_support.desktops import local_desktops_unavailable
 
 import cua_rl
+from cua_rl.desktop import hostile
 from cua_rl.desktop.client import GuestClient
 from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider
 from cua_rl.desktop.providers.container import ContainerProvider
 from cua_rl.desktop.providers.container_config import ContainerProviderConfig
 from cua_rl.desktop.providers.local import LocalProvider
 from cua_rl.desktop.providers.local_config import LocalProviderConfig
+from cua_rl.desktop.providers.local_log import DESKTOP_OUTPUT_CAP
+from cua_rl.desktop.providers.local_sandbox import STAGE
 from cua_rl.desktop.providers.qemu import QemuProvider
 from cua_rl.desktop.providers.qemu_config import QemuProviderConfig
 from cua_rl.errors import GuestError
@@ -300,15 +303,16 @@ async def test_host_loopback_and_the_neighbour_are_unreachable(scene: Scene) -> 
 
 
 def _shared_socket_dir(scene: Scene, handle: DesktopHandle) -> Path:
-    """The host side of the desktop's /run/cua (the one directory both write)."""
-    if "run_dir" in handle.info:  # container
-        return Path(handle.info["run_dir"])
-    return scene.state_dir / handle.id / "sock"  # local
+    """The host side of the container's /run/cua (the one directory both write)."""
+    return Path(handle.info["run_dir"])
 
 
 async def test_links_planted_in_the_shared_socket_dir_are_not_followed(scene: Scene) -> None:
     if scene.provider.type == "qemu":
         pytest.skip("qemu: no host directory is shared with a VM (nothing to plant in)")
+    if scene.provider.type == "local":
+        pytest.skip("local: no socket directory is shared with the sandbox (it gets the "
+                    "listening descriptors); test_the_socket_dir_cannot_be_changed_from_inside")
     # The agent swaps its guest socket for a link to a host socket (a trap standing
     # in for the engine's or another desktop's) and its token for a link to a host
     # secret; the host must neither connect through the one nor read the other.
@@ -349,6 +353,43 @@ async def test_links_planted_in_the_shared_socket_dir_are_not_followed(scene: Sc
         await asyncio.to_thread(shutil.rmtree, trap_dir, True)
     assert await scene.provider.health(scene.a), "the agent's desktop did not come back"
     assert trap_hits == []
+
+
+def _local_socket_dir(handle: DesktopHandle) -> Path:
+    """The launcher's socket directory, seen through its own mount namespace."""
+    return Path(f"/proc/{handle.info['pid']}/root{STAGE}/sock")
+
+
+async def test_the_socket_dir_cannot_be_changed_from_inside(scene: Scene) -> None:
+    if scene.provider.type != "local":
+        pytest.skip(f"{scene.provider.type}: its channel is covered by the link test above")
+    # Inside, /run is the sandbox's own tmpfs: the agent may create /run/cua there,
+    # but the launcher's socket directory is in no mount the sandbox has.
+    rc, out = await scene.run(hostile.plant())
+    assert hostile.report(out, "plant"), out
+    sock_dir = _local_socket_dir(scene.a)
+    entries = await asyncio.to_thread(lambda: sorted(p.name for p in sock_dir.iterdir()))
+    assert entries == ["cdp.sock", "guest.sock"], entries
+    st = await asyncio.to_thread(sock_dir.stat)
+    assert (st.st_uid, st.st_mode & 0o777) == (0, 0o755)
+    # The planted directory (issue 29's reproduction) does not break the reset.
+    handle = await scene.provider.reset(scene.a)
+    assert await scene.provider.health(handle)
+    scene.a, scene.agent = handle, scene.provider.client(handle)
+
+
+async def test_a_log_flood_stays_inside_the_desktop(scene: Scene) -> None:
+    if scene.provider.type != "local":
+        pytest.skip(f"{scene.provider.type}: its output goes to the engine or the VM console, "
+                    "not to a host file the launcher writes")
+    log = Path(scene.a.info["log"])
+    before = (await asyncio.to_thread(log.stat)).st_size
+    rc, out = await scene.run(hostile.log_flood(mib=20))
+    assert int(hostile.report(out, "log_flood").get("targets", 0)) >= 1, out
+    await scene.agent.act(hostile.act_log_flood(mib=20), timeout=30)
+    grown = (await asyncio.to_thread(log.stat)).st_size - before
+    assert grown <= DESKTOP_OUTPUT_CAP + 4096, f"session log grew {grown} bytes"
+    assert await scene.provider.health(scene.a)
 
 
 async def test_killing_everything_it_can_leaves_the_neighbour_alive(scene: Scene) -> None:

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 #: After a process exits, how long to keep reading its pipes: a background child
 #: that inherited them could otherwise hold the request open until the deadline.
 DRAIN_GRACE_S = 0.2
+#: Bytes of each of a command's stdout and stderr kept for the answer.
+MAX_OUTPUT_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -87,11 +89,18 @@ async def run_command(
 
 
 async def _pump(stream: asyncio.StreamReader | None, sink: bytearray) -> None:
-    """Copy a pipe into a buffer until EOF (kept incrementally for partial output)."""
+    """Copy a pipe into a buffer until EOF (kept incrementally for partial output),
+    at most `MAX_OUTPUT_BYTES`: the rest is read and dropped, so `yes` ends at its
+    timeout with a bounded answer instead of filling the guest's memory."""
     if stream is None:
         return
+    dropped = 0
     while chunk := await stream.read(65536):
-        sink += chunk
+        room = MAX_OUTPUT_BYTES - len(sink)
+        sink += chunk[:max(room, 0)]
+        dropped += max(len(chunk) - max(room, 0), 0)
+    if dropped:
+        sink += f"\n[cua-guest: {dropped} more bytes of output dropped]\n".encode()
 
 
 def _kill_group(pid: int) -> None:
