@@ -28,15 +28,28 @@ def report(output: str, name: str) -> dict[str, str]:
 
 
 def fork_loop(max_procs: int = 5000, seconds: float = 5.0) -> str:
-    """Start up to `max_procs` sleeping processes as fast as it can for `seconds`,
-    then kill them; reports how many it got (`started`) and whether fork failed."""
-    return f"""
-end=$(( $(date +%s) + {max(int(seconds), 1)} )); n=0; failed=0
-while [ $n -lt {max_procs} ] && [ $(date +%s) -lt $end ]; do
-  if sleep {int(seconds) + 5} 2>/dev/null & then n=$((n+1)); else failed=1; break; fi
-done 2>/dev/null
-echo "HOSTILE fork_loop started=$n failed=$failed"
-kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; true
+    """Fork up to `max_procs` sleeping children as fast as it can for `seconds` (a
+    failed fork is counted, not retried with backoff as bash does), then kill
+    them; reports how many it got (`started`) and how many forks failed."""
+    return f"""python3 - <<'PY'
+import os, signal, time
+end, kids, failed = time.monotonic() + {seconds}, [], 0
+while len(kids) < {max_procs} and time.monotonic() < end and failed < 200:
+    try:
+        pid = os.fork()
+    except OSError:
+        failed += 1
+        continue
+    if pid == 0:
+        time.sleep({seconds} + 5)
+        os._exit(0)
+    kids.append(pid)
+print(f"HOSTILE fork_loop started={{len(kids)}} failed={{failed}}", flush=True)
+for pid in kids:
+    os.kill(pid, signal.SIGKILL)
+for pid in kids:
+    os.waitpid(pid, 0)
+PY
 """
 
 

@@ -92,6 +92,8 @@ class SandboxSpec:
     chrome_binary: str = ""
     """Chromium's executable, bound at `CHROME_EXE` when the google-chrome shim is
     installed."""
+    tmp_bytes: int = 0
+    """Size of each of /tmp, /run and /var/tmp (0: the kernel's default, half the RAM)."""
 
 
 def sandbox_env(base: Mapping[str, str], spec: SandboxSpec) -> dict[str, str]:
@@ -140,8 +142,10 @@ def bwrap_argv(spec: SandboxSpec, env: Mapping[str, str], fds: SandboxFds,
     home/ and guest/ (see `STAGE`); `listen` is required unless `spec.network`."""
     if listen is None and not spec.network:
         raise ValueError("a desktop without network needs its listening sockets (ListenFds)")
-    argv = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session",
-            "--uid", str(spec.uid), "--gid", str(spec.gid),
+    # --disable-userns: no nested user namespace (`unshare -Ur` would give uid 0
+    # inside one, and with it the kernel's namespace-only code paths).
+    argv = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns",
+            "--die-with-parent", "--new-session", "--uid", str(spec.uid), "--gid", str(spec.gid),
             "--hostname", "cua-desktop", "--clearenv"]
     if spec.network:
         argv.append("--share-net")
@@ -161,8 +165,9 @@ def bwrap_argv(spec: SandboxSpec, env: Mapping[str, str], fds: SandboxFds,
             argv += ["--tmpfs", path]
         elif os.path.lexists(path):
             argv += ["--ro-bind", "/dev/null", path]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run",
-             "--tmpfs", "/var/tmp", "--tmpfs", "/home",
+    size = ["--size", str(spec.tmp_bytes)] if spec.tmp_bytes else []
+    argv += ["--proc", "/proc", "--dev", "/dev", *size, "--tmpfs", "/tmp", *size, "--tmpfs",
+             "/run", *size, "--tmpfs", "/var/tmp", "--size", str(1 << 20), "--tmpfs", "/home",
              "--bind", f"{stage}/home", "/home/user",
              "--ro-bind", f"{stage}/guest", GUEST_MOUNT,
              "--perms", "0700", "--dir", "/tmp/runtime-user",

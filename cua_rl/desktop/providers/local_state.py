@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from cua_rl.desktop.providers.local_sandbox import STAGE
 from cua_rl.net_ports import pick_port
 
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -371,6 +372,15 @@ def ensure_home_template(path: Path) -> Path:
     except OSError:  # another process built it first
         shutil.rmtree(tmp, ignore_errors=True)
     return path
+
+
+def live_home(record: DesktopRecord) -> str:
+    """Where the host sees the running desktop's /home/user: the launcher's staged
+    home through its own mount namespace (`/proc/PID/root/run/cua-rl-stage/home`;
+    with limits a size-capped tmpfs the state dir's home was copied into), or the
+    state dir's home when the launcher is not running."""
+    staged = f"/proc/{record.pid}/root{STAGE}/home"
+    return staged if os.path.isdir(staged) else record.home
 
 
 def restore_home(template: Path, home: Path) -> None:

@@ -392,6 +392,70 @@ async def test_a_log_flood_stays_inside_the_desktop(scene: Scene) -> None:
     assert await scene.provider.health(scene.a)
 
 
+async def _screenshot_p99(client: GuestClient, count: int = 20) -> float:
+    """p99 (the max of `count`) of the neighbour's screenshot latency, in seconds."""
+    times = []
+    for _ in range(count):
+        began = asyncio.get_running_loop().time()
+        await client.screenshot()
+        times.append(asyncio.get_running_loop().time() - began)
+    return max(times)
+
+
+async def test_hostile_programs_hit_the_desktops_limits_not_the_hosts(scene: Scene) -> None:
+    if scene.provider.type != "local":
+        pytest.skip(f"{scene.provider.type}: limits are checked on local desktops so far "
+                    "(docs/sandbox.md, Limits)")
+    limits = scene.a.info["limits"]
+    assert limits and limits["cgroup"] in ("v1", "v2"), scene.a.info
+    neighbour = scene.provider.client(scene.b)
+    baseline = await _screenshot_p99(neighbour)
+    pids_before = len(psutil.pids())
+    disk_before = shutil.disk_usage(scene.state_dir).used
+    mem_before = psutil.virtual_memory().available
+    peak = {"pids": 0, "mem_drop": 0}
+
+    async def watch() -> None:
+        while True:
+            peak["pids"] = max(peak["pids"], len(psutil.pids()) - pids_before)
+            peak["mem_drop"] = max(peak["mem_drop"],
+                                   mem_before - psutil.virtual_memory().available)
+            await asyncio.sleep(0.05)
+
+    watcher = asyncio.create_task(watch())
+    try:
+        rc, out = await scene.run(hostile.fork_loop(max_procs=limits["pids"] + 500, seconds=4))
+        started = int(hostile.report(out, "fork_loop")["started"])
+        during = await _screenshot_p99(neighbour, 10)
+        rc, out = await scene.run(hostile.disk_fill("/home/user/fill", limits["home_mb"] + 256)
+                                  + hostile.disk_fill("/tmp/fill", limits["tmp_mb"] + 256))
+        home_mib, tmp_mib = (int(hostile.report(line, "disk_fill")["written_mib"])
+                             for line in out.splitlines() if line.startswith("HOSTILE"))
+        disk_growth = shutil.disk_usage(scene.state_dir).used - disk_before
+        rc, out = await scene.run(hostile.memory_hog(limits["memory_mb"] + 512, seconds=1))
+        held = int(hostile.report(out, "memory_hog")["held_mib"])
+    finally:
+        watcher.cancel()
+    print(f"\nlimits {limits}: fork loop started {started}, host pids +{peak['pids']}; "
+          f"disk fill home {home_mib} MiB, /tmp {tmp_mib} MiB, host disk +{disk_growth >> 20} MiB; "
+          f"memory hog held {held} MiB, host available -{peak['mem_drop'] >> 20} MiB; "
+          f"neighbour screenshot max {baseline * 1000:.0f} ms -> {during * 1000:.0f} ms")
+    assert started < limits["pids"] and peak["pids"] <= limits["pids"], (started, peak)
+    assert home_mib <= limits["home_mb"] and tmp_mib <= limits["tmp_mb"], out
+    assert disk_growth <= (limits["home_mb"] + limits["tmp_mb"]) << 20, disk_growth
+    assert held < limits["memory_mb"], out  # OOM-killed inside the desktop
+    assert peak["mem_drop"] <= (limits["memory_mb"] + 512) << 20, peak
+    assert during <= max(2 * baseline, 0.5), (baseline, during)
+    assert await scene.provider.health(scene.a) and await scene.provider.health(scene.b)
+
+
+async def test_no_nested_user_namespace(scene: Scene) -> None:
+    if scene.provider.type != "local":
+        pytest.skip(f"{scene.provider.type}: checked on local desktops (bwrap --disable-userns)")
+    rc, out = await scene.run(hostile.nested_userns())
+    assert hostile.report(out, "nested_userns").get("rc") != "0", out
+
+
 async def test_killing_everything_it_can_leaves_the_neighbour_alive(scene: Scene) -> None:
     # Last on purpose: the agent's own desktop does not survive this.
     try:

@@ -105,3 +105,14 @@ def test_guest_venv_is_keyed_by_content(tmp_path: Path) -> None:
     (src / "cua_guest" / "__init__.py").write_text("A = 2\n")
     assert content_hash(src) != first
     assert venv_path(src, Path("/opt/x")) == Path("/opt/x") / f"guest-venv-{content_hash(src)}"
+
+
+def test_limits_size_every_tmpfs_and_no_nested_user_namespace() -> None:
+    spec = SandboxSpec(desktop_id="d1", display=201, width=800, height=600,
+                       window_manager="", uid=1001, gid=1001, user="user", tmp_bytes=64 << 20)
+    argv = bwrap_argv(spec, {}, SandboxFds(token=7, shim=None), "/stage", LISTEN)
+    sized = {argv[i + 3]: argv[i + 1] for i, a in enumerate(argv)
+             if a == "--size" and argv[i + 2] == "--tmpfs"}
+    assert sized == {"/tmp": str(64 << 20), "/run": str(64 << 20),
+                     "/var/tmp": str(64 << 20), "/home": str(1 << 20)}
+    assert {"--unshare-user", "--disable-userns"} <= set(argv)
