@@ -54,9 +54,13 @@ SYSTEM_DIRS = ("/usr", "/etc", "/var/cache/fontconfig", "/var/lib/dbus")
 MERGED_USR = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 ETC_SECRETS = ("shadow", "shadow-", "gshadow", "gshadow-", "sudoers", "sudoers.d", "ssh",
                "docker", "containerd", "npmrc", "pip.conf", "gitconfig", "wgetrc",
-               "security/opasswd")
+               "security/opasswd", "xdg/pip", "apt/apt.conf.d", "apt/auth.conf",
+               "apt/auth.conf.d")
 """Under /etc but none of a desktop's business: files masked by /dev/null (unreadable:
-the bind is nodev), directories by an empty tmpfs."""
+the bind is nodev), directories by an empty tmpfs. A denylist: package-manager and
+registry settings (`xdg/pip`, `apt/apt.conf.d`: proxies, mirrors, credentials) join
+it as found; an allowlist of /etc would be stricter but must first be checked
+against every app of the `full` profile (docs/sandbox.md)."""
 ENV_FROM_HOST = ("LANG", "LANGUAGE", "TZ", "SAL_USE_VCLPLUGIN", "CUA_GUEST_FAULT_HOOKS")
 """The only variables (with LC_*) taken from the launcher's environment
 (CUA_GUEST_FAULT_HOOKS arms the guest's fault hook for `cua-rl bench faults`)."""

@@ -109,8 +109,9 @@ def list_records(state_dir: Path) -> list[DesktopRecord]:
     return [r for r in records if r is not None]
 
 
-RESERVED_DIRS = ("home-template", "locks")
-"""Directories of the state dir that are not desktops."""
+RESERVED_DIRS = ("home-template", "locks", "container", "qemu")
+"""Directories of the state dir that are not desktops (`container/` and `qemu/` hold
+those providers' desktops when `$CUA_RL_STATE_DIR` is the local state dir)."""
 
 STARTING_GRACE_S = 600.0
 """A desktop dir with no record and no owner younger than this may be starting now."""

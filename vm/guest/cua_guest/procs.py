@@ -33,7 +33,15 @@ class ProcResult:
 
 
 class CommandNotRunnable(Exception):
-    """The executable is missing or cannot be executed (the message names it)."""
+    """The executable is missing or cannot be executed (the message names it).
+
+    A fault of the request, not of the server: routes answer `status` (404 for a
+    missing program, 403 when it may not be run), never 500, which OSWorld's
+    clients read as the guest failing."""
+
+    def __init__(self, argv0: str, exc: OSError) -> None:
+        super().__init__(f"cannot run {argv0!r}: {exc.strerror or exc}")
+        self.status = 403 if isinstance(exc, PermissionError) else 404
 
 
 def shell_argv(command: list[str] | str) -> list[str]:
@@ -61,7 +69,7 @@ async def run_command(
             start_new_session=True,
         )
     except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
-        raise CommandNotRunnable(f"cannot run {argv[0]!r}: {exc.strerror or exc}") from None
+        raise CommandNotRunnable(argv[0], exc) from None
 
     out, err = bytearray(), bytearray()
     pumps = [asyncio.create_task(_pump(proc.stdout, out))]
@@ -131,7 +139,7 @@ class LaunchedApps:
                 stderr=subprocess.DEVNULL,
             )
         except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
-            raise CommandNotRunnable(f"cannot run {argv[0]!r}: {exc.strerror or exc}") from None
+            raise CommandNotRunnable(argv[0], exc) from None
         self._procs.append(proc)
         return proc
 
