@@ -144,3 +144,33 @@ def nested_userns() -> str:
 out=$(unshare -Ur id -u 2>&1); rc=$?
 echo "HOSTILE nested_userns rc=$rc uid=$(echo "$out" | tr -c '0-9' _ | head -c 20)"
 """
+
+
+def denied_calls() -> str:
+    """Try the system calls a desktop's seccomp filter denies (x86-64 numbers) on a
+    sibling process of the desktop; reports each call's errno (0: it worked)."""
+    return """python3 - <<'PY'
+import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+child = os.fork()
+if child == 0:
+    time.sleep(5)
+    os._exit(0)
+def call(nr, *args):
+    ctypes.set_errno(0)
+    rc = libc.syscall(nr, *args)
+    return 0 if rc >= 0 else ctypes.get_errno()
+pidfd = libc.syscall(434, child, 0)  # pidfd_open: allowed
+found = {
+    "ptrace": call(101, 16, child, 0, 0),  # PTRACE_ATTACH
+    "pidfd_getfd": call(438, pidfd, 1, 0),
+    "io_uring_setup": call(425, 8, ctypes.create_string_buffer(120)),
+    "bpf": call(321, 0, 0, 0),
+    "keyctl": call(250, 0, 0, 0),
+    "mount": call(165, b"none", b"/tmp", b"tmpfs", 0, 0),
+    "process_vm_readv": call(310, child, 0, 0, 0, 0, 0),
+}
+os.kill(child, 9)
+print("HOSTILE denied_calls " + " ".join(f"{k}={v}" for k, v in found.items()))
+PY
+"""

@@ -265,6 +265,7 @@ class LocalProvider(DesktopProvider):
                 "window_manager": self.config.window_manager,
                 "guest_venv": venv, "network": self.config.network,
                 "user": self.config.user, "limits": self._limits(),
+                "seccomp": self.config.seccomp,
                 "home": str(ddir / "home"), "token_file": str(ddir / "token"),
                 "owner_pid": self.owner_pid}
         spec_path = ddir / "session.json"

@@ -86,6 +86,10 @@ class LocalProviderConfig(BaseModel):
     user: str = "user"
     """Unprivileged account the session runs as (OSWorld's `user`, password
     `password`); created on first start when missing."""
+    seccomp: bool = True
+    """Install the desktop's seccomp filter (ptrace, pidfd_getfd, io_uring, bpf, the
+    key store, mount... denied: docs/sandbox.md). Chromium then runs with its own
+    sandbox off (`--no-sandbox`), as it would anyway without nested user namespaces."""
     limits: DesktopLimits = Field(default_factory=DesktopLimits)
     """Per-desktop bounds on processes, memory, CPU share and disk (cgroup v1 or v2
     plus size-capped tmpfs mounts; docs/sandbox.md)."""

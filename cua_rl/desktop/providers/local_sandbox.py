@@ -126,9 +126,11 @@ class SandboxFds:
     token: int
     shim: int | None
     """The google-chrome shim, or None when no shim is needed."""
+    seccomp: int | None = None
+    """The seccomp filter (`local_seccomp.program`), or None for none."""
 
     def all(self) -> tuple[int, ...]:
-        return (self.token,) if self.shim is None else (self.token, self.shim)
+        return tuple(fd for fd in (self.token, self.shim, self.seccomp) if fd is not None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +186,8 @@ def bwrap_argv(spec: SandboxSpec, env: Mapping[str, str], fds: SandboxFds,
         argv += ["--perms", "0755", "--file", str(fds.shim), f"{SHIM_BIN}/google-chrome"]
         if spec.chrome_binary:
             argv += _chrome_exe(spec.chrome_binary)
+    if fds.seccomp is not None:
+        argv += ["--seccomp", str(fds.seccomp)]
     # The root itself (bwrap's tmpfs) read-only: no new top-level directories.
     argv += ["--remount-ro", "/", "--chdir", "/home/user",
              "--", "/bin/bash", "-c", SESSION_SCRIPT, "session", str(spec.display),

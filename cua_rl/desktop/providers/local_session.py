@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import cua_rl
+from cua_rl.desktop.providers import local_seccomp
 from cua_rl.desktop.providers.local_cgroup import Cgroup, create
 from cua_rl.desktop.providers.local_log import copy_capped
 from cua_rl.desktop.providers.local_sandbox import (
@@ -122,7 +123,11 @@ def _start(spec: dict, user: DesktopUser, log: Any,
                               memory_bytes=limits["memory_mb"] << 20,
                               cpu_weight=limits["cpu_weight"]))
     token = data_fd(Path(spec["token_file"]).read_text().strip())
-    fds = SandboxFds(token=token, shim=data_fd(chrome_shim()) if chromium else None)
+    seccomp = spec.get("seccomp", True) and local_seccomp.supported()
+    if spec.get("seccomp", True) and not seccomp:
+        log("no seccomp filter: no system call table for this machine's ABI")
+    fds = SandboxFds(token=token, shim=data_fd(chrome_shim()) if chromium else None,
+                     seccomp=data_fd(local_seccomp.program()) if seccomp else None)
     out_r, out_w = os.pipe()  # the sandbox's stdout/stderr: never a host file
     try:
         argv = bwrap_argv(box, sandbox_env(os.environ, box), fds, STAGE, listen)

@@ -30,11 +30,12 @@ from cua_rl.desktop.providers.local_user import DesktopUser, chown_tree
 _MS_NOSUID, _MS_NODEV, _MS_BIND = 2, 4, 4096
 
 
-def data_fd(data: str) -> int:
-    """A pipe's read end holding `data` (bwrap copies it into a file inside)."""
+def data_fd(data: str | bytes) -> int:
+    """A pipe's read end holding `data` (bwrap copies it into a file inside, or
+    reads the seccomp program from it)."""
     read_fd, write_fd = os.pipe()
-    with os.fdopen(write_fd, "w") as fh:  # small: fits the pipe buffer, never blocks
-        fh.write(data)
+    with os.fdopen(write_fd, "wb") as fh:  # small: fits the pipe buffer, never blocks
+        fh.write(data.encode() if isinstance(data, str) else data)
     return read_fd
 
 

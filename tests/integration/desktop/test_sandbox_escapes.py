@@ -387,9 +387,11 @@ async def test_a_log_flood_stays_inside_the_desktop(scene: Scene) -> None:
                     "not to a host file the launcher writes")
     log = Path(scene.a.info["log"])
     before = (await asyncio.to_thread(log.stat)).st_size
-    rc, out = await scene.run(hostile.log_flood(mib=20))
-    assert int(hostile.report(out, "log_flood").get("targets", 0)) >= 1, out
+    # pidfd_getfd is denied by the seccomp filter; with it allowed (a desktop without
+    # the filter) the flood reaches the launcher's pipe and the cap holds it.
     await scene.agent.act(hostile.act_log_flood(mib=20), timeout=30)
+    rc, out = await scene.run(hostile.log_flood(mib=20))
+    assert hostile.report(out, "log_flood"), out
     grown = (await asyncio.to_thread(log.stat)).st_size - before
     assert grown <= DESKTOP_OUTPUT_CAP + 4096, f"session log grew {grown} bytes"
     assert await scene.provider.health(scene.a)
@@ -403,6 +405,23 @@ async def _screenshot_p99(client: GuestClient, count: int = 20) -> float:
         await client.screenshot()
         times.append(asyncio.get_running_loop().time() - began)
     return max(times)
+
+
+HOST_NOISE_MB = 2048
+"""Margin on the host's available-memory drop for other processes of a shared machine."""
+
+
+def _desktop_memory_peak(handle: DesktopHandle) -> int:
+    """The desktop cgroup's peak memory (v1 max_usage_in_bytes, v2 memory.peak), read
+    through a process of the sandbox (the launcher's child, bwrap)."""
+    bwrap = next(c for c in psutil.Process(handle.info["pid"]).children() if c.name() == "bwrap")
+    for line in Path(f"/proc/{bwrap.pid}/cgroup").read_text().splitlines():
+        _, ctls, path = line.split(":", 2)
+        if "memory" in ctls.split(","):
+            return int(Path(f"/sys/fs/cgroup/memory{path}/memory.max_usage_in_bytes").read_text())
+        if ctls == "" and Path(f"/sys/fs/cgroup{path}/memory.peak").exists():
+            return int(Path(f"/sys/fs/cgroup{path}/memory.peak").read_text())
+    raise AssertionError(f"no memory cgroup for {handle.id}")
 
 
 async def test_hostile_programs_hit_the_desktops_limits_not_the_hosts(scene: Scene) -> None:
@@ -447,9 +466,20 @@ async def test_hostile_programs_hit_the_desktops_limits_not_the_hosts(scene: Sce
     assert home_mib <= limits["home_mb"] and tmp_mib <= limits["tmp_mb"], out
     assert disk_growth <= (limits["home_mb"] + limits["tmp_mb"]) << 20, disk_growth
     assert held < limits["memory_mb"], out  # OOM-killed inside the desktop
-    assert peak["mem_drop"] <= (limits["memory_mb"] + 512) << 20, peak
+    # The desktop's own peak is exact; the host's available memory also moves with
+    # whatever else runs on the machine (other test runs here), hence the margin.
+    assert _desktop_memory_peak(scene.a) <= limits["memory_mb"] << 20
+    assert peak["mem_drop"] <= (limits["memory_mb"] + HOST_NOISE_MB) << 20, peak
     assert during <= max(2 * baseline, 0.5), (baseline, during)
     assert await scene.provider.health(scene.a) and await scene.provider.health(scene.b)
+
+
+async def test_seccomp_denies_what_desktop_apps_do_not_need(scene: Scene) -> None:
+    if scene.provider.type != "local":
+        pytest.skip(f"{scene.provider.type}: the engine's or the VM's own (docs/sandbox.md)")
+    rc, out = await scene.run(hostile.denied_calls())
+    errors = hostile.report(out, "denied_calls")
+    assert errors and all(v == "1" for v in errors.values()), out  # EPERM each
 
 
 async def test_no_nested_user_namespace(scene: Scene) -> None:

@@ -116,3 +116,22 @@ def test_limits_size_every_tmpfs_and_no_nested_user_namespace() -> None:
     assert sized == {"/tmp": str(64 << 20), "/run": str(64 << 20),
                      "/var/tmp": str(64 << 20), "/home": str(1 << 20)}
     assert {"--unshare-user", "--disable-userns"} <= set(argv)
+
+
+def test_seccomp_program_denies_each_listed_call_and_other_abis() -> None:
+    import struct
+
+    from cua_rl.desktop.providers.local_seccomp import DENIED_X86_64, program
+
+    code = program()
+    insns = [struct.unpack("=HBBI", code[i:i + 8]) for i in range(0, len(code), 8)]
+    assert len(insns) == 5 + len(set(DENIED_X86_64.values())) + 2
+    deny, allow = len(insns) - 1, len(insns) - 2
+    assert insns[deny] == (0x06, 0, 0, 0x00050000 | 1) and insns[allow][3] == 0x7FFF0000
+    for index, (op, jt, _jf, k) in enumerate(insns[5:allow], start=5):
+        assert op == 0x15 and index + 1 + jt == deny, (index, k)
+    assert {k for op, *_, k in insns[5:allow]} == set(DENIED_X86_64.values())
+    spec = SandboxSpec(desktop_id="d1", display=201, width=800, height=600,
+                       window_manager="", uid=1001, gid=1001, user="user")
+    argv = bwrap_argv(spec, {}, SandboxFds(token=7, shim=None, seccomp=9), "/stage", LISTEN)
+    assert argv[argv.index("--seccomp") + 1] == "9"
