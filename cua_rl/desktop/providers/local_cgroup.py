@@ -5,10 +5,10 @@ makes a cgroup per desktop with the kernel's own controllers and starts bwrap in
 it; everything of the sandbox then lives there. Both hierarchies are handled:
 
 - cgroup v1 (this machine; older hosts): one directory per controller, under the
-  launcher's own cgroup of that controller (`<ctl><own>/cua-rl/<id>`), with
+  launcher's own cgroup of that controller (`<ctl><own>/cua-rl/<id>-<pid>`), with
   `pids.max`, `memory.limit_in_bytes` (+ `memory.memsw.limit_in_bytes`: no swap
   beyond it) and `cpu.shares`;
-- cgroup v2 (most cloud hosts): `/sys/fs/cgroup/cua-rl/<id>` with `pids.max`,
+- cgroup v2 (most cloud hosts): `/sys/fs/cgroup/cua-rl/<id>-<pid>` with `pids.max`,
   `memory.max`, `memory.swap.max = 0` and `cpu.weight`; `cua-rl` holds no process,
   so its controllers can be delegated to the leaves.
 

@@ -119,7 +119,8 @@ def _start(spec: dict, user: DesktopUser, log: Any,
         n: listen_socket(f"{sock_dir}/{n}.sock", user) for n in FORWARDED}
     listen = ListenFds(socks["guest"].fileno(), socks["cdp"].fileno()) if socks else None
     if limits:
-        cgroups.append(create(f"{spec['id']}", pids=limits["pids"],
+        # Named by the launcher's pid too: two state dirs may hold desktops of one id.
+        cgroups.append(create(f"{spec['id']}-{os.getpid()}", pids=limits["pids"],
                               memory_bytes=limits["memory_mb"] << 20,
                               cpu_weight=limits["cpu_weight"]))
     token = data_fd(Path(spec["token_file"]).read_text().strip())
