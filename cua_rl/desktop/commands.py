@@ -101,7 +101,8 @@ def vm() -> None:
 @provider_option
 @state_option
 @click.option("--count", "-n", type=click.IntRange(min=1), default=1, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of {id, url, token, tls_fingerprint, limits}.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print a JSON list of {id, url, token, tls_fingerprint, limits}.")
 def up(provider_name: str, settings: tuple[str, ...], state_dir: Path | None, count: int,
        as_json: bool) -> None:
     """Start COUNT desktops and leave them running."""
