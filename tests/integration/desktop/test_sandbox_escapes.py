@@ -446,7 +446,7 @@ async def test_hostile_programs_hit_the_desktops_limits_not_the_hosts(scene: Sce
 
     watcher = asyncio.create_task(watch())
     try:
-        rc, out = await scene.run(hostile.fork_loop(max_procs=limits["pids"] + 500, seconds=4))
+        rc, out = await scene.run(hostile.fork_loop(max_procs=limits["pids"] + 500, seconds=8))
         started = int(hostile.report(out, "fork_loop")["started"])
         during = await _screenshot_p99(neighbour, 10)
         rc, out = await scene.run(hostile.disk_fill("/home/user/fill", limits["home_mb"] + 256)
