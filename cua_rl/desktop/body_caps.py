@@ -11,8 +11,11 @@ the host's memory stays within the cap plus one read chunk (docs/sandbox.md).
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import aiohttp
@@ -65,6 +68,31 @@ async def read_capped(resp: aiohttp.ClientResponse, cap: int, what: str,
             raise GuestError(f"{what}: answer exceeds its cap of {cap} bytes")
         body += chunk
     return bytes(body)
+
+
+async def stream_capped(resp: aiohttp.ClientResponse, dest: Path, cap: int, what: str) -> int:
+    """Write the body of `resp` to `dest` (through a temporary file beside it, renamed
+    when complete), or remove the partial file and raise GuestError once it exceeds
+    `cap` bytes. Returns the size written. File writes go through a thread."""
+    declared = resp.content_length
+    if declared is not None and declared > cap:
+        raise GuestError(f"{what}: answer of {declared} bytes exceeds its cap of {cap} bytes")
+    part = dest.with_name(f".{dest.name}.part")
+    size = 0
+    fh = await asyncio.to_thread(open, part, "wb")
+    try:
+        async for chunk in resp.content.iter_chunked(_CHUNK):
+            size += len(chunk)
+            if size > cap:
+                raise GuestError(f"{what}: answer exceeds its cap of {cap} bytes")
+            await asyncio.to_thread(fh.write, chunk)
+    except BaseException:
+        await asyncio.to_thread(fh.close)
+        part.unlink(missing_ok=True)
+        raise
+    await asyncio.to_thread(fh.close)
+    await asyncio.to_thread(os.replace, part, dest)
+    return size
 
 
 IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff")

@@ -17,9 +17,9 @@ one line, which aborts that episode as a corrupt screenshot does.
 from __future__ import annotations
 
 import asyncio
-import ssl
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import aiohttp
@@ -34,8 +34,10 @@ from cua_rl.desktop.body_caps import (
     loads_or_none,
     parse_json,
     read_capped,
+    stream_capped,
 )
-from cua_rl.errors import ConfigError, GuestError, GuestUnavailable
+from cua_rl.desktop.guest_tls import tls_settings
+from cua_rl.errors import GuestError, GuestUnavailable
 
 ImageFormat = Literal["png", "jpeg"]
 
@@ -253,6 +255,25 @@ class GuestClient:
         )
         return body if status == 200 else None
 
+    async def save_file(self, path: str, dest: Path, timeout: float = 600.0) -> bool:
+        """Stream the desktop's file `path` to `dest` on the host, at most the `file`
+        cap (the host holds one chunk at a time); False when it does not exist.
+        Over the cap, the partial copy is removed and GuestError raised."""
+        what = f"POST {self.url}/file"
+        limit = aiohttp.ClientTimeout(total=timeout)
+        try:
+            async with self._http().post(self.url + "/file", data={"file_path": path},
+                                         timeout=limit, ssl=self._ssl) as resp:
+                if resp.status == 404:
+                    return False
+                if resp.status != 200:
+                    body = await read_capped(resp, self.caps.error, what, truncate=True)
+                    raise GuestError(f"{what}: HTTP {resp.status}: {error_text(body)}")
+                await stream_capped(resp, dest, self.caps.file, what)
+                return True
+        except (TimeoutError, aiohttp.ClientConnectionError, OSError) as exc:
+            raise GuestUnavailable(f"{what}: no answer ({exc!r})") from exc
+
     # actions -------------------------------------------------------------------
 
     async def act(self, code: str, timeout: float = 10.0) -> ExecResult:
@@ -362,34 +383,3 @@ class GuestClient:
         if body[4:8] != b"ftyp":
             raise GuestError(f"POST {self.url}/end_recording: expected an MP4, got {body[:40]!r}")
         return body
-
-
-def tls_settings(
-    url: str, fingerprint: str | None, ca_file: str | None
-) -> aiohttp.Fingerprint | ssl.SSLContext | bool:
-    """What aiohttp verifies an https guest with: a pinned certificate fingerprint, a CA
-    file, or (neither) the system's CAs. Pinning over plain http is refused: it would
-    silently protect nothing."""
-    if fingerprint is None and ca_file is None:
-        return True
-    if not url.startswith("https://"):
-        raise ConfigError(f"guest {url}: a TLS fingerprint or CA file needs an https:// URL")
-    if fingerprint is not None and ca_file is not None:
-        raise ConfigError(f"guest {url}: give a TLS fingerprint or a CA file, not both")
-    if ca_file is not None:
-        try:
-            return ssl.create_default_context(cafile=ca_file)
-        except (OSError, ssl.SSLError) as exc:
-            raise ConfigError(f"guest CA file {ca_file}: cannot load it ({exc})") from None
-    assert fingerprint is not None
-    digest = fingerprint.replace(":", "").strip().lower()
-    try:
-        raw = bytes.fromhex(digest)
-    except ValueError:
-        raw = b""
-    if len(raw) != 32:
-        raise ConfigError(
-            f"guest {url}: TLS fingerprint must be a SHA-256 digest (64 hex digits, colons "
-            f"allowed), got {fingerprint[:80]!r}"
-        )
-    return aiohttp.Fingerprint(raw)

@@ -3,8 +3,10 @@ against a hostile stand-in guest on 127.0.0.1 (a taken-over channel's answers)."
 
 from __future__ import annotations
 
+import asyncio
 import resource
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 from aiohttp import web
@@ -14,7 +16,7 @@ from cua_rl.desktop.client import GuestClient
 from cua_rl.errors import GuestError
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 100
-CAPS = BodyCaps(image=1 << 20, json=64 << 10, error=1 << 10)
+CAPS = BodyCaps(image=1 << 20, json=64 << 10, error=1 << 10, file=1 << 20)
 FLOOD_MB = 64
 """What the hostile guest streams where a 1 MiB screenshot is the cap."""
 
@@ -42,8 +44,24 @@ async def _screenshot(request: web.Request) -> web.StreamResponse:
     return web.Response(body=b"<html>not an image</html>")
 
 
+async def _file(request: web.Request) -> web.StreamResponse:
+    """/file: a small file, a missing one, or one that streams past the 1 MiB cap."""
+    name = (await request.post())["file_path"]
+    if name == "small":
+        return web.Response(body=b"x" * 1000)
+    if name == "missing":
+        return web.json_response({"message": "no such file"}, status=404)
+    resp = web.StreamResponse()
+    await resp.prepare(request)
+    for _ in range(8):
+        await resp.write(b"y" * (1 << 20))
+    await resp.write_eof()
+    return resp
+
+
 def _app() -> web.Application:
     app = web.Application()
+    app.router.add_post("/file", _file)
     app.router.add_get("/screenshot", _screenshot)
     app.router.add_post("/screen_size", _answer(web.json_response(["not", "an object"])))
     app.router.add_get("/cursor_position", _answer(web.json_response({"x": "a", "y": None})))
@@ -99,3 +117,15 @@ async def test_error_text_is_quoted_sanitized_and_capped(hostile: GuestClient) -
     assert len(message) < 500 and message.endswith("...")
     assert "HTTP 500" in message
     assert quote(b"\xff\x00ok") == "??ok"
+
+
+async def test_a_file_is_streamed_to_disk_within_its_cap(hostile: GuestClient,
+                                                         tmp_path: Path) -> None:
+    dest = tmp_path / "got"
+    assert await hostile.save_file("small", dest)
+    assert await asyncio.to_thread(dest.read_bytes) == b"x" * 1000
+    assert not await hostile.save_file("missing", tmp_path / "none")
+    with pytest.raises(GuestError, match=r"POST .*/file: answer exceeds its cap of 1048576"):
+        await hostile.save_file("huge", tmp_path / "huge")
+    left = await asyncio.to_thread(lambda: sorted(p.name for p in tmp_path.iterdir()))
+    assert left == ["got"]  # no partial file left
