@@ -7,7 +7,9 @@ processes in the desktop's session, for `container` the container's cgroup
 (`docker stats`), for `qemu` the QEMU process. The reset timed is the
 provider's default one: for `qemu` the snapshot restore (`loadvm`); qemu also
 reports `reboot_reset_s`, the reset of a desktop without a snapshot (a reboot), on a
-second VM.
+second VM. `local_no_limits` is a local desktop without its limits (no cgroup, no
+tmpfs sizes, the home on the host's disk), measured right after `local` in the
+same run: the limits' cost.
 """
 
 from __future__ import annotations
@@ -207,11 +209,15 @@ def bench_desktops(providers: str, calls: int, max_limit: int, container_image: 
         "qemu": {"memory_mb": qemu_memory_mb, "vnc": False, "firmware": None,
                  **({"image": qemu_image} if qemu_image else {})}}
     figures: dict[str, Any] = {}
-    for name in names:
+    runs = [(name, name, fields[name]) for name in names]
+    if "local" in names:  # the limits' cost, side by side (issue 29)
+        runs.insert(names.index("local") + 1,
+                    ("local_no_limits", "local", {"limits": {"enabled": False}}))
+    for key, name, extra in runs:
         try:
-            figures[name] = asyncio.run(bench_provider(name, calls, **fields[name]))
+            figures[key] = asyncio.run(bench_provider(name, calls, **extra))
         except CuaRlError as exc:
-            figures[name] = {"error": str(exc).splitlines()[0]}
+            figures[key] = {"error": str(exc).splitlines()[0]}
     if max_limit:
         figures.update(asyncio.run(max_local_desktops(max_limit, max(5, calls // 5))))
     click.echo(json.dumps(figures, indent=None if as_json else 2))

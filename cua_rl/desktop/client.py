@@ -8,20 +8,36 @@ OSWorld image. Every call has a timeout; a desktop that does not answer raises
 A guest on a network serves HTTPS (docs/guest-protocol.md): give either the
 SHA-256 fingerprint of its certificate (`tls_fingerprint`, what the guest prints
 at start; the certificate may be self-signed) or a CA file (`ca_file`).
+
+No body is read unbounded: each route's answer has a cap by kind (`body_caps`);
+an answer over its cap, of the wrong kind or malformed raises `GuestError` with
+one line, which aborts that episode as a corrupt screenshot does.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import ssl
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import aiohttp
 
-from cua_rl.errors import ConfigError, GuestError, GuestUnavailable
+from cua_rl.desktop.body_caps import (
+    DEFAULT_CAPS,
+    BodyCaps,
+    BodyKind,
+    check_image,
+    error_text,
+    ints,
+    loads_or_none,
+    parse_json,
+    read_capped,
+    stream_capped,
+)
+from cua_rl.desktop.guest_tls import tls_settings
+from cua_rl.errors import GuestError, GuestUnavailable
 
 ImageFormat = Literal["png", "jpeg"]
 
@@ -71,6 +87,7 @@ class GuestClient:
         session: aiohttp.ClientSession | None = None,
         tls_fingerprint: str | None = None,
         ca_file: str | None = None,
+        caps: BodyCaps = DEFAULT_CAPS,
     ) -> None:
         self.url = url.rstrip("/")
         self.token = token
@@ -82,6 +99,7 @@ class GuestClient:
         self._owns_session = session is None
         self._ssl = tls_settings(self.url, tls_fingerprint, ca_file)
         self.has_act: bool | None = None
+        self.caps = caps
 
     async def __aenter__(self) -> GuestClient:
         return self
@@ -110,19 +128,24 @@ class GuestClient:
         *,
         timeout: float | None = None,
         ok_statuses: tuple[int, ...] = (200,),
+        kind: BodyKind = "json",
         **kwargs: Any,
     ) -> tuple[int, bytes, str]:
         """Send one request; return (status, body, content type).
 
         Raises GuestUnavailable when the desktop does not answer and GuestError
-        when it answers with a status outside `ok_statuses`.
+        when it answers with a status outside `ok_statuses` or a body over the
+        cap of its `kind` (an error status: the `error` cap).
         """
         limit = aiohttp.ClientTimeout(total=timeout or self.timeout)
+        what = f"{method} {self.url}{route}"
         try:
             async with self._http().request(
                 method, self.url + route, timeout=limit, ssl=self._ssl, **kwargs
             ) as resp:
-                body = await resp.read()
+                ok = resp.status in ok_statuses
+                body = await read_capped(resp, self.caps.of(kind if ok else "error"), what,
+                                         truncate=not ok)
                 ctype = resp.headers.get("Content-Type", "")
         except aiohttp.ServerFingerprintMismatch as exc:
             raise GuestError(
@@ -130,21 +153,20 @@ class GuestClient:
                 f"(got sha256 {exc.got.hex()})"
             ) from None
         except (TimeoutError, aiohttp.ClientConnectionError, OSError) as exc:
-            raise GuestUnavailable(f"{method} {self.url}{route}: no answer ({exc!r})") from exc
+            raise GuestUnavailable(f"{what}: no answer ({exc!r})") from exc
+        except aiohttp.ClientPayloadError as exc:
+            raise GuestError(f"{what}: malformed answer ({exc})") from None
         if resp.status not in ok_statuses:
             raise GuestError(
-                f"{method} {self.url}{route}: HTTP {resp.status}: {_error_text(body)}"
+                f"{method} {self.url}{route}: HTTP {resp.status}: {error_text(body)}"
             )
         return resp.status, body, ctype
 
-    async def _json(self, method: str, route: str, **kwargs: Any) -> Any:
+    async def _json(self, method: str, route: str, *,
+                    expect: type | tuple[type, ...] = dict, **kwargs: Any) -> Any:
+        """The answer parsed as JSON of type `expect`, else GuestError (one line)."""
         _, body, _ = await self._request(method, route, **kwargs)
-        try:
-            return json.loads(body)
-        except ValueError as exc:
-            raise GuestError(
-                f"{method} {self.url}{route}: expected JSON, got {body[:200]!r}"
-            ) from exc
+        return parse_json(body, f"{method} {self.url}{route}", expect)
 
     # readiness -----------------------------------------------------------------
 
@@ -180,26 +202,26 @@ class GuestClient:
         """The screen as image bytes. OSWorld guests ignore the format and send PNG;
         callers that care read the magic bytes."""
         _, body, _ = await self._request(
-            "GET", "/screenshot", params={"format": fmt, "quality": str(quality)}
+            "GET", "/screenshot", params={"format": fmt, "quality": str(quality)}, kind="image"
         )
-        return body
+        return check_image(body, f"GET {self.url}/screenshot")
 
     async def cursor_position(self) -> tuple[int, int]:
-        data = await self._json("GET", "/cursor_position")
+        data = await self._json("GET", "/cursor_position", expect=(dict, list))
         if isinstance(data, dict):
             data = [data.get("x"), data.get("y")]
-        return int(data[0]), int(data[1])
+        return ints(data, 2, f"GET {self.url}/cursor_position")
 
     async def screen_size(self) -> tuple[int, int]:
         data = await self._json("POST", "/screen_size")
-        return int(data["width"]), int(data["height"])
+        return ints([data.get("width"), data.get("height")], 2, f"POST {self.url}/screen_size")
 
     async def window_size(self, app_class_name: str) -> dict[str, int] | None:
         _, body, _ = await self._request(
             "POST", "/window_size", json={"app_class_name": app_class_name},
             ok_statuses=(200, 404),
         )
-        data = _loads_or_none(body)
+        data = loads_or_none(body)
         return data if isinstance(data, dict) and "width" in data else None
 
     async def accessibility_tree(self) -> str | None:
@@ -218,19 +240,39 @@ class GuestClient:
         return str(data.get("desktop_path", ""))
 
     async def wallpaper(self) -> bytes | None:
-        status, body, _ = await self._request("POST", "/wallpaper", ok_statuses=(200, 404))
+        status, body, _ = await self._request("POST", "/wallpaper", ok_statuses=(200, 404),
+                                              kind="image")
         return body if status == 200 else None
 
     async def platform(self) -> str:
-        _, body, _ = await self._request("GET", "/platform")
+        _, body, _ = await self._request("GET", "/platform", kind="text")
         return body.decode(errors="replace").strip()
 
     async def get_file(self, path: str) -> bytes | None:
         """File contents, or None when it does not exist on the desktop."""
         status, body, _ = await self._request(
-            "POST", "/file", data={"file_path": path}, ok_statuses=(200, 404)
+            "POST", "/file", data={"file_path": path}, ok_statuses=(200, 404), kind="file"
         )
         return body if status == 200 else None
+
+    async def save_file(self, path: str, dest: Path, timeout: float = 600.0) -> bool:
+        """Stream the desktop's file `path` to `dest` on the host, at most the `file`
+        cap (the host holds one chunk at a time); False when it does not exist.
+        Over the cap, the partial copy is removed and GuestError raised."""
+        what = f"POST {self.url}/file"
+        limit = aiohttp.ClientTimeout(total=timeout)
+        try:
+            async with self._http().post(self.url + "/file", data={"file_path": path},
+                                         timeout=limit, ssl=self._ssl) as resp:
+                if resp.status == 404:
+                    return False
+                if resp.status != 200:
+                    body = await read_capped(resp, self.caps.error, what, truncate=True)
+                    raise GuestError(f"{what}: HTTP {resp.status}: {error_text(body)}")
+                await stream_capped(resp, dest, self.caps.file, what)
+                return True
+        except (TimeoutError, aiohttp.ClientConnectionError, OSError) as exc:
+            raise GuestUnavailable(f"{what}: no answer ({exc!r})") from exc
 
     # actions -------------------------------------------------------------------
 
@@ -243,7 +285,7 @@ class GuestClient:
             )
             if status == 200:
                 self.has_act = True
-                return ExecResult.from_json(json.loads(body))
+                return ExecResult.from_json(parse_json(body, f"POST {self.url}/act", dict))
             self.has_act = False
         return await self.execute(["python3", "-c", _FALLBACK_PRELUDE + code], timeout=timeout)
 
@@ -336,52 +378,8 @@ class GuestClient:
 
     async def end_recording(self, timeout: float = 120.0) -> bytes:
         """Stop the capture and return the MP4 bytes."""
-        _, body, _ = await self._request("POST", "/end_recording", timeout=timeout)
+        _, body, _ = await self._request("POST", "/end_recording", timeout=timeout,
+                                         kind="video")
         if body[4:8] != b"ftyp":
             raise GuestError(f"POST {self.url}/end_recording: expected an MP4, got {body[:40]!r}")
         return body
-
-
-def tls_settings(
-    url: str, fingerprint: str | None, ca_file: str | None
-) -> aiohttp.Fingerprint | ssl.SSLContext | bool:
-    """What aiohttp verifies an https guest with: a pinned certificate fingerprint, a CA
-    file, or (neither) the system's CAs. Pinning over plain http is refused: it would
-    silently protect nothing."""
-    if fingerprint is None and ca_file is None:
-        return True
-    if not url.startswith("https://"):
-        raise ConfigError(f"guest {url}: a TLS fingerprint or CA file needs an https:// URL")
-    if fingerprint is not None and ca_file is not None:
-        raise ConfigError(f"guest {url}: give a TLS fingerprint or a CA file, not both")
-    if ca_file is not None:
-        try:
-            return ssl.create_default_context(cafile=ca_file)
-        except (OSError, ssl.SSLError) as exc:
-            raise ConfigError(f"guest CA file {ca_file}: cannot load it ({exc})") from None
-    assert fingerprint is not None
-    digest = fingerprint.replace(":", "").strip().lower()
-    try:
-        raw = bytes.fromhex(digest)
-    except ValueError:
-        raw = b""
-    if len(raw) != 32:
-        raise ConfigError(
-            f"guest {url}: TLS fingerprint must be a SHA-256 digest (64 hex digits, colons "
-            f"allowed), got {fingerprint[:80]!r}"
-        )
-    return aiohttp.Fingerprint(raw)
-
-
-def _loads_or_none(body: bytes) -> Any:
-    try:
-        return json.loads(body)
-    except ValueError:
-        return None
-
-
-def _error_text(body: bytes) -> str:
-    data = _loads_or_none(body)
-    if isinstance(data, dict):
-        return str(data.get("message") or data.get("error") or data)
-    return body[:300].decode(errors="replace")

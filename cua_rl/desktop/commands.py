@@ -101,7 +101,8 @@ def vm() -> None:
 @provider_option
 @state_option
 @click.option("--count", "-n", type=click.IntRange(min=1), default=1, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of {id, url, token}.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print a JSON list of {id, url, token, tls_fingerprint, limits}.")
 def up(provider_name: str, settings: tuple[str, ...], state_dir: Path | None, count: int,
        as_json: bool) -> None:
     """Start COUNT desktops and leave them running."""
@@ -121,7 +122,8 @@ def up(provider_name: str, settings: tuple[str, ...], state_dir: Path | None, co
     handles = _run(go, _provider(provider_name, state_dir, settings))
     if as_json:
         click.echo(json.dumps([{"id": h.id, "url": h.url, "token": h.token,
-                                "tls_fingerprint": h.tls_fingerprint} for h in handles]))
+                                "tls_fingerprint": h.tls_fingerprint,
+                                "limits": h.info.get("limits")} for h in handles]))
     else:
         for h in handles:
             details = "  ".join(f"{k}={v}" for k, v in h.info.items())

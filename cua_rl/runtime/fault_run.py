@@ -165,7 +165,7 @@ class RunProcess:
         end = time.monotonic() + deadline_s
         while not (hit := corrupt_aborts() > before) and time.monotonic() < end:
             for record in st.list_records(self.state_dir):
-                trigger = Path(record.home) / TRUNCATE_TRIGGER
+                trigger = Path(st.live_home(record)) / TRUNCATE_TRIGGER
                 if record_alive(record) and not trigger.exists():
                     with contextlib.suppress(OSError):  # the home is being restored now
                         trigger.write_bytes(b"")

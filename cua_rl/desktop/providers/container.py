@@ -36,6 +36,7 @@ from cua_rl.desktop.client import GuestClient
 from cua_rl.desktop.providers import local_state as st
 from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider, GuestClients
 from cua_rl.desktop.providers.container_config import ContainerProviderConfig
+from cua_rl.desktop.providers.local_log import sanitize
 from cua_rl.desktop.providers.local_session import process_start_time
 from cua_rl.desktop.providers.vm_host import CommandResult, run_command
 from cua_rl.errors import DesktopError, GuestUnavailable
@@ -283,7 +284,8 @@ class ContainerProvider(DesktopProvider):
 
     async def _logs(self, name: str) -> str:
         result = await self._cli("logs", "--tail", "40", name)
-        text = (result.stdout + result.stderr).strip()[-3000:] or "(no output)"
+        # The desktop's own words: printable only, capped (docs/sandbox.md, Output).
+        text = sanitize((result.stdout + result.stderr).strip()[-3000:]) or "(no output)"
         return f"--- {self.engine} logs {name} (tail) ---\n{text}"
 
     def _handle(self, desktop_id: str, port: int, token: str | None,

@@ -23,8 +23,10 @@ from pathlib import Path
 from cua_rl.desktop.client import GuestClient
 from cua_rl.desktop.providers import local_state as st
 from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider, GuestClients
+from cua_rl.desktop.providers.local_cgroup import version as cgroup_version
 from cua_rl.desktop.providers.local_config import LocalProviderConfig
 from cua_rl.desktop.providers.local_guest_env import ensure_guest_venv, guest_source_dir
+from cua_rl.desktop.providers.local_log import QUOTE_CAP, tail, trim_log
 from cua_rl.desktop.providers.local_session import (
     STOP_DEADLINE_S,
     kill_session,
@@ -188,12 +190,22 @@ class LocalProvider(DesktopProvider):
             raise DesktopError(f"no local desktop {desktop_id!r} in {self.state_dir}")
         return record
 
+    def _limits(self) -> dict | None:
+        """The limits the launcher applies (None: off), as the spec and `info` carry them."""
+        limits = self.config.limits
+        if not limits.enabled:
+            return None
+        return limits.model_dump(exclude={"enabled"})
+
     def _handle(self, record: st.DesktopRecord) -> DesktopHandle:
+        limits = self._limits()
         return DesktopHandle(
             id=record.id, url=record.url, token=record.token, provider=self.type,
-            info={"display": f":{record.display}", "pid": record.pid, "home": record.home,
+            info={"display": f":{record.display}", "pid": record.pid,
+                  "home": st.live_home(record),
                   "log": record.log, "alive": record_alive(record),
-                  "cdp_port": record.cdp_port},
+                  "cdp_port": record.cdp_port,
+                  "limits": {**limits, "cgroup": f"v{cgroup_version()}"} if limits else None},
         )
 
     def _reserve(self, prefer: int | None) -> PortReservation:
@@ -252,7 +264,8 @@ class LocalProvider(DesktopProvider):
                 "width": self.config.width, "height": self.config.height,
                 "window_manager": self.config.window_manager,
                 "guest_venv": venv, "network": self.config.network,
-                "user": self.config.user, "sock_dir": str(ddir / "sock"),
+                "user": self.config.user, "limits": self._limits(),
+                "seccomp": self.config.seccomp,
                 "home": str(ddir / "home"), "token_file": str(ddir / "token"),
                 "owner_pid": self.owner_pid}
         spec_path = ddir / "session.json"
@@ -329,6 +342,7 @@ class LocalProvider(DesktopProvider):
 def _spawn(spec_path: Path, log_path: Path, lock_fd: int) -> subprocess.Popen:
     """Start the session launcher as the leader of a new session, so it survives
     the CLI that started it and its process group is the desktop."""
+    trim_log(log_path)
     with open(log_path, "ab") as log:
         return subprocess.Popen(
             [*UNSHARE, sys.executable, "-m", "cua_rl.desktop.providers.local_session",
@@ -347,9 +361,7 @@ def _port_taken(output: str, ports: tuple[int, ...], detail: str) -> PortInUse |
     return None if port is None else PortInUse("127.0.0.1", port, detail)
 
 
-def _tail(path: Path, size: int = 3000, start: int = 0) -> str:
-    """The last `size` bytes of the log, from offset `start` on (one launch's part)."""
-    try:
-        return path.read_bytes()[start:][-size:].decode(errors="replace")
-    except OSError:
-        return "(no log)"
+def _tail(path: Path, size: int = QUOTE_CAP, start: int = 0) -> str:
+    """The last `size` characters of the log, from offset `start` on (one launch's
+    part), sanitized and capped (`local_log.tail`)."""
+    return tail(path, size, start)

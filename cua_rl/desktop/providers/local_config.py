@@ -17,6 +17,36 @@ def default_state_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "cua-rl" / "desktops"
 
 
+class DesktopLimits(BaseModel):
+    """What one local desktop may use of the host (docs/sandbox.md, "Limits").
+
+    The defaults fit the `full` image's heaviest tasks (Chromium with a few tabs
+    beside LibreOffice: ~1.5 GB, ~400 threads) with room to spare, and keep 96
+    desktops from taking more than their share of a host: a fork loop, a runaway
+    allocation or a disk fill stops at the desktop's own bound."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    """Off: no cgroup and no tmpfs sizes (the behaviour before issue 29; for
+    `cua-rl bench desktops` comparisons only)."""
+    pids: int = Field(2048, ge=64, le=1 << 22)
+    """Processes and threads of the whole desktop (cgroup `pids.max`): Chromium
+    alone runs ~150 threads; a fork loop stops here instead of at the host's pid_max."""
+    memory_mb: int = Field(4096, ge=256)
+    """Memory of the whole desktop, its tmpfs files included (cgroup memory limit,
+    no swap): the kernel's OOM killer then picks a process inside the desktop."""
+    cpu_weight: int = Field(50, ge=1, le=10000)
+    """CPU share under contention (cgroup v2 `cpu.weight`, 100 = an ordinary group;
+    v1 `cpu.shares` = weight x 1024 / 100): half of an ordinary group, so the model
+    servers and the learner keep their share when desktops spin. No hard cap: an
+    idle host lends its CPU."""
+    home_mb: int = Field(1024, ge=16)
+    """Size of the desktop's /home/user (a tmpfs: RAM, counted in `memory_mb`)."""
+    tmp_mb: int = Field(1024, ge=16)
+    """Size of each of /tmp, /var/tmp and /run inside (tmpfs, counted in `memory_mb`)."""
+
+
 class LocalProviderConfig(BaseModel):
     """Desktops on this machine: Xvfb + a window manager + our guest server, each
     in its own bubblewrap sandbox (docs/sandbox.md)."""
@@ -56,6 +86,13 @@ class LocalProviderConfig(BaseModel):
     user: str = "user"
     """Unprivileged account the session runs as (OSWorld's `user`, password
     `password`); created on first start when missing."""
+    seccomp: bool = True
+    """Install the desktop's seccomp filter (ptrace, pidfd_getfd, io_uring, bpf, the
+    key store, mount... denied: docs/sandbox.md). Chromium then runs with its own
+    sandbox off (`--no-sandbox`), as it would anyway without nested user namespaces."""
+    limits: DesktopLimits = Field(default_factory=DesktopLimits)
+    """Per-desktop bounds on processes, memory, CPU share and disk (cgroup v1 or v2
+    plus size-capped tmpfs mounts; docs/sandbox.md)."""
     first_display: int = Field(200, ge=1, le=60000)
     """Lowest X display number tried; high numbers keep clear of :0/:1/:99 that
     other tools use. Numbers in use anywhere on the machine are skipped."""

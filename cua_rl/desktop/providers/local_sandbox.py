@@ -6,17 +6,21 @@ own (user, PID, IPC, mount, network, UTS, cgroup) and an environment built from
 an allowlist. The file system is assembled from nothing: read-only system
 directories (/usr, /etc minus its secrets, the fontconfig cache), the guest venv
 read-only at /opt/cua-guest, a private /tmp and /run, an empty /home with this
-desktop's home at /home/user, and a per-desktop socket directory at /run/cua.
-The checkout, task sets, caches, run and state directories, /root and /opt are
-simply absent.
+desktop's home at /home/user. The checkout, task sets, caches, run and state
+directories, /root and /opt are simply absent.
 
 The network namespace has only its own loopback, so nothing on the host's
 loopback (model servers, Ray, other guests) is reachable. The ports the host
 needs (the guest and Chromium's DevTools 9222) are forwarded through Unix sockets
-in the socket directory: inside, `socat UNIX-LISTEN -> TCP 127.0.0.1:PORT`; on
-the host (`host_forwarder`), `cua_rl.desktop.unix_forward` serves 127.0.0.1:HOSTPORT
-from each socket without ever following a link planted there. No bridge, no
-address outside 127.0.0.0/8.
+the launcher binds, as root, in a root-owned directory of its private mount
+namespace that the sandbox never sees; the sandbox gets only their listening
+descriptors (`ListenFds`): the guest serves on its own (`--listen-fd`) and
+`cua_guest.fd_forward` pipes the DevTools one to 127.0.0.1:9222 inside. Both turn
+non-dumpable, so no other process of the desktop user can ptrace them or copy the
+descriptor. Nothing inside can rename, replace or create the path the host
+connects to. On the host (`host_forwarder`), `cua_rl.desktop.unix_forward` serves
+127.0.0.1:HOSTPORT from each socket (and still never follows a link). No bridge,
+no address outside 127.0.0.0/8.
 
 Inside, `SESSION_SCRIPT` starts Xvfb, the session bus, the window manager, the
 forwarders and the guest, and exits as soon as one of the critical ones does;
@@ -32,7 +36,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 GUEST_MOUNT = "/opt/cua-guest"
-SOCK_MOUNT = "/run/cua"
 SHIM_BIN = "/tmp/.cua-bin"
 CHROME_EXE = "/tmp/.cua-chrome/chrome"
 """Chromium's executable, bound read-only under the name `chrome` (off PATH) in a
@@ -41,28 +44,32 @@ execs it so the browser's processes are called `chrome` (`local_user.chrome_shim
 A link would not do: Chromium names its processes after /proc/self/exe, which
 resolves links but not bind mounts, and finds its resources beside it."""
 TOKEN_PATH = "/run/cua-guest/token"
-INNER_GUEST_PORT = 5000
-"""The guest's port inside the desktop's own network namespace (any will do)."""
 CDP_PORT = 9222
 """Chromium's DevTools port inside, as on OSWorld's images (forwarded to the host)."""
-FORWARDED = {"guest": INNER_GUEST_PORT, "cdp": CDP_PORT}
-"""Unix socket name in the socket directory -> TCP port inside the desktop."""
+FORWARDED = ("guest", "cdp")
+"""Names of the Unix sockets (`<name>.sock`) the launcher binds for the host forwarder."""
 
 SYSTEM_DIRS = ("/usr", "/etc", "/var/cache/fontconfig", "/var/lib/dbus")
 """Host directories bound read-only; /bin, /lib*, /sbin follow (symlinks on merged-/usr)."""
 MERGED_USR = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 ETC_SECRETS = ("shadow", "shadow-", "gshadow", "gshadow-", "sudoers", "sudoers.d", "ssh",
                "docker", "containerd", "npmrc", "pip.conf", "gitconfig", "wgetrc",
-               "security/opasswd")
+               "security/opasswd", "xdg/pip", "apt/apt.conf.d", "apt/auth.conf",
+               "apt/auth.conf.d")
 """Under /etc but none of a desktop's business: files masked by /dev/null (unreadable:
-the bind is nodev), directories by an empty tmpfs."""
+the bind is nodev), directories by an empty tmpfs. A denylist: package-manager and
+registry settings (`xdg/pip`, `apt/apt.conf.d`: proxies, mirrors, credentials) join
+it as found; an allowlist of /etc would be stricter but must first be checked
+against every app of the `full` profile (docs/sandbox.md)."""
 ENV_FROM_HOST = ("LANG", "LANGUAGE", "TZ", "SAL_USE_VCLPLUGIN", "CUA_GUEST_FAULT_HOOKS")
 """The only variables (with LC_*) taken from the launcher's environment
 (CUA_GUEST_FAULT_HOOKS arms the guest's fault hook for `cua-rl bench faults`)."""
 STAGE = "/run/cua-rl-stage"
 """Where the launcher, root in its private mount namespace, binds this desktop's
 home, socket directory and guest venv for bwrap: bwrap runs as the desktop user,
-who cannot traverse a state dir under /root or a 0700 temporary directory."""
+who cannot traverse a state dir under /root or a 0700 temporary directory.
+`STAGE/sock` (root-owned, on that tmpfs) holds the forwarded sockets; it is never
+bound into the sandbox."""
 # The guest venv's bin/ is on PATH: `python`/`python3` there are Debian's python3
 # with the guest's packages (pyautogui, Pillow...), as the system Python of
 # OSWorld's image has them; tasks run `python -c "import pyautogui; ..."`.
@@ -89,6 +96,8 @@ class SandboxSpec:
     chrome_binary: str = ""
     """Chromium's executable, bound at `CHROME_EXE` when the google-chrome shim is
     installed."""
+    tmp_bytes: int = 0
+    """Size of each of /tmp, /run and /var/tmp (0: the kernel's default, half the RAM)."""
 
 
 def sandbox_env(base: Mapping[str, str], spec: SandboxSpec) -> dict[str, str]:
@@ -117,17 +126,32 @@ class SandboxFds:
     token: int
     shim: int | None
     """The google-chrome shim, or None when no shim is needed."""
+    seccomp: int | None = None
+    """The seccomp filter (`local_seccomp.program`), or None for none."""
 
     def all(self) -> tuple[int, ...]:
-        return (self.token,) if self.shim is None else (self.token, self.shim)
+        return tuple(fd for fd in (self.token, self.shim, self.seccomp) if fd is not None)
+
+
+@dataclass(frozen=True, slots=True)
+class ListenFds:
+    """Listening Unix sockets bwrap passes through to the session (not consumed):
+    the guest serves on `guest`, `cua_guest.fd_forward` on `cdp`."""
+
+    guest: int
+    cdp: int
 
 
 def bwrap_argv(spec: SandboxSpec, env: Mapping[str, str], fds: SandboxFds,
-               stage: str) -> list[str]:
+               stage: str, listen: ListenFds | None = None) -> list[str]:
     """The full `bwrap ... bash -c SESSION_SCRIPT` command line; `stage` holds
-    home/, sock/ and guest/ (see `STAGE`)."""
-    argv = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session",
-            "--uid", str(spec.uid), "--gid", str(spec.gid),
+    home/ and guest/ (see `STAGE`); `listen` is required unless `spec.network`."""
+    if listen is None and not spec.network:
+        raise ValueError("a desktop without network needs its listening sockets (ListenFds)")
+    # --disable-userns: no nested user namespace (`unshare -Ur` would give uid 0
+    # inside one, and with it the kernel's namespace-only code paths).
+    argv = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns",
+            "--die-with-parent", "--new-session", "--uid", str(spec.uid), "--gid", str(spec.gid),
             "--hostname", "cua-desktop", "--clearenv"]
     if spec.network:
         argv.append("--share-net")
@@ -147,10 +171,10 @@ def bwrap_argv(spec: SandboxSpec, env: Mapping[str, str], fds: SandboxFds,
             argv += ["--tmpfs", path]
         elif os.path.lexists(path):
             argv += ["--ro-bind", "/dev/null", path]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run",
-             "--tmpfs", "/var/tmp", "--tmpfs", "/home",
+    size = ["--size", str(spec.tmp_bytes)] if spec.tmp_bytes else []
+    argv += ["--proc", "/proc", "--dev", "/dev", *size, "--tmpfs", "/tmp", *size, "--tmpfs",
+             "/run", *size, "--tmpfs", "/var/tmp", "--size", str(1 << 20), "--tmpfs", "/home",
              "--bind", f"{stage}/home", "/home/user",
-             "--bind", f"{stage}/sock", SOCK_MOUNT,
              "--ro-bind", f"{stage}/guest", GUEST_MOUNT,
              "--perms", "0700", "--dir", "/tmp/runtime-user",
              "--perms", "1777", "--dir", "/tmp/.X11-unix",
@@ -162,12 +186,15 @@ def bwrap_argv(spec: SandboxSpec, env: Mapping[str, str], fds: SandboxFds,
         argv += ["--perms", "0755", "--file", str(fds.shim), f"{SHIM_BIN}/google-chrome"]
         if spec.chrome_binary:
             argv += _chrome_exe(spec.chrome_binary)
+    if fds.seccomp is not None:
+        argv += ["--seccomp", str(fds.seccomp)]
     # The root itself (bwrap's tmpfs) read-only: no new top-level directories.
     argv += ["--remount-ro", "/", "--chdir", "/home/user",
              "--", "/bin/bash", "-c", SESSION_SCRIPT, "session", str(spec.display),
              str(spec.width), str(spec.height), spec.window_manager,
-             str(spec.guest_port if spec.network else INNER_GUEST_PORT),
-             "" if spec.network else "forward"]
+             str(spec.guest_port),
+             "" if listen is None else str(listen.guest),
+             "" if listen is None else str(listen.cdp)]
     return argv
 
 
@@ -195,30 +222,35 @@ def host_forwarder(python: str, ports: Mapping[str, int], sock_dir: str, uid: in
     return argv
 
 
-def _forward_lines() -> str:
-    return "\n".join(
-        f"[ -n \"$forward\" ] && {{ socat UNIX-LISTEN:{SOCK_MOUNT}/{name}.sock,fork,mode=600 "
-        f"TCP:127.0.0.1:{port},nodelay & crit=\"$crit $!\"; }}"
-        for name, port in FORWARDED.items())
-
-
 SESSION_SCRIPT = f"""
 set -u
-display=$1 width=$2 height=$3 wm=${{4:-}} port=$5 forward=${{6:-}}
+display=$1 width=$2 height=$3 wm=${{4:-}} port=$5 gfd=${{6:-}} cfd=${{7:-}}
 wait_for() {{  # a socket a starting server creates, within 20 s
   for _ in $(seq 400); do [ -S "$1" ] && return 0; sleep 0.05; done
   echo "session: $2 not ready within 20 s" >&2; exit 1
 }}
+only() {{  # exec "$@" holding no listening descriptor but the one named by $1
+  keep=$1; shift
+  for fd in $gfd $cfd; do [ "$fd" = "$keep" ] || eval "exec $fd<&-"; done
+  exec "$@"
+}}
 trap 'exit 0' TERM INT
-Xvfb ":$display" -screen 0 "${{width}}x${{height}}x24" -nolisten tcp -noreset & crit=$!
+only - Xvfb ":$display" -screen 0 "${{width}}x${{height}}x24" -nolisten tcp -noreset & crit=$!
 wait_for "/tmp/.X11-unix/X$display" Xvfb
-dbus-daemon --session --nofork --nopidfile --address=unix:path=/tmp/runtime-user/bus &
+only - dbus-daemon --session --nofork --nopidfile --address=unix:path=/tmp/runtime-user/bus &
 crit="$crit $!"
 wait_for /tmp/runtime-user/bus "session bus"
-[ -n "$wm" ] && {{ $wm & }}
-{_forward_lines()}
-{GUEST_MOUNT}/bin/python -m cua_guest --host 127.0.0.1 --port "$port" \\
-  --token-file {TOKEN_PATH} & crit="$crit $!"
+[ -n "$wm" ] && {{ only - $wm & }}
+if [ -n "$gfd" ]; then
+  only "$cfd" {GUEST_MOUNT}/bin/python -m cua_guest.fd_forward "$cfd" 127.0.0.1 {CDP_PORT} &
+  crit="$crit $!"
+  listen="--listen-fd $gfd"
+else
+  listen="--host 127.0.0.1 --port $port"
+fi
+only "$gfd" {GUEST_MOUNT}/bin/python -m cua_guest $listen --token-file {TOKEN_PATH} &
+crit="$crit $!"
+for fd in $gfd $cfd; do eval "exec $fd<&-"; done
 echo "session: up (display :$display)" >&2
 wait -n $crit
 echo "session: a critical process exited ($?); stopping the desktop" >&2

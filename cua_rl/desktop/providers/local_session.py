@@ -35,14 +35,20 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
 from typing import Any
 
 import cua_rl
+from cua_rl.desktop.providers import local_seccomp
+from cua_rl.desktop.providers.local_cgroup import Cgroup, create
+from cua_rl.desktop.providers.local_log import copy_capped
 from cua_rl.desktop.providers.local_sandbox import (
+    FORWARDED,
     STAGE,
+    ListenFds,
     SandboxFds,
     SandboxSpec,
     bwrap_argv,
@@ -50,16 +56,11 @@ from cua_rl.desktop.providers.local_sandbox import (
     quoted,
     sandbox_env,
 )
-from cua_rl.desktop.providers.local_user import (
-    DesktopUser,
-    chown_tree,
-    chrome_shim,
-    chromium_binary,
-)
+from cua_rl.desktop.providers.local_stage import data_fd, listen_socket, stage
+from cua_rl.desktop.providers.local_user import DesktopUser, chrome_shim, chromium_binary
 from cua_rl.errors import DesktopError
 
 _PR_SET_CHILD_SUBREAPER = 36
-_MS_NOSUID, _MS_NODEV, _MS_BIND = 2, 4, 4096
 _HOST_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
 """All that bwrap and the host forwarders get of the launcher's environment."""
 STOP_DEADLINE_S = 10.0
@@ -99,63 +100,64 @@ def _forwarder_env() -> dict[str, str]:
     return {**_HOST_ENV, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
 
 
-def _data_fd(data: str) -> int:
-    """A pipe's read end holding `data` (bwrap copies it into a file inside)."""
-    read_fd, write_fd = os.pipe()
-    with os.fdopen(write_fd, "w") as fh:  # small: fits the pipe buffer, never blocks
-        fh.write(data)
-    return read_fd
-
-
-def _mount(source: str, target: str, fstype: str | None, flags: int, data: str | None) -> None:
-    def enc(text: str | None) -> bytes | None:
-        return text.encode() if text is not None else None
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"mount {source} on {target}: {os.strerror(err)}")
-
-
-def _stage(home: str, sock_dir: str, guest_venv: str) -> None:
-    """Bind the three host directories the sandbox gets under `STAGE`, on a tmpfs
-    of this (private) mount namespace: invisible to the host and to other desktops."""
-    os.makedirs(STAGE, mode=0o755, exist_ok=True)  # an empty mount point on the host
-    _mount("tmpfs", STAGE, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=755")
-    for source, name in ((home, "home"), (sock_dir, "sock"), (guest_venv, "guest")):
-        os.mkdir(f"{STAGE}/{name}", 0o755)
-        _mount(source, f"{STAGE}/{name}", None, _MS_BIND, None)
-
-
-def _start(spec: dict, user: DesktopUser, log: Any) -> dict[int, str]:
-    """Start the sandbox and the host forwarders; returns {pid: what} of the
+def _start(spec: dict, user: DesktopUser, log: Any,
+           cgroups: list[Cgroup]) -> dict[int, str]:
+    """Start the sandbox (in its cgroup, which is appended to `cgroups` for the
+    caller to remove) and the host forwarders; returns {pid: what} of the
     processes whose exit ends the desktop."""
-    sock_dir = spec["sock_dir"]
-    os.makedirs(sock_dir, mode=0o700, exist_ok=True)
-    for name in os.listdir(sock_dir):  # sockets of a previous run of this desktop
-        os.unlink(os.path.join(sock_dir, name))
-    os.chown(sock_dir, user.uid, user.gid)
-    chown_tree(spec["home"], user)
+    limits = spec.get("limits") or None
     chromium = chromium_binary()
     box = SandboxSpec(
         desktop_id=spec["id"], display=spec["display"], width=spec["width"],
         height=spec["height"], window_manager=spec["window_manager"], uid=user.uid,
         gid=user.gid, user=user.name, network=spec.get("network", False),
-        guest_port=spec["ports"]["guest"], chrome_binary=chromium or "")
-    _stage(spec["home"], sock_dir, spec["guest_venv"])
-    token = _data_fd(Path(spec["token_file"]).read_text().strip())
-    fds = SandboxFds(token=token, shim=_data_fd(chrome_shim()) if chromium else None)
+        guest_port=spec["ports"]["guest"], chrome_binary=chromium or "",
+        tmp_bytes=limits["tmp_mb"] << 20 if limits else 0)
+    sock_dir = stage(spec["home"], spec["guest_venv"], user,
+                     limits["home_mb"] << 20 if limits else 0)
+    socks = {} if box.network else {
+        n: listen_socket(f"{sock_dir}/{n}.sock", user) for n in FORWARDED}
+    listen = ListenFds(socks["guest"].fileno(), socks["cdp"].fileno()) if socks else None
+    if limits:
+        # Named by the launcher's pid too: two state dirs may hold desktops of one id.
+        cgroups.append(create(f"{spec['id']}-{os.getpid()}", pids=limits["pids"],
+                              memory_bytes=limits["memory_mb"] << 20,
+                              cpu_weight=limits["cpu_weight"]))
+    token = data_fd(Path(spec["token_file"]).read_text().strip())
+    seccomp = spec.get("seccomp", True) and local_seccomp.supported()
+    if spec.get("seccomp", True) and not seccomp:
+        log("no seccomp filter: no system call table for this machine's ABI")
+    fds = SandboxFds(token=token, shim=data_fd(chrome_shim()) if chromium else None,
+                     seccomp=data_fd(local_seccomp.program()) if seccomp else None)
+    out_r, out_w = os.pipe()  # the sandbox's stdout/stderr: never a host file
     try:
-        argv = bwrap_argv(box, sandbox_env(os.environ, box), fds, STAGE)
-        sandbox = subprocess.Popen(argv, pass_fds=fds.all(), env=_HOST_ENV, cwd="/",
-                                   stdin=subprocess.DEVNULL, **user.popen_kwargs())
+        argv = bwrap_argv(box, sandbox_env(os.environ, box), fds, STAGE, listen)
+        passed = (*fds.all(), *(s.fileno() for s in socks.values()))
+        for cgroup in cgroups:  # bwrap is born in the desktop's cgroup, we step back out
+            cgroup.enter()
+        try:
+            sandbox = subprocess.Popen(argv, pass_fds=passed, env=_HOST_ENV, cwd="/",
+                                       stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w,
+                                       **user.popen_kwargs())
+        finally:
+            for cgroup in cgroups:
+                cgroup.leave()
+    except BaseException:
+        os.close(out_r)
+        raise
     finally:
+        os.close(out_w)
         for fd in fds.all():
             os.close(fd)
+        for sock in socks.values():  # the sandbox holds them now
+            sock.close()
+    threading.Thread(target=copy_capped, args=(out_r, sys.stderr.buffer),
+                     kwargs={"label": f"session {spec['id']}"}, daemon=True,
+                     name="desktop-output").start()
     critical = {sandbox.pid: "sandbox (bwrap)"}
     if not box.network:
         ports = spec["ports"]
-        fwd_argv = host_forwarder(sys.executable, ports, f"{STAGE}/sock", user.uid, user.gid)
+        fwd_argv = host_forwarder(sys.executable, ports, sock_dir, user.uid, user.gid)
         fwd = subprocess.Popen(fwd_argv, env=_forwarder_env(), cwd="/",
                                stdin=subprocess.DEVNULL)
         critical[fwd.pid] = f"host forwarder {ports}"
@@ -179,10 +181,11 @@ def run(spec: dict) -> int:
     # Daemonizing descendants re-parent to us, so we reap them and they stay ours.
     libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     my_ns = os.readlink("/proc/self/ns/mnt")
+    cgroups: list[Cgroup] = []
     log = lambda msg: print(f"[session {spec['id']}] {msg}", file=sys.stderr, flush=True)  # noqa: E731
     try:
         user = DesktopUser.lookup(spec.get("user", "user"))
-        critical = _start(spec, user, log)
+        critical = _start(spec, user, log, cgroups)
         log(f"up: display :{spec['display']} ports {spec['ports']} ns {my_ns}")
         return _supervise(critical, spec.get("owner_pid"), log)
     except _Stop as stop:
@@ -194,6 +197,8 @@ def run(spec: dict) -> int:
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         _end_namespace(my_ns)
+        for cgroup in cgroups:
+            cgroup.remove()
 
 
 def _supervise(critical: dict[int, str], owner_pid: int | None, log: Any) -> int:

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from cua_rl.desktop.providers.local_sandbox import STAGE
 from cua_rl.net_ports import pick_port
 
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -108,8 +109,9 @@ def list_records(state_dir: Path) -> list[DesktopRecord]:
     return [r for r in records if r is not None]
 
 
-RESERVED_DIRS = ("home-template", "locks")
-"""Directories of the state dir that are not desktops."""
+RESERVED_DIRS = ("home-template", "locks", "container", "qemu")
+"""Directories of the state dir that are not desktops (`container/` and `qemu/` hold
+those providers' desktops when `$CUA_RL_STATE_DIR` is the local state dir)."""
 
 STARTING_GRACE_S = 600.0
 """A desktop dir with no record and no owner younger than this may be starting now."""
@@ -371,6 +373,15 @@ def ensure_home_template(path: Path) -> Path:
     except OSError:  # another process built it first
         shutil.rmtree(tmp, ignore_errors=True)
     return path
+
+
+def live_home(record: DesktopRecord) -> str:
+    """Where the host sees the running desktop's /home/user: the launcher's staged
+    home through its own mount namespace (`/proc/PID/root/run/cua-rl-stage/home`;
+    with limits a size-capped tmpfs the state dir's home was copied into), or the
+    state dir's home when the launcher is not running."""
+    staged = f"/proc/{record.pid}/root{STAGE}/home"
+    return staged if os.path.isdir(staged) else record.home
 
 
 def restore_home(template: Path, home: Path) -> None:

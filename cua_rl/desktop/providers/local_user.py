@@ -30,7 +30,12 @@ DESKTOP_PASSWORD = "password"
 # where OSWorld's getters look, an accessibility tree for /accessibility, no
 # first-run or default-browser dialogs covering the page.
 CHROME_FLAGS = ("--user-data-dir=$HOME/.config/google-chrome", "--force-renderer-accessibility",
-                "--no-first-run", "--no-default-browser-check", "--password-store=basic")
+                "--no-first-run", "--no-default-browser-check", "--password-store=basic",
+                "--no-sandbox", "--test-type")
+"""`--no-sandbox`: Chromium's own sandbox needs a nested user namespace, which the
+desktop's sandbox denies (`--disable-userns`, docs/sandbox.md); the desktop is the
+sandbox. `--test-type` keeps the "unsupported command-line flag" bar off the screen,
+so pages look as on OSWorld's Chrome."""
 CHROMIUM_NAMES = ("chromium", "chromium-browser")
 
 

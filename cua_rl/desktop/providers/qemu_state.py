@@ -21,6 +21,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from cua_rl.desktop.providers.local_log import sanitize
 from cua_rl.desktop.providers.local_session import process_start_time
 from cua_rl.errors import DesktopError
 
@@ -111,7 +112,10 @@ def bindable(host: str, port: int) -> int | None:
 
 
 def tail(path: Path, size: int = 3000) -> str:
+    """The log's last `size` bytes, printable only (a VM's console is the guest's words)."""
     try:
-        return path.read_bytes()[-size:].decode(errors="replace")
+        with open(path, "rb") as fh:
+            fh.seek(max(fh.seek(0, 2) - size, 0))
+            return sanitize(fh.read(size).decode(errors="replace"))
     except OSError:
         return "(no log)"

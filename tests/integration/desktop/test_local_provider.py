@@ -137,6 +137,8 @@ def test_vm_cli_up_list_down_leaves_no_processes(state_dir: Path) -> None:
 
     up = json.loads(cli("up", "--count", "2", "--json"))
     assert len(up) == 2 and all({"id", "url", "token"} <= set(d) for d in up)
+    limits = up[0]["limits"]  # issue 29: what each desktop may use, and how
+    assert limits["pids"] > 0 and limits["memory_mb"] > 0 and limits["cgroup"] in ("v1", "v2")
     listed = json.loads(cli("list", "--json"))
     assert sorted(d["id"] for d in listed) == sorted(d["id"] for d in up)
     assert all(d["alive"] for d in listed)

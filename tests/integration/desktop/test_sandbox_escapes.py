@@ -33,12 +33,15 @@ from aiohttp import web
 from tests_support.desktops import local_desktops_unavailable
 
 import cua_rl
+from cua_rl.desktop import hostile
 from cua_rl.desktop.client import GuestClient
 from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider
 from cua_rl.desktop.providers.container import ContainerProvider
 from cua_rl.desktop.providers.container_config import ContainerProviderConfig
 from cua_rl.desktop.providers.local import LocalProvider
 from cua_rl.desktop.providers.local_config import LocalProviderConfig
+from cua_rl.desktop.providers.local_log import DESKTOP_OUTPUT_CAP
+from cua_rl.desktop.providers.local_sandbox import STAGE
 from cua_rl.desktop.providers.qemu import QemuProvider
 from cua_rl.desktop.providers.qemu_config import QemuProviderConfig
 from cua_rl.errors import GuestError
@@ -216,6 +219,9 @@ async def test_system_dirs_are_read_only_and_secrets_masked(scene: Scene) -> Non
     rc, out = await scene.run("touch /usr/escape /etc/escape /escape && echo WROTE; "
                               "cat /etc/shadow /etc/gshadow")
     assert "WROTE" not in out and "root:" not in out, out
+    if scene.provider.type == "local":  # package-manager settings of the host (issue 29)
+        rc, out = await scene.run("cat /etc/apt/apt.conf.d/* /etc/xdg/pip/* 2>/dev/null | wc -c")
+        assert out.strip() == "0", out
     assert not any(await asyncio.to_thread(
         lambda: [Path(p).exists() for p in ("/usr/escape", "/etc/escape", "/escape")]))
 
@@ -300,15 +306,16 @@ async def test_host_loopback_and_the_neighbour_are_unreachable(scene: Scene) -> 
 
 
 def _shared_socket_dir(scene: Scene, handle: DesktopHandle) -> Path:
-    """The host side of the desktop's /run/cua (the one directory both write)."""
-    if "run_dir" in handle.info:  # container
-        return Path(handle.info["run_dir"])
-    return scene.state_dir / handle.id / "sock"  # local
+    """The host side of the container's /run/cua (the one directory both write)."""
+    return Path(handle.info["run_dir"])
 
 
 async def test_links_planted_in_the_shared_socket_dir_are_not_followed(scene: Scene) -> None:
     if scene.provider.type == "qemu":
         pytest.skip("qemu: no host directory is shared with a VM (nothing to plant in)")
+    if scene.provider.type == "local":
+        pytest.skip("local: no socket directory is shared with the sandbox (it gets the "
+                    "listening descriptors); test_the_socket_dir_cannot_be_changed_from_inside")
     # The agent swaps its guest socket for a link to a host socket (a trap standing
     # in for the engine's or another desktop's) and its token for a link to a host
     # secret; the host must neither connect through the one nor read the other.
@@ -349,6 +356,137 @@ async def test_links_planted_in_the_shared_socket_dir_are_not_followed(scene: Sc
         await asyncio.to_thread(shutil.rmtree, trap_dir, True)
     assert await scene.provider.health(scene.a), "the agent's desktop did not come back"
     assert trap_hits == []
+
+
+def _local_socket_dir(handle: DesktopHandle) -> Path:
+    """The launcher's socket directory, seen through its own mount namespace."""
+    return Path(f"/proc/{handle.info['pid']}/root{STAGE}/sock")
+
+
+async def test_the_socket_dir_cannot_be_changed_from_inside(scene: Scene) -> None:
+    if scene.provider.type != "local":
+        pytest.skip(f"{scene.provider.type}: its channel is covered by the link test above")
+    # Inside, /run is the sandbox's own tmpfs: the agent may create /run/cua there,
+    # but the launcher's socket directory is in no mount the sandbox has.
+    rc, out = await scene.run(hostile.plant())
+    assert hostile.report(out, "plant"), out
+    sock_dir = _local_socket_dir(scene.a)
+    entries = await asyncio.to_thread(lambda: sorted(p.name for p in sock_dir.iterdir()))
+    assert entries == ["cdp.sock", "guest.sock"], entries
+    st = await asyncio.to_thread(sock_dir.stat)
+    assert (st.st_uid, st.st_mode & 0o777) == (0, 0o755)
+    # The planted directory (issue 29's reproduction) does not break the reset.
+    handle = await scene.provider.reset(scene.a)
+    assert await scene.provider.health(handle)
+    scene.a, scene.agent = handle, scene.provider.client(handle)
+
+
+async def test_a_log_flood_stays_inside_the_desktop(scene: Scene) -> None:
+    if scene.provider.type != "local":
+        pytest.skip(f"{scene.provider.type}: its output goes to the engine or the VM console, "
+                    "not to a host file the launcher writes")
+    log = Path(scene.a.info["log"])
+    before = (await asyncio.to_thread(log.stat)).st_size
+    # pidfd_getfd is denied by the seccomp filter; with it allowed (a desktop without
+    # the filter) the flood reaches the launcher's pipe and the cap holds it.
+    await scene.agent.act(hostile.act_log_flood(mib=20), timeout=30)
+    rc, out = await scene.run(hostile.log_flood(mib=20))
+    assert hostile.report(out, "log_flood"), out
+    grown = (await asyncio.to_thread(log.stat)).st_size - before
+    assert grown <= DESKTOP_OUTPUT_CAP + 4096, f"session log grew {grown} bytes"
+    assert await scene.provider.health(scene.a)
+
+
+async def _screenshot_p99(client: GuestClient, count: int = 20) -> float:
+    """p99 (the max of `count`) of the neighbour's screenshot latency, in seconds."""
+    times = []
+    for _ in range(count):
+        began = asyncio.get_running_loop().time()
+        await client.screenshot()
+        times.append(asyncio.get_running_loop().time() - began)
+    return max(times)
+
+
+HOST_NOISE_MB = 2048
+"""Margin on the host's available-memory drop for other processes of a shared machine."""
+
+
+def _desktop_memory_peak(handle: DesktopHandle) -> int:
+    """The desktop cgroup's peak memory (v1 max_usage_in_bytes, v2 memory.peak), read
+    through a process of the sandbox (the launcher's child, bwrap)."""
+    bwrap = next(c for c in psutil.Process(handle.info["pid"]).children() if c.name() == "bwrap")
+    for line in Path(f"/proc/{bwrap.pid}/cgroup").read_text().splitlines():
+        _, ctls, path = line.split(":", 2)
+        if "memory" in ctls.split(","):
+            return int(Path(f"/sys/fs/cgroup/memory{path}/memory.max_usage_in_bytes").read_text())
+        if ctls == "" and Path(f"/sys/fs/cgroup{path}/memory.peak").exists():
+            return int(Path(f"/sys/fs/cgroup{path}/memory.peak").read_text())
+    raise AssertionError(f"no memory cgroup for {handle.id}")
+
+
+async def test_hostile_programs_hit_the_desktops_limits_not_the_hosts(scene: Scene) -> None:
+    if scene.provider.type != "local":
+        pytest.skip(f"{scene.provider.type}: limits are checked on local desktops so far "
+                    "(docs/sandbox.md, Limits)")
+    limits = scene.a.info["limits"]
+    assert limits and limits["cgroup"] in ("v1", "v2"), scene.a.info
+    neighbour = scene.provider.client(scene.b)
+    baseline = await _screenshot_p99(neighbour)
+    pids_before = len(psutil.pids())
+    disk_before = shutil.disk_usage(scene.state_dir).used
+    mem_before = psutil.virtual_memory().available
+    peak = {"pids": 0, "mem_drop": 0}
+
+    async def watch() -> None:
+        while True:
+            peak["pids"] = max(peak["pids"], len(psutil.pids()) - pids_before)
+            peak["mem_drop"] = max(peak["mem_drop"],
+                                   mem_before - psutil.virtual_memory().available)
+            await asyncio.sleep(0.05)
+
+    watcher = asyncio.create_task(watch())
+    try:
+        rc, out = await scene.run(hostile.fork_loop(max_procs=limits["pids"] + 500, seconds=8))
+        started = int(hostile.report(out, "fork_loop")["started"])
+        during = await _screenshot_p99(neighbour, 10)
+        rc, out = await scene.run(hostile.disk_fill("/home/user/fill", limits["home_mb"] + 256)
+                                  + hostile.disk_fill("/tmp/fill", limits["tmp_mb"] + 256))
+        home_mib, tmp_mib = (int(hostile.report(line, "disk_fill")["written_mib"])
+                             for line in out.splitlines() if line.startswith("HOSTILE"))
+        disk_growth = shutil.disk_usage(scene.state_dir).used - disk_before
+        rc, out = await scene.run(hostile.memory_hog(limits["memory_mb"] + 512, seconds=1))
+        held = int(hostile.report(out, "memory_hog")["held_mib"])
+    finally:
+        watcher.cancel()
+    print(f"\nlimits {limits}: fork loop started {started}, host pids +{peak['pids']}; "
+          f"disk fill home {home_mib} MiB, /tmp {tmp_mib} MiB, host disk +{disk_growth >> 20} MiB; "
+          f"memory hog held {held} MiB, host available -{peak['mem_drop'] >> 20} MiB; "
+          f"neighbour screenshot max {baseline * 1000:.0f} ms -> {during * 1000:.0f} ms")
+    assert started < limits["pids"] and peak["pids"] <= limits["pids"], (started, peak)
+    assert home_mib <= limits["home_mb"] and tmp_mib <= limits["tmp_mb"], out
+    assert disk_growth <= (limits["home_mb"] + limits["tmp_mb"]) << 20, disk_growth
+    assert held < limits["memory_mb"], out  # OOM-killed inside the desktop
+    # The desktop's own peak is exact; the host's available memory also moves with
+    # whatever else runs on the machine (other test runs here), hence the margin.
+    assert _desktop_memory_peak(scene.a) <= limits["memory_mb"] << 20
+    assert peak["mem_drop"] <= (limits["memory_mb"] + HOST_NOISE_MB) << 20, peak
+    assert during <= max(2 * baseline, 0.5), (baseline, during)
+    assert await scene.provider.health(scene.a) and await scene.provider.health(scene.b)
+
+
+async def test_seccomp_denies_what_desktop_apps_do_not_need(scene: Scene) -> None:
+    if scene.provider.type != "local":
+        pytest.skip(f"{scene.provider.type}: the engine's or the VM's own (docs/sandbox.md)")
+    rc, out = await scene.run(hostile.denied_calls())
+    errors = hostile.report(out, "denied_calls")
+    assert errors and all(v == "1" for v in errors.values()), out  # EPERM each
+
+
+async def test_no_nested_user_namespace(scene: Scene) -> None:
+    if scene.provider.type != "local":
+        pytest.skip(f"{scene.provider.type}: checked on local desktops (bwrap --disable-userns)")
+    rc, out = await scene.run(hostile.nested_userns())
+    assert hostile.report(out, "nested_userns").get("rc") != "0", out
 
 
 async def test_killing_everything_it_can_leaves_the_neighbour_alive(scene: Scene) -> None:

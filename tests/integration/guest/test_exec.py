@@ -40,9 +40,11 @@ async def test_execute_timeout_returns_partial_output(client: aiohttp.ClientSess
 
 async def test_execute_missing_program_is_json_error(client: aiohttp.ClientSession) -> None:
     async with client.post("/execute", json={"command": ["no-such-program-xyz"]}) as response:
-        assert response.status == 500
+        assert response.status == 404  # the request's fault, not the server's (issue 29)
         body = await response.json()
         assert body["status"] == "error" and "no-such-program-xyz" in body["message"]
+    async with client.post("/setup/launch", json={"command": ["no-such-app-xyz"]}) as response:
+        assert response.status == 404 and "no-such-app-xyz" in (await response.json())["message"]
 
 
 async def test_run_python(client: aiohttp.ClientSession) -> None:

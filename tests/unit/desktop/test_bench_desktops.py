@@ -67,8 +67,11 @@ def test_the_default_benches_every_provider_side_by_side(measured: list) -> None
     result = CliRunner().invoke(bd.bench_desktops, ["--json", "--max-limit", "4"])
     assert result.exit_code == 0, result.output
     out = json.loads(result.output)
-    assert [name for name, _ in measured] == list(bd.ALL_PROVIDERS)
-    assert set(out["local"]) == set(out["container"]) == FIGURE_KEYS
+    # local twice: with its limits, then without them (their cost, issue 29)
+    assert [name for name, _ in measured] == ["local", "local", "container", "qemu"]
+    assert measured[1] == ("local", {"limits": {"enabled": False}})
+    assert set(out["local"]) == set(out["local_no_limits"]) == set(out["container"]) \
+        == FIGURE_KEYS
     assert out["container"]["screenshot_p50_ms"] == 30.0
     assert out["qemu"] == {"error": "no qcow2 configured"}  # one line, the run goes on
     assert out["max_desktops"] == 3 and out["max_desktops_limit"] == 4

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from cua_rl.desktop.providers.local_guest_env import content_hash, venv_path
 from cua_rl.desktop.providers.local_sandbox import (
     CHROME_EXE,
+    ListenFds,
     SandboxFds,
     SandboxSpec,
     bwrap_argv,
@@ -29,16 +32,27 @@ def test_env_is_an_allowlist() -> None:
     assert "/root" not in env["PATH"] and env["DISPLAY"] == ":201"
 
 
+LISTEN = ListenFds(guest=11, cdp=12)
+
+
 def test_bwrap_gets_its_own_namespaces_and_a_clear_env() -> None:
-    argv = bwrap_argv(SPEC, {"A": "1"}, SandboxFds(token=7, shim=None), "/stage")
+    argv = bwrap_argv(SPEC, {"A": "1"}, SandboxFds(token=7, shim=None), "/stage", LISTEN)
     assert argv[0] == "bwrap" and "--unshare-all" in argv and "--clearenv" in argv
     assert "--share-net" not in argv and "--die-with-parent" in argv
     assert argv[argv.index("--uid") + 1] == "1001"
     binds = {argv[i + 1] for i, a in enumerate(argv) if a in ("--bind", "--ro-bind")}
     assert binds <= {"/usr", "/etc", "/var/cache/fontconfig", "/var/lib/dbus", "/dev/null",
-                     "/stage/home", "/stage/sock", "/stage/guest", "/bin", "/sbin", "/lib",
+                     "/stage/home", "/stage/guest", "/bin", "/sbin", "/lib",
                      "/lib32", "/lib64", "/libx32"}, binds
-    assert argv[-2:] == ["5000", "forward"]  # own network: the guest is forwarded
+    # Own network: the guest and DevTools serve on listening sockets handed over as
+    # descriptors; the directory holding their paths is never bound inside.
+    assert argv[-2:] == ["11", "12"]
+    assert not any("/stage/sock" in a for a in argv)
+
+
+def test_a_desktop_without_network_needs_its_listening_sockets() -> None:
+    with pytest.raises(ValueError, match="ListenFds"):
+        bwrap_argv(SPEC, {}, SandboxFds(token=7, shim=None), "/stage")
 
 
 def test_network_option_shares_the_host_net_without_forwarders() -> None:
@@ -46,7 +60,7 @@ def test_network_option_shares_the_host_net_without_forwarders() -> None:
                        window_manager="", uid=1001, gid=1001, user="user", network=True,
                        guest_port=4321)
     argv = bwrap_argv(spec, {}, SandboxFds(token=7, shim=8), "/stage")
-    assert "--share-net" in argv and argv[-2:] == ["4321", ""]
+    assert "--share-net" in argv and argv[-3:] == ["4321", "", ""]
 
 
 def test_chrome_shim_execs_chromium_as_an_executable_named_chrome(tmp_path: Path) -> None:
@@ -59,14 +73,14 @@ def test_chrome_shim_execs_chromium_as_an_executable_named_chrome(tmp_path: Path
     spec = SandboxSpec(desktop_id="d1", display=201, width=800, height=600,
                        window_manager="", uid=1001, gid=1001, user="user",
                        chrome_binary=str(install / "chromium"))
-    argv = bwrap_argv(spec, {}, SandboxFds(token=7, shim=8), "/stage")
+    argv = bwrap_argv(spec, {}, SandboxFds(token=7, shim=8), "/stage", LISTEN)
     binds = [argv[i + 1:i + 3] for i, a in enumerate(argv) if a == "--ro-bind"]
     assert [str(install / "chromium"), CHROME_EXE] in binds
     assert CHROME_EXE.rsplit("/", 1)[1] == "chrome"
     links = {argv[i + 2]: argv[i + 1] for i, a in enumerate(argv) if a == "--symlink"}
     assert links["/tmp/.cua-chrome/icudtl.dat"] == str(install / "icudtl.dat")
     assert "/tmp/.cua-chrome/locales" in links
-    assert CHROME_EXE not in bwrap_argv(SPEC, {}, SandboxFds(token=7, shim=None), "/stage")
+    assert CHROME_EXE not in bwrap_argv(SPEC, {}, SandboxFds(token=7, shim=None), "/stage", LISTEN)
     exec_line = chrome_shim().splitlines()[-1]
     assert exec_line.startswith(f"exec {CHROME_EXE} $CHROMIUM_FLAGS ")
     assert exec_line.endswith('"$@"')  # the task's own flags last
@@ -91,3 +105,33 @@ def test_guest_venv_is_keyed_by_content(tmp_path: Path) -> None:
     (src / "cua_guest" / "__init__.py").write_text("A = 2\n")
     assert content_hash(src) != first
     assert venv_path(src, Path("/opt/x")) == Path("/opt/x") / f"guest-venv-{content_hash(src)}"
+
+
+def test_limits_size_every_tmpfs_and_no_nested_user_namespace() -> None:
+    spec = SandboxSpec(desktop_id="d1", display=201, width=800, height=600,
+                       window_manager="", uid=1001, gid=1001, user="user", tmp_bytes=64 << 20)
+    argv = bwrap_argv(spec, {}, SandboxFds(token=7, shim=None), "/stage", LISTEN)
+    sized = {argv[i + 3]: argv[i + 1] for i, a in enumerate(argv)
+             if a == "--size" and argv[i + 2] == "--tmpfs"}
+    assert sized == {"/tmp": str(64 << 20), "/run": str(64 << 20),
+                     "/var/tmp": str(64 << 20), "/home": str(1 << 20)}
+    assert {"--unshare-user", "--disable-userns"} <= set(argv)
+
+
+def test_seccomp_program_denies_each_listed_call_and_other_abis() -> None:
+    import struct
+
+    from cua_rl.desktop.providers.local_seccomp import DENIED_X86_64, program
+
+    code = program()
+    insns = [struct.unpack("=HBBI", code[i:i + 8]) for i in range(0, len(code), 8)]
+    assert len(insns) == 5 + len(set(DENIED_X86_64.values())) + 2
+    deny, allow = len(insns) - 1, len(insns) - 2
+    assert insns[deny] == (0x06, 0, 0, 0x00050000 | 1) and insns[allow][3] == 0x7FFF0000
+    for index, (op, jt, _jf, k) in enumerate(insns[5:allow], start=5):
+        assert op == 0x15 and index + 1 + jt == deny, (index, k)
+    assert {k for op, *_, k in insns[5:allow]} == set(DENIED_X86_64.values())
+    spec = SandboxSpec(desktop_id="d1", display=201, width=800, height=600,
+                       window_manager="", uid=1001, gid=1001, user="user")
+    argv = bwrap_argv(spec, {}, SandboxFds(token=7, shim=None, seccomp=9), "/stage", LISTEN)
+    assert argv[argv.index("--seccomp") + 1] == "9"

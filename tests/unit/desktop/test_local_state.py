@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -210,3 +211,11 @@ def test_home_template_gains_the_default_apps_list_once(tmp_path: Path) -> None:
     mimeapps.unlink()  # a template built before the list existed gains it
     st.ensure_home_template(template)
     assert "org.gnome.Totem.desktop" in mimeapps.read_text()
+
+
+def test_other_providers_folders_are_not_desktops(tmp_path: Path) -> None:
+    # With $CUA_RL_STATE_DIR set, container/ and qemu/ live beside the local desktops.
+    for name in ("container", "qemu", "locks", "d1"):
+        (tmp_path / name).mkdir()
+    states = st.desktop_states(tmp_path, lambda record: False, now=time.time() + 10**6)
+    assert [s.id for s in states] == ["d1"]

@@ -23,13 +23,17 @@ import traceback
 from typing import Any, TextIO
 
 _PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
 
 
 def _die_with_parent() -> None:
-    """Ask Linux to SIGKILL us when the guest dies, even if we are stuck in a loop."""
+    """Ask Linux to SIGKILL us when the guest dies, even if we are stuck in a loop;
+    and turn non-dumpable, so other processes of the desktop cannot open our reply
+    pipe through /proc/PID/fd and forge or corrupt /act answers."""
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
 def _reply(channel: TextIO, message: dict[str, Any]) -> None:

@@ -118,6 +118,9 @@ class ActWorker:
             "cua_guest.act_child",
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
+            # Never the guest's own stderr (on a local desktop a pipe to the host's
+            # launcher): what the agent's code writes to fd 1 or 2 goes nowhere.
+            stderr=asyncio.subprocess.DEVNULL,
             limit=PIPE_LIMIT,
             # Own group: on timeout we kill whatever the code started too.
             start_new_session=True,

@@ -1,4 +1,5 @@
 """Command line: `python -m cua_guest --host H --port P [--token-file F] [--no-auth]`
+(or `--listen-fd N`: serve on an inherited listening socket, as local desktops do)
 (or `--unix-socket PATH` instead of --host/--port: container desktops have no network).
 
 Kept thin: parse, configure logging (warnings only by default), load the token
@@ -46,6 +47,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--unix-socket",
         help="listen on this Unix socket instead of --host/--port (a container desktop with "
         "no network, its socket forwarded to 127.0.0.1 by the host)",
+    )
+    parser.add_argument(
+        "--listen-fd",
+        type=int,
+        help="serve on this inherited listening socket instead (a local desktop: the launcher "
+        "binds it where nothing inside can reach the path; the guest then turns non-dumpable "
+        "so no other process of the desktop user can copy the descriptor)",
     )
     parser.add_argument(
         "--token-file", help=f"file holding the bearer token (else ${TOKEN_ENV} is used)"
@@ -141,8 +149,7 @@ def main(argv: list[str] | None = None) -> None:
         record_fps=args.record_fps,
     )
     app = build_app(token, args.act_timeout, limits)
-    where = {"path": args.unix_socket} if args.unix_socket else {
-        "host": args.host, "port": args.port}
+    where = _where(args)
     web.run_app(
         app,
         **where,
@@ -151,6 +158,22 @@ def main(argv: list[str] | None = None) -> None:
         print=None,
         handle_signals=True,
     )
+
+
+def _where(args: argparse.Namespace) -> dict:
+    """`web.run_app`'s listening arguments: an inherited socket, a Unix path or host:port."""
+    if args.listen_fd is not None:
+        import socket
+
+        from cua_guest.fd_forward import not_dumpable
+
+        not_dumpable()
+        sock = socket.socket(fileno=args.listen_fd)
+        sock.set_inheritable(False)
+        return {"sock": sock}
+    if args.unix_socket:
+        return {"path": args.unix_socket}
+    return {"host": args.host, "port": args.port}
 
 
 def _tls(args: argparse.Namespace) -> ssl.SSLContext | None:

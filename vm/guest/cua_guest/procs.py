@@ -18,6 +18,8 @@ from dataclasses import dataclass
 #: After a process exits, how long to keep reading its pipes: a background child
 #: that inherited them could otherwise hold the request open until the deadline.
 DRAIN_GRACE_S = 0.2
+#: Bytes of each of a command's stdout and stderr kept for the answer.
+MAX_OUTPUT_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -31,7 +33,15 @@ class ProcResult:
 
 
 class CommandNotRunnable(Exception):
-    """The executable is missing or cannot be executed (the message names it)."""
+    """The executable is missing or cannot be executed (the message names it).
+
+    A fault of the request, not of the server: routes answer `status` (404 for a
+    missing program, 403 when it may not be run), never 500, which OSWorld's
+    clients read as the guest failing."""
+
+    def __init__(self, argv0: str, exc: OSError) -> None:
+        super().__init__(f"cannot run {argv0!r}: {exc.strerror or exc}")
+        self.status = 403 if isinstance(exc, PermissionError) else 404
 
 
 def shell_argv(command: list[str] | str) -> list[str]:
@@ -59,7 +69,7 @@ async def run_command(
             start_new_session=True,
         )
     except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
-        raise CommandNotRunnable(f"cannot run {argv[0]!r}: {exc.strerror or exc}") from None
+        raise CommandNotRunnable(argv[0], exc) from None
 
     out, err = bytearray(), bytearray()
     pumps = [asyncio.create_task(_pump(proc.stdout, out))]
@@ -87,11 +97,18 @@ async def run_command(
 
 
 async def _pump(stream: asyncio.StreamReader | None, sink: bytearray) -> None:
-    """Copy a pipe into a buffer until EOF (kept incrementally for partial output)."""
+    """Copy a pipe into a buffer until EOF (kept incrementally for partial output),
+    at most `MAX_OUTPUT_BYTES`: the rest is read and dropped, so `yes` ends at its
+    timeout with a bounded answer instead of filling the guest's memory."""
     if stream is None:
         return
+    dropped = 0
     while chunk := await stream.read(65536):
-        sink += chunk
+        room = MAX_OUTPUT_BYTES - len(sink)
+        sink += chunk[:max(room, 0)]
+        dropped += max(len(chunk) - max(room, 0), 0)
+    if dropped:
+        sink += f"\n[cua-guest: {dropped} more bytes of output dropped]\n".encode()
 
 
 def _kill_group(pid: int) -> None:
@@ -122,7 +139,7 @@ class LaunchedApps:
                 stderr=subprocess.DEVNULL,
             )
         except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
-            raise CommandNotRunnable(f"cannot run {argv[0]!r}: {exc.strerror or exc}") from None
+            raise CommandNotRunnable(argv[0], exc) from None
         self._procs.append(proc)
         return proc
 

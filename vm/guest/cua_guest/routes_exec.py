@@ -68,7 +68,7 @@ def _result_json(result: ProcResult, timeout: float) -> dict[str, Any]:
 
 
 def _not_runnable(exc: CommandNotRunnable) -> web.Response:
-    return json_error(500, str(exc), output="", error=str(exc), returncode=127)
+    return json_error(exc.status, str(exc), output="", error=str(exc), returncode=127)
 
 
 @routes.post("/execute")

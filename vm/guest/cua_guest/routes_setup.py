@@ -87,7 +87,7 @@ async def launch(request: web.Request) -> web.StreamResponse:
     try:
         request.app[GUEST].launched.launch(argv)
     except CommandNotRunnable as exc:
-        return json_error(500, str(exc))
+        return json_error(exc.status, str(exc))
     shown = argv[-1] if optional_bool(body, "shell", False) else " ".join(argv)
     return web.Response(text=f"{shown} launched successfully")
 
@@ -122,7 +122,9 @@ async def open_file(request: web.Request) -> web.StreamResponse:
     try:
         request.app[GUEST].launched.launch(argv)
         window_id = await wait_for_window(names, timeout)
-    except (CommandNotRunnable, ToolMissing) as exc:
+    except CommandNotRunnable as exc:
+        return json_error(exc.status, str(exc))
+    except ToolMissing as exc:
         return json_error(500, str(exc))
     if window_id is None:
         return json_error(500, f"Failed to find window for {names[0]} within {timeout:g} seconds.")

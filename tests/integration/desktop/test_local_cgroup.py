@@ -1,0 +1,57 @@
+"""The desktop cgroup on this machine's real hierarchy: a child started inside it is
+bound by its pids limit, and the cgroup goes away with it. cgroup v1 and v2 each
+run where the host has them (a host has one or the other)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cua_rl.desktop import hostile
+from cua_rl.desktop.providers import local_cgroup
+
+FOUND = local_cgroup.version()
+
+
+def _needs(version: int) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("making cgroups needs root (the local provider runs as root)")
+    if FOUND != version:
+        pytest.skip(f"this host has cgroup v{FOUND or ' none'}, not v{version}: the v{version} "
+                    "path runs on hosts that have it (most cloud hosts are v2)")
+
+
+def _fork_count(cgroup: local_cgroup.Cgroup) -> int:
+    """Run the hostile fork loop (40 children at most) in the cgroup; how many it got."""
+    cgroup.enter()
+    try:
+        proc = subprocess.Popen(["sh", "-c", hostile.fork_loop(max_procs=40, seconds=2)],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    finally:
+        cgroup.leave()
+    out, _ = proc.communicate(timeout=60)
+    return int(hostile.report(out, "fork_loop")["started"])
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_desktop_cgroup_bounds_its_processes_and_is_removed(version: int) -> None:
+    _needs(version)
+    name = f"test-{secrets.token_hex(4)}"
+    cgroup = local_cgroup.create(name, pids=16, memory_bytes=256 << 20, cpu_weight=50)
+    try:
+        mine = Path("/proc/self/cgroup").read_text()
+        started = _fork_count(cgroup)
+        assert Path("/proc/self/cgroup").read_text() == mine  # stepped back out
+        assert 0 < started < 16, started  # the shell and the forker count too
+        limits = {Path(d).parent.parent.name: d for d in cgroup.dirs}
+        files = [Path(d) / f for d in cgroup.dirs
+                 for f in ("pids.max", "memory.limit_in_bytes", "memory.max")
+                 if (Path(d) / f).exists()]
+        assert {f.read_text().strip() for f in files} == {"16", str(256 << 20)}, limits
+    finally:
+        cgroup.remove()
+    assert not any(os.path.exists(d) for d in cgroup.dirs)
