@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import difflib
+import functools
+import os
 import signal
 import time
 from collections.abc import Callable, Coroutine
@@ -33,23 +36,81 @@ Every key, its type, default and meaning: docs/configuration.md (or
 """The epilog of `train`, `rollout` and `eval --help`."""
 
 
+PROVIDER_TYPES = ("local", "container", "docker", "qemu", "aws")
+"""`--provider` values: the `type` tags of desktops.provider."""
+
+
 def run_options(out_help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """CONFIG|--preset NAME, --out RUN_DIR, --json and dotted overrides; `out_help`
-    says what the command does with an existing run directory (they differ)."""
+    """CONFIG|--preset NAME, --out RUN_DIR, --json, the flags every run command
+    shares (--osworld, --split, --model, --provider, --cache) and dotted overrides;
+    `out_help` says what the command does with an existing run directory (they
+    differ). The shared flags reach the command as dotted overrides placed before
+    the user's own (so `key=value` still wins); `--cache` sets $CUA_RL_CACHE_DIR,
+    which the run and every process it starts read."""
 
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(command)
+        def wrapped(*args: Any, osworld: Path | None, split: str | None, model: str | None,
+                    provider: str | None, cache: Path | None, **kwargs: Any) -> Any:
+            flags = flag_overrides(osworld=osworld, split=split, model=model,
+                                   provider=provider)
+            if cache is not None:
+                os.environ["CUA_RL_CACHE_DIR"] = str(cache.expanduser().resolve())
+            kwargs["overrides"] = (*flags, *kwargs["overrides"])
+            return command(*args, **kwargs)
+
         for option in reversed([
             click.argument("config", required=False),
             click.option("--preset", help="A preset shipped with cua-rl (e.g. quickstart)."),
             click.option("--out", type=click.Path(file_okay=False, path_type=Path),
                          help=out_help),
-            click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON."),
+            click.option("--json", "as_json", is_flag=True,
+                         help="Print the summary as JSON (the only thing on stdout)."),
+            *task_flags(),
+            click.option("--model", help="The policy model: a Hugging Face id, a local "
+                         "folder or `tiny` (sets policy.model)."),
+            click.option("--provider", type=click.Choice(PROVIDER_TYPES),
+                         help="Where desktops come from (sets desktops.provider.type; "
+                         "docs/providers.md)."),
+            cache_option,
             click.argument("overrides", nargs=-1, type=click.UNPROCESSED),
         ]):
-            command = option(command)
-        return command
+            wrapped = option(wrapped)
+        return wrapped
 
     return decorate
+
+
+def task_flags() -> list[Callable[[Any], Any]]:
+    """`--osworld PATH` and `--split NAME`: the same two flags wherever tasks are read."""
+    return [
+        click.option("--osworld", type=click.Path(file_okay=False, path_type=Path),
+                     help="An OSWorld checkout (or its evaluation_examples): its tasks "
+                     "(sets tasks.source=osworld:PATH)."),
+        click.option("--split", help="A shipped split name or a .txt/.json split file "
+                     "(sets tasks.split)."),
+    ]
+
+
+cache_option = click.option(
+    "--cache", type=click.Path(file_okay=False, path_type=Path), default=None,
+    help="Asset cache root [default: $CUA_RL_CACHE_DIR or ~/.cache/cua-rl/files].")
+"""`--cache`: the same flag on every command that reads the asset cache."""
+
+
+def flag_overrides(*, osworld: Path | None = None, split: str | None = None,
+                   model: str | None = None, provider: str | None = None) -> list[str]:
+    """The dotted overrides the shared run flags stand for."""
+    out = []
+    if osworld is not None:
+        out.append(f"tasks.source=osworld:{osworld}")
+    if split is not None:
+        out.append(f"tasks.split={split}")
+    if model is not None:
+        out.append(f"policy.model={model}")
+    if provider is not None:  # a new type starts from that provider's defaults
+        out.append(f"desktops.provider={{type: {provider}}}")
+    return out
 
 
 overwrite_option = click.option(
@@ -58,17 +119,40 @@ overwrite_option = click.option(
 """`--overwrite` of the commands that refuse an existing run (run_dir.py)."""
 
 
-def load_run_config(config: str | None, preset: str | None, overrides: tuple[str, ...]):
+def load_run_config(config: str | None, preset: str | None, overrides: tuple[str, ...], *,
+                    under: str | None = None, fixed: tuple[str, ...] = ()):
     """The RunConfig of a command line (defaults when neither CONFIG nor --preset
-    is given); a bad file or override is reported, not raised as a traceback."""
+    is given); a bad file or override is reported, not raised as a traceback.
+    `under` is a preset below --preset (eval's protocol preset), `fixed` are
+    settings applied after CONFIG and before the overrides (eval's protocol).
+    A mistyped option (`--ouput`) is a usage error with a "did you mean", not a
+    config file that cannot be read: these commands pass unknown options through
+    as overrides, so they are caught here."""
     from cua_rl.config import RunConfig, load_config
 
+    reject_unknown_options((config, *overrides))
     if config and "=" in config:  # an override given without a config file
         overrides, config = (config, *overrides), None
+    presets = [p for p in (under, preset) if p]
     try:
-        return load_config(RunConfig, config, preset=preset, overrides=overrides)
+        return load_config(RunConfig, config, preset=presets, overrides=overrides, fixed=fixed)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from exc
+
+
+def reject_unknown_options(words: tuple[str | None, ...]) -> None:
+    """Raise click's "No such option" (exit 2, with "Did you mean") for an option-like
+    word among CONFIG and the overrides of the current command."""
+    ctx = click.get_current_context(silent=True)
+    for word in words:
+        if not word or not word.startswith("-") or word == "-":
+            continue
+        name = word.split("=", 1)[0]
+        known = [] if ctx is None else sorted(
+            {opt for param in ctx.command.params if isinstance(param, click.Option)
+             for opt in (*param.opts, *param.secondary_opts)})
+        close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+        raise click.NoSuchOption(name, possibilities=close, ctx=ctx)
 
 
 T = TypeVar("T")
