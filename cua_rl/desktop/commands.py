@@ -8,7 +8,6 @@ through the provider's state dir.
 from __future__ import annotations
 
 import asyncio
-import json
 import secrets
 import sys
 import typing
@@ -17,6 +16,7 @@ from pathlib import Path
 import click
 from pydantic import BaseModel
 
+from cua_rl.command_output import emit_json
 from cua_rl.desktop.client import GuestClient
 from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider
 from cua_rl.desktop.providers.config import ProviderConfig
@@ -120,8 +120,8 @@ def up(provider_name: str, settings: tuple[str, ...], state_dir: Path | None, co
 
     handles = _run(go, _provider(provider_name, state_dir, settings))
     if as_json:
-        click.echo(json.dumps([{"id": h.id, "url": h.url, "token": h.token,
-                                "tls_fingerprint": h.tls_fingerprint} for h in handles]))
+        emit_json([{"id": h.id, "url": h.url, "token": h.token,
+                    "tls_fingerprint": h.tls_fingerprint} for h in handles])
     else:
         for h in handles:
             details = "  ".join(f"{k}={v}" for k, v in h.info.items())
@@ -158,7 +158,7 @@ def list_(provider_name: str, settings: tuple[str, ...], state_dir: Path | None,
 
     rows = _run(go, _provider(provider_name, state_dir, settings))
     if as_json:
-        click.echo(json.dumps(rows))
+        emit_json(rows)
         return
     from rich.console import Console
     from rich.table import Table
@@ -235,8 +235,8 @@ def exec_(provider_name: str, settings: tuple[str, ...], state_dir: Path | None,
             return await client.act(code, timeout=timeout)
 
     result = _run(go, _provider(provider_name, state_dir, settings))
-    click.echo(json.dumps({"status": result.status, "output": result.output,
-                           "error": result.error, "returncode": result.returncode}))
+    emit_json({"status": result.status, "output": result.output,
+               "error": result.error, "returncode": result.returncode})
     if not result.ok:
         sys.exit(1)
 

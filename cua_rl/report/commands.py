@@ -4,7 +4,6 @@ per-domain report (report.json, report.md, report.png) in the run directory."""
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Sequence
@@ -14,6 +13,7 @@ from typing import Any
 
 import click
 
+from cua_rl.command_output import emit_json
 from cua_rl.report.eval_protocol import EVAL_PRESET
 from cua_rl.runtime.options import OVERRIDES_HELP, run_options
 
@@ -137,7 +137,7 @@ def eval_command(config: str | None, preset: str | None, out: Path | None,
                   "rate_all")
         summary["domains"] = {d: {k: row[k] for k in scopes}
                               for d, row in result.report["domains"].items()}
-        click.echo(json.dumps(summary, indent=2))
+        emit_json(summary)
     else:  # the truthful counts per group and domain, then the one-line summary
         click.echo(render_counts(result.report))
         click.echo("  ".join(f"{k}={v}" for k, v in summary.items()))

@@ -20,12 +20,28 @@ def config() -> None:
 @config.command("show", context_settings={"ignore_unknown_options": True})
 @click.argument("config_file", required=False)
 @click.option("--preset", help="A preset shipped with cua-rl (e.g. quickstart).")
+@click.option("--json", "as_json", is_flag=True, help="Print the configuration as JSON.")
+@click.option("--for", "command", type=click.Choice(["train", "rollout", "eval"]),
+              default="train", show_default=True,
+              help="Resolve as this command does: `eval` puts the osworld-verified-eval "
+              "preset under --preset and CONFIG and its protocol over them.")
 @click.argument("overrides", nargs=-1, type=click.UNPROCESSED)
-def show(config_file: str | None, preset: str | None, overrides: tuple[str, ...]) -> None:
+def show(config_file: str | None, preset: str | None, as_json: bool, command: str,
+         overrides: tuple[str, ...]) -> None:
     """Print the resolved configuration of [CONFIG_FILE] [--preset NAME] [k=v ...]."""
+    from cua_rl.command_output import emit_json
     from cua_rl.runtime.options import load_run_config
 
-    cfg = load_run_config(config_file, preset, overrides)
+    if command == "eval":
+        from cua_rl.report.eval_protocol import EVAL_PRESET, protocol_overrides
+
+        cfg = load_run_config(config_file, preset, overrides, under=EVAL_PRESET,
+                              fixed=protocol_overrides())
+    else:
+        cfg = load_run_config(config_file, preset, overrides)
+    if as_json:
+        emit_json(cfg.model_dump(mode="json"))
+        return
     click.echo(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False), nl=False)
 
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import click
 
+from cua_rl.command_output import emit_json
 from cua_rl.store.run_store import DB_NAME
 
 
@@ -37,7 +37,7 @@ def show(run_dir: Path, as_json: bool) -> None:
     finally:
         store.close()
     if as_json:
-        click.echo(json.dumps(summary, indent=2))
+        emit_json(summary)
         return
     print_summary(summary)
 
