@@ -21,8 +21,8 @@ import os
 import sys
 from collections.abc import Iterator
 
-_saved: list[int | None] = []
-"""The real stdout's saved fd of each active redirection, outermost first."""
+_saved: list[tuple[object, int | None]] = []
+"""(the stdout object, its saved fd 1) of each active redirection, outermost first."""
 
 
 @contextlib.contextmanager
@@ -32,7 +32,7 @@ def stdout_to_stderr() -> Iterator[None]:
     real = sys.stdout
     moved = _retarget_handlers(real, sys.stderr)
     saved_fd = _redirect_fd()
-    _saved.append(saved_fd)
+    _saved.append((real, saved_fd))
     try:
         with contextlib.redirect_stdout(sys.stderr):
             yield
@@ -77,12 +77,19 @@ def emit_json(result: object) -> None:
     import json
 
     text = json.dumps(result, indent=2, ensure_ascii=False, default=str) + "\n"
-    real = next((fd for fd in _saved if fd is not None), None)
-    if real is None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+    stream, saved_fd = _saved[0] if _saved else (sys.stdout, None)
+    if saved_fd is None or _fileno(stream) != 1:  # not fd 1 (a test's captured stdout)
+        stream.write(text)  # type: ignore[attr-defined]
+        stream.flush()  # type: ignore[attr-defined]
         return
     sys.stderr.flush()
     data = text.encode()
     while data:  # os.write may write less than asked (a pipe)
-        data = data[os.write(real, data):]
+        data = data[os.write(saved_fd, data):]
+
+
+def _fileno(stream: object) -> int | None:
+    try:
+        return stream.fileno()  # type: ignore[attr-defined]
+    except (AttributeError, OSError, ValueError):
+        return None
