@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cua_rl.cli import cli
 from tests_support.doc_commands import Mention, mentions, problems
+
+from cua_rl.cli import cli
 
 REPO = Path(__file__).resolve().parents[2]
 PAGES = [REPO / "README.md", REPO / "infra" / "README.md", *sorted((REPO / "docs").glob("*.md"))]
