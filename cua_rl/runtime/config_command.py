@@ -11,6 +11,8 @@ from __future__ import annotations
 import click
 import yaml
 
+from cua_rl.runtime.options import shared_run_flags
+
 
 @click.group("config")
 def config() -> None:
@@ -25,10 +27,11 @@ def config() -> None:
               default="train", show_default=True,
               help="Resolve as this command does: `eval` puts the osworld-verified-eval "
               "preset under --preset and CONFIG and its protocol over them.")
-@click.argument("overrides", nargs=-1, type=click.UNPROCESSED)
+@shared_run_flags
 def show(config_file: str | None, preset: str | None, as_json: bool, command: str,
          overrides: tuple[str, ...]) -> None:
-    """Print the resolved configuration of [CONFIG_FILE] [--preset NAME] [k=v ...]."""
+    """Print the resolved configuration of [CONFIG_FILE] [--preset NAME] [flags]
+    [k=v ...], exactly as `train`, `rollout` or (`--for eval`) `eval` would run it."""
     from cua_rl.command_output import emit_json
     from cua_rl.runtime.options import load_run_config
 

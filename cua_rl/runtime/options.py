@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import difflib
 import functools
+import json
 import os
 import signal
 import time
@@ -42,23 +43,14 @@ PROVIDER_TYPES = ("local", "container", "docker", "qemu", "aws")
 
 def run_options(out_help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """CONFIG|--preset NAME, --out RUN_DIR, --json, the flags every run command
-    shares (--osworld, --split, --model, --provider, --cache) and dotted overrides;
+    shares (--osworld, --pairs, --split, --model, --provider, --cache) and dotted overrides;
     `out_help` says what the command does with an existing run directory (they
     differ). The shared flags reach the command as dotted overrides placed before
     the user's own (so `key=value` still wins); `--cache` sets $CUA_RL_CACHE_DIR,
     which the run and every process it starts read."""
 
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(command)
-        def wrapped(*args: Any, osworld: Path | None, split: str | None, model: str | None,
-                    provider: str | None, cache: Path | None, **kwargs: Any) -> Any:
-            flags = flag_overrides(osworld=osworld, split=split, model=model,
-                                   provider=provider)
-            if cache is not None:
-                os.environ["CUA_RL_CACHE_DIR"] = str(cache.expanduser().resolve())
-            kwargs["overrides"] = (*flags, *kwargs["overrides"])
-            return command(*args, **kwargs)
-
+        command = shared_run_flags(command)  # innermost: OVERRIDES is the last argument
         for option in reversed([
             click.argument("config", required=False),
             click.option("--preset", help="A preset shipped with cua-rl (e.g. quickstart)."),
@@ -66,27 +58,57 @@ def run_options(out_help: str) -> Callable[[Callable[..., Any]], Callable[..., A
                          help=out_help),
             click.option("--json", "as_json", is_flag=True,
                          help="Print the summary as JSON (the only thing on stdout)."),
-            *task_flags(),
-            click.option("--model", help="The policy model: a Hugging Face id, a local "
-                         "folder or `tiny` (sets policy.model)."),
-            click.option("--provider", type=click.Choice(PROVIDER_TYPES),
-                         help="Where desktops come from (sets desktops.provider.type; "
-                         "docs/providers.md)."),
-            cache_option,
-            click.argument("overrides", nargs=-1, type=click.UNPROCESSED),
         ]):
-            wrapped = option(wrapped)
-        return wrapped
+            command = option(command)
+        return command
 
     return decorate
 
 
+def shared_run_flags(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--osworld, --pairs, --split, --model, --provider, --cache and the dotted
+    overrides (last argument): the flags reach `command` as overrides placed before
+    the user's own, `--cache` as $CUA_RL_CACHE_DIR (see `run_options`)."""
+
+    @functools.wraps(command)
+    def wrapped(*args: Any, osworld: Path | None, pairs: Path | None, split: str | None,
+                model: str | None, provider: str | None, cache: Path | None,
+                **kwargs: Any) -> Any:
+        if osworld is not None and pairs is not None:
+            raise click.UsageError("give --osworld or --pairs, not both")
+        flags = flag_overrides(osworld=osworld, pairs=pairs, split=split, model=model,
+                               provider=provider)
+        if cache is not None:
+            os.environ["CUA_RL_CACHE_DIR"] = str(cache.expanduser().resolve())
+        kwargs["overrides"] = (*flags, *kwargs["overrides"])
+        return command(*args, **kwargs)
+
+    for option in reversed([
+        *task_flags(),
+        click.option("--model", help="The policy model: a Hugging Face id, a local "
+                     "folder or `tiny` (sets policy.model)."),
+        click.option("--provider", type=click.Choice(PROVIDER_TYPES),
+                     help="Where desktops come from (sets desktops.provider.type; "
+                     "docs/providers.md)."),
+        cache_option,
+        click.argument("overrides", nargs=-1, type=click.UNPROCESSED),
+    ]):
+        wrapped = option(wrapped)
+    return wrapped
+
+
 def task_flags() -> list[Callable[[Any], Any]]:
-    """`--osworld PATH` and `--split NAME`: the same two flags wherever tasks are read."""
+    """`--osworld PATH`, `--pairs DIR` and `--split NAME`: the same flags wherever a
+    run reads tasks. A source flag also clears tasks.ids: the ids a preset lists
+    belong to its own source (an override `tasks.ids=[...]` still applies)."""
     return [
         click.option("--osworld", type=click.Path(file_okay=False, path_type=Path),
                      help="An OSWorld checkout (or its evaluation_examples): its tasks "
-                     "(sets tasks.source=osworld:PATH)."),
+                     "(sets tasks.source=osworld:PATH, tasks.ids=[])."),
+        click.option("--pairs", type=click.Path(file_okay=False, path_type=Path),
+                     help="A pair folder from `cua-rl templates new`: its tasks, variants "
+                     "and difficulty.json (sets tasks.source=pairs:DIR, tasks.ids=[]; "
+                     "docs/pair-authoring.md)."),
         click.option("--split", help="A shipped split name or a .txt/.json split file "
                      "(sets tasks.split)."),
     ]
@@ -98,16 +120,19 @@ cache_option = click.option(
 """`--cache`: the same flag on every command that reads the asset cache."""
 
 
-def flag_overrides(*, osworld: Path | None = None, split: str | None = None,
-                   model: str | None = None, provider: str | None = None) -> list[str]:
+def flag_overrides(*, osworld: Path | None = None, pairs: Path | None = None,
+                   split: str | None = None, model: str | None = None,
+                   provider: str | None = None) -> list[str]:
     """The dotted overrides the shared run flags stand for."""
-    out = []
+    out = []  # values JSON-quoted: a path may hold YAML syntax (": ", "#")
     if osworld is not None:
-        out.append(f"tasks.source=osworld:{osworld}")
+        out += [f"tasks.source={json.dumps(f'osworld:{osworld}')}", "tasks.ids=[]"]
+    if pairs is not None:
+        out += [f"tasks.source={json.dumps(f'pairs:{pairs}')}", "tasks.ids=[]"]
     if split is not None:
-        out.append(f"tasks.split={split}")
+        out.append(f"tasks.split={json.dumps(split)}")
     if model is not None:
-        out.append(f"policy.model={model}")
+        out.append(f"policy.model={json.dumps(model)}")
     if provider is not None:  # a new type starts from that provider's defaults
         out.append(f"desktops.provider={{type: {provider}}}")
     return out
