@@ -45,6 +45,12 @@ def _provider(name: str, state_dir: Path | None, settings: tuple[str, ...] = ()
         if "state_dir" not in model.model_fields:
             raise click.UsageError(f"--state-dir: the {name} provider keeps no state dir")
         data["state_dir"] = state_dir
+    ctx = click.get_current_context(silent=True)
+    region = ctx.meta.get(REGION_KEY) if ctx is not None else None
+    if region is not None:
+        if "region" not in model.model_fields:
+            raise click.UsageError(f"--region: the {name} provider has no region (aws has)")
+        data["region"] = region
     for setting in settings:
         apply_override(data, setting)
     try:
@@ -75,8 +81,20 @@ def _as_dict(handle: DesktopHandle) -> dict:
             "tls_fingerprint": handle.tls_fingerprint, **handle.info}
 
 
+REGION_KEY = "cua_rl.region"
+
+
+def _keep_region(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        ctx.meta[REGION_KEY] = value
+
+
 def provider_option(command):  # noqa: ANN001, ANN201 - a click decorator
-    """--provider NAME and --set KEY=VALUE (its config, docs/providers.md)."""
+    """--provider NAME, --region (aws: the name `vm sweep` uses) and --set KEY=VALUE
+    (its config, docs/providers.md)."""
+    command = click.option(
+        "--region", expose_value=False, callback=_keep_region,
+        help="Cloud region of the aws provider (the same as --set region=...).")(command)
     command = click.option(
         "--set", "settings", multiple=True, metavar="KEY=VALUE",
         help="A provider config field (repeatable), e.g. --set region=eu-west-1; "
@@ -88,8 +106,8 @@ def provider_option(command):  # noqa: ANN001, ANN201 - a click decorator
 
 
 state_option = click.option("--state-dir", type=click.Path(path_type=Path), default=None,
-                            help="State dir of the local and qemu providers (default "
-                                 "under $CUA_RL_STATE_DIR or ~/.cache/cua-rl).")
+                            help="State dir of the local, container and qemu providers "
+                                 "(default under $CUA_RL_STATE_DIR or ~/.cache/cua-rl).")
 
 
 @click.group()

@@ -46,7 +46,8 @@ class MetricsConfig(BaseModel):
     tensorboard: bool = True
     """Write TensorBoard event files under RUN_DIR/tensorboard (if installed)."""
     wandb_project: str | None = None
-    """Also log to Weights & Biases under this project (needs `wandb` and a login)."""
+    """Also log to Weights & Biases under this project (needs the `wandb` extra,
+    `pip install -e .[wandb]`, and a login)."""
     live: bool = True
     """A rich live summary in the terminal."""
     status_interval_s: float = Field(30.0, ge=0.0)
