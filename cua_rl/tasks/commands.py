@@ -88,7 +88,7 @@ def _source_options(command: Callable[..., None]) -> Callable[..., None]:
         click.option("--split", help="A shipped split name or a .txt/.json split file."),
         click.option("--root", type=click.Path(file_okay=False, path_type=Path),
                      help="Folder with templates/ and evaluators/ (task variants) [default: "
-                     "the pair folder of a pairs:DIR source, else this project's]."),
+                     "this project's; a pairs:DIR source always reads DIR]."),
         click.option("--templates-root", "old_root", hidden=True,
                      type=click.Path(file_okay=False, path_type=Path)),
     ]):
