@@ -199,8 +199,11 @@ def list_(provider_name: str, settings: tuple[str, ...], state_dir: Path | None,
 @click.option("--stale", is_flag=True,
               help="Remove desktops whose run or session is gone (state dirs included).")
 @click.option("--force", is_flag=True, help="Also stop desktops owned by a live run.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print {stopped: [ids], kept: [reasons]}.")
 def down(provider_name: str, settings: tuple[str, ...], state_dir: Path | None,
-         desktop_ids: tuple[str, ...], all_: bool, stale: bool, force: bool) -> None:
+         desktop_ids: tuple[str, ...], all_: bool, stale: bool, force: bool,
+         as_json: bool) -> None:
     """Stop desktops by ID (or --all, --stale) and delete their state. Local desktops
     that a live run owns are left alone unless --force: that run would lose them."""
     if not desktop_ids and not all_ and not stale:
@@ -227,6 +230,9 @@ def down(provider_name: str, settings: tuple[str, ...], state_dir: Path | None,
         return ids, kept
 
     stopped, kept = _run(go, _provider(provider_name, state_dir, settings))
+    if as_json:
+        emit_json({"stopped": stopped, "kept": kept})
+        return
     for desktop_id in stopped:
         click.echo(f"stopped {desktop_id}")
     for line in kept:
@@ -244,8 +250,10 @@ async def _client(provider: DesktopProvider, desktop_id: str) -> GuestClient:
 @click.argument("desktop_id")
 @click.argument("code")
 @click.option("--timeout", type=float, default=10.0, show_default=True)
+@click.option("--json", "as_json", is_flag=True,
+              help="Accepted for uniformity: the result is always printed as JSON.")
 def exec_(provider_name: str, settings: tuple[str, ...], state_dir: Path | None,
-          desktop_id: str, code: str, timeout: float) -> None:
+          desktop_id: str, code: str, timeout: float, as_json: bool) -> None:
     """Run pyautogui CODE on a desktop (through /act) and print the result."""
 
     async def go(provider: DesktopProvider):
@@ -264,16 +272,21 @@ def exec_(provider_name: str, settings: tuple[str, ...], state_dir: Path | None,
 @state_option
 @click.argument("desktop_id")
 @click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print {path, bytes}.")
 def screenshot(provider_name: str, settings: tuple[str, ...], state_dir: Path | None,
-               desktop_id: str, out: Path) -> None:
+               desktop_id: str, out: Path, as_json: bool) -> None:
     """Save a PNG screenshot of a desktop to OUT."""
 
     async def go(provider: DesktopProvider) -> bytes:
         async with await _client(provider, desktop_id) as client:
             return await client.screenshot("png")
 
-    out.write_bytes(_run(go, _provider(provider_name, state_dir, settings)))
-    click.echo(f"wrote {out}")
+    data = _run(go, _provider(provider_name, state_dir, settings))
+    out.write_bytes(data)
+    if as_json:
+        emit_json({"path": str(out), "bytes": len(data)})
+    else:
+        click.echo(f"wrote {out}")
 
 
 from cua_rl.desktop.providers.aws_sweep import sweep_command  # noqa: E402

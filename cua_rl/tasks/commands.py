@@ -140,7 +140,10 @@ def list_tasks(source: str, split: str | None, templates_root: Path, as_json: bo
 @tasks.command("show")
 @click.argument("task_id")
 @_source_options
-def show_task(task_id: str, source: str, split: str | None, templates_root: Path) -> None:
+@click.option("--json", "as_json", is_flag=True,
+              help="Accepted for uniformity: the task is always printed as JSON.")
+def show_task(task_id: str, source: str, split: str | None, templates_root: Path,
+              as_json: bool) -> None:
     """Print one task and its variants as JSON."""
     load = _load(source, split)
     task = next((t for t in load.tasks if t.task_id == task_id), None)
@@ -334,14 +337,18 @@ def _validate_on_desktop(targets: list[tuple[Path, str]] | None, layout: Authori
 @click.option("--domain", default="os", show_default=True,
               help="Domain of a new base task (an existing task keeps its own).")
 @click.option("--instruction", help="The variant's instruction (default: the task's, or a TODO).")
-def new_template(task_id: str, root: Path | None, domain: str, instruction: str | None) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print {written: [paths]}.")
+def new_template(task_id: str, root: Path | None, domain: str, instruction: str | None,
+                 as_json: bool) -> None:
     """Scaffold a pair for TASK_ID: template, evaluator, golden stub, difficulty entry
     (and a base task under tasks/ when TASK_ID is not a known task)."""
     try:
         written = scaffold_pair(root or PROJECT_ROOT, task_id, domain, instruction)
     except TaskFormatError as exc:
         raise click.ClickException(str(exc)) from exc
-    for path in written:
+    if as_json:
+        emit_json({"written": [str(p) for p in written]})
+    for path in [] if as_json else written:
         click.echo(f"wrote {path}")
     where = f" --root {root}" if root else ""
     click.echo(f"next: edit them, then: cua-rl templates validate{where} {task_id} --on-desktop",
@@ -356,7 +363,9 @@ def new_template(task_id: str, root: Path | None, domain: str, instruction: str 
     type=click.Path(file_okay=False, path_type=Path),
     help="Folder to write templates/ and evaluators/ into.",
 )
-def import_openagentrl_command(source: Path, out: Path) -> None:
+@click.option("--json", "as_json", is_flag=True,
+              help="Print {tasks, variants, skipped, out}.")
+def import_openagentrl_command(source: Path, out: Path, as_json: bool) -> None:
     """Convert the RLAnything release (new_examples or its parent) into pairs."""
     from cua_rl.tasks.openagentrl import import_openagentrl
 
@@ -364,6 +373,10 @@ def import_openagentrl_command(source: Path, out: Path) -> None:
         summary = import_openagentrl(source, out)
     except TaskFormatError as exc:
         raise click.ClickException(str(exc)) from exc
+    if as_json:
+        emit_json({"tasks": summary.tasks, "variants": summary.variants,
+                   "skipped": summary.skipped, "out": str(out)})
+        return
     click.echo(
         f"wrote {summary.tasks} template file(s) and {summary.variants} evaluator "
         f"file(s) under {out} ({summary.skipped} task file(s) without a template "
