@@ -31,3 +31,23 @@ def test_a_union_value_names_the_field_and_the_allowed_types() -> None:
     assert "desktops.provider: expected a mapping whose `type` is one of 'local', " \
         "'container', 'docker', 'qemu', 'aws' (got 'dockr')" in provider.output
     assert "discriminator" not in engine.output + provider.output
+
+
+NO_RESULT = {"config reference", "serve", "view"}
+"""Commands that print no result to parse: a Markdown page, a server, a web viewer."""
+
+
+def test_every_command_that_prints_results_has_json() -> None:
+    import click
+
+    ctx = click.Context(cli)
+    missing, todo = [], [([], cli)]
+    while todo:
+        path, command = todo.pop()
+        if isinstance(command, click.Group):
+            todo += [([*path, n], command.get_command(ctx, n)) for n in command.list_commands(ctx)]
+            continue
+        options = {o for p in command.params for o in getattr(p, "opts", [])}
+        if " ".join(path) not in NO_RESULT and "--json" not in options:
+            missing.append(" ".join(path))
+    assert missing == []
