@@ -107,7 +107,8 @@ def task_flags() -> list[Callable[[Any], Any]]:
                      "(sets tasks.source=osworld:PATH, tasks.ids=[])."),
         click.option("--pairs", type=click.Path(file_okay=False, path_type=Path),
                      help="A pair folder from `cua-rl templates new`: its tasks, variants "
-                     "and difficulty.json (sets tasks.source=pairs:DIR, tasks.ids=[]; "
+                     "and difficulty.json (sets tasks.source=pairs:DIR, tasks.ids=[] and, without "
+                     "--split, tasks.split=null; "
                      "docs/pair-authoring.md)."),
         click.option("--split", help="A shipped split name or a .txt/.json split file "
                      "(sets tasks.split)."),
@@ -129,6 +130,8 @@ def flag_overrides(*, osworld: Path | None = None, pairs: Path | None = None,
         out += [f"tasks.source={json.dumps(f'osworld:{osworld}')}", "tasks.ids=[]"]
     if pairs is not None:
         out += [f"tasks.source={json.dumps(f'pairs:{pairs}')}", "tasks.ids=[]"]
+        if split is None:  # a preset's split (eval: osworld-verified) names OSWorld ids
+            out.append("tasks.split=null")
     if split is not None:
         out.append(f"tasks.split={json.dumps(split)}")
     if model is not None:

@@ -78,3 +78,6 @@ def test_the_pairs_flag_is_the_source_and_clears_a_presets_ids(pair_dir: Path) -
 
     cfg = load_config(RunConfig, preset="quickstart", overrides=flag_overrides(pairs=pair_dir))
     assert (cfg.tasks.source, cfg.tasks.ids) == (f"pairs:{pair_dir}", [])
+    evaluation = CliRunner().invoke(cli, ["config", "show", "--for", "eval", "--pairs",
+                                          str(pair_dir), "--json"])
+    assert json.loads(evaluation.stdout)["tasks"]["split"] is None  # not osworld-verified
