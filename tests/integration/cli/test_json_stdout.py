@@ -59,6 +59,8 @@ def test_cheap_commands_print_only_json(env: dict[str, str], tmp_path: Path) -> 
     assert time.monotonic() - started < 60
 
 
+@pytest.mark.desktop
+@pytest.mark.model
 def test_the_smallest_benches_print_only_json(env: dict[str, str], local_desktops: None,
                                               tiny_model_dir: Path) -> None:
     """The desktop and inference benches at their smallest options, with the libraries

@@ -64,6 +64,8 @@ def _step_two(pairs: Path, section: str, template: str) -> None:
     (pairs / "difficulty.json").write_text(difficulty.group(1))
 
 
+@pytest.mark.desktop
+@pytest.mark.model
 def test_the_pair_walkthrough_runs_as_written(tmp_path: Path, local_desktops: None) -> None:
     section = _section()
     commands, template = _blocks(section)
