@@ -43,6 +43,11 @@ BENCH_COMMANDS: dict[str, str] = {
 }
 
 
+OWN_JSON_WRITERS = frozenset({"bench learn", "vm sweep"})
+"""Commands that still print their --json result with click.echo (modules owned
+elsewhere); the root group leaves their stdout alone until they use emit_json."""
+
+
 class LazyGroup(click.Group):
     """A click group whose subcommands are imported on first use."""
 
@@ -71,8 +76,16 @@ class RootGroup(LazyGroup):
     """
 
     def invoke(self, ctx: click.Context):  # noqa: ANN201 - click's own signature
+        import contextlib
+
+        from cua_rl.command_output import stdout_to_stderr
+
+        # With --json, stdout is the result's alone (command_output.emit_json)
+        words = [*getattr(ctx, "_protected_args", ()), *ctx.args]
+        wanted = "--json" in words and " ".join(words[:2]) not in OWN_JSON_WRITERS
         try:
-            return super().invoke(ctx)
+            with stdout_to_stderr() if wanted else contextlib.nullcontext():
+                return super().invoke(ctx)
         except (click.exceptions.ClickException, click.exceptions.Exit,
                 click.exceptions.Abort):
             raise

@@ -1,5 +1,10 @@
 """Keeping stdout for a command's result (`--json`): everything else goes to stderr.
 
+The root group (cli.py) runs every command given `--json` inside
+`stdout_to_stderr()`, and `emit_json` is the one writer of the result: it
+writes to the real stdout saved by the outermost redirection, so nothing a
+command or a library prints can come before or after the JSON document.
+
 Libraries log to stdout on their own: DeepSpeed's logger is a StreamHandler on
 sys.stdout created when deepspeed is imported, and native code (gloo, CUDA)
 writes to file descriptor 1. A `--json` result must be the only thing on
@@ -16,6 +21,9 @@ import os
 import sys
 from collections.abc import Iterator
 
+_saved: list[tuple[object, int | None]] = []
+"""(the stdout object, its saved fd 1) of each active redirection, outermost first."""
+
 
 @contextlib.contextmanager
 def stdout_to_stderr() -> Iterator[None]:
@@ -24,10 +32,12 @@ def stdout_to_stderr() -> Iterator[None]:
     real = sys.stdout
     moved = _retarget_handlers(real, sys.stderr)
     saved_fd = _redirect_fd()
+    _saved.append((real, saved_fd))
     try:
         with contextlib.redirect_stdout(sys.stderr):
             yield
     finally:
+        _saved.pop()
         sys.stderr.flush()
         if saved_fd is not None:
             os.dup2(saved_fd, 1)
@@ -58,3 +68,28 @@ def _redirect_fd() -> int | None:
         return None
     os.dup2(2, 1)
     return saved
+
+
+def emit_json(result: object) -> None:
+    """The one writer of every `--json` result: one JSON document on stdout (non-ASCII
+    kept, indented), nothing else. Commands that import libraries which write to
+    stdout do their work inside `stdout_to_stderr()` and call this after it."""
+    import json
+
+    text = json.dumps(result, indent=2, ensure_ascii=False, default=str) + "\n"
+    stream, saved_fd = _saved[0] if _saved else (sys.stdout, None)
+    if saved_fd is None or _fileno(stream) != 1:  # not fd 1 (a test's captured stdout)
+        stream.write(text)  # type: ignore[attr-defined]
+        stream.flush()  # type: ignore[attr-defined]
+        return
+    sys.stderr.flush()
+    data = text.encode()
+    while data:  # os.write may write less than asked (a pipe)
+        data = data[os.write(saved_fd, data):]
+
+
+def _fileno(stream: object) -> int | None:
+    try:
+        return stream.fileno()  # type: ignore[attr-defined]
+    except (AttributeError, OSError, ValueError):
+        return None

@@ -7,6 +7,7 @@ Validation errors name the source (file or override) and the dotted field.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -84,19 +85,15 @@ def load_config(
     model: type[M],
     path: str | Path | None = None,
     *,
-    preset: str | None = None,
+    preset: str | Sequence[str] | None = None,
     overrides: tuple[str, ...] | list[str] = (),
+    fixed: Sequence[str] = (),
 ) -> M:
-    """Build `model` from a preset, then a file, then overrides (later wins)."""
-    data: dict[str, Any] = {}
-    sources: list[str] = []
-    if preset:
-        data = _merge(data, read_preset(preset))
-        sources.append(f"preset {preset}")
-    if path is not None:
-        data = _merge(data, read_yaml(Path(path)))
-        sources.append(str(path))
-    for override in overrides:
+    """Build `model` from presets, then a file, then `fixed` settings (a command's
+    own, e.g. the evaluation protocol), then overrides (later wins)."""
+    data = merged_layers(preset, path)
+    sources = [f"preset {p}" for p in _presets(preset)] + ([str(path)] if path else [])
+    for override in (*fixed, *overrides):
         apply_override(data, override)
     if overrides:
         sources.append("overrides")
@@ -107,11 +104,29 @@ def load_config(
         raise ConfigError(f"{where}: {describe_validation_error(exc, model)}") from None
 
 
+def merged_layers(preset: str | Sequence[str] | None, path: str | Path | None
+                  ) -> dict[str, Any]:
+    """The raw mapping of presets (in order) and then a file, before overrides."""
+    data: dict[str, Any] = {}
+    for name in _presets(preset):
+        data = _merge(data, read_preset(name))
+    if path is not None:
+        data = _merge(data, read_yaml(Path(path)))
+    return data
+
+
+def _presets(preset: str | Sequence[str] | None) -> list[str]:
+    if not preset:
+        return []
+    return [preset] if isinstance(preset, str) else [p for p in preset if p]
+
+
 def describe_validation_error(exc: ValidationError, model: type[BaseModel] | None = None
                               ) -> str:
     """One line per problem: `field.path: message (got value)`; an unknown key of
-    `model` gets the key it was probably meant to be."""
-    from cua_rl.config_keys import unknown_key_message
+    `model` gets the key it was probably meant to be, a discriminated union (a
+    provider, an engine) the `type` values it accepts."""
+    from cua_rl.config_keys import union_tags, unknown_key_message
 
     lines = []
     for err in exc.errors():
@@ -121,6 +136,14 @@ def describe_validation_error(exc: ValidationError, model: type[BaseModel] | Non
             continue
         got = err.get("input")
         shown = f" (got {got!r})" if not isinstance(got, dict | list) else ""
+        tags = union_tags(model, err["loc"]) if model is not None else []
+        if tags and err["type"] in ("union_tag_not_found", "union_tag_invalid",
+                                    "model_attributes_type", "dict_type"):
+            allowed = ", ".join(repr(t) for t in tags)
+            if err["type"] == "union_tag_invalid":
+                shown = f" (got {err.get('ctx', {}).get('tag')!r})"
+            lines.append(f"{loc}: expected a mapping whose `type` is one of {allowed}{shown}")
+            continue
         lines.append(f"{loc}: {err['msg']}{shown}")
     return "; ".join(lines)
 
@@ -144,13 +167,17 @@ class TasksConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     source: str = "local"
-    """`local` (the project's suite) or `osworld:PATH` (a user's OSWorld checkout)."""
+    """`local` (the project's suite), `osworld:PATH` (a user's OSWorld checkout) or
+    `pairs:DIR` (a pair folder from `cua-rl templates new`: its templates, evaluators,
+    tasks and difficulty.json)."""
     split: str | None = None
     """A shipped split name or file; None: every task of the source."""
     ids: list[str] = Field(default_factory=list)
     """Restrict to these task ids (in this order)."""
     templates_root: Path | None = None
-    """Folder with templates/ + evaluators/ (None: the project's own)."""
+    """Folder with templates/ + evaluators/ (and the difficulty.json that orders
+    them) for the source's tasks (None: the project's own; ignored for `pairs:DIR`,
+    which is its own)."""
 
 
 class DesktopsConfig(BaseModel):

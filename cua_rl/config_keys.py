@@ -68,3 +68,17 @@ def _tag(model: type[BaseModel]) -> str | None:
         return None
     values = typing.get_args(field.annotation)
     return str(values[0]) if len(values) == 1 else None
+
+
+def union_tags(model: type[BaseModel], loc: Sequence[str | int]) -> list[str]:
+    """The `type` tags a discriminated union at `loc` accepts (empty when `loc` is
+    not such a union), for a one-line message instead of pydantic's
+    "Unable to extract tag using discriminator 'type'"."""
+    models = [model]
+    for part in loc:
+        found = [f for m in models if (f := m.model_fields.get(str(part))) is not None]
+        if not found:
+            return []
+        models = [inner for f in found for inner in _models_in(f.annotation)]
+    tags = [t for m in models if (t := _tag(m)) is not None]
+    return tags if len(tags) > 1 else []

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import csv
 import io
-import json
 import random
 import secrets
 import statistics
@@ -21,6 +20,7 @@ from collections.abc import Awaitable, Callable
 
 import click
 
+from cua_rl.command_output import emit_json
 from cua_rl.desktop.client import GuestClient
 from cua_rl.errors import CuaRlError, DesktopError
 
@@ -176,7 +176,7 @@ def bench_guest(url: str | None, token: str | None, tls_fingerprint: str | None,
     except CuaRlError as exc:
         raise click.ClickException(str(exc)) from exc
     if as_json:
-        click.echo(json.dumps(figures))
+        emit_json(figures)
         return
     from rich.console import Console
     from rich.table import Table

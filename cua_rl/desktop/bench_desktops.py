@@ -15,7 +15,6 @@ same run: the limits' cost.
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import os
 import statistics
@@ -25,6 +24,7 @@ from typing import Any
 
 import click
 
+from cua_rl.command_output import emit_json
 from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider
 
 SCREENSHOT_BUDGET_MS = 100.0
@@ -220,4 +220,4 @@ def bench_desktops(providers: str, calls: int, max_limit: int, container_image: 
             figures[key] = {"error": str(exc).splitlines()[0]}
     if max_limit:
         figures.update(asyncio.run(max_local_desktops(max_limit, max(5, calls // 5))))
-    click.echo(json.dumps(figures, indent=None if as_json else 2))
+    emit_json(figures)

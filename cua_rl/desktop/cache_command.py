@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
+from cua_rl.command_output import emit_json
 from cua_rl.desktop.cache_seed import seed_from_dir
 from cua_rl.desktop.file_cache import FileCache, default_cache_root
 from cua_rl.errors import TaskFormatError
@@ -44,7 +44,7 @@ def seed(source: Path, osworld: Path, cache_dir: Path | None, as_json: bool) -> 
     summary = {"cache": str(target.root), "seeded": len(result.seeded),
                "already": len(result.already), "missing": len(result.missing)}
     if as_json:
-        click.echo(json.dumps({**summary, "missing_urls": result.missing}, indent=2))
+        emit_json({**summary, "missing_urls": result.missing})
         return
     for url in result.missing:
         click.echo(f"missing: {url}")

@@ -8,7 +8,6 @@ through the provider's state dir.
 from __future__ import annotations
 
 import asyncio
-import json
 import secrets
 import sys
 import typing
@@ -17,6 +16,7 @@ from pathlib import Path
 import click
 from pydantic import BaseModel
 
+from cua_rl.command_output import emit_json
 from cua_rl.desktop.client import GuestClient
 from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider
 from cua_rl.desktop.providers.config import ProviderConfig
@@ -45,6 +45,12 @@ def _provider(name: str, state_dir: Path | None, settings: tuple[str, ...] = ()
         if "state_dir" not in model.model_fields:
             raise click.UsageError(f"--state-dir: the {name} provider keeps no state dir")
         data["state_dir"] = state_dir
+    ctx = click.get_current_context(silent=True)
+    region = ctx.meta.get(REGION_KEY) if ctx is not None else None
+    if region is not None:
+        if "region" not in model.model_fields:
+            raise click.UsageError(f"--region: the {name} provider has no region (aws has)")
+        data["region"] = region
     for setting in settings:
         apply_override(data, setting)
     try:
@@ -75,8 +81,20 @@ def _as_dict(handle: DesktopHandle) -> dict:
             "tls_fingerprint": handle.tls_fingerprint, **handle.info}
 
 
+REGION_KEY = "cua_rl.region"
+
+
+def _keep_region(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        ctx.meta[REGION_KEY] = value
+
+
 def provider_option(command):  # noqa: ANN001, ANN201 - a click decorator
-    """--provider NAME and --set KEY=VALUE (its config, docs/providers.md)."""
+    """--provider NAME, --region (aws: the name `vm sweep` uses) and --set KEY=VALUE
+    (its config, docs/providers.md)."""
+    command = click.option(
+        "--region", expose_value=False, callback=_keep_region,
+        help="Cloud region of the aws provider (the same as --set region=...).")(command)
     command = click.option(
         "--set", "settings", multiple=True, metavar="KEY=VALUE",
         help="A provider config field (repeatable), e.g. --set region=eu-west-1; "
@@ -88,8 +106,8 @@ def provider_option(command):  # noqa: ANN001, ANN201 - a click decorator
 
 
 state_option = click.option("--state-dir", type=click.Path(path_type=Path), default=None,
-                            help="State dir of the local and qemu providers (default "
-                                 "under $CUA_RL_STATE_DIR or ~/.cache/cua-rl).")
+                            help="State dir of the local, container and qemu providers "
+                                 "(default under $CUA_RL_STATE_DIR or ~/.cache/cua-rl).")
 
 
 @click.group()
@@ -121,9 +139,9 @@ def up(provider_name: str, settings: tuple[str, ...], state_dir: Path | None, co
 
     handles = _run(go, _provider(provider_name, state_dir, settings))
     if as_json:
-        click.echo(json.dumps([{"id": h.id, "url": h.url, "token": h.token,
-                                "tls_fingerprint": h.tls_fingerprint,
-                                "limits": h.info.get("limits")} for h in handles]))
+        emit_json([{"id": h.id, "url": h.url, "token": h.token,
+                    "tls_fingerprint": h.tls_fingerprint,
+                    "limits": h.info.get("limits")} for h in handles])
     else:
         for h in handles:
             details = "  ".join(f"{k}={v}" for k, v in h.info.items())
@@ -160,7 +178,7 @@ def list_(provider_name: str, settings: tuple[str, ...], state_dir: Path | None,
 
     rows = _run(go, _provider(provider_name, state_dir, settings))
     if as_json:
-        click.echo(json.dumps(rows))
+        emit_json(rows)
         return
     from rich.console import Console
     from rich.table import Table
@@ -183,8 +201,11 @@ def list_(provider_name: str, settings: tuple[str, ...], state_dir: Path | None,
 @click.option("--stale", is_flag=True,
               help="Remove desktops whose run or session is gone (state dirs included).")
 @click.option("--force", is_flag=True, help="Also stop desktops owned by a live run.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print {stopped: [ids], kept: [reasons]}.")
 def down(provider_name: str, settings: tuple[str, ...], state_dir: Path | None,
-         desktop_ids: tuple[str, ...], all_: bool, stale: bool, force: bool) -> None:
+         desktop_ids: tuple[str, ...], all_: bool, stale: bool, force: bool,
+         as_json: bool) -> None:
     """Stop desktops by ID (or --all, --stale) and delete their state. Local desktops
     that a live run owns are left alone unless --force: that run would lose them."""
     if not desktop_ids and not all_ and not stale:
@@ -211,6 +232,9 @@ def down(provider_name: str, settings: tuple[str, ...], state_dir: Path | None,
         return ids, kept
 
     stopped, kept = _run(go, _provider(provider_name, state_dir, settings))
+    if as_json:
+        emit_json({"stopped": stopped, "kept": kept})
+        return
     for desktop_id in stopped:
         click.echo(f"stopped {desktop_id}")
     for line in kept:
@@ -228,8 +252,10 @@ async def _client(provider: DesktopProvider, desktop_id: str) -> GuestClient:
 @click.argument("desktop_id")
 @click.argument("code")
 @click.option("--timeout", type=float, default=10.0, show_default=True)
+@click.option("--json", "as_json", is_flag=True,
+              help="Accepted for uniformity: the result is always printed as JSON.")
 def exec_(provider_name: str, settings: tuple[str, ...], state_dir: Path | None,
-          desktop_id: str, code: str, timeout: float) -> None:
+          desktop_id: str, code: str, timeout: float, as_json: bool) -> None:
     """Run pyautogui CODE on a desktop (through /act) and print the result."""
 
     async def go(provider: DesktopProvider):
@@ -237,8 +263,8 @@ def exec_(provider_name: str, settings: tuple[str, ...], state_dir: Path | None,
             return await client.act(code, timeout=timeout)
 
     result = _run(go, _provider(provider_name, state_dir, settings))
-    click.echo(json.dumps({"status": result.status, "output": result.output,
-                           "error": result.error, "returncode": result.returncode}))
+    emit_json({"status": result.status, "output": result.output,
+               "error": result.error, "returncode": result.returncode})
     if not result.ok:
         sys.exit(1)
 
@@ -248,16 +274,21 @@ def exec_(provider_name: str, settings: tuple[str, ...], state_dir: Path | None,
 @state_option
 @click.argument("desktop_id")
 @click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print {path, bytes}.")
 def screenshot(provider_name: str, settings: tuple[str, ...], state_dir: Path | None,
-               desktop_id: str, out: Path) -> None:
+               desktop_id: str, out: Path, as_json: bool) -> None:
     """Save a PNG screenshot of a desktop to OUT."""
 
     async def go(provider: DesktopProvider) -> bytes:
         async with await _client(provider, desktop_id) as client:
             return await client.screenshot("png")
 
-    out.write_bytes(_run(go, _provider(provider_name, state_dir, settings)))
-    click.echo(f"wrote {out}")
+    data = _run(go, _provider(provider_name, state_dir, settings))
+    out.write_bytes(data)
+    if as_json:
+        emit_json({"path": str(out), "bytes": len(data)})
+    else:
+        click.echo(f"wrote {out}")
 
 
 from cua_rl.desktop.providers.aws_sweep import sweep_command  # noqa: E402

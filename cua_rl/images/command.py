@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
+
+from cua_rl.command_output import emit_json
 
 
 @click.group()
@@ -41,7 +42,7 @@ def build(fmt: str, profile: str, out: Path | None, refresh: bool, as_json: bool
         result.update(qcow2=str(built.qcow2), kernel=str(built.kernel),
                       initrd=str(built.initrd))
     if as_json:
-        click.echo(json.dumps(result, indent=2))
+        emit_json(result)
     else:
         for key, value in result.items():
             click.echo(f"{key}: {value}")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import json
 import statistics
 import tempfile
 import time
@@ -22,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import click
+
+from cua_rl.command_output import emit_json
 
 ENGINES = ("hf", "vllm")
 DISTINCT_REQUESTS = 64
@@ -167,7 +168,7 @@ def bench_inference(engines: str, concurrency: str, seconds: float, max_tokens: 
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
     if as_json:
-        click.echo(json.dumps(result))
+        emit_json(result)
         return
     for engine, by_level in result.items():
         for level, figures in by_level.items():

@@ -4,7 +4,6 @@ per-domain report (report.json, report.md, report.png) in the run directory."""
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Sequence
@@ -14,9 +13,10 @@ from typing import Any
 
 import click
 
+from cua_rl.command_output import emit_json
+from cua_rl.report.eval_protocol import EVAL_PRESET
 from cua_rl.runtime.options import OVERRIDES_HELP, run_options
 
-EVAL_PRESET = "osworld-verified-eval"
 status_log = logging.getLogger("cua_rl.status")
 
 
@@ -74,37 +74,43 @@ class ProgressBar:
                epilog=OVERRIDES_HELP)
 @run_options("Run directory (default: runs/eval-<time>); an evaluation already there "
              "is resumed: the task runs it scored are skipped.")
-@click.option("--osworld", type=click.Path(file_okay=False, path_type=Path),
-              help="The OSWorld checkout (sets tasks.source=osworld:PATH).")
-@click.option("--split", help="A split name or file (sets tasks.split; default osworld-verified).")
 @click.option("--runs", type=click.IntRange(min=1), default=3, show_default=True,
               help="Runs of each task, averaged.")
 @click.option("--preflight/--no-preflight", default=True, show_default=True,
               help="Skip (and report as unsupported) the tasks `cua-rl tasks check` says "
               "cannot run here.")
 def eval_command(config: str | None, preset: str | None, out: Path | None,
-                 overrides: tuple[str, ...], as_json: bool, osworld: Path | None,
-                 split: str | None, runs: int, preflight: bool) -> None:
+                 overrides: tuple[str, ...], as_json: bool, runs: int,
+                 preflight: bool) -> None:
     """Evaluate a policy with the OSWorld protocol (50 steps, temperature 0, 5 s wait,
     3 runs averaged, no reward model) and write a per-domain report.
 
-    The osworld-verified-eval preset lies under CONFIG; flags override both.
+    Layers: the osworld-verified-eval preset (the protocol, the osworld-verified
+    split, a 4096-token budget for Thinking models), then --preset, then CONFIG
+    (desktops, model); then the protocol again, so neither can drop it (the values
+    it replaces are named on stderr); then the flags and dotted overrides.
     Rerunning with the same --out skips the task runs already scored.
+    See docs/evaluate-your-model.md.
     """
     from rich.console import Console
 
     from cua_rl.errors import ConfigError, TaskFormatError
+    from cua_rl.report.eval_protocol import deviations, protocol_overrides, replaced_values
     from cua_rl.report.eval_report import render_counts
     from cua_rl.run_logging import run_log
     from cua_rl.runtime.evaluation_run import run_evaluation
     from cua_rl.runtime.options import load_run_config, new_run_dir
     from cua_rl.store.run_events import run_lifecycle
 
-    cfg = load_run_config(config, preset or EVAL_PRESET, overrides)
-    if osworld is not None:
-        cfg.tasks.source = f"osworld:{osworld}"
-    if split is not None:
-        cfg.tasks.split = split
+    cfg = load_run_config(config, preset, overrides, under=EVAL_PRESET,
+                          fixed=protocol_overrides())
+    replaced = replaced_values(preset, config)
+    if replaced:
+        click.echo("eval: the OSWorld protocol replaces " + ", ".join(replaced), err=True)
+    deviating = deviations(overrides)
+    if deviating:
+        click.echo("eval: NOT the OSWorld protocol (by override): " + ", ".join(deviating),
+                   err=True)
     run_dir = out or new_run_dir("eval")
     bar = ProgressBar(Console(stderr=True))
     try:
@@ -131,7 +137,7 @@ def eval_command(config: str | None, preset: str | None, out: Path | None,
                   "rate_all")
         summary["domains"] = {d: {k: row[k] for k in scopes}
                               for d, row in result.report["domains"].items()}
-        click.echo(json.dumps(summary, indent=2))
+        emit_json(summary)
     else:  # the truthful counts per group and domain, then the one-line summary
         click.echo(render_counts(result.report))
         click.echo("  ".join(f"{k}={v}" for k, v in summary.items()))

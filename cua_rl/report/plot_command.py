@@ -12,7 +12,8 @@ import click
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
               required=True, help="Directory for the PNG files (created if missing).")
-def plot(run_dir: Path, out_dir: Path) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def plot(run_dir: Path, out_dir: Path, as_json: bool) -> None:
     """Plot success rate, step reward, PRM agreement, staleness and throughput."""
     from cua_rl.report.curves import write_curves  # matplotlib only when plotting
 
@@ -20,6 +21,12 @@ def plot(run_dir: Path, out_dir: Path) -> None:
         result = write_curves(run_dir, out_dir)
     except FileNotFoundError as exc:
         raise click.ClickException(str(exc)) from None
+    if as_json:
+        from cua_rl.command_output import emit_json
+
+        emit_json({"written": {k: str(v) for k, v in result.written.items()},
+                   "skipped": result.skipped})
+        return
     for name, path in result.written.items():
         click.echo(f"wrote {name}: {path}")
     for name, why in result.skipped.items():

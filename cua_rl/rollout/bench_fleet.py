@@ -28,6 +28,7 @@ from typing import Any
 import click
 
 from cua_rl.agent.images import encode_image
+from cua_rl.command_output import emit_json
 from cua_rl.reward.judge import StreamingJudge
 from cua_rl.rollout.config import EpisodeConfig, FleetConfig, JudgeConfig
 from cua_rl.rollout.context import history_line
@@ -341,10 +342,7 @@ def bench_fleet(simulated: bool, actors: int, group_size: int, eta: int,
                    "the time scale too small, so these figures understate the cluster",
                    err=True)
     if as_json:
-        import json
-
-        click.echo(json.dumps({k: round(v, 4) if isinstance(v, float) else v
-                               for k, v in figures.items()}, indent=2))
+        emit_json({k: round(v, 4) if isinstance(v, float) else v for k, v in figures.items()})
         return
     from rich.console import Console
     from rich.table import Table

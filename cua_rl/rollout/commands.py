@@ -7,13 +7,13 @@ first; the check comes before any desktop or model starts (run_dir.py).
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from pathlib import Path
 
 import click
 
+from cua_rl.command_output import emit_json
 from cua_rl.runtime.options import OVERRIDES_HELP, overwrite_option, run_options
 
 
@@ -44,5 +44,7 @@ def rollout(config: str | None, preset: str | None, out: Path | None,
                             f"see the reasons with `cua-rl runs show {run_dir}`")
     summary = {"run_dir": str(run_dir), "wall_s": round(time.monotonic() - started, 1),
                **{k: v for k, v in counts.items() if k != "wall_s"}}
-    click.echo(json.dumps(summary, indent=2) if as_json else
-               "  ".join(f"{k}={v}" for k, v in summary.items()))
+    if as_json:
+        emit_json(summary)
+    else:
+        click.echo("  ".join(f"{k}={v}" for k, v in summary.items()))

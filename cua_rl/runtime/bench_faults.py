@@ -15,6 +15,8 @@ from pathlib import Path
 
 import click
 
+from cua_rl.command_output import emit_json
+
 
 @click.command("faults")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
@@ -48,7 +50,7 @@ def bench_faults(as_json: bool, only: str, deadline: float, work_dir: Path | Non
         with (work_dir / "results.jsonl").open("a") as out:  # kept if the bench is cut short
             out.write(json.dumps(result) + "\n")
     if as_json:
-        click.echo(json.dumps({"faults": results, "work_dir": str(work_dir)}, indent=2))
+        emit_json({"faults": results, "work_dir": str(work_dir)})
         return
     for r in results:
         click.echo(f"{r['name']:32} survived={r['survived']!s:5} lost={r['trajectories_lost']} "

@@ -115,9 +115,9 @@ def write_demo_result(cfg: RunConfig, run_dir: Path, start: TaskVariant,
     """learn_demo.json and the three PNGs (matplotlib is imported only here)."""
     from cua_rl.adapt.rewriter import load_difficulty
     from cua_rl.report.learn_demo_curves import plot_demo, read_demo_series
-    from cua_rl.tasks.sources import LOCAL_SUITE
+    from cua_rl.tasks.sources import difficulty_file
 
-    path = cfg.adapt.difficulty or LOCAL_SUITE / "difficulty.json"
+    path = cfg.adapt.difficulty or difficulty_file(cfg.tasks.source, cfg.tasks.templates_root)
     entry = load_difficulty(path).get(start.task_id) or []
     order = list(entry["order"] if isinstance(entry, dict) else entry) or [start.evaluator_name]
     series = read_demo_series(run_dir, order)

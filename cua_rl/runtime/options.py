@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import difflib
+import functools
+import json
+import os
 import signal
 import time
 from collections.abc import Callable, Coroutine
@@ -33,23 +37,108 @@ Every key, its type, default and meaning: docs/configuration.md (or
 """The epilog of `train`, `rollout` and `eval --help`."""
 
 
+PROVIDER_TYPES = ("local", "container", "docker", "qemu", "aws")
+"""`--provider` values: the `type` tags of desktops.provider."""
+
+
 def run_options(out_help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """CONFIG|--preset NAME, --out RUN_DIR, --json and dotted overrides; `out_help`
-    says what the command does with an existing run directory (they differ)."""
+    """CONFIG|--preset NAME, --out RUN_DIR, --json, the flags every run command
+    shares (--osworld, --pairs, --split, --model, --provider, --cache) and dotted overrides;
+    `out_help` says what the command does with an existing run directory (they
+    differ). The shared flags reach the command as dotted overrides placed before
+    the user's own (so `key=value` still wins); `--cache` sets $CUA_RL_CACHE_DIR,
+    which the run and every process it starts read."""
 
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        command = shared_run_flags(command)  # innermost: OVERRIDES is the last argument
         for option in reversed([
             click.argument("config", required=False),
             click.option("--preset", help="A preset shipped with cua-rl (e.g. quickstart)."),
             click.option("--out", type=click.Path(file_okay=False, path_type=Path),
                          help=out_help),
-            click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON."),
-            click.argument("overrides", nargs=-1, type=click.UNPROCESSED),
+            click.option("--json", "as_json", is_flag=True,
+                         help="Print the summary as JSON (the only thing on stdout)."),
         ]):
             command = option(command)
         return command
 
     return decorate
+
+
+def shared_run_flags(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--osworld, --pairs, --split, --model, --provider, --cache and the dotted
+    overrides (last argument): the flags reach `command` as overrides placed before
+    the user's own, `--cache` as $CUA_RL_CACHE_DIR (see `run_options`)."""
+
+    @functools.wraps(command)
+    def wrapped(*args: Any, osworld: Path | None, pairs: Path | None, split: str | None,
+                model: str | None, provider: str | None, cache: Path | None,
+                **kwargs: Any) -> Any:
+        if osworld is not None and pairs is not None:
+            raise click.UsageError("give --osworld or --pairs, not both")
+        flags = flag_overrides(osworld=osworld, pairs=pairs, split=split, model=model,
+                               provider=provider)
+        if cache is not None:
+            os.environ["CUA_RL_CACHE_DIR"] = str(cache.expanduser().resolve())
+        kwargs["overrides"] = (*flags, *kwargs["overrides"])
+        return command(*args, **kwargs)
+
+    for option in reversed([
+        *task_flags(),
+        click.option("--model", help="The policy model: a Hugging Face id, a local "
+                     "folder or `tiny` (sets policy.model)."),
+        click.option("--provider", type=click.Choice(PROVIDER_TYPES),
+                     help="Where desktops come from (sets desktops.provider.type; "
+                     "docs/providers.md)."),
+        cache_option,
+        click.argument("overrides", nargs=-1, type=click.UNPROCESSED),
+    ]):
+        wrapped = option(wrapped)
+    return wrapped
+
+
+def task_flags() -> list[Callable[[Any], Any]]:
+    """`--osworld PATH`, `--pairs DIR` and `--split NAME`: the same flags wherever a
+    run reads tasks. A source flag also clears tasks.ids: the ids a preset lists
+    belong to its own source (an override `tasks.ids=[...]` still applies)."""
+    return [
+        click.option("--osworld", type=click.Path(file_okay=False, path_type=Path),
+                     help="An OSWorld checkout (or its evaluation_examples): its tasks "
+                     "(sets tasks.source=osworld:PATH, tasks.ids=[])."),
+        click.option("--pairs", type=click.Path(file_okay=False, path_type=Path),
+                     help="A pair folder from `cua-rl templates new`: its tasks, variants "
+                     "and difficulty.json (sets tasks.source=pairs:DIR, tasks.ids=[] and, without "
+                     "--split, tasks.split=null; "
+                     "docs/pair-authoring.md)."),
+        click.option("--split", help="A shipped split name or a .txt/.json split file "
+                     "(sets tasks.split)."),
+    ]
+
+
+cache_option = click.option(
+    "--cache", type=click.Path(file_okay=False, path_type=Path), default=None,
+    help="Asset cache root [default: $CUA_RL_CACHE_DIR or ~/.cache/cua-rl/files].")
+"""`--cache`: the same flag on every command that reads the asset cache."""
+
+
+def flag_overrides(*, osworld: Path | None = None, pairs: Path | None = None,
+                   split: str | None = None, model: str | None = None,
+                   provider: str | None = None) -> list[str]:
+    """The dotted overrides the shared run flags stand for."""
+    out = []  # values JSON-quoted: a path may hold YAML syntax (": ", "#")
+    if osworld is not None:
+        out += [f"tasks.source={json.dumps(f'osworld:{osworld}')}", "tasks.ids=[]"]
+    if pairs is not None:
+        out += [f"tasks.source={json.dumps(f'pairs:{pairs}')}", "tasks.ids=[]"]
+        if split is None:  # a preset's split (eval: osworld-verified) names OSWorld ids
+            out.append("tasks.split=null")
+    if split is not None:
+        out.append(f"tasks.split={json.dumps(split)}")
+    if model is not None:
+        out.append(f"policy.model={json.dumps(model)}")
+    if provider is not None:  # a new type starts from that provider's defaults
+        out.append(f"desktops.provider={{type: {provider}}}")
+    return out
 
 
 overwrite_option = click.option(
@@ -58,17 +147,40 @@ overwrite_option = click.option(
 """`--overwrite` of the commands that refuse an existing run (run_dir.py)."""
 
 
-def load_run_config(config: str | None, preset: str | None, overrides: tuple[str, ...]):
+def load_run_config(config: str | None, preset: str | None, overrides: tuple[str, ...], *,
+                    under: str | None = None, fixed: tuple[str, ...] = ()):
     """The RunConfig of a command line (defaults when neither CONFIG nor --preset
-    is given); a bad file or override is reported, not raised as a traceback."""
+    is given); a bad file or override is reported, not raised as a traceback.
+    `under` is a preset below --preset (eval's protocol preset), `fixed` are
+    settings applied after CONFIG and before the overrides (eval's protocol).
+    A mistyped option (`--ouput`) is a usage error with a "did you mean", not a
+    config file that cannot be read: these commands pass unknown options through
+    as overrides, so they are caught here."""
     from cua_rl.config import RunConfig, load_config
 
+    reject_unknown_options((config, *overrides))
     if config and "=" in config:  # an override given without a config file
         overrides, config = (config, *overrides), None
+    presets = [p for p in (under, preset) if p]
     try:
-        return load_config(RunConfig, config, preset=preset, overrides=overrides)
+        return load_config(RunConfig, config, preset=presets, overrides=overrides, fixed=fixed)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from exc
+
+
+def reject_unknown_options(words: tuple[str | None, ...]) -> None:
+    """Raise click's "No such option" (exit 2, with "Did you mean") for an option-like
+    word among CONFIG and the overrides of the current command."""
+    ctx = click.get_current_context(silent=True)
+    for word in words:
+        if not word or not word.startswith("-") or word == "-":
+            continue
+        name = word.split("=", 1)[0]
+        known = [] if ctx is None else sorted(
+            {opt for param in ctx.command.params if isinstance(param, click.Option)
+             for opt in (*param.opts, *param.secondary_opts)})
+        close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+        raise click.NoSuchOption(name, possibilities=close, ctx=ctx)
 
 
 T = TypeVar("T")

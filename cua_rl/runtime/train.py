@@ -52,7 +52,7 @@ from cua_rl.runtime.local import Components, local_components
 from cua_rl.runtime.metrics import MetricsLogger
 from cua_rl.runtime.progress import RunProgress
 from cua_rl.store.run_store import AsyncRunStore
-from cua_rl.tasks.sources import LOCAL_SUITE
+from cua_rl.tasks.sources import difficulty_file
 from cua_rl.types import GroupRecord, TaskVariant
 
 log = logging.getLogger(__name__)
@@ -75,9 +75,8 @@ async def _engine(cfg: RunConfig, role: str, base: str, ckpt: Path, resume: bool
 
 def _templates(cfg: RunConfig, task_set: list[list[TaskVariant]]
                ) -> tuple[dict[str, TaskTemplate], dict[str, TaskVariant]]:
-    path = cfg.adapt.difficulty
-    if path is None and (LOCAL_SUITE / "difficulty.json").is_file():
-        path = LOCAL_SUITE / "difficulty.json"
+    # the order of the task source's own pairs (a pair folder's difficulty.json)
+    path = cfg.adapt.difficulty or difficulty_file(cfg.tasks.source, cfg.tasks.templates_root)
     difficulty = load_difficulty(path)
     templates, start = {}, {}
     for variants in task_set:

@@ -12,13 +12,13 @@ reported by the root group (cli.py).
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import time
 from pathlib import Path
 
 import click
 
+from cua_rl.command_output import emit_json
 from cua_rl.runtime.options import OVERRIDES_HELP, overwrite_option, run_options
 
 
@@ -69,5 +69,7 @@ def train(config: str | None, preset: str | None, out: Path | None,
                 from cua_rl.runtime.train import run_training
             summary = run_stoppable(run_training(cfg, run_dir, resume=resume_dir is not None))
     summary["wall_s"] = round(time.monotonic() - started, 1)
-    click.echo(json.dumps(summary, indent=2) if as_json else
-               "  ".join(f"{k}={v}" for k, v in summary.items()))
+    if as_json:
+        emit_json(summary)
+    else:
+        click.echo("  ".join(f"{k}={v}" for k, v in summary.items()))

@@ -10,6 +10,18 @@ from cua_rl.learner.config import LearnerConfig, LearnerLoopConfig, WeightSyncCo
 from cua_rl.rollout.config import HorizonSchedule
 
 
+class PrmSampleBand(AdaptBand):
+    """The group-accuracy band of the tasks whose verdicts train the reward model
+    (the paper's filter: a task always failed or always solved says little about
+    single steps). Unset by default: then `adapt.band` is used; when set, a key
+    left out takes the default below."""
+
+    alpha_low: float = Field(0.2, ge=0.0, le=1.0)
+    """Tasks with a group accuracy below this give the reward model no samples."""
+    alpha_high: float = Field(0.8, ge=0.0, le=1.0)
+    """Tasks with a group accuracy above this give the reward model no samples."""
+
+
 class TrainConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -32,7 +44,7 @@ class TrainConfig(BaseModel):
     policy_loop: LearnerLoopConfig = Field(default_factory=LearnerLoopConfig)
     prm_loop: LearnerLoopConfig = Field(default_factory=LearnerLoopConfig)
     sync: WeightSyncConfig = Field(default_factory=WeightSyncConfig)
-    prm_sample_band: AdaptBand | None = None
+    prm_sample_band: PrmSampleBand | None = None
     """Accuracy band of tasks that feed the reward-model learner; None: adapt.band
     (the paper's filter). A wider band trains the PRM on more tasks."""
     horizon: HorizonSchedule | None = None
@@ -46,7 +58,8 @@ class MetricsConfig(BaseModel):
     tensorboard: bool = True
     """Write TensorBoard event files under RUN_DIR/tensorboard (if installed)."""
     wandb_project: str | None = None
-    """Also log to Weights & Biases under this project (needs `wandb` and a login)."""
+    """Also log to Weights & Biases under this project (needs the `wandb` extra,
+    `pip install -e .[wandb]`, and a login)."""
     live: bool = True
     """A rich live summary in the terminal."""
     status_interval_s: float = Field(30.0, ge=0.0)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import click
 
+from cua_rl.command_output import emit_json
 from cua_rl.store.run_store import DB_NAME
 
 
@@ -21,7 +21,7 @@ def runs() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def show(run_dir: Path, as_json: bool) -> None:
     """What RUN_DIR is (train/rollout/eval, finished or not, wall time), its counts,
-    mean reward and success per policy version and per task, and why work was lost
+    mean evaluator score and success per policy version and per task, and why work was lost
     (aborts, give-ups, reward-model and setup failures, by reason with examples).
     `steps`/`verdicts` count good work only; `aborted_*` keys count the rest. Read
     only: the store is never written, so it is safe on a live or damaged run."""
@@ -37,7 +37,7 @@ def show(run_dir: Path, as_json: bool) -> None:
     finally:
         store.close()
     if as_json:
-        click.echo(json.dumps(summary, indent=2))
+        emit_json(summary)
         return
     print_summary(summary)
 
@@ -62,10 +62,10 @@ def print_summary(summary: dict[str, Any]) -> None:
             counts.add_row(key, "" if value is None else str(value))
     console.print(counts)
     if summary["versions"]:
-        versions = Table("policy version", "trajectories", "mean reward", "success")
+        versions = Table("policy version", "trajectories", "mean score", "success")
         for row in summary["versions"]:
-            reward = "" if row["mean_reward"] is None else f"{row['mean_reward']:.3f}"
-            versions.add_row(str(row["policy_version"]), str(row["trajectories"]), reward,
+            score = "" if row["mean_score"] is None else f"{row['mean_score']:.3f}"
+            versions.add_row(str(row["policy_version"]), str(row["trajectories"]), score,
                              f"{row['success_rate']:.0%}")
         console.print(versions)
     if summary["tasks"]:

@@ -86,7 +86,7 @@ def _per_version(db: sqlite3.Connection) -> list[dict[str, Any]]:
         f"ORDER BY policy_version_at_start"
     )
     return [{"policy_version": v, "trajectories": n,
-             "mean_reward": None if r is None else round(r, 4),
+             "mean_score": None if r is None else round(r, 4),
              "success_rate": round(s or 0.0, 4)} for v, n, r, s in rows]
 
 

@@ -8,11 +8,11 @@ the runnable ids are written as a split file that `--split` accepts.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
+from cua_rl.command_output import emit_json
 from cua_rl.desktop.file_cache import FileCache, default_cache_root
 from cua_rl.errors import TaskFormatError
 from cua_rl.tasks.preflight import capabilities_for, describe, preflight
@@ -77,7 +77,7 @@ def check_tasks(osworld: Path, provider: str, cache_dir: Path | None, split: str
             sample, noop, quiet=as_json)
     offenders = summary.get("on_desktop", {}).get("noop_agent", {}).get("offenders", {})
     if as_json:
-        click.echo(json.dumps(summary, indent=2))
+        emit_json(summary)
         _exit_on_offenders(offenders)
         return
     for task in load.tasks:

@@ -10,13 +10,15 @@ with them (tasks/names.py), so validation must not pass them.
 
 from __future__ import annotations
 
-import json
+import functools
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Any
 
 import click
 
+from cua_rl.command_output import emit_json
 from cua_rl.errors import TaskFormatError
 from cua_rl.tasks.authoring import (
     AuthoringRoot,
@@ -36,7 +38,7 @@ from cua_rl.tasks.pairs import (
     template_path,
 )
 from cua_rl.tasks.schema import Problem
-from cua_rl.tasks.sources import PROJECT_ROOT, load_source
+from cua_rl.tasks.sources import PROJECT_ROOT, SOURCE_FORMS, load_source, templates_root_of
 
 NAMES_UNCHECKED = (
     "note: metric/getter names were not checked (cua_rl.evaluation.registry is not available yet)"
@@ -44,37 +46,54 @@ NAMES_UNCHECKED = (
 
 
 def _load(source: str, split: str | None) -> TaskLoad:
-    """Tasks of `--source osworld:PATH|local`, restricted to `--split` when given."""
+    """Tasks of `--source`/`--osworld`, restricted to `--split` when given."""
     try:
         return load_source(source, split)
     except TaskFormatError as exc:
         raise click.ClickException(str(exc)) from exc
 
 
-def _report(load: TaskLoad) -> None:
+def _report(load: TaskLoad, lines: list[str] | None = None) -> None:
+    """Problem lines to stdout (or into `lines`, for --json), the count to stderr."""
     for problem in load.problems:
-        click.echo(str(problem))
+        if lines is None:
+            click.echo(str(problem))
+        else:
+            lines.append(str(problem))
     if load.problems:
         click.echo(f"{len(load.problems)} problem(s); those task files are skipped", err=True)
 
 
 def _source_options(command: Callable[..., None]) -> Callable[..., None]:
-    """The options every `tasks` subcommand shares."""
-    command = click.option(
-        "--templates-root",
-        type=click.Path(file_okay=False, path_type=Path),
-        default=PROJECT_ROOT,
-        show_default=True,
-        help="Folder with templates/ and evaluators/ (task variants).",
-    )(command)
-    command = click.option("--split", help="A shipped split name or a .txt/.json split file.")(
-        command
-    )
-    return click.option(
-        "--source",
-        required=True,
-        help="osworld:PATH (checkout or its evaluation_examples) or local.",
-    )(command)
+    """The options every `tasks` subcommand shares: --source or --osworld, --split
+    and --root (the same names `train`, `eval` and `templates` use; the old
+    `--templates-root` still works, hidden). The command receives `source` and
+    `templates_root` (a `pairs:DIR` source's own root unless --root is given)."""
+
+    @functools.wraps(command)
+    def wrapped(*args: Any, source: str | None, osworld: Path | None, root: Path | None,
+                old_root: Path | None, **kwargs: Any) -> Any:
+        if osworld is not None and source is not None:
+            raise click.UsageError("give --source or --osworld, not both")
+        kwargs["source"] = f"osworld:{osworld}" if osworld is not None else source or "local"
+        kwargs["templates_root"] = templates_root_of(kwargs["source"], root or old_root)
+        return command(*args, **kwargs)
+
+    for option in reversed([
+        click.option("--source", help=f"Where tasks come from: {SOURCE_FORMS} "
+                     "[default: local].", default=None),
+        click.option("--osworld", type=click.Path(file_okay=False, path_type=Path),
+                     help="An OSWorld checkout (or its evaluation_examples): the same as "
+                     "--source osworld:PATH."),
+        click.option("--split", help="A shipped split name or a .txt/.json split file."),
+        click.option("--root", type=click.Path(file_okay=False, path_type=Path),
+                     help="Folder with templates/ and evaluators/ (task variants) [default: "
+                     "this project's; a pairs:DIR source always reads DIR]."),
+        click.option("--templates-root", "old_root", hidden=True,
+                     type=click.Path(file_okay=False, path_type=Path)),
+    ]):
+        wrapped = option(wrapped)
+    return wrapped
 
 
 @click.group()
@@ -112,8 +131,8 @@ def list_tasks(source: str, split: str | None, templates_root: Path, as_json: bo
             }
         )
     if as_json:
-        click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
-    _report(load)
+        emit_json(rows)
+    _report(load, [] if as_json else None)
     if load.problems:
         raise SystemExit(1)
 
@@ -121,7 +140,10 @@ def list_tasks(source: str, split: str | None, templates_root: Path, as_json: bo
 @tasks.command("show")
 @click.argument("task_id")
 @_source_options
-def show_task(task_id: str, source: str, split: str | None, templates_root: Path) -> None:
+@click.option("--json", "as_json", is_flag=True,
+              help="Accepted for uniformity: the task is always printed as JSON.")
+def show_task(task_id: str, source: str, split: str | None, templates_root: Path,
+              as_json: bool) -> None:
     """Print one task and its variants as JSON."""
     load = _load(source, split)
     task = next((t for t in load.tasks if t.task_id == task_id), None)
@@ -139,43 +161,46 @@ def show_task(task_id: str, source: str, split: str | None, templates_root: Path
         {"name": v.evaluator_name, "instruction": v.instruction, "evaluator": v.evaluator}
         for v in variants
     ]
-    click.echo(json.dumps(shown, indent=2, ensure_ascii=False))
+    emit_json(shown)
 
 
 @tasks.command("validate")
 @_source_options
-def validate_tasks(source: str, split: str | None, templates_root: Path) -> None:
+@click.option("--json", "as_json", is_flag=True,
+              help="Print {tasks, variants, problems, unknown_names, names_checked} only.")
+def validate_tasks(source: str, split: str | None, templates_root: Path, as_json: bool) -> None:
     """Report malformed tasks and unknown metric/getter/setup-step names (exit 1)."""
     load = _load(source, split)
-    _report(load)
+    problem_lines: list[str] = []
+    _report(load, problem_lines)
     variants = 0
-    problems = len(load.problems)
-    unknown = 0
+    unknown_lines: list[str] = []
     for task in load.tasks:
         runnable = [task]
         if template_path(templates_root, task.task_id).is_file():
             found, checks = check_pair(templates_root, task.task_id, unimplemented_is_problem=False)
-            for problem in checks.problems:
-                click.echo(str(problem))
-            problems += len(checks.problems)
+            problem_lines += [str(problem) for problem in checks.problems]
             runnable = [] if checks.problems else [
                 replace(task, evaluator_name=name, instruction=instruction, evaluator=spec)
                 for name, (instruction, spec) in found.items()]
             load.names_checked = load.names_checked and checks.deep
         variants += max(len(runnable), 1)
-        lines = dict.fromkeys(line for variant in runnable
-                              for line in variant_name_problems(variant, templates_root))
-        for line in lines:
+        unknown_lines += dict.fromkeys(line for variant in runnable
+                                       for line in variant_name_problems(variant, templates_root))
+    if as_json:
+        emit_json({"tasks": len(load.tasks), "variants": variants, "problems": problem_lines,
+                   "unknown_names": unknown_lines, "names_checked": load.names_checked})
+    else:
+        for line in (*problem_lines, *unknown_lines):
             click.echo(line)
-        unknown += len(lines)
     click.echo(
-        f"{len(load.tasks)} tasks loaded ({variants} variants), {problems} structural "
-        f"problem(s), {unknown} unknown metric/getter/setup-step name(s)",
+        f"{len(load.tasks)} tasks loaded ({variants} variants), {len(problem_lines)} structural "
+        f"problem(s), {len(unknown_lines)} unknown metric/getter/setup-step name(s)",
         err=True,
     )
     if not load.names_checked:
         click.echo(NAMES_UNCHECKED, err=True)
-    if problems or unknown:
+    if problem_lines or unknown_lines:
         raise SystemExit(1)
 
 
@@ -225,8 +250,12 @@ def _targets(paths: tuple[Path, ...], root: Path | None) -> list[tuple[Path, str
 )
 @click.option("--desktops", default=1, show_default=True, type=click.IntRange(1, 8),
               help="Local desktops used by --on-desktop.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print {tasks, variants, problems, names_checked} only (not with "
+              "--on-desktop).")
 def validate_templates(
-    paths: tuple[Path, ...], root: Path | None, on_desktop: bool, desktops: int
+    paths: tuple[Path, ...], root: Path | None, on_desktop: bool, desktops: int,
+    as_json: bool,
 ) -> None:
     """Check template/evaluator pairs: shape, pairing, metric/getter/step names
     (with a "did you mean"), the rule and option keys each metric reads, golden
@@ -236,22 +265,30 @@ def validate_templates(
     templates/ and evaluators/, or task ids under --root; none means all pairs
     under --root (default: this project's templates/ and evaluators/).
     """
+    if as_json and on_desktop:
+        raise click.UsageError("--json is not available with --on-desktop")
     targets = _targets(paths, root)
-    if not targets and not on_desktop:
+    if not targets and not on_desktop and not as_json:
         click.echo(f"nothing to check: no templates/ or evaluators/ under {root or PROJECT_ROOT}")
         return
     problems = variants = 0
     names_checked = True
+    all_lines: list[str] = []
     for pair_root, task_id in targets:
         found, checks = check_pair(pair_root, task_id, unimplemented_is_problem=True)
         lines = [str(p) for p in checks.problems]
         if template_path(pair_root, task_id).is_file():
             lines += [str(p) for p in _authoring_problems(AuthoringRoot.of(pair_root), task_id)]
-        for line in lines:
-            click.echo(line)
+        all_lines += lines
         problems += len(lines)
         variants += len(found)
         names_checked = names_checked and checks.deep
+    if as_json:
+        emit_json({"tasks": len(targets), "variants": variants, "problems": all_lines,
+                   "names_checked": names_checked})
+    else:
+        for line in all_lines:
+            click.echo(line)
     click.echo(
         f"checked {len(targets)} task(s): {variants} valid variant(s), {problems} problem(s)",
         err=True,
@@ -300,14 +337,18 @@ def _validate_on_desktop(targets: list[tuple[Path, str]] | None, layout: Authori
 @click.option("--domain", default="os", show_default=True,
               help="Domain of a new base task (an existing task keeps its own).")
 @click.option("--instruction", help="The variant's instruction (default: the task's, or a TODO).")
-def new_template(task_id: str, root: Path | None, domain: str, instruction: str | None) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print {written: [paths]}.")
+def new_template(task_id: str, root: Path | None, domain: str, instruction: str | None,
+                 as_json: bool) -> None:
     """Scaffold a pair for TASK_ID: template, evaluator, golden stub, difficulty entry
     (and a base task under tasks/ when TASK_ID is not a known task)."""
     try:
         written = scaffold_pair(root or PROJECT_ROOT, task_id, domain, instruction)
     except TaskFormatError as exc:
         raise click.ClickException(str(exc)) from exc
-    for path in written:
+    if as_json:
+        emit_json({"written": [str(p) for p in written]})
+    for path in [] if as_json else written:
         click.echo(f"wrote {path}")
     where = f" --root {root}" if root else ""
     click.echo(f"next: edit them, then: cua-rl templates validate{where} {task_id} --on-desktop",
@@ -322,7 +363,9 @@ def new_template(task_id: str, root: Path | None, domain: str, instruction: str 
     type=click.Path(file_okay=False, path_type=Path),
     help="Folder to write templates/ and evaluators/ into.",
 )
-def import_openagentrl_command(source: Path, out: Path) -> None:
+@click.option("--json", "as_json", is_flag=True,
+              help="Print {tasks, variants, skipped, out}.")
+def import_openagentrl_command(source: Path, out: Path, as_json: bool) -> None:
     """Convert the RLAnything release (new_examples or its parent) into pairs."""
     from cua_rl.tasks.openagentrl import import_openagentrl
 
@@ -330,6 +373,10 @@ def import_openagentrl_command(source: Path, out: Path) -> None:
         summary = import_openagentrl(source, out)
     except TaskFormatError as exc:
         raise click.ClickException(str(exc)) from exc
+    if as_json:
+        emit_json({"tasks": summary.tasks, "variants": summary.variants,
+                   "skipped": summary.skipped, "out": str(out)})
+        return
     click.echo(
         f"wrote {summary.tasks} template file(s) and {summary.variants} evaluator "
         f"file(s) under {out} ({summary.skipped} task file(s) without a template "

@@ -4,13 +4,13 @@ set are comparable with published OSWorld numbers."""
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import click
 
+from cua_rl.command_output import emit_json
 from cua_rl.errors import TaskFormatError
 from cua_rl.tasks.sources import load_source
 
@@ -54,7 +54,7 @@ def coverage_command(checkout: Path | None, source: str | None, split: str | Non
     except TaskFormatError as exc:
         raise click.ClickException(str(exc)) from exc
     if as_json:
-        click.echo(json.dumps(data, indent=2))
+        emit_json(data)
         return
     from rich.console import Console
     from rich.table import Table

@@ -38,7 +38,9 @@ def _task(task_id: str, name: str) -> dict:
 @pytest.fixture
 def eval_config(tmp_path: Path, tiny_model_dir: Path, local_desktops: None) -> Path:
     """An eval config file over two tasks in two domains of a tmp OSWorld layout;
-    the osworld-verified-eval preset lies under it, as on the command line."""
+    the osworld-verified-eval preset lies under it, as on the command line. The
+    protocol's step limit and wait are shortened by overrides (SHORT): `eval` puts
+    the protocol over CONFIG, so only an override may deviate from it."""
     examples = tmp_path / "osworld" / "examples"
     for domain, task_id, name in (("os", "t-hello", "hello.txt"),
                                   ("libreoffice_calc", "t-sheet", "sheet.txt")):
@@ -49,10 +51,14 @@ def eval_config(tmp_path: Path, tiny_model_dir: Path, local_desktops: None) -> P
         "tasks": {"source": f"osworld:{tmp_path / 'osworld'}", "split": None},
         "desktops": {"count": 1, "provider": {"state_dir": str(tmp_path / "state")}},
         "fleet": {"actors": 1},
-        "episode": {"max_steps": 2, "wait_after_action_s": 0, "max_tokens": 16},
+        "episode": {"max_tokens": 16},
         "tiny_model_dir": str(tiny_model_dir),
     }))
     return path
+
+
+SHORT = ("episode.max_steps=2", "episode.wait_after_action_s=0")
+"""The two protocol deviations this test makes, as on the command line."""
 
 
 class CancelAfterFirstRun:
@@ -87,7 +93,7 @@ def _scored_rows(run_dir: Path) -> list[dict]:
 
 def test_eval_resumes_and_writes_the_report(eval_config: Path, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    cfg = load_config(RunConfig, eval_config, preset="osworld-verified-eval")
+    cfg = load_config(RunConfig, eval_config, preset="osworld-verified-eval", overrides=SHORT)
     assert cfg.episode.temperature == 0.0 and not cfg.judge.enabled  # from the preset
     asyncio.run(_interrupted_evaluation(cfg, run_dir))
     first = {r["trajectory_id"]: r for r in _scored_rows(run_dir)}
@@ -95,7 +101,7 @@ def test_eval_resumes_and_writes_the_report(eval_config: Path, tmp_path: Path) -
     assert not (run_dir / "report.json").exists()
 
     runner = CliRunner()
-    args = ["eval", str(eval_config), "--runs", "2", "--out", str(run_dir), "--json"]
+    args = ["eval", str(eval_config), "--runs", "2", "--out", str(run_dir), "--json", *SHORT]
     result = runner.invoke(cli, args)
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)

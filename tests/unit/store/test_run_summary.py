@@ -55,7 +55,7 @@ def test_aborted_work_is_counted_apart_with_reasons(tmp_path: Path) -> None:
     (entry,) = aborts.values()
     assert entry["count"] == 2 and entry["examples"][0]["subject"] == "bad0"
     assert data["reasons"]["judge_failure"]["no votes"]["count"] == 1
-    assert [(v["policy_version"], v["mean_reward"], v["success_rate"])
+    assert [(v["policy_version"], v["mean_score"], v["success_rate"])
             for v in data["versions"]] == [(0, 1.0, 1.0), (2, 0.0, 0.0)]
     assert data["kind"] == "unknown" and data["finished"] is None
     text = CliRunner().invoke(cli, ["runs", "show", str(tmp_path)])

@@ -171,7 +171,7 @@ def test_unknown_source_and_missing_task(tmp_path, invoke, write_json, valid_tas
     result = invoke("tasks", "show", "nope", "--source", f"osworld:{tmp_path}")
     assert result.exit_code != 0 and "task 'nope' not found" in result.output
     result = invoke("tasks", "list", "--source", "somewhere")
-    assert result.exit_code != 0 and "expected osworld:PATH or local" in result.output
+    assert result.exit_code != 0 and "expected osworld:PATH, local or pairs:DIR" in result.output
 
 
 def test_local_source_without_suite_says_so(invoke, tmp_path, monkeypatch):
