@@ -43,9 +43,9 @@ BENCH_COMMANDS: dict[str, str] = {
 }
 
 
-OWN_JSON_WRITERS = frozenset({"bench learn", "vm sweep"})
-"""Commands that still print their --json result with click.echo (modules owned
-elsewhere); the root group leaves their stdout alone until they use emit_json."""
+OWN_JSON_WRITERS: frozenset[str] = frozenset()
+"""Commands that print their --json result themselves (none now: every one goes
+through `command_output.emit_json`); the root group leaves their stdout alone."""
 
 
 class LazyGroup(click.Group):

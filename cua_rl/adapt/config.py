@@ -54,4 +54,5 @@ class AdaptConfig(BaseModel):
     critique: CritiqueConfig = Field(default_factory=CritiqueConfig)
     difficulty: Path | None = None
     """JSON {task_id: [variant names easiest->hardest]} (or {order, hints});
-    None: osworld_tasks/local/difficulty.json when it exists."""
+    None: the task source's own `difficulty.json` (a pair folder's, a
+    `tasks.templates_root`'s, or the local suite's for the project's templates)."""

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import json
 import statistics
 import tempfile
 import time
@@ -193,7 +192,9 @@ def bench_learn(updates: int, group: int, actors: int, lr: float, model_dir: Pat
 
     result = asyncio.run(main())
     if as_json:
-        click.echo(json.dumps(result))
+        from cua_rl.command_output import emit_json
+
+        emit_json(result)
         return
     for key, value in result.items():
         click.echo(f"{key:>14}: {value:.3f}" if isinstance(value, float) else

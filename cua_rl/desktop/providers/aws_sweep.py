@@ -11,7 +11,6 @@ without `cua-rl:run` are never touched. Run it from cron or after `ray down`.
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -114,7 +113,9 @@ def sweep_command(provider_name: str, run_id: str | None, region: str, profile: 
     except CuaRlError as exc:
         raise click.ClickException(str(exc)) from exc
     if as_json:
-        click.echo(json.dumps([asdict(s) for s in swept]))
+        from cua_rl.command_output import emit_json
+
+        emit_json([asdict(s) for s in swept])
         return
     verb = "would terminate" if dry_run else "terminated"
     for s in swept:
