@@ -101,7 +101,8 @@ class LearnerService:
         self.stale_dropped = 0
         self.unused_at_end = 0
         self.steps = 0
-        """RL steps taken, with or without an update."""
+        """RL steps taken by this service, with or without an update (from 0 after a
+        resume; the store's `<role>_steps` adds up across resumes)."""
         self.steps_empty = 0
         self.leader = leader
         self._stale_since_update = 0
@@ -164,7 +165,7 @@ class LearnerService:
             async with self._stepped:
                 self.steps += 1
                 self._stepped.notify_all()
-            await self.store.set_counter(f"{self.role}_steps", self.steps)
+            await self.store.incr(f"{self.role}_steps")
             if any(g.samples for g in groups):
                 await self._update(groups)
             else:
@@ -220,7 +221,6 @@ class LearnerService:
         """What this update was made of: groups, samples, how old, which steps."""
         indexes = {s.step_index for s in batch if s.step_index >= 0}
         return {
-            "step": float(self.steps),
             "groups": float(len(groups)),
             "groups_with_samples": float(sum(1 for g in groups if g.samples)),
             "samples": float(len(batch)),
