@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pickle
 import signal
 import socket
 import subprocess
@@ -103,7 +104,7 @@ class ProcessRanks:
                 raise LearnerRankError(f"{self.name} ranks stopped after: {self._failed}")
             try:
                 for rank, message in zip(self._ranks, calls, strict=True):
-                    rank.conn.send(message)
+                    _send(rank.conn, message)
                 return self._answers(timeout_s, what)
             except (OSError, LearnerRankError) as exc:
                 self._failed = str(exc)
@@ -125,7 +126,7 @@ class ProcessRanks:
             for conn in wait(list(by_conn), timeout=min(left, POLL_S)):
                 i = by_conn[conn]  # type: ignore[index]
                 try:
-                    status, value = conn.recv()  # type: ignore[union-attr]
+                    status, value = _recv(conn)  # type: ignore[arg-type]
                 except EOFError:
                     raise LearnerRankError(self._died(i, what)) from None
                 if status != "ok":
@@ -154,7 +155,7 @@ class ProcessRanks:
             if self._failed is None and self._ranks:
                 with contextlib.suppress(OSError, LearnerRankError):
                     for rank in self._ranks:
-                        rank.conn.send(("stop", ()))
+                        _send(rank.conn, ("stop", ()))
                     self._answers(STOP_GRACE_S * 3, "stop")
             self._failed = self._failed or "closed"
             self._kill()
@@ -171,6 +172,16 @@ class ProcessRanks:
                     rank.proc.wait(STOP_GRACE_S if sig == signal.SIGTERM else None)
         for rank in self._ranks:
             rank.conn.close()
+
+
+def _send(conn: Connection, obj: Any) -> None:
+    """Plain pickle, by value: `Connection.send` would share tensors through
+    torch's shared-memory reductions, which need a multiprocessing-spawned peer."""
+    conn.send_bytes(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def _recv(conn: Connection) -> Any:
+    return pickle.loads(conn.recv_bytes())
 
 
 def _watch_owner() -> None:
@@ -195,7 +206,7 @@ def main() -> None:
     worker: RankWorker | None = None
     while True:
         try:
-            method, args = conn.recv()
+            method, args = _recv(conn)
         except EOFError:  # the driver closed its end: nothing more to do
             return
         try:
@@ -204,10 +215,10 @@ def main() -> None:
                 result: Any = None
             else:
                 result = getattr(worker, method)(*args)
-            conn.send(("ok", result))
+            _send(conn, ("ok", result))
         except Exception as exc:  # noqa: BLE001 - reported to the driver, which stops the run
             traceback.print_exc()
-            conn.send(("error", f"{type(exc).__name__}: {exc}"))
+            _send(conn, ("error", f"{type(exc).__name__}: {exc}"))
         if method == "stop":
             return
 
