@@ -37,7 +37,8 @@ class RankWorker:
         """Join the group (torchrun's environment, then DeepSpeed); returns version 0."""
         os.environ.update({"MASTER_ADDR": master_addr, "MASTER_PORT": str(master_port),
                            "RANK": str(self.rank), "WORLD_SIZE": str(self.world_size),
-                           "LOCAL_RANK": str(self.local_rank)})
+                           "LOCAL_RANK": str(self.local_rank),
+                           "TOKENIZERS_PARALLELISM": "false"})
         import torch
 
         torch.set_num_threads(max(1, int(self.cfg.rank_cpus)))

@@ -57,14 +57,11 @@ class RayRanks:
         self._group = placement.reserve_blocking(
             bundles, "PACK", what=f"{self.name} learner ranks",
             timeout_s=self.ray_cfg.placement_timeout_s)
-        env = {"OMP_NUM_THREADS": str(max(1, int(self.cfg.rank_cpus))),
-               "TOKENIZERS_PARALLELISM": "false"}
-        if self.cfg.engine.type == "deepspeed" and self.cfg.engine.dist_backend == "gloo":
-            env["DS_ACCELERATOR"] = "cpu"
         for rank, bundle in enumerate(bundles):
             options = placement.bundle_options(self._group, rank, bundle)
             # Ray gives each GPU actor its own CUDA_VISIBLE_DEVICES: its GPU is device 0.
-            self._actors.append(RankActor.options(**options, runtime_env={"env_vars": env})
+            # (Threads and DeepSpeed's accelerator are set by `RankWorker.start`.)
+            self._actors.append(RankActor.options(**options)
                                 .remote(self.cfg, self.model_dir, rank, self.world_size, 0))
         timeout = self.cfg.rank_timeout_s
         ips = self.call([("node_ip", ())] * self.world_size, timeout, "start")
