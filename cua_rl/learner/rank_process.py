@@ -41,6 +41,8 @@ FD_ENV = "CUA_RL_RANK_FD"
 """The inherited socket descriptor a rank process talks to the driver on."""
 STOP_GRACE_S = 10.0
 POLL_S = 1.0
+CALL_GRACE_S = 1.0
+"""What `close` waits for a call in flight: its result is of no use to a stopping run."""
 
 
 @dataclass
@@ -150,8 +152,14 @@ class ProcessRanks:
         return [r.proc.pid for r in self._ranks]
 
     def close(self) -> None:
-        """Stop every rank (asked first, then signalled); idempotent."""
-        with self._lock:
+        """Stop every rank (asked first, then signalled); idempotent. A call still in
+        flight (a run stopped mid-update) gets CALL_GRACE_S to end, then its ranks are
+        killed under it (it fails with LearnerRankError)."""
+        if not self._lock.acquire(timeout=CALL_GRACE_S):
+            self._failed = self._failed or "closed during a call"
+            self._kill()
+            return
+        try:
             if self._failed is None and self._ranks:
                 with contextlib.suppress(OSError, LearnerRankError):
                     for rank in self._ranks:
@@ -159,6 +167,8 @@ class ProcessRanks:
                     self._answers(STOP_GRACE_S * 3, "stop")
             self._failed = self._failed or "closed"
             self._kill()
+        finally:
+            self._lock.release()
 
     def _kill(self) -> None:
         """SIGTERM, then SIGKILL, each rank's process group (its own session)."""

@@ -30,6 +30,8 @@ from cua_rl.runtime import ray_placement as placement
 from cua_rl.runtime.ray_config import RayConfig
 
 POLL_S = 1.0
+CALL_GRACE_S = 1.0
+"""What `close` waits for a call in flight: its result is of no use to a stopping run."""
 STOP_TIMEOUT_S = 30.0
 
 
@@ -93,14 +95,21 @@ class RayRanks:
                 raise
 
     def close(self) -> None:
-        """Ask every rank to leave its group, then kill the actors and free the bundles."""
-        with self._lock:
+        """Ask every rank to leave its group, then kill the actors and free the bundles
+        (at once after CALL_GRACE_S when a call is still in flight)."""
+        if not self._lock.acquire(timeout=CALL_GRACE_S):
+            self._failed = self._failed or "closed during a call"
+            self._kill()
+            return
+        try:
             if self._failed is None and self._actors:
                 with contextlib.suppress(LearnerRankError):
                     _gather([a.stop.remote() for a in self._actors], STOP_TIMEOUT_S,
                             lambda i, e: f"rank {i} stop: {e}", "stop")
             self._failed = self._failed or "closed"
             self._kill()
+        finally:
+            self._lock.release()
 
     def _kill(self) -> None:
         import ray
