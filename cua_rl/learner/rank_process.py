@@ -105,8 +105,13 @@ class ProcessRanks:
             if self._failed is not None:
                 raise LearnerRankError(f"{self.name} ranks stopped after: {self._failed}")
             try:
-                for rank, message in zip(self._ranks, calls, strict=True):
-                    _send(rank.conn, message)
+                for i, (rank, message) in enumerate(zip(self._ranks, calls, strict=True)):
+                    try:
+                        _send(rank.conn, message)
+                    except OSError as exc:  # its end closed: it died (say how), or hung up
+                        detail = self._died(i, what) if rank.proc.poll() is not None else None
+                        raise LearnerRankError(detail or f"{self.name} rank {i} {what}: "
+                                               f"its connection failed ({exc})") from exc
                 return self._answers(timeout_s, what)
             except (OSError, LearnerRankError) as exc:
                 self._failed = str(exc)

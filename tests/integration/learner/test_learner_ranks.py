@@ -5,7 +5,8 @@ The unit-level two-rank check of issue 27: the run starts the ranks itself
 the update must equal one process's on the whole batch (loss and weights within
 float32 tolerance); both ranks end with identical weights; a checkpoint resumes on
 two ranks and is refused, in one line, on another count; the rank processes end
-with `close` and when their driver is SIGKILLed. (ZeRO-3 runs in the train tests.)
+with `close`, when one of them dies (the call fails in one line) and when their
+driver is SIGKILLed. (ZeRO-3 runs in the train tests.)
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("deepspeed")
 
-from cua_rl.errors import ConfigError  # noqa: E402
+from cua_rl.errors import ConfigError, LearnerRankError  # noqa: E402
 from cua_rl.learner.config import DeepSpeedEngineConfig, LearnerConfig  # noqa: E402
 from cua_rl.learner.engines import build_engine  # noqa: E402
 from cua_rl.types import StepSample  # noqa: E402
@@ -95,6 +96,11 @@ def test_two_ranks_equal_one_process_and_resume_on_two(tiny_model_dir: Path,
             torch.testing.assert_close(tensor, continued[name], atol=1e-6, rtol=0)
         with pytest.raises(ConfigError, match=r"saved by 2 learner rank\(s\) but this run has 1"):
             single.load_checkpoint(tmp_path / "ckpt")
+
+        os.kill(pids[1], signal.SIGKILL)  # a rank dies: the next call fails in one line
+        with pytest.raises(LearnerRankError, match=r"policy rank 1 exited .* \(log: .*rank1"):
+            group.train_step(batch(2))
+        assert wait_gone(pids, 30) == []  # and the group is stopped
     finally:
         group.close()
     assert wait_gone(pids, 30) == []
