@@ -108,10 +108,8 @@ class ProcessRanks:
                 for i, (rank, message) in enumerate(zip(self._ranks, calls, strict=True)):
                     try:
                         _send(rank.conn, message)
-                    except OSError as exc:  # its end closed: it died (say how), or hung up
-                        detail = self._died(i, what) if rank.proc.poll() is not None else None
-                        raise LearnerRankError(detail or f"{self.name} rank {i} {what}: "
-                                               f"its connection failed ({exc})") from exc
+                    except OSError as exc:
+                        raise LearnerRankError(self._lost(i, what, exc)) from exc
                 return self._answers(timeout_s, what)
             except (OSError, LearnerRankError) as exc:
                 self._failed = str(exc)
@@ -134,8 +132,8 @@ class ProcessRanks:
                 i = by_conn[conn]  # type: ignore[index]
                 try:
                     status, value = _recv(conn)  # type: ignore[arg-type]
-                except EOFError:
-                    raise LearnerRankError(self._died(i, what)) from None
+                except (EOFError, OSError) as exc:
+                    raise LearnerRankError(self._lost(i, what, exc)) from None
                 if status != "ok":
                     raise LearnerRankError(f"{self.name} rank {i} {what}: {value} "
                                            f"(log: {self._ranks[i].log})")
@@ -145,6 +143,15 @@ class ProcessRanks:
                 if self._ranks[i].proc.poll() is not None:
                     raise LearnerRankError(self._died(i, what))
         return results
+
+    def _lost(self, i: int, what: str, exc: BaseException) -> str:
+        """Rank i's connection closed or reset: it died (say how) or hung up."""
+        rank = self._ranks[i]
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            rank.proc.wait(POLL_S)  # a dead rank's socket closes as it exits
+        if rank.proc.returncode is not None:
+            return self._died(i, what)
+        return f"{self.name} rank {i} {what}: its connection failed ({exc!r}; log: {rank.log})"
 
     def _died(self, i: int, what: str) -> str:
         rank = self._ranks[i]
