@@ -32,6 +32,7 @@ from cua_rl.adapt.critique import Critic
 from cua_rl.adapt.rewriter import TaskTemplate, load_difficulty, make_rewriter
 from cua_rl.adapt.selector import TemplateSelector
 from cua_rl.config import RunConfig
+from cua_rl.inference.config import ModelServersConfig
 from cua_rl.inference.launcher import (
     default_tiny_dir,
     ensure_tiny_model,
@@ -120,10 +121,25 @@ async def start_engines(cfg: RunConfig, run_dir: Path, resume: bool,
         await ensure_tiny_model(tiny)
     loop = asyncio.get_running_loop()
     engines: dict[str, TrainEngine] = {}
+
+    async def start(role: str, servers: ModelServersConfig) -> None:
+        engines[role] = await _engine(cfg, role, resolve_model(servers, tiny), run_dir,
+                                      resume, transport)
+
+    roles = [("policy", cfg.policy), ("prm", cfg.prm)]
+    grouped = {role for role, _ in roles if getattr(cfg.train, role).ranks > 1}
     try:
-        for role, servers in (("policy", cfg.policy), ("prm", cfg.prm)):
-            engines[role] = await _engine(cfg, role, resolve_model(servers, tiny), run_dir,
-                                          resume, transport)
+        # In-process engines one after the other (DeepSpeed's process-wide setup);
+        # rank groups at once (their ranks load the model in their own processes).
+        for role, servers in roles:
+            if role not in grouped:
+                await start(role, servers)
+        starts = [start(role, servers) for role, servers in roles if role in grouped]
+        failed = [r for r in await asyncio.gather(*starts, return_exceptions=True)
+                  if isinstance(r, BaseException)]
+        if failed:
+            raise failed[0]
+        engines = {role: engines[role] for role, _ in roles}
         served = cfg.model_copy(deep=True)
         for role, engine in engines.items():
             if engine.version:  # resume: serve the checkpointed weights under their version
