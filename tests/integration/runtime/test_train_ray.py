@@ -21,7 +21,9 @@ pytestmark = [pytest.mark.desktop, pytest.mark.model]
 @pytest.fixture
 def ray_config(tmp_path: Path, primed_tiny_model_dir: Path, local_desktops: None
                ) -> RunConfig:
-    """The primed model: its samples parse, so both learners get updates to split."""
+    """The primed model: its samples parse, so both learners get updates to split.
+    Its policy updates come early, so the update budget is as large as the group
+    budget: the run still ends after `fleet.max_groups` groups."""
     pytest.importorskip("ray")
     pytest.importorskip("deepspeed")
     ranks = [f"train.{role}.{key}" for role in ("policy", "prm") for key in (
@@ -30,7 +32,7 @@ def ray_config(tmp_path: Path, primed_tiny_model_dir: Path, local_desktops: None
         "runtime=ray", "ray.fleet_workers=2", "ray.init_num_cpus=6", "ray.inference=ray",
         f"desktops.provider.state_dir={tmp_path / 'state'}",
         f"tiny_model_dir={primed_tiny_model_dir}",
-        "episode.max_steps=2", "fleet.max_groups=4", "train.max_policy_updates=1",
+        "episode.max_steps=2", "fleet.max_groups=4", "train.max_policy_updates=4",
         "metrics.live=false", "metrics.tensorboard=false", *ranks,
     ])
 
