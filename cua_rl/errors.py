@@ -157,3 +157,10 @@ def naming_path(path: str | Path) -> Iterator[None]:
         if exc.filename is not None or exc.errno is None:
             raise
         raise OSError(exc.errno, exc.strerror, str(path)) from exc
+
+
+class LearnerRankError(CuaRlError):
+    """A rank of a learner's rank group died, failed a call or did not answer in time.
+
+    The group is unusable afterwards (its other ranks may wait in a collective), so
+    the run stops; it resumes from the last checkpoint."""

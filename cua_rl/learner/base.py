@@ -10,6 +10,10 @@ For weight sync: `export_weights(dir)` writes an HF checkpoint directory that
 `named_parameters()` yields full, HF-named tensors (gathered under ZeRO-3) in a
 fixed order, ready for `weight_transfer.manifest`/`send`. Under DeepSpeed these
 calls are collective: every rank must make them.
+
+With `ranks` > 1 the engine in the driver is a `RankGroupEngine`
+(engine_group.py): the same interface, each call fanned out to the rank
+processes or actors that hold one DeepSpeed engine each.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cua_rl.learner.config import LearnerConfig
+from cua_rl.learner.rank_split import RankShare
 from cua_rl.types import StepSample
 
 if TYPE_CHECKING:
@@ -43,13 +48,28 @@ class TrainEngine(ABC):
     def train_step(self, batch: Sequence[StepSample]) -> dict[str, float]:
         """Train on one batch (this rank's share of it, under DeepSpeed); return metrics.
         The loop is the same for every engine; they differ in backward/step hooks."""
-        from cua_rl.learner.step import run_train_step
+        from cua_rl.learner.rank_split import single_share
 
-        metrics = run_train_step(self, batch, processor=self.processor,
+        return self.train_share(single_share(batch, self.cfg.mini_batches,
+                                             self.cfg.loss.aggregation))
+
+    def train_share(self, share: RankShare) -> dict[str, float]:
+        """Train on this rank's share of an update split by `rank_split.split_update`."""
+        from cua_rl.learner.step import run_share_step
+
+        if not share.samples and share.filler is None:
+            raise ValueError("train_step needs at least one sample on every rank")
+        metrics = run_share_step(self, share, processor=self.processor,  # type: ignore[arg-type]
                                  reference=self.reference, cfg=self.cfg, device=self.device)
         self.version += 1
-        metrics.update(version=float(self.version), lr=self.scheduler.get_last_lr()[0])
+        metrics.update(version=float(self.version), lr=self.scheduler.get_last_lr()[0],
+                       optimizer_steps=float(self.optimizer_steps))
         return metrics
+
+    def close(self) -> None:
+        """Release what the engine started (rank processes, actors); idempotent.
+        An in-process engine holds nothing that outlives it."""
+        return None
 
     @abstractmethod
     def save_checkpoint(self, path: str | Path) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class LossConfig(BaseModel):
@@ -109,6 +109,28 @@ class LearnerConfig(BaseModel):
     """Checkpoint of the frozen KL reference; None means the initial checkpoint."""
     seed: int = 0
     """Torch seed set when the engine starts (rank added under DeepSpeed)."""
+    ranks: int = Field(1, ge=1)
+    """DeepSpeed ranks of this learner (data parallel). 1: the engine runs in the
+    driver's process, as always; N > 1: N rank processes started by the run
+    (`runtime: local`) or N Ray actors in one placement group (`runtime: ray`),
+    each given its token-balanced share of every update (docs/learner-ranks.md).
+    Needs `engine.type: deepspeed`; a run resumes only on the same number."""
+    rank_cpus: float = Field(1.0, gt=0)
+    """CPUs of one rank: its bundle under Ray, its torch threads (OMP_NUM_THREADS,
+    at least 1) in a local rank process."""
+    rank_gpus: float = Field(0.0, ge=0)
+    """GPUs in one rank's Ray bundle (1 on a GPU cluster, with `engine.dist_backend:
+    nccl`); local rank processes use GPU `LOCAL_RANK` when the backend is nccl."""
+    rank_timeout_s: float = Field(3600.0, gt=0)
+    """Deadline of one call to the ranks (an update, a checkpoint, a weight gather);
+    a rank that dies fails the call at once, whatever is left of the deadline."""
+
+    @model_validator(mode="after")
+    def _ranks_need_deepspeed(self) -> LearnerConfig:
+        if self.ranks > 1 and self.engine.type != "deepspeed":
+            raise ValueError(f"ranks={self.ranks} needs engine.type=deepspeed (the torch "
+                             "engine is one process)")
+        return self
 
 
 

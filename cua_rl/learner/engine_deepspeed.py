@@ -23,6 +23,7 @@ import torch
 
 from cua_rl.inference.hf_engine import load_model
 from cua_rl.learner.base import TrainEngine
+from cua_rl.learner.checkpoint_ranks import check_ranks, write_ranks
 from cua_rl.learner.config import DeepSpeedEngineConfig, LearnerConfig
 from cua_rl.learner.optim import build_optimizer, build_scheduler
 from cua_rl.learner.reference import load_reference
@@ -112,8 +113,11 @@ class DeepSpeedTrainEngine(TrainEngine):
         state = {"version": self.version, "optimizer_steps": self.optimizer_steps,
                  "config": self.cfg.model_dump()}
         self.engine.save_checkpoint(str(path), tag=CHECKPOINT_TAG, client_state=state)
+        if self.rank == 0:
+            write_ranks(path, self.world_size, "deepspeed", self.cfg.engine.zero_stage)  # type: ignore[union-attr]
 
     def load_checkpoint(self, path: str | Path) -> None:
+        check_ranks(path, self.world_size)
         loaded, state = self.engine.load_checkpoint(str(path), tag=CHECKPOINT_TAG)
         if loaded is None:
             raise FileNotFoundError(f"no DeepSpeed checkpoint {CHECKPOINT_TAG!r} in {path}")

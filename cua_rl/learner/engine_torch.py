@@ -18,6 +18,7 @@ import torch
 
 from cua_rl.inference.hf_engine import load_model
 from cua_rl.learner.base import TrainEngine
+from cua_rl.learner.checkpoint_ranks import check_ranks
 from cua_rl.learner.config import LearnerConfig
 from cua_rl.learner.optim import build_optimizer, build_scheduler
 from cua_rl.learner.reference import load_reference
@@ -88,6 +89,7 @@ class TorchTrainEngine(TrainEngine):
         (path / INFO_FILE).write_text(json.dumps(info, indent=2))
 
     def load_checkpoint(self, path: str | Path) -> None:
+        check_ranks(path, 1)
         file = Path(path) / STATE_FILE
         if not file.is_file():
             raise FileNotFoundError(f"no learner checkpoint at {file}")

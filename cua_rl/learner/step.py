@@ -23,7 +23,8 @@ import torch
 from cua_rl.learner.batching import MicroBatch, build_micro_batches, encode_sample
 from cua_rl.learner.config import LearnerConfig
 from cua_rl.learner.logprobs import batch_logprobs, response_logprobs
-from cua_rl.learner.loss import policy_loss, sample_token_weights
+from cua_rl.learner.loss import policy_loss
+from cua_rl.learner.rank_split import RankShare, single_share
 from cua_rl.types import StepSample
 
 
@@ -48,20 +49,32 @@ class StepOps(Protocol):
 def run_train_step(ops: StepOps, samples: Sequence[StepSample], *, processor: Any,
                    reference: Any | None, cfg: LearnerConfig,
                    device: torch.device | str) -> dict[str, float]:
+    """Train on `samples` as this rank's whole batch (mini-batches and aggregation
+    weights made from them alone)."""
     if not samples:
         raise ValueError("train_step needs at least one sample on every rank")
+    share = single_share(samples, cfg.mini_batches, cfg.loss.aggregation)
+    return run_share_step(ops, share, processor=processor, reference=reference, cfg=cfg,
+                          device=device)
+
+
+def run_share_step(ops: StepOps, share: RankShare, *, processor: Any, reference: Any | None,
+                   cfg: LearnerConfig, device: torch.device | str) -> dict[str, float]:
+    """Train on this rank's share of an update (rank_split.py made the mini-batches
+    and the weights over the whole update)."""
     pad = processor.tokenizer.pad_token_id
-    encoded = [encode_sample(processor, s) for s in samples]
-    chunks = _split(len(encoded), cfg.mini_batches)
-    plans = [build_micro_batches(
-        [encoded[i] for i in c], cfg.micro_batch_tokens, pad,
-        sample_token_weights(cfg.loss.aggregation, [encoded[i].response_len for i in c],
-                             [samples[i].trajectory_id for i in c]))
-        if c else [] for c in chunks]
+    encoded = [[encode_sample(processor, s) for s in mb] for mb in share.mini_batches]
+    plans = [build_micro_batches(enc, cfg.micro_batch_tokens, pad, weights) if enc else []
+             for enc, weights in zip(encoded, share.weights, strict=True)]
     targets = ops.all_reduce([float(len(p)) for p in plans], "max")
     # The mean's denominator over the whole mini-batch (all micro-batches and ranks).
     sizes = ops.all_reduce([sum(float(m.token_weights.sum()) for m in p) for p in plans], "sum")
-    filler = next(m for p in plans for m in p)
+    filler = next((m for p in plans for m in p), None)
+    if filler is None:
+        if share.filler is None:
+            raise ValueError("train_step needs at least one sample on every rank")
+        filler = build_micro_batches([encode_sample(processor, share.filler)],
+                                     cfg.micro_batch_tokens, pad, [0.0])[0]
     # (micro-batch, weight): weight 0 marks a repeat that only keeps ranks in step.
     padded = [[(m, 1.0) for m in p] + [(p[0] if p else filler, 0.0)] * (int(t) - len(p))
               for p, t in zip(plans, targets, strict=True)]
@@ -90,13 +103,8 @@ def run_train_step(ops: StepOps, samples: Sequence[StepSample], *, processor: An
             k += 1
         if plan:
             grad_norm = ops.optimizer_step()
-    return _metrics(ops, sums, count, loss_total, grad_norm, encoded, len(padded))
-
-
-def _split(n: int, parts: int) -> list[list[int]]:
-    """`parts` contiguous, near-equal index ranges (some empty when n < parts)."""
-    bounds = [n * i // parts for i in range(parts + 1)]
-    return [list(range(bounds[i], bounds[i + 1])) for i in range(parts)]
+    return _metrics(ops, sums, count, loss_total, grad_norm,
+                    [e for enc in encoded for e in enc], len(padded))
 
 
 def _metrics(ops: StepOps, sums: dict[str, float], count: float, loss_total: float,

@@ -149,7 +149,11 @@ class WeightSync:
                          version: int) -> int:
         from cua_rl.inference import weight_transfer as wt
 
-        named = list(source.named_parameters())
+        # On the learner's thread, not the loop: gathering the weights (ZeRO-3, or
+        # from rank 0 of a rank group) takes as long as the model is large.
+        loop = asyncio.get_running_loop()
+        named = await loop.run_in_executor(self._executor,
+                                           lambda: list(source.named_parameters()))
         # Port 0: the store binds a port of the kernel's choice itself, before the
         # replica is told it, so no other socket can take it in between.
         store = wt.host_store(self.cfg.host, 0, self.cfg.timeout_s)

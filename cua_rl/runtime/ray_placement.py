@@ -9,11 +9,11 @@
   the replica's actor, and the `cua-rl serve` child inherits it.
 - Services (scheduler, gate): no CPU reserved (they only wait on queues and
   conditions), with enough concurrency for every actor's blocking call.
-- Learners: on the driver, which holds the engines. For multi-GPU learners the
-  driver runs on a GPU node (`ray job submit` with `--entrypoint-num-gpus`), or
-  DeepSpeed's ranks are placed as actors in a STRICT_PACK group of
-  `{"GPU": 1, "CPU": c}` bundles, one per rank, behind the learner engine's
-  strategy class (not wired here: the engines are built by `learner.engines`).
+- Learners: a learner with `ranks: 1` runs on the driver, in its process. With
+  `ranks: N` its DeepSpeed ranks are N actors (ray_ranks.py) in one PACK group of
+  `{"CPU": rank_cpus, "GPU": rank_gpus}` bundles, one per rank: as few nodes as
+  fit (NCCL within a node is fastest), more when one node has too few GPUs. The
+  driver's `RankGroupEngine` calls them; it needs no GPU itself.
 
 Bundles never come empty (Ray rejects those), hence the `> 0` CPU bounds in
 `RayConfig`.
@@ -26,6 +26,7 @@ from typing import Any
 
 from cua_rl.errors import ConfigError
 from cua_rl.inference.config import ModelServersConfig
+from cua_rl.learner.config import LearnerConfig
 from cua_rl.runtime.ray_config import RayConfig
 
 Bundle = dict[str, float]
@@ -40,6 +41,14 @@ def replica_bundles(cfg: RayConfig, servers: ModelServersConfig) -> list[Bundle]
     if gpus := cfg.replica_gpu_count(servers.engine):
         bundle["GPU"] = gpus
     return [dict(bundle) for _ in range(servers.replicas)]
+
+
+def rank_bundles(cfg: LearnerConfig) -> list[Bundle]:
+    """One bundle per DeepSpeed rank of a learner."""
+    bundle: Bundle = {"CPU": cfg.rank_cpus}
+    if cfg.rank_gpus:
+        bundle["GPU"] = cfg.rank_gpus
+    return [dict(bundle) for _ in range(cfg.ranks)]
 
 
 def service_options(total_actors: int) -> dict[str, Any]:
@@ -73,6 +82,26 @@ async def reserve(bundles: list[Bundle], strategy: str, *, what: str,
             f"{bundles[0]} ({strategy}) within {timeout_s:.0f} s; it has "
             f"{ray.available_resources()} available (see `ray status`, and "
             "ray.num_cpus / ray.replica_cpus / ray.replica_gpus)") from None
+    return group
+
+
+def reserve_blocking(bundles: list[Bundle], strategy: str, *, what: str,
+                     timeout_s: float) -> Any:
+    """`reserve` for a caller on a thread (a learner engine is built on one)."""
+    import ray
+    from ray.exceptions import GetTimeoutError
+    from ray.util import placement_group, remove_placement_group
+
+    group = placement_group(bundles, strategy=strategy)
+    try:
+        ray.get(group.ready(), timeout=timeout_s)
+    except GetTimeoutError:
+        remove_placement_group(group)
+        raise ConfigError(
+            f"ray: {what}: the cluster did not offer {len(bundles)} bundle(s) of "
+            f"{bundles[0]} ({strategy}) within {timeout_s:.0f} s; it has "
+            f"{ray.available_resources()} available (see `ray status`, and "
+            "train.<role>.rank_cpus / rank_gpus)") from None
     return group
 
 

@@ -2,7 +2,8 @@
 Ray cluster.
 
 Who runs where:
-- driver (this process): the learner engines and services, weight sync,
+- driver (this process): the learner engines and services (a learner with
+  `ranks` > 1: its DeepSpeed ranks are actors in one placement group, ray_ranks.py), weight sync,
   checkpoints, the template selector, group samples and metrics (the shared
   `train` loop), the run store's configuration and task variants, and the
   model replicas when `ray.inference: driver` (as in a local run);
@@ -47,6 +48,7 @@ from cua_rl.rollout.scheduler import TaskSource
 from cua_rl.runtime import ray_placement as placement
 from cua_rl.runtime.local import load_run_tasks
 from cua_rl.runtime.ray_fleet import WorkerFleet
+from cua_rl.runtime.ray_ranks import ray_rank_group
 from cua_rl.runtime.ray_replica_handle import STOP_GRACE_S, RemoteReplica
 from cua_rl.runtime.ray_services import RemoteGate
 from cua_rl.runtime.ray_workers import WorkerSpec
@@ -66,19 +68,21 @@ async def run_training_ray(cfg: RunConfig, run_dir: Path, *, resume: bool = Fals
                  if cfg.ray.address is None else {})
         ray.init(address=cfg.ray.address, **local)
     try:
-        engines, served = await start_engines(cfg, run_dir, resume)
-        versions = {role: engine.version for role, engine in engines.items()}
         fleets: list[WorkerFleet] = []
-        async with ray_components(cfg, served, run_dir, versions) as parts:
+        async with start_engines(cfg, run_dir, resume, transport=ray_rank_group(cfg.ray)
+                                 ) as (engines, served):
+            versions = {role: engine.version for role, engine in engines.items()}
+            async with ray_components(cfg, served, run_dir, versions) as parts:
 
-            def make_fleet(source: TaskSource, on_group: GroupHandler) -> WorkerFleet:
-                fleets.append(WorkerFleet(parts.scheduler, parts.workers, source, on_group))
-                return fleets[-1]
+                def make_fleet(source: TaskSource, on_group: GroupHandler) -> WorkerFleet:
+                    fleets.append(WorkerFleet(parts.scheduler, parts.workers, source,
+                                              on_group))
+                    return fleets[-1]
 
-            summary = await train(cfg, run_dir, store=parts.store, policy=parts.policy,
-                                  prm=parts.prm, task_set=parts.task_set, engines=engines,
-                                  gate=RemoteGate(parts.gate, cfg.fleet.eta),
-                                  rollouts=make_fleet, resume=resume)
+                summary = await train(cfg, run_dir, store=parts.store, policy=parts.policy,
+                                      prm=parts.prm, task_set=parts.task_set, engines=engines,
+                                      gate=RemoteGate(parts.gate, cfg.fleet.eta),
+                                      rollouts=make_fleet, resume=resume)
         summary["episodes_per_worker"] = fleets[0].episodes_per_worker()
         return summary
     finally:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import time
@@ -31,6 +32,7 @@ from cua_rl.adapt.critique import Critic
 from cua_rl.adapt.rewriter import TaskTemplate, load_difficulty, make_rewriter
 from cua_rl.adapt.selector import TemplateSelector
 from cua_rl.config import RunConfig
+from cua_rl.inference.config import ModelServersConfig
 from cua_rl.inference.launcher import (
     default_tiny_dir,
     ensure_tiny_model,
@@ -40,6 +42,7 @@ from cua_rl.inference.launcher import (
 from cua_rl.inference.pool import InferencePool
 from cua_rl.learner.base import TrainEngine
 from cua_rl.learner.config import LearnerLoopConfig
+from cua_rl.learner.engines import TransportFactory
 from cua_rl.learner.service import LearnerService, Role, latest_checkpoint
 from cua_rl.learner.weight_sync import WeightSync
 from cua_rl.reward.samples import GroupSamples
@@ -58,18 +61,23 @@ from cua_rl.types import GroupRecord, TaskVariant
 log = logging.getLogger(__name__)
 
 
-async def _engine(cfg: RunConfig, role: str, base: str, ckpt: Path, resume: bool
-                  ) -> TrainEngine:
+async def _engine(cfg: RunConfig, role: str, base: str, run_dir: Path, resume: bool,
+                  transport: TransportFactory | None) -> TrainEngine:
     from cua_rl.learner.engines import build_engine
 
     learner = cfg.train.policy if role == "policy" else cfg.train.prm
     temperature = cfg.episode.temperature if role == "policy" else cfg.judge.temperature
     learner = learner.model_copy(update={"temperature": temperature})
     loop = asyncio.get_running_loop()
-    engine = await loop.run_in_executor(None, build_engine, learner, base)
-    found = latest_checkpoint(ckpt, role) if resume else None  # type: ignore[arg-type]
-    if found is not None:
-        await loop.run_in_executor(None, engine.load_checkpoint, found[0])
+    engine = await loop.run_in_executor(None, functools.partial(
+        build_engine, learner, base, name=role, log_dir=run_dir / "logs", transport=transport))
+    try:
+        found = latest_checkpoint(run_dir / "checkpoints", role) if resume else None  # type: ignore[arg-type]
+        if found is not None:
+            await loop.run_in_executor(None, engine.load_checkpoint, found[0])
+    except BaseException:
+        await loop.run_in_executor(None, engine.close)
+        raise
     return engine
 
 
@@ -91,31 +99,56 @@ async def run_training(cfg: RunConfig, run_dir: Path, *, resume: bool = False
                        ) -> dict[str, Any]:
     """A training run with every component on this machine (`runtime: local`);
     `runtime: ray` is `ray_train.run_training_ray`, which reuses `train` below."""
-    engines, served = await start_engines(cfg, run_dir, resume)
-    versions = {role: engine.version for role, engine in engines.items()}
-    async with local_components(served, run_dir, versions=versions) as parts:
-        return await _train(cfg, run_dir, parts, engines, resume)
+    async with start_engines(cfg, run_dir, resume) as (engines, served):
+        versions = {role: engine.version for role, engine in engines.items()}
+        async with local_components(served, run_dir, versions=versions) as parts:
+            return await _train(cfg, run_dir, parts, engines, resume)
 
 
-async def start_engines(cfg: RunConfig, run_dir: Path, resume: bool
-                        ) -> tuple[dict[str, TrainEngine], RunConfig]:
+@contextlib.asynccontextmanager
+async def start_engines(cfg: RunConfig, run_dir: Path, resume: bool,
+                        transport: TransportFactory | None = None
+                        ) -> AsyncIterator[tuple[dict[str, TrainEngine], RunConfig]]:
     """The two learner engines (from their last checkpoints on resume) and the
     config the model servers start from: on resume it serves the checkpointed
-    weights, so servers and learners agree on the version."""
-    ckpt = run_dir / "checkpoints"
-    ckpt.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 - once, at start-up
+    weights, so servers and learners agree on the version. On exit the engines are
+    closed (a rank group stops its ranks). `transport`: how a learner with
+    `ranks` > 1 places its ranks (default: processes on this machine)."""
+    (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 - once, at start-up
     tiny = cfg.tiny_model_dir or default_tiny_dir()
     if "tiny" in (cfg.policy.model, cfg.prm.model):
         await ensure_tiny_model(tiny)
-    engines = {role: await _engine(cfg, role, resolve_model(servers, tiny), ckpt, resume)
-               for role, servers in (("policy", cfg.policy), ("prm", cfg.prm))}
-    served = cfg.model_copy(deep=True)
-    for role, engine in engines.items():
-        if engine.version:  # resume: serve the checkpointed weights under their version
-            export = run_dir / "exports" / f"{role}-resume-v{engine.version}"
-            await asyncio.get_running_loop().run_in_executor(None, engine.export_weights, export)
-            getattr(served, role).model = str(export)
-    return engines, served
+    loop = asyncio.get_running_loop()
+    engines: dict[str, TrainEngine] = {}
+
+    async def start(role: str, servers: ModelServersConfig) -> None:
+        engines[role] = await _engine(cfg, role, resolve_model(servers, tiny), run_dir,
+                                      resume, transport)
+
+    roles = [("policy", cfg.policy), ("prm", cfg.prm)]
+    grouped = {role for role, _ in roles if getattr(cfg.train, role).ranks > 1}
+    try:
+        # In-process engines one after the other (DeepSpeed's process-wide setup);
+        # rank groups at once (their ranks load the model in their own processes).
+        for role, servers in roles:
+            if role not in grouped:
+                await start(role, servers)
+        starts = [start(role, servers) for role, servers in roles if role in grouped]
+        failed = [r for r in await asyncio.gather(*starts, return_exceptions=True)
+                  if isinstance(r, BaseException)]
+        if failed:
+            raise failed[0]
+        engines = {role: engines[role] for role, _ in roles}
+        served = cfg.model_copy(deep=True)
+        for role, engine in engines.items():
+            if engine.version:  # resume: serve the checkpointed weights under their version
+                export = run_dir / "exports" / f"{role}-resume-v{engine.version}"
+                await loop.run_in_executor(None, engine.export_weights, export)
+                getattr(served, role).model = str(export)
+        yield engines, served
+    finally:
+        for engine in engines.values():
+            await asyncio.shield(loop.run_in_executor(None, engine.close))
 
 
 async def _train(cfg: RunConfig, run_dir: Path, parts: Components,

@@ -5,8 +5,9 @@ episodes abort, and nothing is left running.
 
 Faults that do not interfere share one run: a rollout gets a malformed policy
 answer (a proxy in front of a real replica), a truncated screenshot (the guest's
-fault hook) and a killed guest server. A training run is stopped with SIGKILL (its
-children must stop by themselves) and resumed to the end; SIGTERM and resume are
+fault hook) and a killed guest server. A training run, whose learners are two-rank
+groups, is stopped with SIGKILL (its children, rank processes included, must stop
+by themselves) and resumed to the end; SIGTERM and resume are
 covered by test_train_local.py, the 10 s stop goal by `cua-rl bench faults`
 (sigterm). A rollout whose policy server is dead gives every episode up, sets the
 variants aside and exits 1 with one line.
@@ -33,6 +34,10 @@ from cua_rl.runtime.fault_run import FAULT_HOOKS_ENV, store_summary
 pytestmark = [pytest.mark.desktop, pytest.mark.model]
 
 DEADLINE_S = 300.0
+RANKS = [f"train.{role}.{key}" for role in ("policy", "prm")
+         for key in ("ranks=2", "engine.type=deepspeed", "engine.zero_stage=2")]
+"""The SIGKILLed training run's learners are rank groups: their rank processes
+must stop by themselves too, and the resume starts them again."""
 
 
 def _nothing_left(run) -> None:
@@ -78,9 +83,10 @@ def test_training_survives_sigkill_with_resume(
     tmp_path: Path, tiny_model_dir: Path, local_desktops: None
 ) -> None:
     bench = FaultBench(tmp_path, DEADLINE_S, log=print, tiny_dir=tiny_model_dir)
-    run = bench.run("train", "train", TRAIN)
+    run = bench.run("train", "train", [*TRAIN, *RANKS])
     assert wait_for_progress(run, DEADLINE_S) is not None, run.error_lines()
     before = good_trajectories(run.run_dir)
+    assert len(run.find(r"cua_rl\.learner\.rank_process")) == 4  # seen, so checked below
     run.signal(signal.SIGKILL)  # only the main process: its children must notice
     assert run.wait(10) is not None
     _nothing_left(run)  # replicas and desktops stop themselves when their run dies

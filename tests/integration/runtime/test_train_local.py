@@ -27,6 +27,18 @@ def _overrides(tmp_path: Path, tiny_model_dir: Path) -> list[str]:
             f"desktops.provider.state_dir={tmp_path / 'state'}", "metrics.live=false"]
 
 
+RANKS = [f"train.{role}.{key}" for role in ("policy", "prm") for key in (
+    "ranks=2", "engine.type=deepspeed", "engine.zero_stage=3")]
+"""Both learners as two ZeRO-3 rank processes each (docs/learner-ranks.md)."""
+
+
+def _rank_pids(proc: subprocess.Popen) -> list[int]:
+    import psutil
+
+    return [p.pid for p in psutil.Process(proc.pid).children(recursive=True)
+            if "cua_rl.learner.rank_process" in " ".join(p.cmdline())]
+
+
 def _summary(run: Path) -> dict:
     out = subprocess.run(_cli("runs", "show", str(run), "--json"), check=True,
                          capture_output=True, text=True)
@@ -75,10 +87,12 @@ def test_quickstart_trains_both_models_and_adapts(
 def test_killed_run_resumes_without_duplicated_or_missing_updates(
     tmp_path: Path, primed_tiny_model_dir: Path, local_desktops: None
 ) -> None:
+    """Also the learner rank groups' run: both learners on two ZeRO-3 ranks, stopped
+    after a checkpoint and resumed on two ranks from it."""
     run = tmp_path / "run"
     args = _cli("train", "--preset", "quickstart", "--out", str(run),
                 *_overrides(tmp_path, primed_tiny_model_dir), "train.max_policy_updates=3",
-                "fleet.max_groups=40")
+                "fleet.max_groups=40", *RANKS)
     proc = subprocess.Popen(args, start_new_session=True)
     deadline = time.monotonic() + 600
     try:
@@ -90,11 +104,16 @@ def test_killed_run_resumes_without_duplicated_or_missing_updates(
                 break
             time.sleep(0.5)  # poll interval
         before = RunStore(run).summary()
+        ranks = _rank_pids(proc)
+        assert len(ranks) == 4, ranks  # two per learner
         os.kill(proc.pid, signal.SIGTERM)
         assert proc.wait(120) != 0
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+    assert [pid for pid in ranks if _alive(pid)] == []  # stopped with the run
+    ckpt, _ = latest_checkpoint(run / "checkpoints", "policy")
+    assert json.loads((ckpt / "ranks.json").read_text())["ranks"] == 2
     assert 1 <= before["policy_updates"] < 3
     resume = _cli("train", "--resume", str(run), *_overrides(tmp_path, primed_tiny_model_dir),
                   "--json")
@@ -108,3 +127,18 @@ def test_killed_run_resumes_without_duplicated_or_missing_updates(
                if '"scope": "policy"' in line]
     # every version 1..3 was reached; one lost between checkpoint and kill may repeat
     assert set(updates) == {1, 2, 3}
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()
+               if '"scope": "policy"' in line or '"scope": "prm"' in line]
+    for record in records:  # every update of both learners, before and after the resume
+        assert record["ranks"] == 2, record
+        tokens = [record["rank0_tokens"], record["rank1_tokens"]]
+        assert max(tokens) - min(tokens) <= 8192, record  # train.*.micro_batch_tokens
+
+
+def _alive(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
