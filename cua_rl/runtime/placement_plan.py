@@ -66,7 +66,7 @@ class Plan:
 
 
 def learner_ranks(learner: LearnerConfig) -> int:
-    return int(getattr(learner, "ranks", 1))
+    return learner.ranks
 
 
 def build_plan(cfg: RunConfig, gpu_gib: float = 80.0) -> Plan:
@@ -82,9 +82,10 @@ def build_plan(cfg: RunConfig, gpu_gib: float = 80.0) -> Plan:
         learners.append(_learner_memory(cfg, role, learner, servers, gpu_gib))
     placements.append(_fleet(cfg))
     notes = []
-    if cfg.runtime == "ray":
-        notes.append("learner ranks start on the driver's machine (the learners live in "
-                     "the driver); submit the driver to a node with their GPUs")
+    if cfg.runtime == "ray" and any(learner_ranks(getattr(cfg.train, r)) == 1
+                                    for r in ("policy", "prm")):
+        notes.append("a learner of one rank runs in the driver: submit the driver to a "
+                     "node with its GPU (learners of several ranks are Ray actors)")
     return Plan(placements, learners, gpu_gib, notes)
 
 
@@ -115,6 +116,12 @@ def _learner_placement(cfg: RunConfig, role: str, learner: LearnerConfig) -> Pla
         what = f"torch engine on {engine.device}"
         gpus = 1 if engine.device.startswith("cuda") else 0
         ranks = 1
+    if cfg.runtime == "ray" and ranks > 1:
+        bundle = f"{{CPU: {learner.rank_cpus:g}, GPU: {learner.rank_gpus:g}}}"
+        if gpus and not learner.rank_gpus:
+            what += f"; nccl needs a GPU per rank: set train.{role}.rank_gpus=1"
+        return Placement(f"{role} learner", ranks, f"{what}, a Ray actor in a bundle {bundle}",
+                         learner.rank_gpus or gpus, "Ray cluster (one placement group per learner)")
     return Placement(f"{role} learner", ranks, what, gpus, "driver's machine")
 
 
