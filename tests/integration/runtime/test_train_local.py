@@ -87,8 +87,9 @@ def test_quickstart_trains_both_models_and_adapts(
 def test_killed_run_resumes_without_duplicated_or_missing_updates(
     tmp_path: Path, primed_tiny_model_dir: Path, local_desktops: None
 ) -> None:
-    """Also the learner rank groups' run: both learners on two ZeRO-3 ranks, stopped
-    after a checkpoint and resumed on two ranks from it."""
+    """Also the learner rank groups' run: both learners on two ZeRO-3 ranks, SIGKILLed
+    after a checkpoint (its rank processes stop by themselves) and resumed on two
+    ranks from it."""
     run = tmp_path / "run"
     args = _cli("train", "--preset", "quickstart", "--out", str(run),
                 *_overrides(tmp_path, primed_tiny_model_dir), "train.max_policy_updates=3",
@@ -106,11 +107,14 @@ def test_killed_run_resumes_without_duplicated_or_missing_updates(
         before = RunStore(run).summary()
         ranks = _rank_pids(proc)
         assert len(ranks) == 4, ranks  # two per learner
-        os.kill(proc.pid, signal.SIGTERM)
+        os.kill(proc.pid, signal.SIGKILL)  # only the run: its ranks must notice
         assert proc.wait(120) != 0
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+    gone = time.monotonic() + 60
+    while [pid for pid in ranks if _alive(pid)] and time.monotonic() < gone:
+        time.sleep(0.2)  # poll interval: the ranks watch their owner's pidfd
     assert [pid for pid in ranks if _alive(pid)] == []  # stopped with the run
     ckpt, _ = latest_checkpoint(run / "checkpoints", "policy")
     assert json.loads((ckpt / "ranks.json").read_text())["ranks"] == 2
