@@ -41,6 +41,7 @@ from cua_rl.desktop.providers.container_limits import (
     limits_args,
     limits_info,
     mount_run_dir,
+    reset_run_dir,
     unmount_run_dir,
 )
 from cua_rl.desktop.providers.local_log import sanitize
@@ -94,9 +95,6 @@ class ContainerProvider(DesktopProvider):
         try:
             await asyncio.to_thread(self._prepare, ddir)
             token = st.write_token(ddir / "token")  # the host's copy, out of the desktop's reach
-            guest_copy = ddir / "run" / "token"
-            guest_copy.write_text(token)
-            os.chown(guest_copy, UID, UID)
             port = self._port()
             await asyncio.to_thread(self._start_forwarder, ddir, name, port)
             handle = self._handle(desktop_id, port, token, "running")
@@ -268,11 +266,15 @@ class ContainerProvider(DesktopProvider):
 
     async def _launch(self, handle: DesktopHandle) -> None:
         """`run` the container and wait for its guest; on failure remove it (with its
-        logs in the error), so a failed start leaves no container behind."""
+        logs in the error), so a failed start leaves no container behind. The run dir
+        is emptied first and gets the token again: whatever the last container left
+        there (a planted directory, a link, 64 files) cannot break the new one."""
         name = self.container_name(handle.id)
         port = int(handle.url.rsplit(":", 1)[1])
-        sock = self.state_dir / handle.id / "run" / "guest.sock"
-        await asyncio.to_thread(lambda: sock.unlink(missing_ok=True))
+        if not handle.token:
+            raise DesktopError(f"container provider: no host copy of {handle.id!r}'s token "
+                               f"in {self.state_dir / handle.id / 'token'}")
+        await asyncio.to_thread(reset_run_dir, self.state_dir / handle.id / "run", handle.token)
         try:
             result = await self._cli(*self.run_argv(handle.id, port)[1:])
             if not result.ok:

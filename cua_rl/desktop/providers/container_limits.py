@@ -11,7 +11,7 @@ engine (tmpfs copy-up) in every new container, so a reset still restores it.
 The engine keeps at most `LOG_MAX` of the container's output (json-file
 rotation), and the run dir the host shares with the container is a tiny tmpfs
 on the host when the provider runs as root (else a plain directory: `limits`
-then says `run_dir: "host disk"`).
+then says `run_dir: "host disk"`), emptied before every container starts.
 
 The desktop runs as the image's `user`, whose uid (`recipe.UID`) must be no
 account and no subordinate id range of the host: `check_host_uid` refuses to
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -116,3 +117,20 @@ def unmount_run_dir(run: Path) -> None:
     if result.returncode != 0:
         raise DesktopError(f"container provider: cannot unmount {run}: "
                            f"{result.stderr.strip()[-300:] or result.returncode}")
+
+
+def reset_run_dir(run: Path, token: str) -> None:
+    """Empty `run` (without following anything the desktop planted: rmtree works on
+    descriptors and never follows links) and write the guest's copy of `token`."""
+    for entry in os.scandir(run):
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path)
+        else:
+            os.unlink(entry.path)
+    fd = os.open(run / "token", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        os.write(fd, token.encode())
+        if os.geteuid() == 0:
+            os.fchown(fd, UID, UID)
+    finally:
+        os.close(fd)
