@@ -168,6 +168,9 @@ def _add_user(root: Path) -> None:
         path.mkdir(exist_ok=True)
         os.chown(path, rc.UID, rc.UID)
     write_default_apps(root)
+    template = root / rc.HOME_TEMPLATE_IN_IMAGE.lstrip("/")
+    template.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(root / "home" / rc.USER, template, symlinks=True)
 
 
 def write_default_apps(root: Path, owner: tuple[int, int] = (rc.UID, rc.UID)) -> Path | None:

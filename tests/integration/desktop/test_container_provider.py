@@ -17,6 +17,7 @@ import pytest
 
 from cua_rl.desktop.providers.container import ContainerProvider
 from cua_rl.desktop.providers.container_config import ContainerProviderConfig
+from cua_rl.images.recipe import UID
 
 pytestmark = pytest.mark.desktop
 
@@ -45,6 +46,17 @@ async def test_start_screenshot_reset_restores_the_home(provider: ContainerProvi
     assert await provider.health(handle)
     who = await client.execute(["id", "-un"])
     assert who.ok and who.output.strip() == "user", who
+    # issue 29: a uid no host account has; a read-only root, every writable place a
+    # size-capped tmpfs (nothing lands on the engine's overlay, the host's disk).
+    uid = await client.execute(["id", "-u"])
+    assert uid.output.strip() == str(UID) == str(handle.info["limits"]["uid"]), uid
+    mounts = await client.execute(["cat", "/proc/self/mounts"])
+    table = {f[1]: (f[2], f[3]) for f in (line.split() for line in mounts.output.splitlines())}
+    assert table["/"][1].startswith("ro,"), table["/"]
+    limits = handle.info["limits"]
+    for path, mb in (("/home/user", limits["home_mb"]), ("/tmp", limits["tmp_mb"]),
+                     ("/var/tmp", limits["tmp_mb"]), ("/run", limits["tmp_mb"])):
+        assert table[path][0] == "tmpfs" and f"size={mb * 1024}k" in table[path][1], table[path]
     # Every module the guest imports has a valid pyc (hash-checked: the image's files
     # carry mtime 0), so no desktop compiles Python at start.
     pycs = await client.execute(["python3", "-c", textwrap.dedent("""
