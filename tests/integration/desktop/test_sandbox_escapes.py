@@ -387,14 +387,17 @@ async def _a_planted_run_dir_does_not_break_the_reset(scene: Scene) -> None:
     """Containers share their run dir (the guest's socket is made there), so the agent
     may fill it: it is a 1 MiB tmpfs of 64 inodes, and the host empties it (never
     following a link) before the next container starts."""
-    rc, out = await scene.run(hostile.plant() + "for i in $(seq 100); do : > /run/cua/f$i; done;"
-                              " dd if=/dev/zero of=/run/cua/fill bs=1M count=64 2>/dev/null;"
-                              " du -sk /run/cua | cut -f1")
+    rc, out = await scene.run(
+        hostile.plant() + "for i in $(seq 100); do touch /run/cua/f$i; done 2>/dev/null;"
+        + hostile.disk_fill("/run/cua/fill", 64).replace("rm -f", ": ")
+        + "echo HOSTILE run_dir kib=$(du -sk /run/cua | cut -f1)")
     assert "/run/cua/planted_dir" in hostile.report(out, "plant").get("made", ""), out
     run_dir = Path(scene.a.info["run_dir"])
     mounted = await asyncio.to_thread(os.path.ismount, run_dir)
     assert mounted, "the run dir is not its own tmpfs (is the provider root?)"
-    assert int(out.split()[-1]) <= 1024 + 64, out  # KiB: the tmpfs is full, not the disk
+    # the tmpfs is full (the fill stopped at 1 MiB), not the host's disk
+    assert int(hostile.report(out, "disk_fill")["written_mib"]) <= 1, out
+    assert int(hostile.report(out, "run_dir")["kib"]) <= 1024 + 64, out
     handle = await scene.provider.reset(scene.a)
     assert await scene.provider.health(handle)
     entries = await asyncio.to_thread(lambda: sorted(p.name for p in run_dir.iterdir()))
