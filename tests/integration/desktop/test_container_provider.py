@@ -142,6 +142,8 @@ def test_nothing_outlives_a_run_killed_by_sigkill(tmp_path: Path,
         while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not os.path.exists(f"/proc/{pid}"), "forwarder outlived its run"
+        run_dir = tmp_path / "state" / "orphan" / "run"
+        assert not os.path.ismount(run_dir), "the run dir's tmpfs outlived its run"
     finally:
         owner.kill()
         for cid in _containers(prefix):
