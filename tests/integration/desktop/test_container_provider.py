@@ -5,6 +5,7 @@ desktops cannot see each other, and nothing outlives a run that dies."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -146,5 +147,34 @@ def test_nothing_outlives_a_run_killed_by_sigkill(tmp_path: Path,
         assert not os.path.ismount(run_dir), "the run dir's tmpfs outlived its run"
     finally:
         owner.kill()
+        for cid in _containers(prefix):
+            subprocess.run(["docker", "rm", "-f", cid], capture_output=True, timeout=60)
+
+
+def test_vm_up_json_reports_the_limits_and_down_unmounts(tmp_path: Path,
+                                                          minimal_docker_image: str) -> None:
+    """issue 29: `vm up --json` says what a container desktop may use; `vm down`
+    leaves neither a container nor the run dir's tmpfs behind."""
+    prefix = f"cua-rl-test-cli-{os.getpid()}-"
+    common = ["--provider", "container", "--set", f"image={minimal_docker_image}",
+              "--set", f"name_prefix={prefix}", "--state-dir", str(tmp_path / "state")]
+
+    def cli(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "cua_rl.cli", "vm", *args, *common],
+                              capture_output=True, text=True, timeout=180,
+                              env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    try:
+        up = json.loads(cli("up", "--json"))
+        limits = up[0]["limits"]
+        assert (limits["pids"], limits["memory_mb"], limits["uid"]) == (2048, 4096, UID)
+        assert limits["root"] == "read-only" and limits["run_dir"] == "tmpfs 1m", limits
+        run_dir = tmp_path / "state" / up[0]["id"] / "run"
+        assert os.path.ismount(run_dir)
+        assert "stopped" in cli("down", "--all")
+        assert _containers(prefix) == [] and not os.path.ismount(run_dir)
+    finally:
         for cid in _containers(prefix):
             subprocess.run(["docker", "rm", "-f", cid], capture_output=True, timeout=60)
