@@ -543,11 +543,10 @@ async def test_hostile_programs_hit_the_desktops_limits_not_the_hosts(scene: Sce
     assert await scene.provider.health(scene.a) and await scene.provider.health(scene.b)
 
 
-ENGINE_DENIED = ("bpf", "keyctl", "mount")
+ENGINE_DENIED = ("bpf", "keyctl", "mount", "pidfd_getfd", "process_vm_readv")
 """What the engine's default seccomp profile and `--cap-drop ALL` deny in a container
-desktop; it allows ptrace, pidfd_getfd and process_vm_readv of the agent's own
-processes (the guest is non-dumpable, so not of the guest) and io_uring on
-this engine version: docs/sandbox.md, Limits."""
+desktop; it allows ptrace of the agent's own processes (the guest is non-dumpable,
+so not of the guest) and io_uring on Docker 20.10: docs/sandbox.md, Limits."""
 
 
 async def test_seccomp_denies_what_desktop_apps_do_not_need(scene: Scene) -> None:
