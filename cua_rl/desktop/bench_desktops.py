@@ -210,9 +210,11 @@ def bench_desktops(providers: str, calls: int, max_limit: int, container_image: 
                  **({"image": qemu_image} if qemu_image else {})}}
     figures: dict[str, Any] = {}
     runs = [(name, name, fields[name]) for name in names]
-    if "local" in names:  # the limits' cost, side by side (issue 29)
-        runs.insert(names.index("local") + 1,
-                    ("local_no_limits", "local", {"limits": {"enabled": False}}))
+    for name in ("local", "container"):  # the limits' cost, side by side (issue 29)
+        if name in names:
+            at = next(i for i, run in enumerate(runs) if run[0] == name)
+            runs.insert(at + 1, (f"{name}_no_limits", name,
+                                 {**fields[name], "limits": {"enabled": False}}))
     for key, name, extra in runs:
         try:
             figures[key] = asyncio.run(bench_provider(name, calls, **extra))

@@ -158,13 +158,19 @@ def _install_session(stage: Path) -> None:
 
 
 def _add_user(root: Path) -> None:
-    _run(["chroot", str(root), "useradd", "--create-home", "--uid", str(rc.UID),
-          "--user-group", "--shell", "/bin/bash", rc.USER], "useradd")
+    # --no-log-init: a high uid would make /var/log/lastlog and faillog sparse files
+    # of hundreds of GB, which the tar would store whole.
+    _run(["chroot", str(root), "groupadd", "--gid", str(rc.UID), rc.USER], "groupadd")
+    _run(["chroot", str(root), "useradd", "--create-home", "--no-log-init", "--uid",
+          str(rc.UID), "--gid", str(rc.UID), "--shell", "/bin/bash", rc.USER], "useradd")
     for name in rc.HOME_DIRS:  # the folders OSWorld's tasks expect in the home
         path = root / "home" / rc.USER / name
         path.mkdir(exist_ok=True)
         os.chown(path, rc.UID, rc.UID)
     write_default_apps(root)
+    template = root / rc.HOME_TEMPLATE_IN_IMAGE.lstrip("/")
+    template.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(root / "home" / rc.USER, template, symlinks=True)
 
 
 def write_default_apps(root: Path, owner: tuple[int, int] = (rc.UID, rc.UID)) -> Path | None:

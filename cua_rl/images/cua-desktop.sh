@@ -59,6 +59,11 @@ fi
 unset CUA_GUEST_TOKEN
 
 export DISPLAY=:0 HOME=${HOME:-/home/user} XDG_RUNTIME_DIR=/tmp/runtime-user
+# Containers: the home is an empty size-capped tmpfs (the root is read-only); fill
+# it from the image's copy. A home that has files (a VM's, on its disk) is left as is.
+if [ -d /usr/local/share/cua-rl/home ] && [ -z "$(ls -A "$HOME")" ]; then
+  cp -R --preserve=mode,timestamps /usr/local/share/cua-rl/home/. "$HOME"/
+fi
 export PYTHONPATH=/opt/cua-guest/guest:/opt/cua-guest/site
 mkdir -p "$XDG_RUNTIME_DIR" && chmod 700 "$XDG_RUNTIME_DIR"
 cd "$HOME"

@@ -62,7 +62,7 @@ def _one_line(text: str) -> str:
 def _import(rootfs_tar: Path, content: str, tag: str) -> None:
     changes = [f'ENTRYPOINT ["{rc.SESSION_SCRIPT_IN_IMAGE}"]', f"USER {rc.USER}",
                f"WORKDIR /home/{rc.USER}", "ENV CUA_RUN_DIR=/run/cua",
-               f"LABEL cua-rl.image={content}"]
+               f"LABEL cua-rl.image={content}", f"LABEL cua-rl.uid={rc.UID}"]
     argv = ["docker", "import", *(a for c in changes for a in ("--change", c)), "-", tag]
     with tempfile.TemporaryFile() as err:  # a file: a full pipe cannot stall the import
         try:

@@ -21,14 +21,22 @@ from packaging.requirements import Requirement
 Profile = Literal["minimal", "full"]
 Format = Literal["rootfs", "docker", "qcow2"]
 
-RECIPE_VERSION = 3
+RECIPE_VERSION = 4
 """Bumped whenever the build steps change in a way the package lists do not show
 (2: the image is a cached base layer plus a top layer with the guest; 3: its Python
-is byte-compiled with hash-checked pycs). The user's default-apps list needs no
-bump: it is written only for Totem/Evince, whose addition changed the package list,
-so no base built before it has the same key)."""
+is byte-compiled with hash-checked pycs; 4: the user's uid is `UID`, no longer
+1000, and its home has a template copy at `HOME_TEMPLATE_IN_IMAGE`). The user's
+default-apps list needs no bump: it is written only for Totem/Evince, whose
+addition changed the package list, so no base built before it has the same key)."""
 SUITE = "bookworm"
-USER, UID = "user", 1000
+USER = "user"
+UID = 1_879_048_192
+"""The image's `user` (and its group): a uid that is no account on a host, so a
+process that escaped a container desktop owns nothing there (uid 1000 is usually
+the host's first account). It is the first uid above systemd's container range
+(524288-1879048191) and far above what `useradd` hands out as subordinate ids
+(/etc/subuid: 100000 + 65536 n); the container provider still refuses to start
+when a host account or subordinate range holds it (`container_uid.check_host_uid`)."""
 HOME_DIRS = ("Desktop", "Documents", "Downloads", "Music", "Pictures", "Videos")
 
 # The session: an X server, a window manager, D-Bus (AT-SPI needs a session bus)
@@ -69,6 +77,10 @@ GUEST_IN_IMAGE = f"{GUEST_DIR_IN_IMAGE}/guest"
 """The guest package itself (top layer): a directory of its own, so the top
 layer adds files and never rewrites one of the base."""
 SESSION_SCRIPT_IN_IMAGE = "/usr/local/bin/cua-desktop"
+HOME_TEMPLATE_IN_IMAGE = "/usr/local/share/cua-rl/home"
+"""A copy of the user's home as built: container desktops mount an empty
+size-capped tmpfs on the home, which the session script fills from it (the
+engine's tmpfs mounts copy nothing up)."""
 MANIFEST_IN_IMAGE = "/etc/cua-image/manifest.json"
 
 

@@ -40,6 +40,7 @@ from cua_rl.desktop.providers.aws_tls import (
     instance_token,
 )
 from cua_rl.errors import DesktopError
+from cua_rl.images.recipe import UID as IMAGE_UID
 
 ETC = "/etc/cua-fleet"
 STATE = "/var/lib/cua-fleet"
@@ -74,17 +75,17 @@ case "$slot" in ''|*[!0-9]*) echo "cua-fleet-desktop: SLOT must be a number" >&2
 engine=${CUA_FLEET_ENGINE:-docker}
 name="$CUA_FLEET_PREFIX$slot"
 run="$CUA_FLEET_STATE/slot-$slot/run"
-install -d -m 0700 -o 1000 -g 1000 "$run"
-install -m 0600 -o 1000 -g 1000 "$CUA_FLEET_ETC/tokens/slot-$slot" "$run/token"
+install -d -m 0700 -o @UID@ -g @UID@ "$run"
+install -m 0600 -o @UID@ -g @UID@ "$CUA_FLEET_ETC/tokens/slot-$slot" "$run/token"
 "$engine" rm -f "$name" >/dev/null 2>&1 || true
 rm -f "$run/guest.sock"
 "$engine" run --detach --init --name "$name" --label "cua-rl.fleet-slot=$slot" \
-  --network none --user 1000:1000 --cap-drop ALL --security-opt no-new-privileges \
+  --network none --user @UID@:@UID@ --cap-drop ALL --security-opt no-new-privileges \
   --ipc private --cpus "$CUA_FLEET_CPUS" --memory "$CUA_FLEET_MEMORY" --pids-limit 512 \
   --shm-size 256m -e "CUA_SCREEN_WIDTH=$CUA_FLEET_WIDTH" \
   -e "CUA_SCREEN_HEIGHT=$CUA_FLEET_HEIGHT" -e CUA_GUEST_LISTEN=unix:/run/cua/guest.sock \
   -v "$run:/run/cua" "$CUA_FLEET_IMAGE" >/dev/null
-"""
+""".replace("@UID@", str(IMAGE_UID))  # the image's user: no account on the host
 
 HOST_SH = r"""#!/bin/sh
 # cua-fleet-host: install the engine (no bridge), get the image, start every slot's

@@ -36,13 +36,24 @@ from cua_rl.desktop.client import GuestClient
 from cua_rl.desktop.providers import local_state as st
 from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider, GuestClients
 from cua_rl.desktop.providers.container_config import ContainerProviderConfig
+from cua_rl.desktop.providers.container_limits import (
+    check_host_uid,
+    limits_args,
+    limits_info,
+    mount_run_dir,
+    reset_run_dir,
+    unmount_run_dir,
+)
 from cua_rl.desktop.providers.local_log import sanitize
 from cua_rl.desktop.providers.local_session import process_start_time
 from cua_rl.desktop.providers.vm_host import CommandResult, run_command
 from cua_rl.errors import DesktopError, GuestUnavailable
+from cua_rl.images.recipe import UID, USER
 
 LABEL = "cua-rl.desktop"
 PORT_LABEL = "cua-rl.port"
+UID_LABEL = "cua-rl.uid"
+"""Set by `cua-rl image build` on the image: the uid of its `user` (`recipe.UID`)."""
 RUN_DIR_IN_CONTAINER = "/run/cua"
 ENGINE_HINT = ("apt-get install docker.io (then start dockerd) or podman, and build the "
                "image with `cua-rl image build --format docker`")
@@ -80,13 +91,10 @@ class ContainerProvider(DesktopProvider):
             raise DesktopError(f"desktop {desktop_id!r} is already running (container {name})")
         await self._remove(name)  # an exited leftover of an earlier process: start clean
         self._stop_forwarder(ddir)
-        await asyncio.to_thread(shutil.rmtree, ddir, True)
+        await asyncio.to_thread(_remove_dir, ddir)
         try:
             await asyncio.to_thread(self._prepare, ddir)
             token = st.write_token(ddir / "token")  # the host's copy, out of the desktop's reach
-            guest_copy = ddir / "run" / "token"
-            guest_copy.write_text(token)
-            os.chown(guest_copy, 1000, 1000)
             port = self._port()
             await asyncio.to_thread(self._start_forwarder, ddir, name, port)
             handle = self._handle(desktop_id, port, token, "running")
@@ -152,10 +160,10 @@ class ContainerProvider(DesktopProvider):
         return [self.engine, "run", "--detach", "--init", "--name",
                 self.container_name(desktop_id),
                 "--label", f"{LABEL}={desktop_id}", "--label", f"{PORT_LABEL}={port}",
-                "--network", "none", "--user", "1000:1000", "--cap-drop", "ALL",
+                "--network", "none", "--user", f"{UID}:{UID}", "--cap-drop", "ALL",
                 "--security-opt", "no-new-privileges", "--ipc", "private",
-                "--cpus", str(cfg.cpus), "--memory", cfg.memory,
-                "--pids-limit", str(cfg.pids_limit), "--shm-size", cfg.shm_size,
+                "--cpus", str(cfg.cpus), "--shm-size", cfg.shm_size,
+                *limits_args(cfg.limits, f"/home/{USER}"),
                 "-e", f"CUA_SCREEN_WIDTH={cfg.width}", "-e", f"CUA_SCREEN_HEIGHT={cfg.height}",
                 "-e", f"CUA_GUEST_LISTEN=unix:{RUN_DIR_IN_CONTAINER}/guest.sock",
                 "-v", f"{run_dir}:{RUN_DIR_IN_CONTAINER}",
@@ -171,10 +179,17 @@ class ContainerProvider(DesktopProvider):
         """Fail early, with the engine's own words, when it or the image is missing."""
         if self._checked:
             return
-        result = await self._cli("image", "inspect", "--format", "{{.Id}}", self.config.image)
+        result = await self._cli("image", "inspect", "--format",
+                                 f'{{{{index .Config.Labels "{UID_LABEL}"}}}}', self.config.image)
         if not result.ok:
             raise DesktopError(f"container provider: image {self.config.image!r} is not "
                                f"available ({result.describe()}); {ENGINE_HINT}")
+        if (found := result.stdout.strip()) != str(UID):
+            raise DesktopError(f"container provider: image {self.config.image!r} has label "
+                               f"{UID_LABEL}={found or '(none)'}, expected {UID} (built before "
+                               "its user left uid 1000?): rebuild it with `cua-rl image build "
+                               "--format docker`")
+        await asyncio.to_thread(check_host_uid)
         self._checked = True
 
     async def _state(self, name: str) -> str | None:
@@ -193,12 +208,13 @@ class ContainerProvider(DesktopProvider):
         await self._clients.drop(desktop_id)
         await self._remove(self.container_name(desktop_id))
         await asyncio.to_thread(self._stop_forwarder, ddir)
-        await asyncio.to_thread(shutil.rmtree, ddir, True)
+        await asyncio.to_thread(_remove_dir, ddir)
 
     def _prepare(self, ddir: Path) -> None:
         run = ddir / "run"
         run.mkdir(parents=True)
-        os.chown(run, 1000, 1000)  # the container's `user` creates its socket here
+        mount_run_dir(run)  # a 1 MiB tmpfs when root: writes there never reach the disk
+        os.chown(run, UID, UID)  # the container's `user` creates its socket here
         run.chmod(0o700)
 
     def _port(self) -> int:
@@ -250,11 +266,15 @@ class ContainerProvider(DesktopProvider):
 
     async def _launch(self, handle: DesktopHandle) -> None:
         """`run` the container and wait for its guest; on failure remove it (with its
-        logs in the error), so a failed start leaves no container behind."""
+        logs in the error), so a failed start leaves no container behind. The run dir
+        is emptied first and gets the token again: whatever the last container left
+        there (a planted directory, a link, 64 files) cannot break the new one."""
         name = self.container_name(handle.id)
         port = int(handle.url.rsplit(":", 1)[1])
-        sock = self.state_dir / handle.id / "run" / "guest.sock"
-        await asyncio.to_thread(lambda: sock.unlink(missing_ok=True))
+        if not handle.token:
+            raise DesktopError(f"container provider: no host copy of {handle.id!r}'s token "
+                               f"in {self.state_dir / handle.id / 'token'}")
+        await asyncio.to_thread(reset_run_dir, self.state_dir / handle.id / "run", handle.token)
         try:
             result = await self._cli(*self.run_argv(handle.id, port)[1:])
             if not result.ok:
@@ -290,11 +310,21 @@ class ContainerProvider(DesktopProvider):
 
     def _handle(self, desktop_id: str, port: int, token: str | None,
                 state: str) -> DesktopHandle:
+        cfg = self.config
+        run_dir = self.state_dir / desktop_id / "run"
         return DesktopHandle(
             id=desktop_id, url=f"http://127.0.0.1:{port}", token=token, provider=self.type,
             info={"container": self.container_name(desktop_id), "state": state,
                   "alive": state == "running", "image": self.config.image,
-                  "run_dir": str(self.state_dir / desktop_id / "run")})
+                  "run_dir": str(run_dir),
+                  "limits": limits_info(cfg.limits, cfg.cpus, cfg.shm_size,
+                                        os.path.ismount(run_dir))})
+
+
+def _remove_dir(ddir: Path) -> None:
+    """A desktop's state dir, its run dir's tmpfs unmounted first."""
+    unmount_run_dir(ddir / "run")
+    shutil.rmtree(ddir, ignore_errors=True)
 
 
 def _read(path: Path) -> str | None:

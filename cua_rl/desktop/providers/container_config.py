@@ -9,6 +9,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cua_rl.desktop.providers.local_config import DesktopLimits
+
 
 def default_container_state_dir() -> Path:
     """`$CUA_RL_STATE_DIR/container`, else `~/.cache/cua-rl/container`."""
@@ -34,14 +36,19 @@ class ContainerProviderConfig(BaseModel):
     state_dir: Path = Field(default_factory=default_container_state_dir)
     """Per desktop: the bind-mounted run dir (guest socket, token) and the
     forwarder's record; shared by every `cua-rl` invocation."""
+    limits: DesktopLimits = Field(default_factory=DesktopLimits)
+    """What one desktop may use, as for local desktops (docs/sandbox.md, "Limits"):
+    `pids` is `--pids-limit`, `memory_mb` is `--memory` with `--memory-swap` equal
+    (no swap; the tmpfs mounts count in it), `cpu_weight` is `--cpu-shares`
+    (weight x 1024 / 100), `home_mb` and `tmp_mb` size the tmpfs mounts of the
+    read-only root (home; /tmp, /var/tmp, /run). `enabled: false` drops them all
+    (a writable root on the engine's overlay; for bench comparisons only)."""
     cpus: float = Field(1.0, gt=0, le=64)
-    """CPU limit per desktop (`--cpus`)."""
-    memory: str = Field("2g", pattern=r"^\d+[kmg]$")
-    """Memory limit per desktop (`--memory`)."""
-    pids_limit: int = Field(512, ge=16)
-    """Process limit per desktop (`--pids-limit`): a fork bomb stays in its desktop."""
+    """Hard CPU cap per desktop (`--cpus`), on top of the share `limits.cpu_weight`
+    gives under contention (applied with limits on or off)."""
     shm_size: str = Field("256m", pattern=r"^\d+[kmg]$")
-    """Size of /dev/shm (Chromium needs more than the engine's 64m default)."""
+    """Size of /dev/shm (Chromium needs more than the engine's 64m default; a tmpfs,
+    counted in `limits.memory_mb`)."""
     width: int = Field(1920, ge=320, le=7680)
     """Screen width of the desktop's X server."""
     height: int = Field(1080, ge=240, le=4320)

@@ -4,7 +4,8 @@ guest's Unix socket in the desktop's run dir, and watches the run that owns it.
 Run as its own process (`python -m cua_rl.desktop.providers.container_forward`,
 leader of a new session) so a desktop outlives the command that started it
 (`cua-rl vm up`). With `--owner-pid`, when that process is gone (even killed by
-SIGKILL) it removes the container and exits: nothing of a dead run keeps running.
+SIGKILL) it removes the container, unmounts the run dir's tmpfs and exits:
+nothing of a dead run keeps running.
 The forwarding itself (a new Unix connection per TCP connection, so a container
 replaced by a reset is reached again; never following a symlink planted in the
 writable run dir, since this runs as root on the host) is `cua_rl.desktop.unix_forward`.
@@ -16,7 +17,9 @@ import argparse
 import asyncio
 import os
 import subprocess
+from pathlib import Path
 
+from cua_rl.desktop.providers.container_limits import unmount_run_dir
 from cua_rl.desktop.unix_forward import connect_no_follow, serve_forwards
 
 __all__ = ["connect_no_follow", "main", "serve"]
@@ -42,9 +45,10 @@ async def serve(port: int, socket_path: str, owner_pid: int | None, container: s
                 engine: str) -> None:
     until = (lambda: _owner_gone(owner_pid)) if owner_pid is not None else None
     stopped = await serve_forwards({port: socket_path}, until)
-    if not stopped:  # the owner died: take its desktop with it
+    if not stopped:  # the owner died: take its desktop with it, and its run dir's tmpfs
         await asyncio.to_thread(subprocess.run, [engine, "rm", "--force", container],
                                 capture_output=True, timeout=60)
+        await asyncio.to_thread(unmount_run_dir, Path(socket_path).parent)
 
 
 def main(argv: list[str] | None = None) -> None:

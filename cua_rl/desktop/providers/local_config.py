@@ -18,7 +18,9 @@ def default_state_dir() -> Path:
 
 
 class DesktopLimits(BaseModel):
-    """What one local desktop may use of the host (docs/sandbox.md, "Limits").
+    """What one desktop may use of the host (docs/sandbox.md, "Limits"): local
+    desktops apply it with a cgroup and tmpfs sizes, container desktops with the
+    engine's own options (`container_limits`).
 
     The defaults fit the `full` image's heaviest tasks (Chromium with a few tabs
     beside LibreOffice: ~1.5 GB, ~400 threads) with room to spare, and keep 96
@@ -28,8 +30,9 @@ class DesktopLimits(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool = True
-    """Off: no cgroup and no tmpfs sizes (the behaviour before issue 29; for
-    `cua-rl bench desktops` comparisons only)."""
+    """Off: no cgroup and no tmpfs sizes (containers: no engine limits and a
+    writable root), the behaviour before issue 29; for `cua-rl bench desktops`
+    comparisons only."""
     pids: int = Field(2048, ge=64, le=1 << 22)
     """Processes and threads of the whole desktop (cgroup `pids.max`): Chromium
     alone runs ~150 threads; a fork loop stops here instead of at the host's pid_max."""

@@ -5,6 +5,7 @@ desktops cannot see each other, and nothing outlives a run that dies."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -17,6 +18,7 @@ import pytest
 
 from cua_rl.desktop.providers.container import ContainerProvider
 from cua_rl.desktop.providers.container_config import ContainerProviderConfig
+from cua_rl.images.recipe import UID
 
 pytestmark = pytest.mark.desktop
 
@@ -45,6 +47,17 @@ async def test_start_screenshot_reset_restores_the_home(provider: ContainerProvi
     assert await provider.health(handle)
     who = await client.execute(["id", "-un"])
     assert who.ok and who.output.strip() == "user", who
+    # issue 29: a uid no host account has; a read-only root, every writable place a
+    # size-capped tmpfs (nothing lands on the engine's overlay, the host's disk).
+    uid = await client.execute(["id", "-u"])
+    assert uid.output.strip() == str(UID) == str(handle.info["limits"]["uid"]), uid
+    mounts = await client.execute(["cat", "/proc/self/mounts"])
+    table = {f[1]: (f[2], f[3]) for f in (line.split() for line in mounts.output.splitlines())}
+    assert table["/"][1].startswith("ro,"), table["/"]
+    limits = handle.info["limits"]
+    for path, mb in (("/home/user", limits["home_mb"]), ("/tmp", limits["tmp_mb"]),
+                     ("/var/tmp", limits["tmp_mb"]), ("/run", limits["tmp_mb"])):
+        assert table[path][0] == "tmpfs" and f"size={mb * 1024}k" in table[path][1], table[path]
     # Every module the guest imports has a valid pyc (hash-checked: the image's files
     # carry mtime 0), so no desktop compiles Python at start.
     pycs = await client.execute(["python3", "-c", textwrap.dedent("""
@@ -130,7 +143,38 @@ def test_nothing_outlives_a_run_killed_by_sigkill(tmp_path: Path,
         while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not os.path.exists(f"/proc/{pid}"), "forwarder outlived its run"
+        run_dir = tmp_path / "state" / "orphan" / "run"
+        assert not os.path.ismount(run_dir), "the run dir's tmpfs outlived its run"
     finally:
         owner.kill()
+        for cid in _containers(prefix):
+            subprocess.run(["docker", "rm", "-f", cid], capture_output=True, timeout=60)
+
+
+def test_vm_up_json_reports_the_limits_and_down_unmounts(tmp_path: Path,
+                                                          minimal_docker_image: str) -> None:
+    """issue 29: `vm up --json` says what a container desktop may use; `vm down`
+    leaves neither a container nor the run dir's tmpfs behind."""
+    prefix = f"cua-rl-test-cli-{os.getpid()}-"
+    common = ["--provider", "container", "--set", f"image={minimal_docker_image}",
+              "--set", f"name_prefix={prefix}", "--state-dir", str(tmp_path / "state")]
+
+    def cli(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "cua_rl.cli", "vm", *args, *common],
+                              capture_output=True, text=True, timeout=180,
+                              env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    try:
+        up = json.loads(cli("up", "--json"))
+        limits = up[0]["limits"]
+        assert (limits["pids"], limits["memory_mb"], limits["uid"]) == (2048, 4096, UID)
+        assert limits["root"] == "read-only" and limits["run_dir"] == "tmpfs 1m", limits
+        run_dir = tmp_path / "state" / up[0]["id"] / "run"
+        assert os.path.ismount(run_dir)
+        assert "stopped" in cli("down", "--all")
+        assert _containers(prefix) == [] and not os.path.ismount(run_dir)
+    finally:
         for cid in _containers(prefix):
             subprocess.run(["docker", "rm", "-f", cid], capture_output=True, timeout=60)

@@ -364,8 +364,10 @@ def _local_socket_dir(handle: DesktopHandle) -> Path:
 
 
 async def test_the_socket_dir_cannot_be_changed_from_inside(scene: Scene) -> None:
+    if scene.provider.type == "container":
+        return await _a_planted_run_dir_does_not_break_the_reset(scene)
     if scene.provider.type != "local":
-        pytest.skip(f"{scene.provider.type}: its channel is covered by the link test above")
+        pytest.skip(f"{scene.provider.type}: no host directory is shared with a VM")
     # Inside, /run is the sandbox's own tmpfs: the agent may create /run/cua there,
     # but the launcher's socket directory is in no mount the sandbox has.
     rc, out = await scene.run(hostile.plant())
@@ -381,10 +383,48 @@ async def test_the_socket_dir_cannot_be_changed_from_inside(scene: Scene) -> Non
     scene.a, scene.agent = handle, scene.provider.client(handle)
 
 
+async def _a_planted_run_dir_does_not_break_the_reset(scene: Scene) -> None:
+    """Containers share their run dir (the guest's socket is made there), so the agent
+    may fill it: it is a 1 MiB tmpfs of 64 inodes, and the host empties it (never
+    following a link) before the next container starts."""
+    rc, out = await scene.run(
+        hostile.plant() + "for i in $(seq 100); do touch /run/cua/f$i; done 2>/dev/null;"
+        + hostile.disk_fill("/run/cua/fill", 64).replace("rm -f", ": ")
+        + "echo HOSTILE run_dir kib=$(du -sk /run/cua | cut -f1)")
+    assert "/run/cua/planted_dir" in hostile.report(out, "plant").get("made", ""), out
+    run_dir = Path(scene.a.info["run_dir"])
+    mounted = await asyncio.to_thread(os.path.ismount, run_dir)
+    assert mounted, "the run dir is not its own tmpfs (is the provider root?)"
+    # the tmpfs is full (the fill stopped at 1 MiB), not the host's disk
+    assert int(hostile.report(out, "disk_fill")["written_mib"]) <= 1, out
+    assert int(hostile.report(out, "run_dir")["kib"]) <= 1024 + 64, out
+    handle = await scene.provider.reset(scene.a)
+    assert await scene.provider.health(handle)
+    entries = await asyncio.to_thread(lambda: sorted(p.name for p in run_dir.iterdir()))
+    assert entries == ["guest.sock", "token"], entries
+    scene.a, scene.agent = handle, scene.provider.client(handle)
+
+
+async def _engine_log(handle: DesktopHandle) -> Path:
+    proc = await asyncio.create_subprocess_exec(
+        "docker", "inspect", "--format", "{{.LogPath}}", handle.info["container"],
+        stdout=asyncio.subprocess.PIPE)
+    out, _ = await asyncio.wait_for(proc.communicate(), 30)
+    return Path(out.decode().strip())
+
+
 async def test_a_log_flood_stays_inside_the_desktop(scene: Scene) -> None:
-    if scene.provider.type != "local":
-        pytest.skip(f"{scene.provider.type}: its output goes to the engine or the VM console, "
-                    "not to a host file the launcher writes")
+    if scene.provider.type == "qemu":
+        pytest.skip("qemu: its output goes to the VM's console, not to a host file")
+    if scene.provider.type == "container":  # the engine's json-file log, rotated at 1 MiB
+        log = await _engine_log(scene.a)
+        await scene.agent.act(hostile.act_log_flood(mib=20), timeout=30)
+        rc, out = await scene.run(hostile.log_flood(mib=20))
+        assert int(hostile.report(out, "log_flood").get("targets", 0)) >= 1, out
+        size = (await asyncio.to_thread(log.stat)).st_size
+        assert size <= (1 << 20) + 65536, f"engine log is {size} bytes"
+        assert await scene.provider.health(scene.a)
+        return
     log = Path(scene.a.info["log"])
     before = (await asyncio.to_thread(log.stat)).st_size
     # pidfd_getfd is denied by the seccomp filter; with it allowed (a desktop without
@@ -411,29 +451,53 @@ HOST_NOISE_MB = 2048
 """Margin on the host's available-memory drop for other processes of a shared machine."""
 
 
-def _desktop_memory_peak(handle: DesktopHandle) -> int:
+async def _desktop_memory_peak(handle: DesktopHandle) -> int:
     """The desktop cgroup's peak memory (v1 max_usage_in_bytes, v2 memory.peak), read
-    through a process of the sandbox (the launcher's child, bwrap)."""
-    bwrap = next(c for c in psutil.Process(handle.info["pid"]).children() if c.name() == "bwrap")
-    for line in Path(f"/proc/{bwrap.pid}/cgroup").read_text().splitlines():
+    through a process of the sandbox (the local launcher's child bwrap, or the
+    container's init)."""
+    if "pid" in handle.info:
+        inside = next(c for c in psutil.Process(handle.info["pid"]).children()
+                      if c.name() == "bwrap")
+    else:
+        inside = await _host_root_process(handle)
+    return await asyncio.to_thread(_cgroup_memory_peak, inside.pid)
+
+
+def _cgroup_memory_peak(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
         _, ctls, path = line.split(":", 2)
         if "memory" in ctls.split(","):
             return int(Path(f"/sys/fs/cgroup/memory{path}/memory.max_usage_in_bytes").read_text())
         if ctls == "" and Path(f"/sys/fs/cgroup{path}/memory.peak").exists():
             return int(Path(f"/sys/fs/cgroup{path}/memory.peak").read_text())
-    raise AssertionError(f"no memory cgroup for {handle.id}")
+    raise AssertionError(f"no memory cgroup for pid {pid}")
+
+
+def _disk_used(paths: list[Path]) -> int:
+    """Used bytes summed over the distinct file systems holding `paths`."""
+    seen: dict[int, int] = {}
+    for path in paths:
+        if path.exists():
+            seen.setdefault(path.stat().st_dev, shutil.disk_usage(path).used)
+    return sum(seen.values())
 
 
 async def test_hostile_programs_hit_the_desktops_limits_not_the_hosts(scene: Scene) -> None:
-    if scene.provider.type != "local":
-        pytest.skip(f"{scene.provider.type}: limits are checked on local desktops so far "
-                    "(docs/sandbox.md, Limits)")
+    if scene.provider.type == "qemu":
+        pytest.skip("qemu: bounded by construction (the VM's -m, -smp and disk size; "
+                    "docs/sandbox.md, Limits)")
     limits = scene.a.info["limits"]
-    assert limits and limits["cgroup"] in ("v1", "v2"), scene.a.info
+    assert limits, scene.a.info
+    if scene.provider.type == "local":
+        assert limits["cgroup"] in ("v1", "v2"), scene.a.info
+    else:  # the engine's limits, and nothing writable but its tmpfs mounts
+        assert limits["root"] == "read-only" and limits["run_dir"].startswith("tmpfs"), limits
     neighbour = scene.provider.client(scene.b)
     baseline = await _screenshot_p99(neighbour)
     pids_before = len(psutil.pids())
-    disk_before = shutil.disk_usage(scene.state_dir).used
+    # the state dir's file system, and the engine's (its overlay and logs)
+    disks = [scene.state_dir, Path("/var/lib/docker")]
+    disk_before = _disk_used(disks)
     mem_before = psutil.virtual_memory().available
     peak = {"pids": 0, "mem_drop": 0}
 
@@ -450,41 +514,56 @@ async def test_hostile_programs_hit_the_desktops_limits_not_the_hosts(scene: Sce
         started = int(hostile.report(out, "fork_loop")["started"])
         during = await _screenshot_p99(neighbour, 10)
         rc, out = await scene.run(hostile.disk_fill("/home/user/fill", limits["home_mb"] + 256)
-                                  + hostile.disk_fill("/tmp/fill", limits["tmp_mb"] + 256))
-        home_mib, tmp_mib = (int(hostile.report(line, "disk_fill")["written_mib"])
-                             for line in out.splitlines() if line.startswith("HOSTILE"))
-        disk_growth = shutil.disk_usage(scene.state_dir).used - disk_before
+                                  + hostile.disk_fill("/tmp/fill", limits["tmp_mb"] + 256)
+                                  + hostile.disk_fill("/var/tmp/fill", 64)
+                                  + hostile.disk_fill("/fill", 64))
+        home_mib, tmp_mib, var_tmp_mib, root_mib = (
+            int(hostile.report(line, "disk_fill")["written_mib"])
+            for line in out.splitlines() if line.startswith("HOSTILE"))
+        disk_growth = _disk_used(disks) - disk_before
         rc, out = await scene.run(hostile.memory_hog(limits["memory_mb"] + 512, seconds=1))
         held = int(hostile.report(out, "memory_hog")["held_mib"])
     finally:
         watcher.cancel()
     print(f"\nlimits {limits}: fork loop started {started}, host pids +{peak['pids']}; "
-          f"disk fill home {home_mib} MiB, /tmp {tmp_mib} MiB, host disk +{disk_growth >> 20} MiB; "
+          f"disk fill home {home_mib} MiB, /tmp {tmp_mib} MiB, / {root_mib} MiB, "
+          f"host disk +{disk_growth >> 20} MiB; "
           f"memory hog held {held} MiB, host available -{peak['mem_drop'] >> 20} MiB; "
           f"neighbour screenshot max {baseline * 1000:.0f} ms -> {during * 1000:.0f} ms")
     assert started < limits["pids"] and peak["pids"] <= limits["pids"], (started, peak)
     assert home_mib <= limits["home_mb"] and tmp_mib <= limits["tmp_mb"], out
+    assert var_tmp_mib == 64 and root_mib == 0, out  # /var/tmp is a tmpfs; / is read-only
     assert disk_growth <= (limits["home_mb"] + limits["tmp_mb"]) << 20, disk_growth
     assert held < limits["memory_mb"], out  # OOM-killed inside the desktop
     # The desktop's own peak is exact; the host's available memory also moves with
     # whatever else runs on the machine (other test runs here), hence the margin.
-    assert _desktop_memory_peak(scene.a) <= limits["memory_mb"] << 20
+    assert await _desktop_memory_peak(scene.a) <= limits["memory_mb"] << 20
     assert peak["mem_drop"] <= (limits["memory_mb"] + HOST_NOISE_MB) << 20, peak
     assert during <= max(2 * baseline, 0.5), (baseline, during)
     assert await scene.provider.health(scene.a) and await scene.provider.health(scene.b)
 
 
+ENGINE_DENIED = ("bpf", "keyctl", "mount", "pidfd_getfd", "process_vm_readv")
+"""What the engine's default seccomp profile and `--cap-drop ALL` deny in a container
+desktop; it allows ptrace of the agent's own processes (the guest is non-dumpable,
+so not of the guest) and io_uring on Docker 20.10: docs/sandbox.md, Limits."""
+
+
 async def test_seccomp_denies_what_desktop_apps_do_not_need(scene: Scene) -> None:
-    if scene.provider.type != "local":
-        pytest.skip(f"{scene.provider.type}: the engine's or the VM's own (docs/sandbox.md)")
+    if scene.provider.type == "qemu":
+        pytest.skip("qemu: the VM's own kernel (docs/sandbox.md)")
     rc, out = await scene.run(hostile.denied_calls())
     errors = hostile.report(out, "denied_calls")
+    print(f"\n{scene.provider.type}: errno of each call {errors}")
+    if scene.provider.type == "container":
+        assert errors and all(errors[name] == "1" for name in ENGINE_DENIED), out
+        return
     assert errors and all(v == "1" for v in errors.values()), out  # EPERM each
 
 
 async def test_no_nested_user_namespace(scene: Scene) -> None:
-    if scene.provider.type != "local":
-        pytest.skip(f"{scene.provider.type}: checked on local desktops (bwrap --disable-userns)")
+    if scene.provider.type == "qemu":
+        pytest.skip("qemu: the VM's own kernel (the agent is not root in it)")
     rc, out = await scene.run(hostile.nested_userns())
     assert hostile.report(out, "nested_userns").get("rc") != "0", out
 

@@ -23,6 +23,7 @@ from cua_rl.desktop.providers.aws_fleet import (  # noqa: E402
 )
 from cua_rl.desktop.providers.aws_launch import launch_params  # noqa: E402
 from cua_rl.desktop.providers.aws_tls import instance_token, make_pair  # noqa: E402
+from cua_rl.images.recipe import UID as IMAGE_UID  # noqa: E402
 
 NOW = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
 TOKEN = "run-token-" + "q" * 20
@@ -74,7 +75,8 @@ def test_user_data_holds_k_pairs_tokens_and_the_container_commands() -> None:
     assert (agent["slots"], agent["guest_port"], agent["control_port"]) == (4, 6000, 5999)
     assert agent["desktop_command"] == ["/usr/local/sbin/cua-fleet-desktop"]
     desktop = files["/usr/local/sbin/cua-fleet-desktop"]["content"]
-    for flag in ("--network none", "--cap-drop ALL", "no-new-privileges", "--user 1000:1000"):
+    for flag in ("--network none", "--cap-drop ALL", "no-new-privileges",
+                 f"--user {IMAGE_UID}:{IMAGE_UID}", f"-o {IMAGE_UID} -g {IMAGE_UID}"):
         assert flag in desktop
     assert "-p " not in desktop and "--publish" not in desktop
     env = files["/etc/cua-fleet/fleet.env"]["content"]

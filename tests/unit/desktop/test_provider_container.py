@@ -8,8 +8,10 @@ import pytest
 
 from cua_rl.desktop.providers.container import ContainerProvider
 from cua_rl.desktop.providers.container_config import ContainerProviderConfig
+from cua_rl.desktop.providers.container_limits import check_host_uid
 from cua_rl.desktop.providers.factory import make_provider
 from cua_rl.errors import DesktopError
+from cua_rl.images.recipe import UID
 
 
 def provider(tmp_path: Path, **kw) -> ContainerProvider:
@@ -17,12 +19,20 @@ def provider(tmp_path: Path, **kw) -> ContainerProvider:
 
 
 def test_run_argv_isolates_and_limits_the_desktop(tmp_path: Path) -> None:
-    argv = provider(tmp_path, cpus=1.5, memory="3g", image="img:1").run_argv("d1", 41000)
+    limits = {"memory_mb": 3072, "pids": 700, "home_mb": 64, "tmp_mb": 32}
+    argv = provider(tmp_path, cpus=1.5, limits=limits, image="img:1").run_argv("d1", 41000)
     joined = " ".join(argv)
     assert argv[:2] == ["docker", "run"] and argv[-1] == "img:1"
     assert "--network none" in joined and "--cap-drop ALL" in joined
-    assert "--user 1000:1000" in joined and "no-new-privileges" in joined
-    assert "--cpus 1.5" in joined and "--memory 3g" in joined and "--pids-limit" in joined
+    assert f"--user {UID}:{UID}" in joined and "no-new-privileges" in joined
+    assert "--cpus 1.5" in joined and "--memory 3072m --memory-swap 3072m" in joined
+    assert "--pids-limit 700" in joined and "--cpu-shares 512" in joined
+    # bounded storage: a read-only root, every writable place a capped tmpfs
+    assert "--read-only" in argv and "--log-opt max-size=1m" in joined
+    tmpfs = {argv[i + 1].split(":")[0]: argv[i + 1] for i, a in enumerate(argv) if a == "--tmpfs"}
+    assert set(tmpfs) == {"/home/user", "/tmp", "/var/tmp", "/run"}, tmpfs
+    assert f"size=64m,mode=755,exec,uid={UID},gid={UID}" in tmpfs["/home/user"]
+    assert all("size=32m" in tmpfs[p] for p in ("/tmp", "/var/tmp", "/run"))
     assert "--label cua-rl.desktop=d1" in joined and "--label cua-rl.port=41000" in joined
     assert f"{tmp_path}/d1/run:/run/cua" in joined
     assert "-p" not in argv and "--publish" not in argv
@@ -42,3 +52,27 @@ def test_registry_builds_it_from_config() -> None:
     config = TypeAdapter(ProviderConfig).validate_python({"type": "container",
                                                           "engine": "docker"})
     assert isinstance(make_provider(config, owner_pid=1), ContainerProvider)
+
+
+def test_without_limits_the_root_is_the_engines_writable_overlay(tmp_path: Path) -> None:
+    argv = provider(tmp_path, limits={"enabled": False}).run_argv("d1", 41000)
+    assert "--read-only" not in argv and "--tmpfs" not in argv and "--memory" not in argv
+    assert provider(tmp_path, limits={"enabled": False})._handle(
+        "d1", 41000, None, "running").info["limits"] is None
+
+
+def test_limits_are_reported_in_the_handle(tmp_path: Path) -> None:
+    info = provider(tmp_path)._handle("d1", 41000, None, "running").info["limits"]
+    assert info["pids"] == 2048 and info["memory_mb"] == 4096 and info["uid"] == UID
+    assert info["root"] == "read-only" and info["run_dir"] == "host disk"  # not mounted
+
+
+def test_the_desktops_uid_must_be_no_host_account(tmp_path: Path) -> None:
+    check_host_uid(UID, subid_files=())  # no account holds it here
+    with pytest.raises(DesktopError, match="host account 'root'"):
+        check_host_uid(0, subid_files=())
+    subuid = tmp_path / "subuid"
+    subuid.write_text("garbage\nuser:100000:65536\n")
+    check_host_uid(UID, subid_files=(str(subuid),))
+    with pytest.raises(DesktopError, match=r"subuid's range of 'user' \(100000\+65536\)"):
+        check_host_uid(100000, subid_files=(str(subuid),))
