@@ -58,7 +58,7 @@ def parse_providers(text: str) -> list[str]:
 def provider_figures(start_s: float, reset_s: float, shots_ms: list[float],
                      rss: float | None) -> dict[str, Any]:
     """One provider's entry of the JSON: the measured samples reduced to the
-    figures the README quotes (times rounded to what the machine can resolve)."""
+    figures docs/figures.md quotes (times rounded to what the machine can resolve)."""
     return {"start_s": round(start_s, 2), "reset_s": round(reset_s, 2),
             "screenshot_p50_ms": round(statistics.median(shots_ms), 1),
             "screenshot_p99_ms": round(percentile(shots_ms, 99), 1),

@@ -1,6 +1,6 @@
 """`cua-rl train --preset learn-demo`, shortened: both evaluation passes, the training
 run between them, learn_demo.json and the PNGs. Checks the pipeline's counters and
-files, not the learning outcome (that takes the full run; README "Learning demo")."""
+files, not the learning outcome (that takes the full run; docs/learn-demo.md)."""
 
 from __future__ import annotations
 

@@ -58,7 +58,7 @@ def test_expected_files_are_made_at_evaluation_not_at_setup():
 
 
 def test_gui_goldens_space_their_key_events():
-    """Keys typed in a burst share X timestamps and get dropped under load (README)."""
+    """Keys typed in a burst share X timestamps and get dropped under load (docs/figures.md)."""
     calls = re.compile(r"pyautogui\.(write|press|hotkey)\((.*?)\)(;|$)")
     for task, _ in suite_groups(SUITE, REPO):
         for name, steps in read_golden(task).items():
