@@ -114,23 +114,29 @@ def _config_yaml(run_dir: Path) -> dict[str, Any]:
 
 
 def image_parts(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
-    """OpenAI `image_url` parts (here holding file paths) -> `{"type": "image"}` parts
-    plus the paths in order: the layout TRL's VLM SFT and HF chat templates read."""
+    """The actor's OpenAI messages (`image_url` parts, here holding file paths) in
+    TRL's vision layout: every content a list of parts, `{"type": "image"}` where an
+    image was, plus the image paths in order. Lists everywhere (no plain-string
+    content) so `datasets` infers one Arrow type for every message."""
     images: list[str] = []
     out = []
     for message in messages:
         content = message["content"]
-        if isinstance(content, list):
-            parts = []
-            for part in content:
-                if part.get("type") == "image_url":
-                    images.append(part["image_url"]["url"])
-                    parts.append({"type": "image"})
-                else:
-                    parts.append(part)
-            content = parts
-        out.append({**message, "content": content})
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        parts = []
+        for part in content:
+            if part.get("type") == "image_url":
+                images.append(part["image_url"]["url"])
+                parts.append({"type": "image"})
+            else:
+                parts.append(part)
+        out.append({**message, "content": parts})
     return out, images
+
+
+def response_turn(response: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": [{"type": "text", "text": response}]}
 
 
 def step_record(instruction: str, traj: Trajectory, step: Step, image: dict[str, str],
@@ -140,7 +146,7 @@ def step_record(instruction: str, traj: Trajectory, step: Step, image: dict[str,
     urls = [image[s.screenshot_before] for s in (*prior, step)]
     prompt = step_messages(instruction, prior, urls, traj.screen, prompting.episode)
     messages, images = image_parts(prompt)
-    messages.append({"role": "assistant", "content": step.response})
+    messages.append(response_turn(step.response))
     return {"index": step.index, "messages": messages, "images": images,
             "response": step.response, "policy_version": step.policy_version,
             "parse_error": asdict(step.parse_error) if step.parse_error else None,

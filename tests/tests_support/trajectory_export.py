@@ -47,7 +47,8 @@ def check_export(run: Path, processor_dir: Path, out: Path) -> list[dict]:
         responses = [s.response for s in traj.steps]
         assert len(record["steps"]) == len(record["images"]) == len(traj.steps)
         for i, step in enumerate(record["steps"]):
-            assistant = [m["content"] for m in step["messages"] if m["role"] == "assistant"]
+            assistant = [part["text"] for m in step["messages"] if m["role"] == "assistant"
+                         for part in m["content"]]
             assert assistant[-1] == responses[i]
             assert assistant == responses[i + 1 - len(assistant): i + 1]
             assert step["images"][-1] == record["images"][i]

@@ -43,14 +43,14 @@ def test_every_scored_trajectory_is_a_line_and_aborted_ones_are_counted(tmp_path
     assert [v["score"] for v in first["steps"][1]["verdicts"]] == list(vote_scores(0, 1))
     store = RunStore.read_only(tmp_path / "run")
     for i, step in enumerate(first["steps"]):
-        assert step["messages"][-1] == {"role": "assistant",
-                                        "content": f"<think>step {i} of traj-0</think> "
-                                        f"{('left_click', 'type', 'left_click_drag', 'key')[i]}"}
+        kind = ("left_click", "type", "left_click_drag", "key")[i]
+        assert step["messages"][-1] == {"role": "assistant", "content": [
+            {"type": "text", "text": f"<think>step {i} of traj-0</think> {kind}"}]}
+        assert all(isinstance(m["content"], list) for m in step["messages"])
         # the history window: the current screen and up to two past ones, in order
         shown = built.shots["traj-0"][max(0, i - 2): i + 1]
         assert step["images"] == [str(store.screenshot_path(n).resolve()) for n in shown]
-        parts = [p for m in step["messages"] if isinstance(m["content"], list)
-                 for p in m["content"]]
+        parts = [p for m in step["messages"] for p in m["content"]]
         assert sum(p == {"type": "image"} for p in parts) == len(step["images"])
     assert first["images"] == [str(store.screenshot_path(n).resolve())
                                for n in built.shots["traj-0"]]
