@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections import Counter
 from collections.abc import Iterator
@@ -34,6 +35,9 @@ from cua_rl.types import Step, StepVerdict, Trajectory, TrajectoryStatus
 SCORED = (TrajectoryStatus.FINISHED, TrajectoryStatus.STEP_LIMIT)
 IMAGES_DIR = "images"
 """Beside the output file, with `copy_images`."""
+SHOT_NAME = re.compile(r"[0-9a-f]{40}\.(png|jpg|bin)")
+"""A stored screenshot's name (`screenshot_hash`): anything else in a steps row is
+never turned into a path (it could point outside the run directory)."""
 
 
 @dataclass(frozen=True)
@@ -229,6 +233,8 @@ def export_trajectories(run_dir: Path, out: Path | None, keep: Keep = Keep(), *,
         raise RunDirError(f"{run_dir}: no such run directory")
     if copy_images and out is None:
         raise RunDirError("--copy-images needs --out FILE (the images go beside it)")
+    if out is not None and out.is_dir():
+        raise RunDirError(f"{out}: a directory; --out takes the JSON-lines file to write")
     store = RunStore.read_only(run_dir)
     try:
         prompting = run_prompting(store)
@@ -236,7 +242,7 @@ def export_trajectories(run_dir: Path, out: Path | None, keep: Keep = Keep(), *,
 
         def image_path(name: str) -> str | None:
             src = store.screenshot_path(name)
-            if not src.is_file():
+            if not SHOT_NAME.fullmatch(name) or not src.is_file():
                 return None
             if not copy_images:
                 return str(src.resolve())

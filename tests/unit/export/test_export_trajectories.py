@@ -87,14 +87,19 @@ def test_copy_images_makes_a_folder_that_stands_alone(tmp_path: Path) -> None:
             source.screenshot_path(name).read_bytes()
 
 
-def test_a_missing_screenshot_loses_only_its_trajectory(tmp_path: Path) -> None:
-    built = build_run(tmp_path / "run", n_trajectories=2)
+def test_a_missing_or_foreign_screenshot_loses_only_its_trajectory(tmp_path: Path) -> None:
+    built = build_run(tmp_path / "run", n_trajectories=3)
     RunStore.read_only(tmp_path / "run").screenshot_path(built.shots["traj-1"][0]).unlink()
+    (tmp_path / "secret.png").write_bytes(b"not yours")
+    store = RunStore(tmp_path / "run")  # a name that would lead out of the run directory
+    store._db.execute("UPDATE steps SET screenshot_before = '../../../secret.png' "
+                      "WHERE trajectory_id = 'traj-2' AND step_index = 1")
+    store.close()
     code, output = export(str(tmp_path / "run"), "--out", "-")
     assert code == 0, output
     records = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
     assert [r["trajectory_id"] for r in records] == ["traj-0"]
-    assert "skipped: 1 missing_screenshot" in output
+    assert "skipped: 2 missing_screenshot" in output
 
 
 def test_not_a_run_directory_is_one_error_line(tmp_path: Path) -> None:
@@ -102,6 +107,9 @@ def test_not_a_run_directory_is_one_error_line(tmp_path: Path) -> None:
         code, output = export(str(run))
         assert code == 1
         assert output.startswith("Error: ") and output.count("\n") == 1, output
+    build_run(tmp_path / "ok", n_trajectories=1)
+    code, output = export(str(tmp_path / "ok"), "--out", str(tmp_path))
+    assert code == 1 and output.startswith("Error: ") and "a directory" in output, output
     (tmp_path / "run.sqlite").write_bytes(b"not a database at all, just text" * 8)
     code, output = export(str(tmp_path))
     assert code == 1 and output.startswith("Error: ") and "run.sqlite" in output, output
