@@ -14,11 +14,12 @@ or screenshot files are missing (only that trajectory is lost).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,8 @@ from cua_rl.rollout.config import EpisodeConfig
 from cua_rl.rollout.context import step_messages
 from cua_rl.store.run_store import DB_NAME, RunStore
 from cua_rl.types import Step, StepVerdict, Trajectory, TrajectoryStatus
+
+log = logging.getLogger(__name__)
 
 SCORED = (TrajectoryStatus.FINISHED, TrajectoryStatus.STEP_LIMIT)
 IMAGES_DIR = "images"
@@ -194,7 +197,7 @@ def trajectory_record(traj: Trajectory, row: dict[str, Any], variant: dict[str, 
 
 
 def _records(store: RunStore, keep: Keep, prompting: RunPrompting, result: ExportResult,
-             image_path: Any) -> Iterator[dict[str, Any]]:
+             image_path: Callable[[str], str | None]) -> Iterator[dict[str, Any]]:
     variants = store.variant_rows()
     for row in store.trajectory_records():
         status = row["status"]
@@ -209,7 +212,14 @@ def _records(store: RunStore, keep: Keep, prompting: RunPrompting, result: Expor
         if variant is None:
             result.skipped["unknown_variant"] += 1
             continue
-        traj = store.load_trajectory(row["trajectory_id"])
+        try:
+            traj = store.load_trajectory(row["trajectory_id"])
+            verdicts = store.load_verdicts(traj.id)
+        except (ValueError, TypeError, KeyError) as exc:  # a damaged steps/votes row
+            log.warning("%s: trajectory %s: unreadable steps or votes row (%s); skipped",
+                        store.run_dir / DB_NAME, row["trajectory_id"], exc)
+            result.skipped["unreadable_row"] += 1
+            continue
         if not traj.steps:
             result.skipped["no_steps"] += 1
             continue
@@ -218,8 +228,7 @@ def _records(store: RunStore, keep: Keep, prompting: RunPrompting, result: Expor
         if any(p is None for p in image.values()):
             result.skipped["missing_screenshot"] += 1
             continue
-        yield trajectory_record(traj, row, variant, store.load_verdicts(traj.id), image,
-                                prompting, store.run_id)
+        yield trajectory_record(traj, row, variant, verdicts, image, prompting, store.run_id)
 
 
 def export_trajectories(run_dir: Path, out: Path | None, keep: Keep = Keep(), *,

@@ -87,19 +87,21 @@ def test_copy_images_makes_a_folder_that_stands_alone(tmp_path: Path) -> None:
             source.screenshot_path(name).read_bytes()
 
 
-def test_a_missing_or_foreign_screenshot_loses_only_its_trajectory(tmp_path: Path) -> None:
-    built = build_run(tmp_path / "run", n_trajectories=3)
+def test_a_missing_screenshot_or_damaged_row_loses_only_its_trajectory(tmp_path: Path) -> None:
+    built = build_run(tmp_path / "run", n_trajectories=4)
     RunStore.read_only(tmp_path / "run").screenshot_path(built.shots["traj-1"][0]).unlink()
     (tmp_path / "secret.png").write_bytes(b"not yours")
     store = RunStore(tmp_path / "run")  # a name that would lead out of the run directory
     store._db.execute("UPDATE steps SET screenshot_before = '../../../secret.png' "
                       "WHERE trajectory_id = 'traj-2' AND step_index = 1")
+    store._db.execute("UPDATE steps SET actions_json = '[{\"kind\": ' "
+                      "WHERE trajectory_id = 'traj-3' AND step_index = 0")
     store.close()
     code, output = export(str(tmp_path / "run"), "--out", "-")
     assert code == 0, output
     records = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
     assert [r["trajectory_id"] for r in records] == ["traj-0"]
-    assert "skipped: 2 missing_screenshot" in output
+    assert "skipped: 2 missing_screenshot, 1 unreadable_row" in output
 
 
 def test_not_a_run_directory_is_one_error_line(tmp_path: Path) -> None:
