@@ -1,5 +1,5 @@
-"""`cua-rl export ...`: things taken out of a run directory (`model` here; other
-exports join this group)."""
+"""`cua-rl export ...`: things taken out of a run directory (a learner's model,
+the stored trajectories)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import click
 
 @click.group("export")
 def export() -> None:
-    """Take models out of a run directory (docs/run-directory.md)."""
+    """Take models and trajectories out of a run directory (docs/run-directory.md)."""
 
 
 @export.command("model")
@@ -40,3 +40,38 @@ def model(run_dir: Path, role: str, version: int | None, out: Path, base_model: 
                f"{info['role']} v{info['version']} ({info['engine']} checkpoint "
                f"{info['checkpoint']}, {info['dtype']}, {info['parameters']:,} parameters) "
                f"-> {info['out']}")
+
+
+@export.command("trajectories")
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--out", default=None,
+              help="JSON-lines file to write ('-': stdout); default: "
+              "RUN_DIR/exports/trajectories.jsonl.")
+@click.option("--success-only", is_flag=True,
+              help="Only successful trajectories (evaluator score > 0, outcome +1).")
+@click.option("--min-reward", type=float, default=None,
+              help="Only trajectories whose evaluator score is at least this.")
+@click.option("--copy-images", is_flag=True,
+              help="Copy the screenshots into images/ beside --out and refer to them "
+              "relatively (a folder that moves without the run directory).")
+@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
+def trajectories(run_dir: Path, out: str | None, success_only: bool, min_reward: float | None,
+                 copy_images: bool, as_json: bool) -> None:
+    """Write RUN_DIR's scored trajectories as JSON lines for SFT or rejection sampling:
+    per step the policy's exact prompt and response (messages + images), rewards and
+    the reward model's verdicts (docs/run-store.md)."""
+    from cua_rl.command_output import emit_json
+    from cua_rl.export.trajectories import Keep, export_trajectories
+
+    if out == "-" and as_json:
+        raise click.UsageError("--out - writes the lines to stdout; it cannot take --json")
+    target = None if out == "-" else Path(out) if out else \
+        run_dir / "exports" / "trajectories.jsonl"
+    result = export_trajectories(run_dir, target, Keep(success_only, min_reward),
+                                 copy_images=copy_images)
+    if as_json:
+        emit_json(result.as_dict())
+        return
+    skipped = ", ".join(f"{n} {reason}" for reason, n in sorted(result.skipped.items()))
+    click.echo(f"{result.trajectories} trajectories ({result.steps} steps) -> {result.out}"
+               + (f"; skipped: {skipped}" if skipped else ""), err=out == "-")

@@ -270,6 +270,20 @@ class RunStore:
                 "finished_at", "task_id", "domain", "error")
         return [dict(zip(keys, row, strict=True)) for row in rows]
 
+    def saved_config(self) -> str:
+        """The run's config as `save_config` stored it (JSON text; '{}' when none was)."""
+        row = self._db.execute("SELECT config_json FROM runs WHERE run_id = ?",
+                               (self.run_id,)).fetchone()
+        return row[0] if row else "{}"
+
+    def variant_rows(self) -> dict[str, dict[str, str]]:
+        """variant id -> its task id, domain, evaluator name and instruction (what
+        exports need to rebuild prompts without loading task specs)."""
+        rows = self._db.execute(
+            "SELECT variant_id, task_id, domain, evaluator_name, instruction FROM variants")
+        return {v: {"task_id": t, "domain": d, "evaluator": e, "instruction": i}
+                for v, t, d, e, i in rows}
+
     def summary(self) -> dict[str, Any]:
         """What `cua-rl runs show` prints (see `store/run_summary.py`)."""
         from cua_rl.store.run_summary import summarize

@@ -82,6 +82,11 @@ def test_quickstart_trains_both_models_and_adapts(
     assert set(weights) == set(saved)
     assert all(torch.equal(weights[n], t) for n, t in saved.items())
     assert any(not torch.equal(weights[n], initial[n]) for n in saved)
+    # `cua-rl export trajectories`: a line per stored trajectory, the stored responses,
+    # a loadable image per step, messages the processor's chat template accepts
+    from tests_support.trajectory_export import check_export
+
+    check_export(run, primed_tiny_model_dir, tmp_path / "trajectories.jsonl")
 
 
 def test_killed_run_resumes_without_duplicated_or_missing_updates(
