@@ -138,6 +138,25 @@ echo "HOSTILE plant made=${{made#,}}"
 """
 
 
+def takeover(socket_dir: str = "/run/cua") -> str:
+    """Try to take the host<->guest channel over: rename, remove or replace the
+    guest's socket, create a file, a directory or a link beside it, and bind a
+    live listener at its path or a new one; report which of them worked."""
+    return f"""
+d={socket_dir}; made=""
+mv $d/guest.sock $d/guest.sock.real 2>/dev/null && made="$made,rename"
+rm -f $d/guest.sock 2>/dev/null && [ ! -e $d/guest.sock ] && made="$made,remove"
+touch $d/planted 2>/dev/null && made="$made,file"
+mkdir $d/planted_dir 2>/dev/null && made="$made,dir"
+ln -s /etc/passwd $d/planted_link 2>/dev/null && made="$made,link"
+for name in guest.sock listener.sock; do
+  python3 -c "import socket, sys; s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); \
+s.listen()" $d/$name 2>/dev/null && made="$made,bind-$name"
+done
+echo "HOSTILE takeover made=${{made#,}} done=1"
+"""
+
+
 def nested_userns() -> str:
     """Try to become root in a new user namespace (`unshare -Ur`)."""
     return """
