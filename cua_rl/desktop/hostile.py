@@ -2,7 +2,7 @@
 
 Each function returns a shell script (or pyautogui code for `/act`) that plays
 one finding of the containment work (docs/sandbox.md, "Limits"): a fork loop, a
-disk fill, a memory hog, a log flood, a planted directory in the socket
+disk fill, a memory hog, a log flood, a takeover of the channel, a planted directory in the socket
 directory, a nested user namespace. Every one is bounded in count, size and time
 by its arguments, so a test or a soak run that plays it on a desktop without
 limits still ends; the limits are what should stop it first. Each script prints

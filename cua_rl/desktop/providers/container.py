@@ -61,7 +61,10 @@ UID_LABEL = "cua-rl.uid"
 RUN_DIR_IN_CONTAINER = "/run/cua"
 ENGINE_HINT = ("apt-get install docker.io (then start dockerd) or podman, and build the "
                "image with `cua-rl image build --format docker`")
-FORBIDDEN_ARGS = ("--network", "--net", "-p", "--publish", "--privileged", "--cap-add")
+FORBIDDEN_ARGS = ("--network", "--net", "-p", "--publish", "--privileged", "--cap-add",
+                  "--user", "-u")
+"""`extra_args` may not open the sandbox: no network, no privilege, and no other
+user (the root init that keeps the channel out of the agent's reach needs `0:0`)."""
 
 
 def pick_engine(mode: str) -> str:
@@ -159,7 +162,7 @@ class ContainerProvider(DesktopProvider):
         for arg in cfg.extra_args:
             if arg.split("=", 1)[0] in FORBIDDEN_ARGS:
                 raise DesktopError(f"container provider: extra_args may not contain {arg!r} "
-                                   "(desktops have no network and no privileges)")
+                                   "(desktops have no network, no privileges and their own user)")
         run_dir = self.state_dir / desktop_id / "run"
         return [self.engine, "run", "--detach", "--init", "--name",
                 self.container_name(desktop_id),

@@ -41,7 +41,8 @@ def test_run_argv_isolates_and_limits_the_desktop(tmp_path: Path) -> None:
     assert "-p" not in argv and "--publish" not in argv
 
 
-@pytest.mark.parametrize("arg", ["--network=host", "--privileged", "--cap-add"])
+@pytest.mark.parametrize("arg", ["--network=host", "--privileged", "--cap-add", "--user=1000",
+                                 "-u"])
 def test_extra_args_cannot_open_the_sandbox(tmp_path: Path, arg: str) -> None:
     with pytest.raises(DesktopError, match="may not contain"):
         provider(tmp_path, extra_args=[arg]).run_argv("d1", 41000)
