@@ -2,7 +2,7 @@
 
 Each function returns a shell script (or pyautogui code for `/act`) that plays
 one finding of the containment work (docs/sandbox.md, "Limits"): a fork loop, a
-disk fill, a memory hog, a log flood, a planted directory in the socket
+disk fill, a memory hog, a log flood, a takeover of the channel, a planted directory in the socket
 directory, a nested user namespace. Every one is bounded in count, size and time
 by its arguments, so a test or a soak run that plays it on a desktop without
 limits still ends; the limits are what should stop it first. Each script prints
@@ -135,6 +135,25 @@ for p in {socket_dir} {socket_dir}/planted_dir /run/cua-rl-stage/planted /tmp/pl
 done
 ln -s /etc/passwd {socket_dir}/guest.sock 2>/dev/null && made="$made,link"
 echo "HOSTILE plant made=${{made#,}}"
+"""
+
+
+def takeover(socket_dir: str = "/run/cua") -> str:
+    """Try to take the host<->guest channel over: rename, remove or replace the
+    guest's socket, create a file, a directory or a link beside it, and bind a
+    live listener at its path or a new one; report which of them worked."""
+    return f"""
+d={socket_dir}; made=""
+mv $d/guest.sock $d/guest.sock.real 2>/dev/null && made="$made,rename"
+rm -f $d/guest.sock 2>/dev/null && [ ! -e $d/guest.sock ] && made="$made,remove"
+touch $d/planted 2>/dev/null && made="$made,file"
+mkdir $d/planted_dir 2>/dev/null && made="$made,dir"
+ln -s /etc/passwd $d/planted_link 2>/dev/null && made="$made,link"
+for name in guest.sock listener.sock; do
+  python3 -c "import socket, sys; s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); \
+s.listen()" $d/$name 2>/dev/null && made="$made,bind-$name"
+done
+echo "HOSTILE takeover made=${{made#,}} done=1"
 """
 
 

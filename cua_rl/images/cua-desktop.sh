@@ -4,7 +4,8 @@
 # The guest token comes from, in order: $CUA_GUEST_TOKEN, the kernel command
 # line (cua_guest_token=...), the metadata file $CUA_RUN_DIR/token.
 # The guest listens on $CUA_GUEST_LISTEN: `unix:PATH` (containers: a socket in
-# the bind-mounted run dir, forwarded to 127.0.0.1 on the host) or
+# the bind-mounted run dir, forwarded to 127.0.0.1 on the host), `fd:3` (the
+# same socket, bound by the container's root init and inherited) or
 # `tcp:HOST:PORT` (VMs: reached through QEMU's host forward).
 set -eu
 
@@ -45,6 +46,13 @@ if [ "$$" = 1 ]; then
   while :; do sleep 3600; done
 fi
 
+if [ "$(id -u)" = 0 ]; then
+  # A container started as root (with CAP_SETUID/CAP_SETGID only): the root init
+  # binds guest.sock in the root-owned run dir, drops to `user` for good and runs
+  # this script again with the socket as descriptor 3 (cua_guest/container_init.py).
+  exec env PYTHONPATH=/opt/cua-guest/guest python3 -P -m cua_guest.container_init "$0"
+fi
+
 token=${CUA_GUEST_TOKEN:-}
 if [ -z "$token" ] && [ -r /proc/cmdline ]; then
   for arg in $(cat /proc/cmdline); do
@@ -68,9 +76,10 @@ export PYTHONPATH=/opt/cua-guest/guest:/opt/cua-guest/site
 mkdir -p "$XDG_RUNTIME_DIR" && chmod 700 "$XDG_RUNTIME_DIR"
 cd "$HOME"
 
-Xvfb :0 -screen 0 "${W}x${H}x24" -nolisten tcp -ac >/tmp/xvfb.log 2>&1 &
+# `3>&-`: the guest's inherited listening socket (fd:3) goes to the guest only.
+Xvfb :0 -screen 0 "${W}x${H}x24" -nolisten tcp -ac >/tmp/xvfb.log 2>&1 3>&- &
 i=0
-until xdpyinfo >/dev/null 2>&1; do
+until xdpyinfo >/dev/null 2>&1 3>&-; do
   i=$((i + 1))
   if [ "$i" -gt 300 ]; then echo "cua-desktop: Xvfb did not start" >&2; cat /tmp/xvfb.log >&2; exit 1; fi
   sleep 0.05
@@ -79,11 +88,12 @@ done
 case "${CUA_GUEST_LISTEN:-unix:$RUN_DIR/guest.sock}" in
   unix:*) sock=${CUA_GUEST_LISTEN#unix:}; sock=${sock:-$RUN_DIR/guest.sock}
           rm -f "$sock"; listen="--unix-socket $sock" ;;
+  fd:3) listen="--listen-fd 3" ;;
   # VMs: the only way in is QEMU's user-mode network (restrict=on) forwarding
   # one port from the host's 127.0.0.1, so plain HTTP crosses host loopback only.
   tcp:*) hp=${CUA_GUEST_LISTEN#tcp:}
          listen="--host ${hp%:*} --port ${hp##*:} --allow-plain-http" ;;
-  *) echo "cua-desktop: CUA_GUEST_LISTEN must be unix:PATH or tcp:HOST:PORT" >&2; exit 2 ;;
+  *) echo "cua-desktop: CUA_GUEST_LISTEN must be unix:PATH, fd:3 or tcp:HOST:PORT" >&2; exit 2 ;;
 esac
 
 umask 077
@@ -91,4 +101,4 @@ printf '%s' "$token" > /tmp/.guest-token
 umask 022
 # One D-Bus session for the window manager, the apps and AT-SPI.
 # shellcheck disable=SC2086
-exec dbus-run-session -- sh -c "openbox >/tmp/openbox.log 2>&1 & exec python3 -m cua_guest $listen --token-file /tmp/.guest-token"
+exec dbus-run-session -- sh -c "openbox >/tmp/openbox.log 2>&1 3>&- & exec python3 -m cua_guest $listen --token-file /tmp/.guest-token"

@@ -3,7 +3,7 @@
 
 Each desktop is one container with no network at all (`--network none`: its
 own network namespace holding only a loopback, so no bridge and no address on
-any host network), run as the unprivileged `user` with no capabilities and
+any host network), its session run as the unprivileged `user` with no capabilities and
 limits on CPU, memory and processes. The guest listens on a Unix socket in the
 desktop's run dir (bind-mounted at /run/cua); a forwarder process on the host
 (`container_forward`) serves it on 127.0.0.1:PORT and, for a run's desktops,
@@ -13,11 +13,15 @@ removes the container when the run's process dies.
 - the engine is the state: labels carry the desktop id and port, so any later
   process lists desktops with `ps`; the token and the forwarder's pid live in
   the state dir.
-- the run dir is writable from inside (the guest makes its socket there), so the
-  host never reads or follows anything in it: its own copy of the token is
-  `<state_dir>/<id>/token` (a symlinked run/token would make the host read a file
-  of its choosing and send it as the bearer token), and the forwarder refuses a
-  guest.sock that is not a socket (`container_forward.connect_no_follow`).
+- the channel is out of the agent's reach: the run dir is root-owned 0755, the
+  container starts as root with CAP_SETUID/CAP_SETGID only, and its init
+  (`cua_guest.container_init`) binds guest.sock there, drops to `user` for good
+  and hands the socket to the guest as a descriptor; nothing the agent runs can
+  rename, replace or create anything where the forwarder looks. The host still
+  never trusts the dir: its own copy of the token is `<state_dir>/<id>/token`, the
+  forwarder refuses a guest.sock that is not a socket
+  (`container_forward.connect_no_follow`), and the dir is emptied before every
+  container starts.
 """
 
 from __future__ import annotations
@@ -57,7 +61,10 @@ UID_LABEL = "cua-rl.uid"
 RUN_DIR_IN_CONTAINER = "/run/cua"
 ENGINE_HINT = ("apt-get install docker.io (then start dockerd) or podman, and build the "
                "image with `cua-rl image build --format docker`")
-FORBIDDEN_ARGS = ("--network", "--net", "-p", "--publish", "--privileged", "--cap-add")
+FORBIDDEN_ARGS = ("--network", "--net", "-p", "--publish", "--privileged", "--cap-add",
+                  "--user", "-u")
+"""`extra_args` may not open the sandbox: no network, no privilege, and no other
+user (the root init that keeps the channel out of the agent's reach needs `0:0`)."""
 
 
 def pick_engine(mode: str) -> str:
@@ -155,13 +162,17 @@ class ContainerProvider(DesktopProvider):
         for arg in cfg.extra_args:
             if arg.split("=", 1)[0] in FORBIDDEN_ARGS:
                 raise DesktopError(f"container provider: extra_args may not contain {arg!r} "
-                                   "(desktops have no network and no privileges)")
+                                   "(desktops have no network, no privileges and their own user)")
         run_dir = self.state_dir / desktop_id / "run"
         return [self.engine, "run", "--detach", "--init", "--name",
                 self.container_name(desktop_id),
                 "--label", f"{LABEL}={desktop_id}", "--label", f"{PORT_LABEL}={port}",
-                "--network", "none", "--user", f"{UID}:{UID}", "--cap-drop", "ALL",
-                "--security-opt", "no-new-privileges", "--ipc", "private",
+                "--network", "none",
+                # root only to bind the guest's socket in the root-owned run dir, then
+                # `user` for good (cua_guest.container_init): no other capability
+                "--user", "0:0", "--cap-drop", "ALL", "--cap-add", "SETUID",
+                "--cap-add", "SETGID", "--security-opt", "no-new-privileges",
+                "--ipc", "private",
                 "--cpus", str(cfg.cpus), "--shm-size", cfg.shm_size,
                 *limits_args(cfg.limits, f"/home/{USER}"),
                 "-e", f"CUA_SCREEN_WIDTH={cfg.width}", "-e", f"CUA_SCREEN_HEIGHT={cfg.height}",
@@ -214,8 +225,9 @@ class ContainerProvider(DesktopProvider):
         run = ddir / "run"
         run.mkdir(parents=True)
         mount_run_dir(run)  # a 1 MiB tmpfs when root: writes there never reach the disk
-        os.chown(run, UID, UID)  # the container's `user` creates its socket here
-        run.chmod(0o700)
+        # Ours, 0755: the container's root init binds guest.sock here, and nothing
+        # the agent runs (as `user`, no capabilities) can rename or create anything.
+        run.chmod(0o755)
 
     def _port(self) -> int:
         for _ in range(50):

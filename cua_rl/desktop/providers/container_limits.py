@@ -94,13 +94,14 @@ def check_host_uid(uid: int = UID, subid_files: tuple[str, ...] = ("/etc/subuid"
 
 
 def mount_run_dir(run: Path) -> bool:
-    """A size-capped tmpfs at `run` owned by the desktop's uid when we are root
-    (True); else leave the plain directory (False: on the host's disk)."""
+    """A size-capped tmpfs at `run`, root's and 0755, when we are root (True); else
+    leave the plain directory (False: on the host's disk; it is then ours, which
+    is the container's root under rootless podman)."""
     if os.geteuid() != 0:
         return False
     result = subprocess.run(
         ["mount", "-t", "tmpfs", "-o",
-         f"size={RUN_DIR_SIZE},nr_inodes=64,mode=700,uid={UID},gid={UID},nosuid,nodev,noexec",
+         f"size={RUN_DIR_SIZE},nr_inodes=64,mode=755,uid=0,gid=0,nosuid,nodev,noexec",
          "cua-rl-run", str(run)], capture_output=True, text=True, timeout=30)
     if result.returncode != 0:
         raise DesktopError(f"container provider: cannot mount the run dir tmpfs at {run}: "
@@ -120,8 +121,9 @@ def unmount_run_dir(run: Path) -> None:
 
 
 def reset_run_dir(run: Path, token: str) -> None:
-    """Empty `run` (without following anything the desktop planted: rmtree works on
-    descriptors and never follows links) and write the guest's copy of `token`."""
+    """Empty `run` (without following anything left there: rmtree works on
+    descriptors and never follows links) and write the container init's copy of
+    `token`, readable by the owner (the container's root) only."""
     for entry in os.scandir(run):
         if entry.is_dir(follow_symlinks=False):
             shutil.rmtree(entry.path)
@@ -130,7 +132,5 @@ def reset_run_dir(run: Path, token: str) -> None:
     fd = os.open(run / "token", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
         os.write(fd, token.encode())
-        if os.geteuid() == 0:
-            os.fchown(fd, UID, UID)
     finally:
         os.close(fd)

@@ -97,7 +97,14 @@ async def test_desktops_do_not_see_each_other(provider: ContainerProvider) -> No
     assert procs.ok and "dockerd" not in procs.output and procs.output.count("Xvfb") == 1
     mounts = await c1.execute(["ls", "-A", "/run/cua"])
     assert sorted(mounts.output.split()) == ["guest.sock", "token"], mounts
-    token_a = await c1.execute(["cat", "/run/cua/token"])
+    # the run dir and its token are the container root's (issue 29): the agent
+    # reads only its guest's copy, which is its own desktop's token
+    owners = await c1.execute(["stat", "-c", "%u %a %n", "/run/cua", "/run/cua/token",
+                               "/run/cua/guest.sock"])
+    assert owners.output.split("\n")[:3] == ["0 755 /run/cua", "0 600 /run/cua/token",
+                                             "0 600 /run/cua/guest.sock"], owners
+    assert not (await c1.execute(["cat", "/run/cua/token"])).ok
+    token_a = await c1.execute(["cat", "/tmp/.guest-token"])
     assert token_a.output.strip() == one.token != two.token
 
 

@@ -316,6 +316,9 @@ async def test_links_planted_in_the_shared_socket_dir_are_not_followed(scene: Sc
     if scene.provider.type == "local":
         pytest.skip("local: no socket directory is shared with the sandbox (it gets the "
                     "listening descriptors); test_the_socket_dir_cannot_be_changed_from_inside")
+    if scene.provider.type == "container":
+        pytest.skip("container: the run dir is root's, so nothing can be planted in it; "
+                    "test_the_container_channel_cannot_be_taken_over")
     # The agent swaps its guest socket for a link to a host socket (a trap standing
     # in for the engine's or another desktop's) and its token for a link to a host
     # secret; the host must neither connect through the one nor read the other.
@@ -384,25 +387,81 @@ async def test_the_socket_dir_cannot_be_changed_from_inside(scene: Scene) -> Non
 
 
 async def _a_planted_run_dir_does_not_break_the_reset(scene: Scene) -> None:
-    """Containers share their run dir (the guest's socket is made there), so the agent
-    may fill it: it is a 1 MiB tmpfs of 64 inodes, and the host empties it (never
-    following a link) before the next container starts."""
+    """Containers share their run dir with the host: it is root's (the agent can
+    write nothing there) and a 1 MiB tmpfs of 64 inodes, emptied by the host (never
+    following a link) before the next container starts. What the agent plants
+    wherever it may write does not break the reset."""
     rc, out = await scene.run(
         hostile.plant() + "for i in $(seq 100); do touch /run/cua/f$i; done 2>/dev/null;"
         + hostile.disk_fill("/run/cua/fill", 64).replace("rm -f", ": ")
+        + "for d in /tmp /var/tmp /dev/shm /home/user; do mkdir $d/guest.sock; "
+        + "ln -s /run/cua/guest.sock $d/link; done; "
         + "echo HOSTILE run_dir kib=$(du -sk /run/cua | cut -f1)")
-    assert "/run/cua/planted_dir" in hostile.report(out, "plant").get("made", ""), out
+    made = hostile.report(out, "plant").get("made", "")
+    # (`mkdir -p /run/cua` succeeds: it exists; nothing can be made inside it)
+    assert "/tmp/planted_dir" in made and "/run/cua/" not in made and "link" not in made, out
     run_dir = Path(scene.a.info["run_dir"])
     mounted = await asyncio.to_thread(os.path.ismount, run_dir)
     assert mounted, "the run dir is not its own tmpfs (is the provider root?)"
-    # the tmpfs is full (the fill stopped at 1 MiB), not the host's disk
-    assert int(hostile.report(out, "disk_fill")["written_mib"]) <= 1, out
-    assert int(hostile.report(out, "run_dir")["kib"]) <= 1024 + 64, out
+    assert int(hostile.report(out, "disk_fill")["written_mib"]) == 0, out
+    entries = await asyncio.to_thread(lambda: sorted(p.name for p in run_dir.iterdir()))
+    assert entries == ["guest.sock", "token"], entries
     handle = await scene.provider.reset(scene.a)
     assert await scene.provider.health(handle)
     entries = await asyncio.to_thread(lambda: sorted(p.name for p in run_dir.iterdir()))
     assert entries == ["guest.sock", "token"], entries
     scene.a, scene.agent = handle, scene.provider.client(handle)
+
+
+def _listeners(handle: DesktopHandle) -> list[str]:
+    """The command lines of the container's processes holding the guest's listening
+    socket (seen from the host: every process of the container, as root)."""
+    import subprocess
+
+    pid = int(subprocess.run(["docker", "inspect", "--format", "{{.State.Pid}}",
+                              handle.info["container"]], capture_output=True, text=True,
+                             timeout=30, check=True).stdout)
+    init = psutil.Process(pid)
+    holders = []
+    for proc in [init, *init.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):
+            if any(c.laddr == "/run/cua/guest.sock" for c in proc.net_connections("unix")):
+                holders.append(" ".join(proc.cmdline()))
+    return holders
+
+
+async def test_the_container_channel_cannot_be_taken_over(scene: Scene) -> None:
+    """Issue 29 (4): the agent renames guest.sock, plants files, a directory and a
+    link beside it and binds its own listener there; all of it fails (the run dir is
+    root's, the socket the root init's), the host still talks to the real guest,
+    only the guest holds the listening socket, and the agent killing its guest only
+    kills its desktop, which the reset brings back."""
+    if scene.provider.type != "container":
+        pytest.skip(f"{scene.provider.type}: test_the_socket_dir_cannot_be_changed_from_inside"
+                    if scene.provider.type == "local" else "qemu: no directory is shared")
+    rc, out = await scene.run(hostile.takeover())
+    found = hostile.report(out, "takeover")
+    assert found.get("done") == "1" and found["made"] == "", out
+    run_dir = Path(scene.a.info["run_dir"])
+    entries = await asyncio.to_thread(lambda: sorted(p.name for p in run_dir.iterdir()))
+    assert entries == ["guest.sock", "token"], entries
+    marker = secrets.token_hex(8)
+    await scene.agent.upload_file("/tmp/real-guest", marker.encode())
+    assert await scene.agent.get_file("/tmp/real-guest") == marker.encode()
+    holders = await asyncio.to_thread(_listeners, scene.a)
+    assert len(holders) == 1 and "cua_guest --listen-fd 3" in holders[0], holders
+    # Killing the guest gives the agent nothing: the path stays root's, the desktop dies.
+    await scene.run("(sleep 0.3; g=cua_; g=\"${g}guest --listen-fd\"; for p in /proc/[0-9]*; "
+                    "do case \"$(tr '\\0' ' ' < $p/cmdline 2>/dev/null)\" in *\"-m $g\"*) "
+                    "kill -9 ${p#/proc/};; esac; done) >/dev/null 2>&1 &")
+    deadline = asyncio.get_running_loop().time() + 30
+    while await scene.provider.health(scene.a):
+        assert asyncio.get_running_loop().time() < deadline, "the guest was not killed"
+        await asyncio.sleep(0.2)
+    handle = await scene.provider.reset(scene.a)
+    assert await scene.provider.health(handle)
+    scene.a, scene.agent = handle, scene.provider.client(handle)
+    assert await scene.agent.get_file("/tmp/real-guest") is None
 
 
 async def _engine_log(handle: DesktopHandle) -> Path:

@@ -24,7 +24,10 @@ def test_run_argv_isolates_and_limits_the_desktop(tmp_path: Path) -> None:
     joined = " ".join(argv)
     assert argv[:2] == ["docker", "run"] and argv[-1] == "img:1"
     assert "--network none" in joined and "--cap-drop ALL" in joined
-    assert f"--user {UID}:{UID}" in joined and "no-new-privileges" in joined
+    # root only for the init that binds the guest's socket, then `user` (issue 29)
+    assert "--user 0:0" in joined and "no-new-privileges" in joined
+    caps = [argv[i + 1] for i, a in enumerate(argv) if a in ("--cap-add", "--cap-drop")]
+    assert caps == ["ALL", "SETUID", "SETGID"], caps
     assert "--cpus 1.5" in joined and "--memory 3072m --memory-swap 3072m" in joined
     assert "--pids-limit 700" in joined and "--cpu-shares 512" in joined
     # bounded storage: a read-only root, every writable place a capped tmpfs
@@ -38,7 +41,8 @@ def test_run_argv_isolates_and_limits_the_desktop(tmp_path: Path) -> None:
     assert "-p" not in argv and "--publish" not in argv
 
 
-@pytest.mark.parametrize("arg", ["--network=host", "--privileged", "--cap-add"])
+@pytest.mark.parametrize("arg", ["--network=host", "--privileged", "--cap-add", "--user=1000",
+                                 "-u"])
 def test_extra_args_cannot_open_the_sandbox(tmp_path: Path, arg: str) -> None:
     with pytest.raises(DesktopError, match="may not contain"):
         provider(tmp_path, extra_args=[arg]).run_argv("d1", 41000)
