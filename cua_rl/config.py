@@ -191,10 +191,7 @@ class DesktopsConfig(BaseModel):
     @field_validator("provider", mode="before")
     @classmethod
     def _local_by_default(cls, value: object) -> object:
-        # `desktops.provider.state_dir=...` alone should mean the local provider.
-        if isinstance(value, dict) and "type" not in value:
-            return {"type": "local", **value}
-        return value
+        return local_by_default(value)
 
 
 class RunConfig(BaseModel):
@@ -221,3 +218,11 @@ class RunConfig(BaseModel):
     """Cluster placement (used only when `runtime: ray`)."""
     demo: DemoConfig = Field(default_factory=DemoConfig)
     """Evaluation passes before and after training (the learn-demo preset)."""
+
+
+def local_by_default(value: object) -> object:
+    """A provider mapping without `type` is the local provider's
+    (`desktops.provider.state_dir=...` alone means local)."""
+    if isinstance(value, dict) and "type" not in value:
+        return {"type": "local", **value}
+    return value

@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from cua_rl.config import local_by_default
 from cua_rl.desktop.providers.config import ProviderConfig
 from cua_rl.desktop.providers.local_config import LocalProviderConfig
 from cua_rl.rollout.config import JudgeConfig
@@ -86,10 +87,7 @@ class EnvConfig(BaseModel):
     @field_validator("provider", mode="before")
     @classmethod
     def _local_by_default(cls, value: object) -> object:
-        # `provider={"width": 1280}` alone should mean the local provider.
-        if isinstance(value, dict) and "type" not in value:
-            return {"type": "local", **value}
-        return value
+        return local_by_default(value)  # `provider={"width": 1280}` alone: local
 
     def screen_hint(self) -> tuple[int, int]:
         """The screen size the provider is configured for (every provider's default
