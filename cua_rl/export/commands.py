@@ -3,7 +3,6 @@ the stored trajectories)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
@@ -30,14 +29,16 @@ def model(run_dir: Path, role: str, version: int | None, out: Path, base_model: 
           as_json: bool) -> None:
     """Write a learner checkpoint of RUN_DIR as a Hugging Face folder (safetensors,
     config, processor, chat template) that transformers loads and `cua-rl serve` serves."""
-    from cua_rl.command_output import stdout_to_stderr
+    from cua_rl.command_output import emit_json, stdout_to_stderr
     from cua_rl.export.model import export_model
 
     with stdout_to_stderr():
         info = export_model(run_dir, role, out, version=version,  # type: ignore[arg-type]
                             base_model=base_model)
-    click.echo(json.dumps(info, indent=2) if as_json else
-               f"{info['role']} v{info['version']} ({info['engine']} checkpoint "
+    if as_json:
+        emit_json(info)
+        return
+    click.echo(f"{info['role']} v{info['version']} ({info['engine']} checkpoint "
                f"{info['checkpoint']}, {info['dtype']}, {info['parameters']:,} parameters) "
                f"-> {info['out']}")
 

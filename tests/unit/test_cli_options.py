@@ -51,3 +51,19 @@ def test_every_command_that_prints_results_has_json() -> None:
         if " ".join(path) not in NO_RESULT and "--json" not in options:
             missing.append(" ".join(path))
     assert missing == []
+
+
+def test_every_json_result_goes_through_the_one_writer() -> None:
+    # With --json the root group sends stdout to stderr for the whole command, so a
+    # result printed with click.echo(json.dumps(...)) never reaches stdout: every
+    # command must print it with command_output.emit_json.
+    import re
+    from pathlib import Path
+
+    import cua_rl
+
+    root = Path(cua_rl.__file__).parent
+    pattern = re.compile(r"click\.echo\(\s*json\.dumps")
+    offenders = [str(p.relative_to(root)) for p in root.rglob("*.py")
+                 if pattern.search(p.read_text())]
+    assert offenders == []
