@@ -11,7 +11,7 @@ from cua_rl.adapt.acceptance import AdaptBand
 from cua_rl.adapt.config import CritiqueConfig, RewriterConfig
 from cua_rl.adapt.rewriter import RuleRewriter, TaskTemplate
 from cua_rl.adapt.selector import TemplateSelector
-from cua_rl.learner.step import _split
+from cua_rl.learner.rank_split import contiguous_chunks
 from cua_rl.reward.advantages import standardize, step_rewards
 from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.types import GroupRecord, TaskVariant, Trajectory, TrajectoryStatus
@@ -76,8 +76,8 @@ async def test_acc_parent_is_frozen_at_proposal(tmp_path: Path) -> None:
 
 def test_mini_batches_are_contiguous_in_arrival_order() -> None:
     # groups in the order they completed, steps in trajectory order: no shuffle
-    assert _split(10, 4) == [[0, 1], [2, 3, 4], [5, 6], [7, 8, 9]]
-    assert _split(2, 4) == [[], [0], [], [1]]
+    assert contiguous_chunks(10, 4) == [[0, 1], [2, 3, 4], [5, 6], [7, 8, 9]]
+    assert contiguous_chunks(2, 4) == [[], [0], [], [1]]
 
 
 def test_critique_and_rewriter_sampling() -> None:
