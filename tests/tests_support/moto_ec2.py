@@ -8,6 +8,7 @@ import asyncio
 import base64
 import gzip
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,41 @@ from cua_rl.desktop.providers.aws_config import AwsProviderConfig
 
 REGION = "us-east-1"
 FLEET_TOKEN = "fleet-run-token-" + "z" * 16
+
+
+class SerializedMotoServer:
+    """moto's EC2 on 127.0.0.1, one request at a time.
+
+    moto's own ThreadedMotoServer answers each request on its own thread, but its EC2
+    backend is not thread-safe: two concurrent RunInstances in one subnet race on the
+    subnet's address generator ("generator already executing") and one gets an HTML 500
+    that botocore cannot parse. Real EC2 has no such race, so the fake is serialized here
+    (a lock around the WSGI app) rather than the provider taught to retry moto's bug."""
+
+    def __init__(self, port: int) -> None:
+        from moto.moto_server.werkzeug_app import (
+            DomainDispatcherApplication,
+            MotoRequestHandler,
+            create_backend_app,
+        )
+        from werkzeug.serving import make_server
+
+        app = DomainDispatcherApplication(create_backend_app)
+        lock = threading.Lock()
+
+        def serialized(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+            with lock:
+                return list(app(environ, start_response))
+
+        self._server = make_server("127.0.0.1", port, serialized, threaded=True,
+                                   request_handler=MotoRequestHandler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
+                                        name="moto-ec2")
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._thread.join(timeout=10)
 
 
 def make_config(network: dict[str, Any], **kwargs: Any) -> AwsProviderConfig:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from tests_support.moto_ec2 import REGION
+from tests_support.moto_ec2 import REGION, SerializedMotoServer
 from tests_support.servers import free_port
 
 
@@ -25,7 +25,6 @@ def moto_server() -> Iterator[str]:
     """One moto server for the module (starting it costs seconds); fake credentials
     so nothing can reach real AWS."""
     pytest.importorskip("moto.server")
-    from moto.server import ThreadedMotoServer
 
     with pytest.MonkeyPatch.context() as patch:
         for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
@@ -34,8 +33,7 @@ def moto_server() -> Iterator[str]:
                            "AWS_SHARED_CREDENTIALS_FILE": "/dev/null"}.items():
             patch.setenv(key, value)
         port = free_port()
-        server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-        server.start()
+        server = SerializedMotoServer(port)
         yield f"http://127.0.0.1:{port}"
         server.stop()
 
