@@ -237,9 +237,9 @@ async def run_golden(client: GuestClient, steps: Sequence[dict[str, Any]],
 
 
 async def _run_job(job: Job, client: GuestClient, work: Path, number: int,
-                   progress: Progress) -> list[Outcome]:
-    """Setup, golden (if any) and scoring on a desktop that was just reset."""
-    from cua_rl.desktop.file_cache import FileCache
+                   progress: Progress, cache: Any) -> list[Outcome]:
+    """Setup, golden (if any) and scoring on a desktop that was just reset; task assets
+    come from `cache` (a FileCache)."""
     from cua_rl.desktop.setup_steps import SetupContext, run_setup_steps
     from cua_rl.evaluation import evaluate
     from cua_rl.tasks.score_explain import explain_score
@@ -248,7 +248,6 @@ async def _run_job(job: Job, client: GuestClient, work: Path, number: int,
     width, height = await client.screen_size()
     context = SetupContext(screen_width=width, screen_height=height, strict=True,
                            output_dir=folder / "output")
-    cache = FileCache(work / "files")
     progress.phase = "setup"
     await run_setup_steps(client, list(job.task.config), task_id=job.task.task_id,
                           cache=cache, context=context)
@@ -304,9 +303,15 @@ class Diagnoser:
         return f"{text}; screenshot {shot}; windows: {' | '.join(titles) or '(none)'}"
 
 
-async def run_jobs(jobs: Sequence[Job], desktops: int = 1,
-                   provider_config: Any = None) -> list[Outcome]:
-    """Run jobs on a pool of `desktops` local desktops (reset before each job)."""
+async def run_jobs(jobs: Sequence[Job], desktops: int = 1, provider_config: Any = None,
+                   cache_root: Path | None = None,
+                   on_done: Any = None) -> list[Outcome]:
+    """Run jobs on a pool of `desktops` local desktops (reset before each job).
+
+    Task assets come from the cache at `cache_root` (an OSWorld run's, seeded by
+    `cua-rl cache seed`), or a temporary one that downloads. `on_done(job, outcomes)`,
+    if given, is called as each job ends (progress, a resumable report)."""
+    from cua_rl.desktop.file_cache import FileCache
     from cua_rl.desktop.pool import DesktopPool
     from cua_rl.desktop.providers.factory import make_provider
     from cua_rl.desktop.providers.local_config import LocalProviderConfig
@@ -326,7 +331,8 @@ async def run_jobs(jobs: Sequence[Job], desktops: int = 1,
                 async with asyncio.timeout(JOB_TIMEOUT_S):
                     progress.phase = "reset"
                     _, client = await pool.reset(handle)
-                    done = await _run_job(job, client, work, number, progress)
+                    cache = FileCache(cache_root or work / "files")
+                    done = await _run_job(job, client, work, number, progress, cache)
             except Exception as exc:  # one job's failure is report lines, not a crash
                 if isinstance(exc, TimeoutError) and not str(exc):
                     exc = TimeoutError(f"job not done within {JOB_TIMEOUT_S:.0f} s")
@@ -343,11 +349,14 @@ async def run_jobs(jobs: Sequence[Job], desktops: int = 1,
         while not queue.empty():
             number, job = queue.get_nowait()
             try:
-                outcomes.extend(await run_one(pool, work, number, job))
+                done = await run_one(pool, work, number, job)
             except Exception as exc:  # no desktop to lease: still one line per variant
                 text = f"{type(exc).__name__}: {exc}".strip().replace("\n", " | ")
-                outcomes.extend(Outcome(v.task_id, v.evaluator_name, job.expected, error=text)
-                                for v in job.variants)
+                done = [Outcome(v.task_id, v.evaluator_name, job.expected, error=text)
+                        for v in job.variants]
+            outcomes.extend(done)
+            if on_done is not None:
+                on_done(job, done)
 
     try:
         with tempfile.TemporaryDirectory(prefix="cua-rl-on-desktop-") as tmp:
@@ -359,11 +368,13 @@ async def run_jobs(jobs: Sequence[Job], desktops: int = 1,
 
 
 def validate_on_desktop(groups: Sequence[Group], desktops: int = 1,
-                        provider_config: Any = None, golden_root: Path | None = None) -> Report:
+                        provider_config: Any = None, golden_root: Path | None = None,
+                        cache_root: Path | None = None) -> Report:
     """Plan and run every job; the report holds one outcome per (variant, phase)."""
     began = time.monotonic()
     jobs, missing = plan_jobs(groups, golden_root)
-    outcomes = asyncio.run(run_jobs(jobs, desktops, provider_config)) if jobs else []
+    outcomes = (asyncio.run(run_jobs(jobs, desktops, provider_config, cache_root))
+                if jobs else [])
     return Report(outcomes=missing + outcomes, seconds=time.monotonic() - began)
 
 
