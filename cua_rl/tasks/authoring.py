@@ -118,7 +118,7 @@ def find_base_task(layout: AuthoringRoot, task_id: str) -> Path | None:
 
 def golden_problems(layout: AuthoringRoot, task_id: str, names: Sequence[str]) -> list[Problem]:
     """The pair's golden file, when the task is known, must read and name every variant."""
-    from cua_rl.tasks.on_desktop import check_golden_step
+    from cua_rl.tasks.golden_files import check_golden_step
 
     task_file = find_base_task(layout, task_id)
     if task_file is None:

@@ -39,6 +39,7 @@ from cua_rl.tasks.pairs import (
 )
 from cua_rl.tasks.schema import Problem
 from cua_rl.tasks.sources import PROJECT_ROOT, SOURCE_FORMS, load_source, templates_root_of
+from cua_rl.tasks.verify_command import verify_tasks
 
 NAMES_UNCHECKED = (
     "note: metric/getter names were not checked (cua_rl.evaluation.registry is not available yet)"
@@ -102,6 +103,7 @@ def tasks() -> None:
 
 
 tasks.add_command(check_tasks)
+tasks.add_command(verify_tasks)
 
 
 @tasks.command("list")

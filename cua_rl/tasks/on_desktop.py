@@ -37,14 +37,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from cua_rl.desktop.client import GuestClient
 from cua_rl.desktop.setup_step_params import ExecuteParams
 from cua_rl.errors import TaskFormatError
-from cua_rl.types import TaskVariant
+from cua_rl.tasks.golden_files import golden_path, read_golden
+from cua_rl.types import Action, TaskVariant
 
-GOLDEN_DIR = "golden"
 Group = tuple[TaskVariant, list[TaskVariant]]
 """A base task and its variants (the task itself when it has no template)."""
 JOB_TIMEOUT_S = 240.0
@@ -64,6 +62,8 @@ class Job:
     """Steps of the golden solution; None scores the untouched initial state."""
     explain: bool = True
     """On a score other than `expected`, re-run the metrics to say what they compared."""
+    declared: str | None = None
+    """The agent's last action, `terminate(status=<this>)` (an infeasible task's rule)."""
 
     @property
     def expected(self) -> float:
@@ -122,53 +122,6 @@ class Report:
     @property
     def failures(self) -> list[Outcome]:
         return [o for o in self.outcomes if not o.ok]
-
-
-def golden_path(task: TaskVariant, golden_root: Path | None = None) -> Path:
-    """`<golden root>/golden/<domain>/<id>.json` for a task file `<suite>/<domain>/<id>.json`
-    (the golden root is the suite itself unless given)."""
-    source = Path(task.source_path)
-    base = golden_root if golden_root is not None else source.parent.parent
-    return base / GOLDEN_DIR / source.parent.name / f"{task.task_id}.json"
-
-
-def read_golden(task: TaskVariant,
-                golden_root: Path | None = None) -> dict[str, list[dict[str, Any]]]:
-    """Variant name -> golden steps; TaskFormatError naming the file on bad shape."""
-    path = golden_path(task, golden_root)
-    if not path.is_file():
-        raise TaskFormatError(f"{path}: no golden solution file for task {task.task_id}")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise TaskFormatError(f"{path}: not valid JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise TaskFormatError(f"{path}: $: expected an object of variant name -> steps")
-    for name, steps in data.items():
-        if not isinstance(steps, list):
-            raise TaskFormatError(f"{path}: $.{name}: expected an array of steps")
-        for i, step in enumerate(steps):
-            check_golden_step(step, f"{path}: $.{name}[{i}]")
-    return data
-
-
-def check_golden_step(step: Any, where: str) -> None:
-    if not isinstance(step, dict) or len(step) != 1:
-        raise TaskFormatError(f"{where}: expected an object with one key: pyautogui, "
-                              "execute or sleep")
-    (kind, value), = step.items()
-    if kind == "pyautogui" and isinstance(value, str) and value.strip():
-        return
-    if kind == "sleep" and isinstance(value, int | float) and 0 <= value <= 30:
-        return
-    if kind == "execute" and isinstance(value, dict):
-        try:
-            ExecuteParams.model_validate(value)
-            return
-        except ValidationError as exc:
-            raise TaskFormatError(f"{where}: execute: {exc}") from None
-    raise TaskFormatError(f"{where}: expected pyautogui (code string), execute "
-                          f"(setup-step parameters) or sleep (0-30 s), got {kind}={value!r:.80}")
 
 
 def plan_jobs(groups: Sequence[Group],
@@ -248,6 +201,7 @@ async def _run_job(job: Job, client: GuestClient, work: Path, number: int,
     width, height = await client.screen_size()
     context = SetupContext(screen_width=width, screen_height=height, strict=True,
                            output_dir=folder / "output")
+    declared = None if job.declared is None else Action(kind="terminate", status=job.declared)
     progress.phase = "setup"
     await run_setup_steps(client, list(job.task.config), task_id=job.task.task_id,
                           cache=cache, context=context)
@@ -257,8 +211,8 @@ async def _run_job(job: Job, client: GuestClient, work: Path, number: int,
     for variant in job.variants:
         progress.phase = f"evaluation of {variant.evaluator_name}"
         cache_dir = folder / variant.evaluator_name
-        score = await evaluate(variant, client, cache=cache, context=context, last_action=None,
-                               cache_dir=cache_dir)
+        score = await evaluate(variant, client, cache=cache, context=context,
+                               last_action=declared, cache_dir=cache_dir)
         detail = None
         if score != job.expected and job.explain:
             progress.phase = f"explaining the score of {variant.evaluator_name}"

@@ -21,7 +21,7 @@ import cua_rl.env
 from cua_rl.env.async_env import AsyncDesktopEnv
 from cua_rl.env.tasks import DEFAULT_LOCAL_TASK, load_env_tasks
 from cua_rl.env.vector import DesktopVectorEnv
-from cua_rl.tasks.on_desktop import read_golden
+from cua_rl.tasks.golden_files import read_golden
 
 pytestmark = pytest.mark.desktop
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from cua_rl.tasks.on_desktop import read_golden, suite_groups, validate_on_desktop
+from cua_rl.tasks.golden_files import read_golden
+from cua_rl.tasks.on_desktop import suite_groups, validate_on_desktop
 
 pytestmark = pytest.mark.desktop
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from cua_rl.tasks.on_desktop import plan_jobs, read_golden, suite_groups
+from cua_rl.tasks.golden_files import read_golden
+from cua_rl.tasks.on_desktop import plan_jobs, suite_groups
 from cua_rl.tasks.osworld import load_tasks
 
 REPO = Path(__file__).resolve().parents[3]
