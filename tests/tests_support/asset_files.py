@@ -30,12 +30,13 @@ import subprocess
 import tarfile
 import tempfile
 import zipfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from cua_rl.desktop.cache_seed import repo_path
+from cua_rl.desktop.file_cache import FileCache
 from cua_rl.types import TaskVariant
 
 
@@ -311,3 +312,16 @@ def write_asset_tree(urls: Iterable[str], root: Path,
         shutil.copyfile(made[spec], target)
         count += 1
     return count
+
+
+def standin_cache(tasks: Sequence[TaskVariant], root: Path) -> FileCache:
+    """A cache under `root` seeded with a stand-in for every asset of `tasks`, as
+    `cua-rl cache seed --from` would seed it from a snapshot of the real assets."""
+    from cua_rl.desktop.cache_seed import seed_from_dir
+    from cua_rl.tasks.preflight import task_needs
+
+    urls = [u for task in tasks for u in task_needs(task).assets]
+    write_asset_tree(urls, root / "snapshot", standins_for(tasks))
+    cache = FileCache(root / "cache")
+    seed_from_dir(cache, urls, root / "snapshot")
+    return cache

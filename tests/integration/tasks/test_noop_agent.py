@@ -13,15 +13,13 @@ import time
 from pathlib import Path
 
 import pytest
-from tests_support.asset_files import standins_for, write_asset_tree
+from tests_support.asset_files import standin_cache
 from tests_support.desktops import local_desktops_unavailable
 
-from cua_rl.desktop.cache_seed import seed_from_dir
-from cua_rl.desktop.file_cache import FileCache
 from cua_rl.desktop.providers.local import LocalProvider
 from cua_rl.desktop.providers.local_config import LocalProviderConfig
 from cua_rl.tasks.noop_check import noop_report
-from cua_rl.tasks.preflight import local_capabilities, preflight, task_needs
+from cua_rl.tasks.preflight import local_capabilities, preflight
 from cua_rl.tasks.setup_check import check_setups, stratified_sample
 from cua_rl.tasks.sources import load_source
 
@@ -55,10 +53,7 @@ def test_noop_agent_scores_0_and_declared_failure_scores_infeasible_only(
         pytest.skip(reason)
     began = time.monotonic()
     load = load_source(f"osworld:{OSWORLD}")
-    urls = [u for task in load.tasks for u in task_needs(task).assets]
-    write_asset_tree(urls, tmp_path / "snapshot", standins_for(load.tasks))
-    cache = FileCache(tmp_path / "cache")
-    seed_from_dir(cache, urls, tmp_path / "snapshot")
+    cache = standin_cache(load.tasks, tmp_path)
     runnable_ids = set(preflight(load.tasks, local_capabilities(), cache).runnable)
     runnable = [t for t in load.tasks if t.task_id in runnable_ids]
     by_id = {t.task_id: t for t in runnable}
