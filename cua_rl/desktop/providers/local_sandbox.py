@@ -74,6 +74,13 @@ bound into the sandbox."""
 # with the guest's packages (pyautogui, Pillow...), as the system Python of
 # OSWorld's image has them; tasks run `python -c "import pyautogui; ..."`.
 PATH = f"{SHIM_BIN}:{GUEST_MOUNT}/bin:/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+OPENBOX_RC = "/etc/xdg/openbox/rc.xml"
+OPENBOX_KEYS = ('<keybind key="C-A-t"><action name="Execute"><command>gnome-terminal'
+                '</command></action></keybind>')
+"""Keys GNOME binds that openbox's default rc.xml lacks: Ctrl+Alt+T opens a terminal
+(OSWorld's tasks press it). The session writes openbox's default configuration plus
+these into its runtime directory and starts openbox on it (`--config-file`), so the
+home stays as the task left it; a user's ~/.config/openbox/rc.xml is not read."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,6 +247,10 @@ wait_for "/tmp/.X11-unix/X$display" Xvfb
 only - dbus-daemon --session --nofork --nopidfile --address=unix:path=/tmp/runtime-user/bus &
 crit="$crit $!"
 wait_for /tmp/runtime-user/bus "session bus"
+if [ "$wm" = openbox ] && [ -r {OPENBOX_RC} ]; then  # GNOME's keys (OPENBOX_KEYS)
+  sed 's|</keyboard>|{OPENBOX_KEYS}</keyboard>|' {OPENBOX_RC} >/tmp/runtime-user/openbox-rc.xml \
+    && wm="openbox --config-file /tmp/runtime-user/openbox-rc.xml"
+fi
 [ -n "$wm" ] && {{ only - $wm & }}
 if [ -n "$gfd" ]; then
   only "$cfd" {GUEST_MOUNT}/bin/python -m cua_guest.fd_forward "$cfd" 127.0.0.1 {CDP_PORT} &
