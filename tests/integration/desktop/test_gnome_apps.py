@@ -10,7 +10,6 @@ import asyncio
 import shutil
 import time
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 import pytest_asyncio
