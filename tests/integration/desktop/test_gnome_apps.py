@@ -99,11 +99,14 @@ async def test_ctrl_alt_t_opens_a_terminal_whose_text_terminal_returns(
 
 @_needs("gnome-terminal")
 async def test_gnome_terminal_command_line_runs_its_command(guest: GuestClient) -> None:
-    # Tasks start `gnome-terminal --maximize --working-directory=...` and leave it
-    # to the agent; the client returns at once and the server opens the window.
+    # Tasks start gnome-terminal on the bus where OSWorld's image has it (uid 1000's
+    # runtime directory, a link to the desktop's bus here) and leave it to the agent;
+    # the client returns at once and the server opens the window.
     marker = "/tmp/gnome-terminal-ran"
-    done = await guest.execute(["gnome-terminal", "--", "bash", "-c", f"touch {marker}; exec bash"],
-                               timeout=30)
+    done = await guest.execute(
+        "export DBUS_SESSION_BUS_ADDRESS='unix:path=/run/user/1000/bus'\n"
+        f"gnome-terminal --maximize --working-directory=/tmp -- bash -c 'touch {marker}; exec bash'",
+        shell=True, timeout=30)
     assert done.returncode == 0, done
     await _wait_window(guest, lambda name: name == "Terminal", "Terminal")
     deadline = time.monotonic() + DEADLINE_S
