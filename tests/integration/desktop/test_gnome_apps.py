@@ -105,7 +105,8 @@ async def test_gnome_terminal_command_line_runs_its_command(guest: GuestClient) 
     marker = "/tmp/gnome-terminal-ran"
     done = await guest.execute(
         "export DBUS_SESSION_BUS_ADDRESS='unix:path=/run/user/1000/bus'\n"
-        f"gnome-terminal --maximize --working-directory=/tmp -- bash -c 'touch {marker}; exec bash'",
+        "gnome-terminal --maximize --working-directory=/tmp -- "
+        f"bash -c 'touch {marker}; exec bash'",
         shell=True, timeout=30)
     assert done.returncode == 0, done
     await _wait_window(guest, lambda name: name == "Terminal", "Terminal")
