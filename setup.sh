@@ -69,6 +69,10 @@ apt_setup() {
     at-spi2-core dbus python3-pyatspi dconf-gsettings-backend gsettings-desktop-schemas passwd
     # apps the local task suite drives
     libreoffice-calc libreoffice-writer libreoffice-impress mousepad chromium gimp vlc thunderbird socat python3-tk
+    # GNOME's terminal, file manager and text editor, which OSWorld's os and multi_apps
+    # tasks start (or press Ctrl+Alt+T for); gnome-terminal-server is activated on the
+    # desktop's session bus, and /terminal reads its text over AT-SPI
+    gnome-terminal nautilus gedit
     # the default video player and PDF viewer of OSWorld's Ubuntu image (a task makes
     # VLC the default; a VLC task waits for Evince's "<file> — <title>" window)
     totem evince

@@ -53,6 +53,9 @@ FULL_PACKAGES = MINIMAL_PACKAGES + (
     "libreoffice-calc", "libreoffice-writer", "libreoffice-impress", "mousepad", "chromium",
     "gimp", "vlc", "thunderbird", "socat", "ffmpeg", "xdg-utils",
     "tesseract-ocr",
+    # GNOME's terminal, file manager and editor: OSWorld's os and multi_apps tasks
+    # start them (setup.sh installs them for local desktops too)
+    "gnome-terminal", "nautilus", "gedit",
     # OSWorld's image has GNOME's video player and PDF viewer as the defaults (a task
     # makes VLC the default; a VLC task waits for Evince's window): setup.sh installs
     # them for local desktops, and the build makes them the user's defaults

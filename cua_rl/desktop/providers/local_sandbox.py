@@ -44,6 +44,11 @@ execs it so the browser's processes are called `chrome` (`local_user.chrome_shim
 A link would not do: Chromium names its processes after /proc/self/exe, which
 resolves links but not bind mounts, and finds its resources beside it."""
 TOKEN_PATH = "/run/cua-guest/token"
+SESSION_BUS = "/tmp/runtime-user/bus"
+OSWORLD_BUS = "/run/user/1000/bus"
+"""Where OSWorld's image has the session bus (uid 1000's runtime directory): tasks
+start gnome-terminal or gsettings with `DBUS_SESSION_BUS_ADDRESS=unix:path=` this,
+so it is a link to the desktop's own bus (`SESSION_BUS`)."""
 CDP_PORT = 9222
 """Chromium's DevTools port inside, as on OSWorld's images (forwarded to the host)."""
 FORWARDED = ("guest", "cdp")
@@ -74,6 +79,13 @@ bound into the sandbox."""
 # with the guest's packages (pyautogui, Pillow...), as the system Python of
 # OSWorld's image has them; tasks run `python -c "import pyautogui; ..."`.
 PATH = f"{SHIM_BIN}:{GUEST_MOUNT}/bin:/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+OPENBOX_RC = "/etc/xdg/openbox/rc.xml"
+OPENBOX_KEYS = ('<keybind key="C-A-t"><action name="Execute"><command>gnome-terminal'
+                '</command></action></keybind>')
+"""Keys GNOME binds that openbox's default rc.xml lacks: Ctrl+Alt+T opens a terminal
+(OSWorld's tasks press it). The session writes openbox's default configuration plus
+these into its runtime directory and starts openbox on it (`--config-file`), so the
+home stays as the task left it; a user's ~/.config/openbox/rc.xml is not read."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +122,7 @@ def sandbox_env(base: Mapping[str, str], spec: SandboxSpec) -> dict[str, str]:
         SHELL="/bin/bash", TMPDIR="/tmp", PATH=PATH, XDG_RUNTIME_DIR="/tmp/runtime-user",
         XDG_CONFIG_HOME="/home/user/.config", XDG_DATA_HOME="/home/user/.local/share",
         XDG_CACHE_HOME="/home/user/.cache",
-        DBUS_SESSION_BUS_ADDRESS="unix:path=/tmp/runtime-user/bus",
+        DBUS_SESSION_BUS_ADDRESS=f"unix:path={SESSION_BUS}",
         CUA_RL_DESKTOP_ID=spec.desktop_id,
         # Toolkits export their widgets to AT-SPI only when asked to.
         GNOME_ACCESSIBILITY="1", QT_ACCESSIBILITY="1", QT_LINUX_ACCESSIBILITY_ALWAYS_ON="1",
@@ -179,6 +191,8 @@ def bwrap_argv(spec: SandboxSpec, env: Mapping[str, str], fds: SandboxFds,
              "--perms", "0700", "--dir", "/tmp/runtime-user",
              "--perms", "1777", "--dir", "/tmp/.X11-unix",
              "--perms", "1777", "--dir", "/tmp/.ICE-unix",
+             "--perms", "0700", "--dir", os.path.dirname(OSWORLD_BUS),
+             "--symlink", SESSION_BUS, OSWORLD_BUS,
              "--perms", "0755", "--dir", SHIM_BIN,
              "--perms", "0700", "--dir", os.path.dirname(TOKEN_PATH),
              "--perms", "0600", "--file", str(fds.token), TOKEN_PATH]
@@ -237,9 +251,13 @@ only() {{  # exec "$@" holding no listening descriptor but the one named by $1
 trap 'exit 0' TERM INT
 only - Xvfb ":$display" -screen 0 "${{width}}x${{height}}x24" -nolisten tcp -noreset & crit=$!
 wait_for "/tmp/.X11-unix/X$display" Xvfb
-only - dbus-daemon --session --nofork --nopidfile --address=unix:path=/tmp/runtime-user/bus &
+only - dbus-daemon --session --nofork --nopidfile --address=unix:path={SESSION_BUS} &
 crit="$crit $!"
-wait_for /tmp/runtime-user/bus "session bus"
+wait_for {SESSION_BUS} "session bus"
+if [ "$wm" = openbox ] && [ -r {OPENBOX_RC} ]; then  # GNOME's keys (OPENBOX_KEYS)
+  sed 's|</keyboard>|{OPENBOX_KEYS}</keyboard>|' {OPENBOX_RC} >/tmp/runtime-user/openbox-rc.xml \
+    && wm="openbox --config-file /tmp/runtime-user/openbox-rc.xml"
+fi
 [ -n "$wm" ] && {{ only - $wm & }}
 if [ -n "$gfd" ]; then
   only "$cfd" {GUEST_MOUNT}/bin/python -m cua_guest.fd_forward "$cfd" 127.0.0.1 {CDP_PORT} &

@@ -298,9 +298,11 @@ def free_port(prefer: int | None = None) -> int:
 APPLICATIONS = Path("/usr/share/applications")
 DEFAULT_GROUP = "[Default Applications]"
 DEFAULT_APPS = (("org.gnome.Totem.desktop", "video/"), ("org.gnome.Evince.desktop",
-                                                       "application/pdf"))
+                                                       "application/pdf"),
+                ("org.gnome.gedit.desktop", "text/plain"))
 """(desktop file, MIME type prefix) of the defaults on OSWorld's Ubuntu image: GNOME's
-video player ("Videos") for every video type it handles, Evince for PDFs."""
+video player ("Videos") for every video type it handles, Evince for PDFs, gedit for
+plain text (a task opens a .txt and waits for its "<file> (~/Desktop) - gedit" window)."""
 
 
 def default_apps_list(applications: Path = APPLICATIONS) -> str | None:

@@ -85,7 +85,7 @@ async def test_accessibility_tree_shows_a_running_app(guest: GuestClient) -> Non
         tree = await guest.accessibility_tree() or ""
     # /terminal walks the same AT-SPI bus for a focused gnome-terminal: here it
     # answers 200 (the client raises on anything else; 501 meant no AT-SPI), with
-    # no text, since no gnome-terminal runs (not installed: unsupported_app).
+    # no text, since no gnome-terminal runs here (test_gnome_apps reads one).
     assert await guest.terminal_output() is None
 
 

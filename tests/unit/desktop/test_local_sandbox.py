@@ -10,6 +10,10 @@ import pytest
 from cua_rl.desktop.providers.local_guest_env import content_hash, venv_path
 from cua_rl.desktop.providers.local_sandbox import (
     CHROME_EXE,
+    OPENBOX_KEYS,
+    OSWORLD_BUS,
+    SESSION_BUS,
+    SESSION_SCRIPT,
     ListenFds,
     SandboxFds,
     SandboxSpec,
@@ -48,6 +52,17 @@ def test_bwrap_gets_its_own_namespaces_and_a_clear_env() -> None:
     # descriptors; the directory holding their paths is never bound inside.
     assert argv[-2:] == ["11", "12"]
     assert not any("/stage/sock" in a for a in argv)
+
+
+def test_osworlds_bus_path_and_terminal_key_lead_to_the_desktops_own() -> None:
+    argv = bwrap_argv(SPEC, {}, SandboxFds(token=7, shim=None), "/stage", LISTEN)
+    # Tasks export DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/1000/bus (OSWorld's uid).
+    at = argv.index(OSWORLD_BUS)
+    assert OSWORLD_BUS == "/run/user/1000/bus" and argv[at - 2:at] == ["--symlink", SESSION_BUS]
+    assert sandbox_env({}, SPEC)["DBUS_SESSION_BUS_ADDRESS"] == f"unix:path={SESSION_BUS}"
+    # Ctrl+Alt+T: openbox runs on its default rc.xml plus GNOME's terminal key.
+    assert 'key="C-A-t"' in OPENBOX_KEYS and "gnome-terminal" in OPENBOX_KEYS
+    assert OPENBOX_KEYS in SESSION_SCRIPT and "--config-file" in SESSION_SCRIPT
 
 
 def test_a_desktop_without_network_needs_its_listening_sockets() -> None:

@@ -183,6 +183,10 @@ def test_totem_and_evince_are_the_defaults_as_on_osworlds_image(tmp_path: Path) 
         "[Desktop Entry]\nMimeType=application/pdf;image/tiff;application/x-bzpdf;\n")
     assert st.default_apps_list(tmp_path).endswith(
         "video/x-matroska=org.gnome.Totem.desktop\napplication/pdf=org.gnome.Evince.desktop\n")
+    (tmp_path / "org.gnome.gedit.desktop").write_text(
+        "[Desktop Entry]\nMimeType=text/plain;application/x-zerosize;\n")
+    assert st.default_apps_list(tmp_path).endswith(
+        "application/pdf=org.gnome.Evince.desktop\ntext/plain=org.gnome.gedit.desktop\n")
     assert st.default_apps_list(tmp_path / "absent") is None
 
 

@@ -12,6 +12,7 @@ from cua_rl.desktop.setup_steps.chrome import EMPTY_HISTORY_URL
 from cua_rl.tasks.preflight import (
     HostCapabilities,
     capabilities_for,
+    local_capabilities,
     preflight,
     task_needs,
 )
@@ -109,3 +110,15 @@ def test_gnome_only_windows_and_shortcuts_need_their_apps() -> None:
         "command": "export DBUS_SESSION_BUS_ADDRESS='unix:path=/run/user/1000/bus'\n"
                    "gnome-terminal --maximize", "shell": True}}])
     assert task_needs(script).apps == ("gnome-terminal",)
+
+
+@pytest.mark.parametrize("app", ["gnome-terminal", "nautilus", "gedit"])
+def test_gnome_apps_count_when_installed(app: str, tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    # No hard-coded verdict: the host's PATH decides (setup.sh installs the three).
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert not local_capabilities().has_app(app)
+    exe = tmp_path / app
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    assert local_capabilities().has_app(app)
