@@ -11,7 +11,10 @@ What counts as what (docs/osworld-local.md explains the local provider's side):
   of `update_browse_history`, and any hub `/resolve/` link); it blocks the task
   until the cache holds it;
 - any other http(s) URL in the setup or the evaluator means the task needs the
-  internet (pages to open, URLs the agent must reach);
+  internet (pages to open, URLs the agent must reach), and so does any URL in the
+  instruction, a hub link included: the agent itself has to fetch it from inside
+  the desktop ("clone the repo https://...", "download the image from ..."), where
+  the cache cannot help;
 - `googledrive`/`login` steps and the `googledrive_file` getter need credentials;
 - `sudo` in a command needs root, which local desktops never grant.
 """
@@ -156,6 +159,8 @@ def task_needs(task: TaskVariant) -> TaskNeeds:
             assets.append(url)
         else:
             network.append(url)
+    network += [u.rstrip(".,)") for u in _URL.findall(task.instruction)
+                if urlsplit(u.rstrip(".,)")).hostname not in LOOPBACK]
     return TaskNeeds(tuple(dict.fromkeys(a for a in assets if a)), tuple(dict.fromkeys(apps)),
                      tuple(creds), tuple(root), tuple(dict.fromkeys(network)))
 

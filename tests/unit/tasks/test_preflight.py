@@ -122,3 +122,16 @@ def test_gnome_apps_count_when_installed(app: str, tmp_path: Path,
     exe.write_text("#!/bin/sh\n")
     exe.chmod(0o755)
     assert local_capabilities().has_app(app)
+
+
+def test_a_url_in_the_instruction_needs_the_internet_even_a_hub_link() -> None:
+    from dataclasses import replace
+
+    base = _task("t", [])
+    clone = replace(base, instruction='Please clone "https://github.com/x/y" to /home/user.')
+    fetch = replace(base, instruction=f"Download the image from {HUB}/m/cat.png, then open it.")
+    local = replace(base, instruction="Open http://localhost:8000/ in Chrome.")
+    assert task_needs(clone).network == ("https://github.com/x/y",)
+    assert task_needs(fetch).network == (f"{HUB}/m/cat.png",)
+    assert task_needs(fetch).assets == ()
+    assert task_needs(local).network == ()
