@@ -11,8 +11,11 @@ Which tasks can be proven depends on what they are judged by:
   tabs, app config). Every runnable one is attempted.
 - `gold_file`: the result is compared with a gold file from the task set's
   assets (`cloud_file`). With generated stand-in assets that comparison proves
-  nothing, so these are `not_provable` unless `--gold-files` says the cache
-  holds the real assets.
+  nothing, so these are `not_provable` unless `--real-assets` says the cache
+  holds the real assets. So are the rule-judged tasks listed in the golden
+  root's `needs_real_assets.json` ({task id: why}): their rule reads what only
+  the real asset holds (a profile's messages, a project's files, a checking
+  script), which a stand-in of the right type does not.
 - `infeasible`: nothing can solve them; their rule is checked instead: setup
   then a declared failure scores 1, setup then nothing scores 0.
 
@@ -41,6 +44,7 @@ from cua_rl.types import TaskVariant
 
 GOLDEN_ROOT = PROJECT_ROOT / "osworld_tasks" / "osworld"
 """The project's golden solutions for OSWorld task ids (`golden/<domain>/<id>.json`)."""
+NEEDS_REAL_ASSETS = "needs_real_assets.json"
 Kind = Literal["rule", "gold_file", "infeasible"]
 Status = Literal["pass", "fail_golden", "fail_untouched", "error", "not_provable",
                  "infeasible", "not_runnable"]
@@ -88,9 +92,25 @@ class Plan:
     """Tasks with jobs, by id."""
 
 
+def needs_real_assets(golden_root: Path = GOLDEN_ROOT) -> dict[str, str]:
+    """{task id: why} of rule-judged tasks that stand-in assets cannot prove."""
+    path = golden_root / NEEDS_REAL_ASSETS
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise TaskFormatError(f"{path}: not valid JSON: {exc}") from exc
+    if not isinstance(data, dict) or not all(isinstance(v, str) and v.strip()
+                                             for v in data.values()):
+        raise TaskFormatError(f"{path}: expected an object of task id -> reason (a string)")
+    return data
+
+
 def plan_verify(tasks: Sequence[TaskVariant], runnable: set[str], reasons: dict[str, str],
-                golden_root: Path = GOLDEN_ROOT, gold_files: bool = False) -> Plan:
+                golden_root: Path = GOLDEN_ROOT, real_assets: bool = False) -> Plan:
     """Two jobs per attempted task (untouched, then golden or declared failure)."""
+    apart = {} if real_assets else needs_real_assets(golden_root)
     jobs: list[Job] = []
     decided: list[Verdict] = []
     pending: dict[str, TaskVariant] = {}
@@ -106,11 +126,14 @@ def plan_verify(tasks: Sequence[TaskVariant], runnable: set[str], reasons: dict[
             jobs += [untouched, Job(task, (task,), (), declared="failure")]
             pending[task.task_id] = task
             continue
-        if kind == "gold_file" and not gold_files:
+        if kind == "gold_file" and not real_assets:
             decided.append(Verdict(**base, status="not_provable",
                                    reason="compared with a gold file from the task set's "
-                                          "assets (stand-ins here; --gold-files with real "
-                                          "assets)"))
+                                          "assets (--real-assets to attempt)"))
+            continue
+        if task.task_id in apart:
+            decided.append(Verdict(**base, status="not_provable",
+                                   reason=f"needs the real assets: {apart[task.task_id]}"))
             continue
         try:
             golden = read_golden(task, golden_root)

@@ -69,16 +69,17 @@ def run_plan(plan: Plan, ledger: Ledger, desktops: int, cache_root: Path,
 @click.option("--golden-root", type=click.Path(exists=True, file_okay=False, path_type=Path),
               default=GOLDEN_ROOT, show_default=True,
               help="Folder holding golden/<domain>/<task id>.json.")
-@click.option("--gold-files", is_flag=True,
-              help="Also attempt tasks judged against a gold file (the cache holds the task "
-              "set's real assets, not stand-ins).")
+@click.option("--real-assets", is_flag=True,
+              help="The cache holds the task set's real assets, not stand-ins: also attempt "
+              "tasks judged against a gold file and those listed in the golden root's "
+              "needs_real_assets.json.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path("verify-report"), show_default=True,
               help="Where verify.jsonl (resumable), verify.json and verify.md go.")
 @click.option("--fresh", is_flag=True, help="Forget the verdicts of an earlier run in --out.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON summary only.")
 def verify_tasks(osworld: Path, split: str | None, task_ids: tuple[str, ...], desktops: int,
-                 cache_dir: Path | None, golden_root: Path, gold_files: bool, out_dir: Path,
+                 cache_dir: Path | None, golden_root: Path, real_assets: bool, out_dir: Path,
                  fresh: bool, as_json: bool) -> None:
     """Per task, on fresh local desktops: setup + golden solution must score 1, setup +
     nothing must score 0 (infeasible tasks: a declared failure scores 1). Resumable."""
@@ -97,7 +98,11 @@ def verify_tasks(osworld: Path, split: str | None, task_ids: tuple[str, ...], de
     cache = FileCache(cache_dir or default_cache_root())
     checked = preflight(tasks, capabilities_for("local"), cache, load.unimplemented)
     todo = [t for t in tasks if not ledger.settled(t.task_id)]
-    plan = plan_verify(todo, set(checked.runnable), checked.details, golden_root, gold_files)
+    try:
+        plan = plan_verify(todo, set(checked.runnable), checked.details, golden_root,
+                           real_assets)
+    except TaskFormatError as exc:
+        raise click.ClickException(str(exc)) from exc
     for verdict in plan.decided:
         ledger.add(verdict)
     if not as_json:

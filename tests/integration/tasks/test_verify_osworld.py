@@ -1,6 +1,7 @@
 """`cua-rl tasks verify` on real local desktops (issue 31's CI sample): the first
-runnable rule-judged task of each domain in test_all.json order, a second multi_apps
-task and an infeasible one, with generated stand-in assets. Every attempted task must
+runnable rule-judged task of each domain in test_all.json order that stand-in assets
+can prove (not in `needs_real_assets.json`), a second multi_apps task and an
+infeasible one, with generated stand-in assets. Every attempted task must
 pass both halves: its golden solution scores 1 and its untouched desktop 0. The full
 run is the command itself (docs/osworld-local.md)."""
 
@@ -17,7 +18,7 @@ from tests_support.desktops import local_desktops_unavailable
 from cua_rl.tasks.golden_files import golden_path
 from cua_rl.tasks.preflight import local_capabilities, preflight
 from cua_rl.tasks.sources import load_source
-from cua_rl.tasks.verify import GOLDEN_ROOT, task_kind
+from cua_rl.tasks.verify import GOLDEN_ROOT, needs_real_assets, task_kind
 
 pytestmark = [pytest.mark.desktop, pytest.mark.shared]
 
@@ -30,10 +31,11 @@ def _sample(tasks: list, runnable: set[str]) -> tuple[list[str], str | None]:
     """Task ids to verify, in test_all.json order, and the first infeasible runnable one."""
     order = json.loads((OSWORLD / "test_all.json").read_text())
     by_id = {t.task_id: t for t in tasks}
+    apart = needs_real_assets()
     chosen: list[str] = []
     infeasible = None
     for domain, ids in order.items():
-        rule = [i for i in ids if i in runnable and i in by_id
+        rule = [i for i in ids if i in runnable and i in by_id and i not in apart
                 and task_kind(by_id[i]) == "rule"]
         chosen += rule[:1 + (EXTRA_MULTI_APPS if domain == "multi_apps" else 0)]
         if infeasible is None:

@@ -64,7 +64,7 @@ def test_plan_sets_apart_what_cannot_be_proven_and_runs_two_halves(tmp_path: Pat
     assert ("rule", None, None, 0.0) in halves
     assert ("rule", ({"execute": {"command": "true", "shell": True}},), None, 1.0) in halves
     assert ("inf", None, None, 0.0) in halves and ("inf", (), "failure", 1.0) in halves
-    with_assets = plan_verify([gold], runnable, {}, tmp_path, gold_files=True)
+    with_assets = plan_verify([gold], runnable, {}, tmp_path, real_assets=True)
     assert set(with_assets.pending) == {"gold"} and len(with_assets.jobs) == 2
 
 
@@ -138,3 +138,18 @@ def test_verify_command_rejects_an_unknown_task_id(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["tasks", "verify", "--osworld", str(tmp_path / "osworld"),
                                       "--task", "nope", "--out", str(tmp_path / "out")])
     assert result.exit_code == 2 and "nope" in result.output
+
+
+def test_tasks_listed_as_needing_real_assets_are_set_apart_unless_they_are_there(
+        tmp_path: Path) -> None:
+    task = _task(tmp_path, "profile", RULE, domain="thunderbird")
+    _golden(tmp_path, task, [{"execute": {"command": "true", "shell": True}}])
+    (tmp_path / "needs_real_assets.json").write_text(json.dumps(
+        {"profile": "reads the messages of the task's Thunderbird profile"}))
+    verdict, = plan_verify([task], {"profile"}, {}, tmp_path).decided
+    assert verdict.status == "not_provable" and "Thunderbird profile" in verdict.reason
+    assert set(plan_verify([task], {"profile"}, {}, tmp_path, real_assets=True).pending) == \
+        {"profile"}
+    (tmp_path / "needs_real_assets.json").write_text('{"profile": ""}')
+    with pytest.raises(TaskFormatError, match="needs_real_assets.json"):
+        plan_verify([task], {"profile"}, {}, tmp_path)
