@@ -73,6 +73,8 @@ apt_setup() {
     # tasks start (or press Ctrl+Alt+T for); gnome-terminal-server is activated on the
     # desktop's session bus, and /terminal reads its text over AT-SPI
     gnome-terminal nautilus gedit
+    # GNOME Shell's settings schema (its data only): a task edits org.gnome.shell's favourites
+    gnome-shell-common
     # the default video player and PDF viewer of OSWorld's Ubuntu image (a task makes
     # VLC the default; a VLC task waits for Evince's "<file> — <title>" window)
     totem evince

@@ -56,6 +56,8 @@ FULL_PACKAGES = MINIMAL_PACKAGES + (
     # GNOME's terminal, file manager and editor: OSWorld's os and multi_apps tasks
     # start them (setup.sh installs them for local desktops too)
     "gnome-terminal", "nautilus", "gedit",
+    # GNOME Shell's settings schema (data only): a task edits its favourite apps
+    "gnome-shell-common",
     # OSWorld's image has GNOME's video player and PDF viewer as the defaults (a task
     # makes VLC the default; a VLC task waits for Evince's window): setup.sh installs
     # them for local desktops, and the build makes them the user's defaults

@@ -16,7 +16,11 @@ What counts as what (docs/osworld-local.md explains the local provider's side):
   the desktop ("clone the repo https://...", "download the image from ..."), where
   the cache cannot help;
 - `googledrive`/`login` steps and the `googledrive_file` getter need credentials;
-- `sudo` in a command needs root, which local desktops never grant.
+- `sudo` in a command needs root, which local desktops never grant;
+- `local_gap`: tasks whose need shows only in what they ask (install a package
+  from the internet, a system service, sound hardware), found when their golden
+  solutions were written, are listed with the reason in `local_gaps.json` beside
+  this module and are not runnable on local desktops.
 """
 
 from __future__ import annotations
@@ -24,8 +28,9 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -33,8 +38,8 @@ from cua_rl.desktop.file_cache import FileCache, local_path
 from cua_rl.desktop.setup_steps.chrome import EMPTY_HISTORY_URL
 from cua_rl.types import TaskVariant
 
-REASON_ORDER = ("unimplemented", "unsupported_app", "credentials", "needs_root", "network",
-                "assets_uncached")
+REASON_ORDER = ("unimplemented", "unsupported_app", "local_gap", "credentials", "needs_root",
+                "network", "assets_uncached")
 """Blockers in the order they are checked; a task is filed under its first."""
 
 UNSUPPORTED_LOCAL_APPS: dict[str, str] = {
@@ -175,6 +180,8 @@ class HostCapabilities:
     """Whether `sudo` inside a desktop works (OSWorld's VM images: yes; local: never)."""
     network: bool = False
     """Whether desktops may reach the internet (never in this project's tests)."""
+    gaps: Mapping[str, str] = field(default_factory=dict)
+    """Task id -> what these desktops lack that the task needs (`local_gap`)."""
 
 
 def local_capabilities() -> HostCapabilities:
@@ -188,7 +195,12 @@ def local_capabilities() -> HostCapabilities:
             return any(shutil.which(n) for n in ("google-chrome", "chromium", "chromium-browser"))
         return shutil.which(name) is not None
 
-    return HostCapabilities("local", has_app, root=False)
+    return HostCapabilities("local", has_app, root=False, gaps=local_gaps())
+
+
+def local_gaps() -> dict[str, str]:
+    """{task id: reason} of `local_gaps.json` (module docstring)."""
+    return json.loads((Path(__file__).with_name("local_gaps.json")).read_text())
 
 
 def capabilities_for(provider: str) -> HostCapabilities:
@@ -208,6 +220,8 @@ def first_blocker(task: TaskVariant, needs: TaskNeeds, host: HostCapabilities,
     if missing:
         app = missing[0]
         return f"unsupported_app:{app}", UNSUPPORTED_LOCAL_APPS.get(app, f"`{app}` not found")
+    if task.task_id in host.gaps:
+        return "local_gap", host.gaps[task.task_id]
     if needs.credentials:
         return "credentials", "; ".join(needs.credentials)
     if needs.root and not host.root:

@@ -135,3 +135,18 @@ def test_a_url_in_the_instruction_needs_the_internet_even_a_hub_link() -> None:
     assert task_needs(fetch).network == (f"{HUB}/m/cat.png",)
     assert task_needs(fetch).assets == ()
     assert task_needs(local).network == ()
+
+
+def test_known_local_gaps_are_not_runnable_locally_but_are_on_vm_images(tmp_path: Path) -> None:
+    from cua_rl.desktop.file_cache import FileCache
+    from cua_rl.tasks.preflight import capabilities_for, local_gaps
+
+    gaps = local_gaps()
+    assert gaps and all(isinstance(v, str) and v for v in gaps.values())
+    task_id = next(iter(gaps))
+    task = _task(task_id, [])
+    cache = FileCache(tmp_path)
+    local = preflight([task], local_capabilities(), cache)
+    assert local.not_runnable == {"local_gap": [task_id]}
+    assert local.details[task_id] == f"local_gap: {gaps[task_id]}"
+    assert preflight([task], capabilities_for("qemu"), cache).runnable == [task_id]
