@@ -10,9 +10,9 @@ Which tasks can be proven depends on what they are judged by:
 - `rule`: the evaluator checks rules on the desktop's state (settings, files,
   tabs, app config). Every runnable one is attempted.
 - `gold_file`: the result is compared with a gold file from the task set's
-  assets (`cloud_file`). With generated stand-in assets that comparison proves
-  nothing, so these are `not_provable` unless `--real-assets` says the cache
-  holds the real assets. So are the rule-judged tasks listed in the golden
+  assets (a `cloud_file` getter, or a `download` in the postconfig). With
+  generated stand-in assets that comparison proves nothing, so these are
+  `not_provable` unless `--real-assets` says the cache holds the real assets. So are the rule-judged tasks listed in the golden
   root's `needs_real_assets.json` ({task id: why}): their rule reads what only
   the real asset holds (a profile's messages, a project's files, a checking
   script), which a stand-in of the right type does not.
@@ -38,6 +38,7 @@ from typing import Any, Literal
 
 from cua_rl.errors import TaskFormatError
 from cua_rl.tasks.golden_files import golden_path, read_golden
+from cua_rl.tasks.noop_check import expects_download
 from cua_rl.tasks.on_desktop import Job, Outcome
 from cua_rl.tasks.sources import PROJECT_ROOT
 from cua_rl.types import TaskVariant
@@ -59,11 +60,7 @@ def task_kind(task: TaskVariant) -> Kind:
     func = task.evaluator.get("func")
     if func == "infeasible" or (isinstance(func, list) and "infeasible" in func):
         return "infeasible"
-    expected = task.evaluator.get("expected")
-    items = expected if isinstance(expected, list) else [expected]
-    if any(isinstance(g, dict) and g.get("type") == "cloud_file" for g in items):
-        return "gold_file"
-    return "rule"
+    return "gold_file" if expects_download(task) else "rule"
 
 
 @dataclass(frozen=True, slots=True)
