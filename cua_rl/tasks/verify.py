@@ -12,9 +12,10 @@ Which tasks can be proven depends on what they are judged by:
 - `gold_file`: the result is compared with a gold file from the task set's
   assets (a `cloud_file` getter, or a `download` in the postconfig). With
   generated stand-in assets that comparison proves nothing, so these are
-  `not_provable` unless `--real-assets` says the cache holds the real assets. So are the rule-judged tasks listed in the golden
-  root's `needs_real_assets.json` ({task id: why}): their rule reads what only
-  the real asset holds (a profile's messages, a project's files, a checking
+  `not_provable` unless `--real-assets` says the cache holds the real assets.
+  So are the rule-judged tasks listed in the golden root's
+  `needs_real_assets.json` ({task id: why}): their rule reads what only the
+  real asset holds (a profile's messages, a project's files, a checking
   script), which a stand-in of the right type does not.
 - `infeasible`: nothing can solve them; their rule is checked instead: setup
   then a declared failure scores 1, setup then nothing scores 0.
