@@ -65,7 +65,7 @@ def test_verify_proves_the_first_rule_task_of_each_domain(tmp_path: Path) -> Non
         args += ["--task", task_id]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
-    summary = json.loads(result.output)
+    summary = json.loads(result.stdout)
     statuses = {v["task_id"]: (v["status"], v["reason"]) for v in summary["verdicts"]}
     assert {i: s for i, s in statuses.items() if i in chosen and s[0] != "pass"} == {}
     assert statuses[infeasible][0] == "infeasible"
