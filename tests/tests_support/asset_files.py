@@ -217,7 +217,9 @@ def _thunderbird_profile(path: Path) -> None:
     default profile of this install (`TB_INSTALL_HASH`: Thunderbird opens it instead of
     making a new one and its Account Hub), and that
     profile with a prefs.js holding the tasks' account (IMAP anonym-x2024@outlook.com
-    at outlook.office365.com, identity id1, never connecting) and Local Folders;
+    at outlook.office365.com, identity id1, never connecting: the evaluators read
+    `mail.identity.id1.*` and `ImapMail/outlook.office365.com/msgFilterRules.dat`, and
+    a task removes this account) and Local Folders;
     Local Folders holds Inbox (the two messages a backup task names) and Bills (two
     bills, for starring), mbox files Thunderbird indexes itself; the IMAP account's
     folder holds an empty msgFilterRules.dat. Nothing a task asks for is set (no
