@@ -95,3 +95,44 @@ def test_history_standin_is_one_chromium_keeps(tmp_path: Path) -> None:
         assert int(meta["version"]) > 0
         db.execute("SELECT url, title, last_visit_time FROM urls").fetchall()
     db.close()
+
+
+PROFILE = f"{HUB}/thunderbird/dd84e895-72fd-4023-a336-97689ded257c/thunderbird-profile.tar.gz"
+
+
+def test_thunderbird_profile_standin_is_a_profile_thunderbird_opens(tmp_path: Path) -> None:
+    # Setups extract this into /home/user and launch Thunderbird, whose evaluators read
+    # ~/.thunderbird/t5q2a5hp.default-release/...: a tarball holding a README left
+    # Thunderbird making a new profile, so no task could be solved.
+    import email
+    import email.policy
+    import mailbox
+    import tarfile
+
+    task = _task("tb", _download(PROFILE, "/home/user/thunderbird-profile.tar.gz"))
+    standins = standins_for([task])
+    assert standins == {PROFILE: StandIn("gz", kind="thunderbird-profile")}
+    write_asset_tree([PROFILE], tmp_path / "a", standins)
+    write_asset_tree([PROFILE], tmp_path / "b", standins)
+    (first,) = [p for p in (tmp_path / "a").rglob("*") if p.is_file()]
+    (second,) = [p for p in (tmp_path / "b").rglob("*") if p.is_file()]
+    assert first.read_bytes() == second.read_bytes()  # deterministic
+    with tarfile.open(first) as archive:
+        archive.extractall(tmp_path / "home", filter="data")
+    tb = tmp_path / "home" / ".thunderbird"
+    assert "Path=t5q2a5hp.default-release" in (tb / "profiles.ini").read_text()
+    assert "Default=t5q2a5hp.default-release" in (tb / "installs.ini").read_text()
+    profile = tb / "t5q2a5hp.default-release"
+    prefs = (profile / "prefs.js").read_text()
+    assert 'user_pref("mail.identity.id1.useremail", "anonym-x2024@outlook.com");' in prefs
+    assert 'user_pref("mail.server.server1.login_at_startup", false);' in prefs
+    for asked in ("htmlSigText", "auto_quote", "activeThemeID", "applyIncomingFilters"):
+        assert asked not in prefs  # the untouched profile must not solve a task
+    filters = profile / "ImapMail" / "outlook.office365.com" / "msgFilterRules.dat"
+    assert "name=" not in filters.read_text()
+    inbox = mailbox.mbox(profile / "Mail" / "Local Folders" / "Inbox",
+                         factory=lambda f: email.message_from_binary_file(
+                             f, policy=email.policy.default))
+    assert sorted(str(m["subject"]) for m in inbox) == [
+        "A Test E-mail", "\u6b61\u8fce\u4f7f\u7528\u65b0\u7684 Outlook.com \u5e33\u6236"]
+    assert len(mailbox.mbox(profile / "Mail" / "Local Folders" / "Bills")) == 2
