@@ -10,7 +10,8 @@ Which tasks can be proven depends on what they are judged by:
 - `rule`: the evaluator checks rules on the desktop's state (settings, files,
   tabs, app config). Every runnable one is attempted.
 - `gold_file`: the result is compared with a gold file from the task set's
-  assets (a `cloud_file` getter, or a `download` in the postconfig). With
+  assets (a `cloud_file` getter, or a file the postconfig downloads and the
+  evaluator reads: a gold file, a checking script). With
   generated stand-in assets that comparison proves nothing, so these are
   `not_provable` unless `--real-assets` says the cache holds the real assets.
   So are the rule-judged tasks listed in the golden root's
@@ -39,7 +40,6 @@ from typing import Any, Literal
 
 from cua_rl.errors import TaskFormatError
 from cua_rl.tasks.golden_files import golden_path, read_golden
-from cua_rl.tasks.noop_check import expects_download
 from cua_rl.tasks.on_desktop import Job, Outcome
 from cua_rl.tasks.sources import PROJECT_ROOT
 from cua_rl.types import TaskVariant
@@ -61,7 +61,20 @@ def task_kind(task: TaskVariant) -> Kind:
     func = task.evaluator.get("func")
     if func == "infeasible" or (isinstance(func, list) and "infeasible" in func):
         return "infeasible"
-    return "gold_file" if expects_download(task) else "rule"
+    expected = task.evaluator.get("expected")
+    items = expected if isinstance(expected, list) else [expected]
+    if any(isinstance(g, dict) and g.get("type") == "cloud_file" for g in items):
+        return "gold_file"
+    read = json.dumps([task.evaluator.get("result"), expected])
+    return "gold_file" if any(path in read for path in _postconfig_downloads(task)) else "rule"
+
+
+def _postconfig_downloads(task: TaskVariant) -> list[str]:
+    """Paths the evaluator's postconfig downloads to (a gold file, a checking script)."""
+    return [f["path"] for step in task.evaluator.get("postconfig") or ()
+            if isinstance(step, dict) and step.get("type") == "download"
+            for f in (step.get("parameters") or {}).get("files") or ()
+            if isinstance(f, dict) and isinstance(f.get("path"), str) and f["path"]]
 
 
 @dataclass(frozen=True, slots=True)

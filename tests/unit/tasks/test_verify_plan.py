@@ -41,9 +41,13 @@ def test_kind_follows_what_the_evaluator_compares_with(tmp_path: Path) -> None:
     assert task_kind(_task(tmp_path, "i", INFEASIBLE)) == "infeasible"
     listed = {**GOLD, "expected": [{"type": "rule", "rules": {}}, GOLD["expected"]]}
     assert task_kind(_task(tmp_path, "l", listed)) == "gold_file"
-    fetched = {**RULE, "postconfig": [{"type": "download", "parameters": {"files": [
-        {"url": "https://x/gold.xlsx", "path": "/home/user/gold.xlsx"}]}}]}
+    download = [{"type": "download", "parameters": {"files": [
+        {"url": "https://x/gold.xlsx", "path": "/home/user/gold.xlsx"}]}}]
+    fetched = {**RULE, "postconfig": download,
+               "expected": {"type": "vm_file", "path": "/home/user/gold.xlsx", "dest": "g"}}
     assert task_kind(_task(tmp_path, "p", fetched)) == "gold_file"
+    unread = {**RULE, "postconfig": download}  # downloaded, never read by the metric
+    assert task_kind(_task(tmp_path, "u", unread)) == "rule"
 
 
 def test_plan_sets_apart_what_cannot_be_proven_and_runs_two_halves(tmp_path: Path) -> None:
