@@ -12,14 +12,16 @@ from cua_rl.learner.bench_learn import run_bench
 pytestmark = pytest.mark.model
 
 
+@pytest.mark.timeout(1800)
 async def test_reward_rises_when_training_through_the_real_stack(
     primed_tiny_model_dir: Path, tmp_path: Path
 ) -> None:
-    # ~2 min here; the budget ends a pathologically slow run with its curve, well
-    # before pytest's timeout would kill it without one. 30 updates as `bench learn`
-    # (rise 0.85-0.91 there): at 24 one CI run under load rose only 0.26.
+    # ~2 min on an idle machine. Bounded by progress (30 updates, as `bench learn`;
+    # at 24 one CI run under load rose only 0.26), not by wall time: a wall-time budget
+    # cut the updates short on a machine shared with other jobs. The long timeout
+    # only guards against a hang.
     result = await run_bench(primed_tiny_model_dir, tmp_path, updates=30, group=8, actors=2,
-                             lr=3e-4, max_wall_s=480)
+                             lr=3e-4)
     assert result["updates"] == 30, result
     assert result["rise"] > 0.3, result
     # every sample is accounted for, and whole-group updates with eta = 2 and two
