@@ -75,6 +75,9 @@ apt_setup() {
     gnome-terminal nautilus gedit
     # GNOME Shell's settings schema (its data only): a task edits org.gnome.shell's favourites
     gnome-shell-common
+    # tools OSWorld's setups install with `sudo apt install` (the desktop's rootless sudo
+    # succeeds only for packages the host has: cua_rl/desktop/providers/local_sudo.py)
+    jq unzip sysstat xsel
     # the default video player and PDF viewer of OSWorld's Ubuntu image (a task makes
     # VLC the default; a VLC task waits for Evince's "<file> — <title>" window)
     totem evince

@@ -58,6 +58,8 @@ FULL_PACKAGES = MINIMAL_PACKAGES + (
     "gnome-terminal", "nautilus", "gedit",
     # GNOME Shell's settings schema (data only): a task edits its favourite apps
     "gnome-shell-common",
+    # tools OSWorld's setups `sudo apt install` (setup.sh has them for local desktops)
+    "jq", "unzip", "sysstat", "xsel",
     # OSWorld's image has GNOME's video player and PDF viewer as the defaults (a task
     # makes VLC the default; a VLC task waits for Evince's window): setup.sh installs
     # them for local desktops, and the build makes them the user's defaults

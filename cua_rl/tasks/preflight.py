@@ -16,7 +16,9 @@ What counts as what (docs/osworld-local.md explains the local provider's side):
   the desktop ("clone the repo https://...", "download the image from ..."), where
   the cache cannot help;
 - `googledrive`/`login` steps and the `googledrive_file` getter need credentials;
-- `sudo` in a command needs root, which local desktops never grant;
+- `sudo` in a command needs root, which local desktops never grant: their `sudo`
+  only runs commands as the user and answers `apt install` from the host's
+  packages (`rootless_sudo`), so only a task that needs more is `needs_root`;
 - `local_gap`: tasks whose need shows only in what they ask (install a package
   from the internet, a system service, sound hardware), found when their golden
   solutions were written, are listed with the reason in `local_gaps.json` beside
@@ -36,6 +38,7 @@ from urllib.parse import urlsplit
 
 from cua_rl.desktop.file_cache import FileCache, local_path
 from cua_rl.desktop.setup_steps.chrome import EMPTY_HISTORY_URL
+from cua_rl.tasks.rootless_sudo import rootless_problem
 from cua_rl.types import TaskVariant
 
 REASON_ORDER = ("unimplemented", "unsupported_app", "local_gap", "credentials", "needs_root",
@@ -82,7 +85,7 @@ class TaskNeeds:
     apps: tuple[str, ...] = ()
     credentials: tuple[str, ...] = ()
     root: tuple[str, ...] = ()
-    """Commands that use sudo."""
+    """Commands that use sudo (whole: `rootless_sudo` reads them)."""
     network: tuple[str, ...] = ()
     """URLs that are not assets: pages the task opens or the agent must reach."""
 
@@ -140,7 +143,7 @@ def task_needs(task: TaskVariant) -> TaskNeeds:
             if any(TERMINAL_HOTKEY.search(text) for text in _strings(command)):
                 apps.append("gnome-terminal")
             if any(_SUDO.search(s) for s in _strings(command)):
-                root.append(" ".join(map(str, _as_list(command)))[:120])
+                root.append(" ".join(map(str, _as_list(command))))
         if kind == "activate_window":
             name = str(params.get("window_name", ""))
             apps += [app for pattern, app in WINDOW_APPS if pattern.search(name)]
@@ -182,6 +185,9 @@ class HostCapabilities:
     """Whether desktops may reach the internet (never in this project's tests)."""
     gaps: Mapping[str, str] = field(default_factory=dict)
     """Task id -> what these desktops lack that the task needs (`local_gap`)."""
+    sudo_problem: Callable[[str], str | None] | None = None
+    """Without root: what the desktops' own `sudo` cannot do in a command, or None
+    if it can do all (local: `rootless_problem`); unset, every sudo needs root."""
 
 
 def local_capabilities() -> HostCapabilities:
@@ -195,7 +201,8 @@ def local_capabilities() -> HostCapabilities:
             return any(shutil.which(n) for n in ("google-chrome", "chromium", "chromium-browser"))
         return shutil.which(name) is not None
 
-    return HostCapabilities("local", has_app, root=False, gaps=local_gaps())
+    return HostCapabilities("local", has_app, root=False, gaps=local_gaps(),
+                            sudo_problem=rootless_problem)
 
 
 def local_gaps() -> dict[str, str]:
@@ -225,7 +232,9 @@ def first_blocker(task: TaskVariant, needs: TaskNeeds, host: HostCapabilities,
     if needs.credentials:
         return "credentials", "; ".join(needs.credentials)
     if needs.root and not host.root:
-        return "needs_root", needs.root[0]
+        problems = [host.sudo_problem(c) if host.sudo_problem else c[:120] for c in needs.root]
+        if any(problems):
+            return "needs_root", next(p for p in problems if p)
     if needs.network and not host.network:
         return "network", needs.network[0]
     uncached = [u for u in needs.assets if not asset_ready(cache, u)]

@@ -54,8 +54,10 @@ CDP_PORT = 9222
 FORWARDED = ("guest", "cdp")
 """Names of the Unix sockets (`<name>.sock`) the launcher binds for the host forwarder."""
 
-SYSTEM_DIRS = ("/usr", "/etc", "/var/cache/fontconfig", "/var/lib/dbus")
-"""Host directories bound read-only; /bin, /lib*, /sbin follow (symlinks on merged-/usr)."""
+SYSTEM_DIRS = ("/usr", "/etc", "/var/cache/fontconfig", "/var/lib/dbus", "/var/lib/dpkg")
+"""Host directories bound read-only; /bin, /lib*, /sbin follow (symlinks on merged-/usr).
+The package database lets `dpkg -l` answer as on OSWorld's image, and the desktop's
+`sudo` (`local_sudo`) check that an `apt install` asks only for what the host has."""
 MERGED_USR = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 ETC_SECRETS = ("shadow", "shadow-", "gshadow", "gshadow-", "sudoers", "sudoers.d", "ssh",
                "docker", "containerd", "npmrc", "pip.conf", "gitconfig", "wgetrc",
@@ -140,9 +142,12 @@ class SandboxFds:
     """The google-chrome shim, or None when no shim is needed."""
     seccomp: int | None = None
     """The seccomp filter (`local_seccomp.program`), or None for none."""
+    sudo: int | None = None
+    """The desktop's `sudo` (`local_sudo.SUDO_SHIM`), or None for no sudo at all."""
 
     def all(self) -> tuple[int, ...]:
-        return tuple(fd for fd in (self.token, self.shim, self.seccomp) if fd is not None)
+        return tuple(fd for fd in (self.token, self.shim, self.seccomp, self.sudo)
+                     if fd is not None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +205,8 @@ def bwrap_argv(spec: SandboxSpec, env: Mapping[str, str], fds: SandboxFds,
         argv += ["--perms", "0755", "--file", str(fds.shim), f"{SHIM_BIN}/google-chrome"]
         if spec.chrome_binary:
             argv += _chrome_exe(spec.chrome_binary)
+    if fds.sudo is not None:
+        argv += ["--perms", "0755", "--file", str(fds.sudo), f"{SHIM_BIN}/sudo"]
     if fds.seccomp is not None:
         argv += ["--seccomp", str(fds.seccomp)]
     # The root itself (bwrap's tmpfs) read-only: no new top-level directories.

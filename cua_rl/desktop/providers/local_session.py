@@ -57,6 +57,7 @@ from cua_rl.desktop.providers.local_sandbox import (
     sandbox_env,
 )
 from cua_rl.desktop.providers.local_stage import data_fd, listen_socket, stage
+from cua_rl.desktop.providers.local_sudo import SUDO_SHIM
 from cua_rl.desktop.providers.local_user import DesktopUser, chrome_shim, chromium_binary
 from cua_rl.errors import DesktopError
 
@@ -128,7 +129,8 @@ def _start(spec: dict, user: DesktopUser, log: Any,
     if spec.get("seccomp", True) and not seccomp:
         log("no seccomp filter: no system call table for this machine's ABI")
     fds = SandboxFds(token=token, shim=data_fd(chrome_shim()) if chromium else None,
-                     seccomp=data_fd(local_seccomp.program()) if seccomp else None)
+                     seccomp=data_fd(local_seccomp.program()) if seccomp else None,
+                     sudo=data_fd(SUDO_SHIM))
     out_r, out_w = os.pipe()  # the sandbox's stdout/stderr: never a host file
     try:
         argv = bwrap_argv(box, sandbox_env(os.environ, box), fds, STAGE, listen)

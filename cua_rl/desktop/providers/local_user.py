@@ -5,8 +5,9 @@ a D-Bus session bus with AT-SPI enabled, and Chromium under the name
 
 Why not root: VLC refuses to start as root, `gsettings` needs a session bus it
 owns, and a task's `sudo` must never mean root on the host. `user` gets no sudo
-(no sudoers entry; Debian's sudo is not even installed here), so tasks whose
-setup needs root are reported `needs_root` by `cua-rl tasks check`.
+(no sudoers entry): the desktop's `sudo` is a script that runs the command as
+`user` and answers `apt install` from the host's packages (`local_sudo`), and
+tasks whose setup needs real root are reported `needs_root` by `cua-rl tasks check`.
 
 Stdlib only: the session launcher imports this on every (re)start.
 """

@@ -14,6 +14,7 @@ from cua_rl.desktop.providers.local_sandbox import (
     OSWORLD_BUS,
     SESSION_BUS,
     SESSION_SCRIPT,
+    SHIM_BIN,
     ListenFds,
     SandboxFds,
     SandboxSpec,
@@ -45,7 +46,8 @@ def test_bwrap_gets_its_own_namespaces_and_a_clear_env() -> None:
     assert "--share-net" not in argv and "--die-with-parent" in argv
     assert argv[argv.index("--uid") + 1] == "1001"
     binds = {argv[i + 1] for i, a in enumerate(argv) if a in ("--bind", "--ro-bind")}
-    assert binds <= {"/usr", "/etc", "/var/cache/fontconfig", "/var/lib/dbus", "/dev/null",
+    assert binds <= {"/usr", "/etc", "/var/cache/fontconfig", "/var/lib/dbus", "/var/lib/dpkg",
+                     "/dev/null",
                      "/stage/home", "/stage/guest", "/bin", "/sbin", "/lib",
                      "/lib32", "/lib64", "/libx32"}, binds
     # Own network: the guest and DevTools serve on listening sockets handed over as
@@ -150,3 +152,10 @@ def test_seccomp_program_denies_each_listed_call_and_other_abis() -> None:
                        window_manager="", uid=1001, gid=1001, user="user")
     argv = bwrap_argv(spec, {}, SandboxFds(token=7, shim=None, seccomp=9), "/stage", LISTEN)
     assert argv[argv.index("--seccomp") + 1] == "9"
+
+
+def test_the_desktops_sudo_is_the_rootless_script_first_on_path() -> None:
+    argv = bwrap_argv(SPEC, {}, SandboxFds(token=7, shim=None, sudo=9), "/stage", LISTEN)
+    at = argv.index(f"{SHIM_BIN}/sudo")
+    assert argv[at - 2:at] == ["--file", "9"] and argv[at - 3] == "0755"
+    assert SandboxFds(token=7, shim=None, sudo=9).all() == (7, 9)
