@@ -78,6 +78,8 @@ apt_setup() {
     # tools OSWorld's setups install with `sudo apt install` (the desktop's rootless sudo
     # succeeds only for packages the host has: cua_rl/desktop/providers/local_sudo.py)
     jq unzip sysstat xsel
+    # sound without hardware: PulseAudio's null sink (a task turns the volume up with pactl)
+    pulseaudio pulseaudio-utils
     # the default video player and PDF viewer of OSWorld's Ubuntu image (a task makes
     # VLC the default; a VLC task waits for Evince's "<file> — <title>" window)
     totem evince

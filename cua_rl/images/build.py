@@ -23,7 +23,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from cua_rl.desktop.providers.local_state import default_apps_list
+from cua_rl.desktop.providers.local_home import default_apps_list
 from cua_rl.errors import DesktopError
 from cua_rl.images import layers
 from cua_rl.images import recipe as rc

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from cua_rl.desktop.client import GuestClient
+from cua_rl.desktop.providers import local_home
 from cua_rl.desktop.providers import local_state as st
 from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider, GuestClients
 from cua_rl.desktop.providers.local_cgroup import version as cgroup_version
@@ -87,7 +88,7 @@ class LocalProvider(DesktopProvider):
         began = time.monotonic()
         record = self._record(handle.id)
         await asyncio.to_thread(self._kill, record)
-        await asyncio.to_thread(st.restore_home, self._template(), Path(record.home))
+        await asyncio.to_thread(local_home.restore_home, self._template(), Path(record.home))
         new = await self._launch(record.id, record.token, prefer_display=record.display,
                                  prefer_port=record.port, prefer_cdp=record.cdp_port or None)
         new.info["reset_s"] = round(time.monotonic() - began, 3)
@@ -176,13 +177,13 @@ class LocalProvider(DesktopProvider):
             if not path.is_dir():
                 raise DesktopError(f"home_template {path}: not a directory")
             return path
-        return st.ensure_home_template(self.state_dir / "home-template")
+        return local_home.ensure_home_template(self.state_dir / "home-template")
 
     def _prepare(self, ddir: Path) -> None:
         if ddir.exists():  # a stale record of a desktop that died: start clean
             shutil.rmtree(ddir)
         ddir.mkdir(parents=True)
-        st.restore_home(self._template(), ddir / "home")
+        local_home.restore_home(self._template(), ddir / "home")
 
     def _record(self, desktop_id: str) -> st.DesktopRecord:
         record = st.DesktopRecord.load(self.state_dir / st.check_desktop_id(desktop_id))

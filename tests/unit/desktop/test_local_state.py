@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
+from cua_rl.desktop.providers import local_home as lh
 from cua_rl.desktop.providers import local_state as st
 from cua_rl.desktop.providers.base import DesktopHandle
 from cua_rl.desktop.providers.config import ProviderConfig
@@ -94,16 +95,17 @@ def test_bad_desktop_ids_are_rejected(bad: str) -> None:
 
 
 def test_home_template_is_built_once_and_restored(tmp_path: Path) -> None:
-    template = st.ensure_home_template(tmp_path / "tpl")
+    template = lh.ensure_home_template(tmp_path / "tpl")
     for name in ("Desktop", "Documents", "Downloads"):
         assert (template / name).is_dir()
     assert (template / ".config/libreoffice/4/user/registrymodifications.xcu").is_file()
+    assert (template / lh.PULSE_CONFIG).read_text() == lh.PULSE_DEFAULT_PA
     (template / "Desktop" / "keep.txt").write_text("kept")
-    assert st.ensure_home_template(tmp_path / "tpl") == template  # not rebuilt
+    assert lh.ensure_home_template(tmp_path / "tpl") == template  # not rebuilt
     home = tmp_path / "home"
-    st.restore_home(template, home)
+    lh.restore_home(template, home)
     (home / "Desktop" / "scratch.txt").write_text("x")
-    st.restore_home(template, home)
+    lh.restore_home(template, home)
     assert not (home / "Desktop" / "scratch.txt").exists()
     assert (home / "Desktop" / "keep.txt").read_text() == "kept"
 
@@ -176,44 +178,44 @@ def test_totem_and_evince_are_the_defaults_as_on_osworlds_image(tmp_path: Path) 
     (tmp_path / "org.gnome.Totem.desktop").write_text(
         "[Desktop Entry]\nName=Videos\n"
         "MimeType=application/ogg;video/mp4;audio/x-wav;video/x-matroska;\n")
-    assert st.default_apps_list(tmp_path) == (
+    assert lh.default_apps_list(tmp_path) == (
         "[Default Applications]\nvideo/mp4=org.gnome.Totem.desktop\n"
         "video/x-matroska=org.gnome.Totem.desktop\n")
     (tmp_path / "org.gnome.Evince.desktop").write_text(
         "[Desktop Entry]\nMimeType=application/pdf;image/tiff;application/x-bzpdf;\n")
-    assert st.default_apps_list(tmp_path).endswith(
+    assert lh.default_apps_list(tmp_path).endswith(
         "video/x-matroska=org.gnome.Totem.desktop\napplication/pdf=org.gnome.Evince.desktop\n")
     (tmp_path / "org.gnome.gedit.desktop").write_text(
         "[Desktop Entry]\nMimeType=text/plain;application/x-zerosize;\n")
-    assert st.default_apps_list(tmp_path).endswith(
+    assert lh.default_apps_list(tmp_path).endswith(
         "application/pdf=org.gnome.Evince.desktop\ntext/plain=org.gnome.gedit.desktop\n")
-    assert st.default_apps_list(tmp_path / "absent") is None
+    assert lh.default_apps_list(tmp_path / "absent") is None
 
 
 def test_an_existing_list_gains_only_the_defaults_it_lacks() -> None:
     ours = "[Default Applications]\nvideo/mp4=totem.desktop\napplication/pdf=evince.desktop\n"
     user = "[Default Applications]\nvideo/mp4=vlc.desktop\n[Added Associations]\nx/y=z\n"
-    assert st.merged_apps_list(user, ours) == (
+    assert lh.merged_apps_list(user, ours) == (
         "[Default Applications]\napplication/pdf=evince.desktop\nvideo/mp4=vlc.desktop\n"
         "[Added Associations]\nx/y=z\n")
-    assert st.merged_apps_list(ours, ours) is None
-    assert st.merged_apps_list(None, ours) == ours
-    assert st.merged_apps_list("", ours) == (
+    assert lh.merged_apps_list(ours, ours) is None
+    assert lh.merged_apps_list(None, ours) == ours
+    assert lh.merged_apps_list("", ours) == (
         "[Default Applications]\nvideo/mp4=totem.desktop\napplication/pdf=evince.desktop\n")
 
 
 def test_home_template_gains_the_default_apps_list_once(tmp_path: Path) -> None:
-    if st.default_apps_list() is None:
+    if lh.default_apps_list() is None:
         pytest.skip("Totem is not installed (setup.sh installs it)")
-    template = st.ensure_home_template(tmp_path / "home-template")
+    template = lh.ensure_home_template(tmp_path / "home-template")
     mimeapps = template / ".config" / "mimeapps.list"
     assert "video/mp4=org.gnome.Totem.desktop" in mimeapps.read_text()
     mimeapps.write_text("[Default Applications]\nvideo/mp4=vlc.desktop\n")
-    st.ensure_home_template(template)  # an existing choice (the user's) is kept
+    lh.ensure_home_template(template)  # an existing choice (the user's) is kept
     assert "video/mp4=vlc.desktop" in mimeapps.read_text()
     assert "video/mp4=org.gnome.Totem.desktop" not in mimeapps.read_text()
     mimeapps.unlink()  # a template built before the list existed gains it
-    st.ensure_home_template(template)
+    lh.ensure_home_template(template)
     assert "org.gnome.Totem.desktop" in mimeapps.read_text()
 
 
@@ -223,3 +225,13 @@ def test_other_providers_folders_are_not_desktops(tmp_path: Path) -> None:
         (tmp_path / name).mkdir()
     states = st.desktop_states(tmp_path, lambda record: False, now=time.time() + 10**6)
     assert [s.id for s in states] == ["d1"]
+
+
+def test_an_older_template_gains_the_pulse_config_and_keeps_its_own(tmp_path: Path) -> None:
+    template = tmp_path / "tpl"
+    (template / "Desktop").mkdir(parents=True)  # built before the PulseAudio config
+    lh.ensure_home_template(template)
+    assert (template / lh.PULSE_CONFIG).read_text() == lh.PULSE_DEFAULT_PA
+    (template / lh.PULSE_CONFIG).write_text("load-module module-null-sink\n")
+    lh.ensure_home_template(template)  # a config of the template's own stands
+    assert (template / lh.PULSE_CONFIG).read_text() == "load-module module-null-sink\n"

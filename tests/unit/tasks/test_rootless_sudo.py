@@ -13,7 +13,8 @@ HOST = {"jq", "unzip", "sysstat", "xsel"}.__contains__
 
 
 @pytest.mark.parametrize("command", [
-    "echo {CLIENT_PASSWORD} | sudo -S apt update -y && echo {CLIENT_PASSWORD} | sudo -S apt install jq -y",
+    "echo {CLIENT_PASSWORD} | sudo -S apt update -y && "
+    "echo {CLIENT_PASSWORD} | sudo -S apt install jq -y",
     "echo {CLIENT_PASSWORD} | sudo -S apt-get update -y && echo {CLIENT_PASSWORD} | sudo -S "
     "apt-get install unzip -y && unzip /home/user/Desktop/a.zip -d /home/user/Desktop/",
     "echo {CLIENT_PASSWORD} | sudo -S apt install xsel && xsel -bc",

@@ -1,0 +1,146 @@
+"""The home every local desktop starts from: a template directory built once per
+state dir and copied over a desktop's /home/user on every reset.
+
+It holds what OSWorld's Ubuntu image has in a fresh home that the apps would not
+make themselves: the XDG folders, LibreOffice past its first-run dialogs, the
+image's default apps (`DEFAULT_APPS`) and PulseAudio's starting volume
+(`PULSE_DEFAULT_PA`). A template built by an older version gains what it lacks.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+from pathlib import Path
+
+# Home directories every desktop starts with (XDG names apps and OSWorld tasks use).
+TEMPLATE_DIRS = ("Desktop", "Documents", "Downloads", "Music", "Pictures", "Public",
+                 "Templates", "Videos")
+
+# LibreOffice otherwise greets a fresh profile with a "Tip of the Day" dialog that
+# covers the document; tasks and benchmarks expect the document itself.
+_LO_SETTINGS = (
+    ("/org.openoffice.Office.Common/Misc", "ShowTipOfTheDay", "false"),
+    ("/org.openoffice.Office.Common/Misc", "FirstRun", "false"),
+    ("/org.openoffice.Setup/Office", "ooSetupInstCompleted", "true"),
+)
+_LO_REGISTRY = (
+    '<?xml version="1.0" encoding="UTF-8"?>\n'
+    '<oor:items xmlns:oor="http://openoffice.org/2001/registry" '
+    'xmlns:xs="http://www.w3.org/2001/XMLSchema" '
+    'xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">\n'
+    + "".join(f'<item oor:path="{path}"><prop oor:name="{name}" oor:op="fuse">'
+              f"<value>{value}</value></prop></item>\n" for path, name, value in _LO_SETTINGS)
+    + "</oor:items>\n"
+)
+
+PULSE_CONFIG = Path(".config/pulse/default.pa")
+PULSE_DEFAULT_PA = (".include /etc/pulse/default.pa\n"
+                    "# A desktop without sound hardware gets a null sink at 100 %; OSWorld's\n"
+                    "# image starts below full volume (a task asks to turn it up to the max),\n"
+                    "# so it starts at 40 % here:\n"
+                    "set-sink-volume auto_null 26214\n")
+"""PulseAudio reads ~/.config/pulse/default.pa instead of the system's when it exists:
+the system's, then the starting volume of `module-always-sink`'s null sink."""
+
+APPLICATIONS = Path("/usr/share/applications")
+DEFAULT_GROUP = "[Default Applications]"
+DEFAULT_APPS = (("org.gnome.Totem.desktop", "video/"), ("org.gnome.Evince.desktop",
+                                                       "application/pdf"),
+                ("org.gnome.gedit.desktop", "text/plain"))
+"""(desktop file, MIME type prefix) of the defaults on OSWorld's Ubuntu image: GNOME's
+video player ("Videos") for every video type it handles, Evince for PDFs, gedit for
+plain text (a task opens a .txt and waits for its "<file> (~/Desktop) - gedit" window)."""
+
+
+def default_apps_list(applications: Path = APPLICATIONS) -> str | None:
+    """A mimeapps.list making OSWorld's default apps the defaults here (`DEFAULT_APPS`).
+
+    Without it, VLC was the only video player and so the default, and a task that
+    asks the agent to make VLC the default passed untouched; PDFs opened in whatever
+    claimed them first. An app that is not installed is left out (xdg-mime skips
+    defaults whose desktop file does not exist); None when none is."""
+    lines = []
+    for desktop, prefix in DEFAULT_APPS:
+        try:
+            text = (applications / desktop).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        types = next((line.partition("=")[2] for line in text.splitlines()
+                      if line.startswith("MimeType=")), "")
+        lines += [f"{t}={desktop}\n" for t in types.split(";") if t.startswith(prefix)]
+    return f"{DEFAULT_GROUP}\n" + "".join(lines) if lines else None
+
+
+def merged_apps_list(existing: str | None, ours: str) -> str | None:
+    """`existing` plus our defaults for the types it does not set (a user's choice
+    in a template stands), inserted under its `[Default Applications]` group; None
+    when nothing is missing."""
+    if existing is None:
+        return ours
+    have = {line.partition("=")[0].strip() for line in existing.splitlines() if "=" in line}
+    missing = [line for line in ours.splitlines()[1:] if line.partition("=")[0] not in have]
+    if not missing:
+        return None
+    lines = existing.splitlines()
+    if DEFAULT_GROUP in lines:
+        at = lines.index(DEFAULT_GROUP) + 1
+        return "\n".join([*lines[:at], *missing, *lines[at:]]) + "\n"
+    return "\n".join([*lines, DEFAULT_GROUP, *missing]) + "\n"
+
+
+def _write_default_apps(home: Path) -> None:
+    """Write `.config/mimeapps.list` into a template (atomically), or add to the one
+    it has the defaults it lacks (`merged_apps_list`)."""
+    target = home / ".config" / "mimeapps.list"
+    if (ours := default_apps_list()) is None:
+        return
+    existing = target.read_text(encoding="utf-8", errors="replace") if target.exists() else None
+    if (content := merged_apps_list(existing, ours)) is None:
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    tmp.write_text(content)
+    tmp.rename(target)
+
+
+def _write_pulse_config(home: Path) -> None:
+    """Write `PULSE_DEFAULT_PA` unless the template has a PulseAudio config already."""
+    target = home / PULSE_CONFIG
+    if target.exists():
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    tmp.write_text(PULSE_DEFAULT_PA)
+    tmp.rename(target)
+
+
+def ensure_home_template(path: Path) -> Path:
+    """Build the default template at `path` unless it exists (atomic rename, so
+    concurrent first starts never see half a template). A template built before the
+    default-apps list or the PulseAudio config gains what it lacks."""
+    if path.is_dir():
+        _write_default_apps(path)
+        _write_pulse_config(path)
+        return path
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    for name in TEMPLATE_DIRS:
+        (tmp / name).mkdir(parents=True)
+    lo_user = tmp / ".config" / "libreoffice" / "4" / "user"
+    lo_user.mkdir(parents=True)
+    (lo_user / "registrymodifications.xcu").write_text(_LO_REGISTRY)
+    _write_default_apps(tmp)
+    _write_pulse_config(tmp)
+    try:
+        tmp.rename(path)
+    except OSError:  # another process built it first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return path
+
+
+def restore_home(template: Path, home: Path) -> None:
+    """Replace `home` with a copy of `template` (symlinks kept as links)."""
+    if home.exists():
+        shutil.rmtree(home)
+    shutil.copytree(template, home, symlinks=True)
