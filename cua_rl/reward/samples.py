@@ -89,8 +89,8 @@ async def group_samples(
 
     `replayed`: ids of members put into the group by success replay. Their policy
     samples are marked `replayed` (own behaviour logprobs and version, left out of
-    the freshness decision); their votes train the reward model nowhere but in
-    their own group (`prm/replayed`), and the band is judged on the group's own
+    the freshness decision); their votes are not trained again here (they belong
+    to their own group: `prm/replayed`), and the band is judged on the group's own
     rollouts, so replay changes nothing of the reward model's samples.
     """
     band = band or AdaptBand()
