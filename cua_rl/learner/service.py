@@ -224,6 +224,8 @@ class LearnerService:
             "groups": float(len(groups)),
             "groups_with_samples": float(sum(1 for g in groups if g.samples)),
             "samples": float(len(batch)),
+            # success replay: trained with their stored logprobs, lag in version_lag_max
+            "samples_replayed": float(sum(1 for s in batch if s.replayed)),
             "samples_dropped_stale": float(self._stale_since_update),
             # the version the update started from minus each sample's behavior version
             "version_lag_max": float(max(version - 1 - s.version for s in batch)),

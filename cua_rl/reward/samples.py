@@ -78,6 +78,7 @@ async def group_samples(
     lam: float = 1.0,
     band: AdaptBand | None = None,
     keep_zero_advantage: bool = False,
+    replayed: frozenset[str] = frozenset(),
 ) -> GroupSamples:
     """Policy and reward-model samples of one completed group.
 
@@ -85,6 +86,12 @@ async def group_samples(
     no policy-gradient signal, only their share of the KL term, and each costs a
     full forward and backward pass of a vision-language model; off by default
     (docs/algorithms.md, "zero-advantage samples").
+
+    `replayed`: ids of members put into the group by success replay. Their policy
+    samples are marked `replayed` (own behaviour logprobs and version, left out of
+    the freshness decision); their votes are not trained again here (they belong
+    to their own group: `prm/replayed`), and the band is judged on the group's own
+    rollouts, so replay changes nothing of the reward model's samples.
     """
     band = band or AdaptBand()
     variant = group.variant
@@ -108,10 +115,16 @@ async def group_samples(
         messages = step_messages(variant.instruction, steps[:-1], urls, traj.screen, episode)
         out.policy.append(StepSample(tuple(messages), step.token_ids, step.logprobs,
                                      step.policy_version, adv.advantage,
-                                     trajectory_id=traj.id, step_index=step.index))
-    eligible = prm_task_eligible(group.accuracy, band.alpha_low, band.alpha_high)
+                                     trajectory_id=traj.id, step_index=step.index,
+                                     replayed=traj.id in replayed))
+    own = [t for t in group.trajectories if t.id not in replayed]
+    accuracy = sum(1 for t in own if t.outcome == 1) / len(own) if own else 0.0
+    eligible = prm_task_eligible(accuracy, band.alpha_low, band.alpha_high)
     for tid, traj in trajs.items():
         for verdict in group.verdicts.get(tid, ()):
+            if tid in replayed:
+                out.skipped["prm/replayed"] += len(verdict.votes)
+                continue
             if not eligible:
                 out.skipped["prm/outside_band"] += len(verdict.votes)
                 continue

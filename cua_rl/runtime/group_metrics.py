@@ -34,7 +34,10 @@ def group_metrics(group: GroupRecord, samples: GroupSamples, gate: LearnerVersio
     `bench faults` compares the sum over metrics.jsonl with the store to count lost
     trajectories of a training run."""
     trajs = list(group.trajectories)
-    rewards = [r for rs in samples.rewards.values() for r in rs]
+    # the group's own rollouts: a member put in by success replay is not a rollout
+    # of this group (its samples still count in policy_samples and advantages)
+    own = {t.id for t in trajs}
+    rewards = [r for tid, rs in samples.rewards.items() if tid in own for r in rs]
     votes = [(t.outcome, v.score) for t in trajs for verdict in group.verdicts.get(t.id, ())
              for v in verdict.votes if v.score != 0]
     advantages = [s.advantage for s in samples.policy]

@@ -10,6 +10,11 @@ samples possibly none (a task outside the band): so both count the same groups
 into each RL step. Each group is routed exactly once, in the order groups
 complete. Counters: `groups_original`, `groups_accepted`,
 `candidate_groups_rejected`, `groups_empty`.
+
+Success replay (`train.replay`, off by default) acts on training groups only, after
+the selector has judged the group as sampled: a zero-success group may reach the
+learners with one member replaced by a stored success (`runtime/success_replay.py`);
+the metrics hook still gets the group as sampled, with the samples as trained.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from cua_rl.adapt.selector import TRAINS, GroupUse, TemplateSelector
 from cua_rl.learner.service import LearnerService
 from cua_rl.reward.samples import GroupSamples, group_samples
 from cua_rl.rollout.config import EpisodeConfig
+from cua_rl.runtime.success_replay import ReplayedGroup, SuccessReplay
 from cua_rl.runtime.train_config import TrainConfig
 from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.types import GroupRecord
@@ -39,12 +45,15 @@ class GroupRouter:
     def __init__(self, *, selector: TemplateSelector, store: AsyncRunStore,
                  policy: LearnerService, prm: LearnerService | None, train: TrainConfig,
                  adapt: AdaptConfig, episode: EpisodeConfig, selector_file: Path,
-                 on_metrics: GroupMetricsHook | None = None) -> None:
+                 on_metrics: GroupMetricsHook | None = None,
+                 replay: SuccessReplay | None = None, replay_file: Path | None = None
+                 ) -> None:
         self.selector, self.store = selector, store
         self.policy, self.prm = policy, prm
         self.train, self.adapt, self.episode = train, adapt, episode
         self.selector_file = selector_file
         self.on_metrics = on_metrics
+        self.replay, self.replay_file = replay, replay_file
         self.groups = 0
 
     async def __call__(self, group: GroupRecord) -> None:
@@ -62,14 +71,31 @@ class GroupRouter:
             self._metrics(group, GroupSamples())
             return
         await self.store.incr(f"groups_{use}")
+        trained = await self._replay(group)
         samples = await group_samples(
-            group, self.store, self.episode, lam=self.train.lam,
+            trained.group, self.store, self.episode, lam=self.train.lam,
             band=self.train.prm_sample_band or self.adapt.band,
-            keep_zero_advantage=self.train.keep_zero_advantage)
+            keep_zero_advantage=self.train.keep_zero_advantage,
+            replayed=trained.replayed_ids)
+        if trained.replaced is not None:  # every step accounted for
+            samples.skipped["policy/replaced_by_replay"] += len(trained.replaced.steps)
+            samples.skipped["prm/replaced_by_replay"] += sum(
+                len(v.votes) for v in group.verdicts.get(trained.replaced.id, ()))
         self._metrics(group, samples)
         await self.policy.submit(samples.policy, group.group_id)
         if self.prm is not None:  # with or without samples: it counts into the same step
             await self.prm.submit(samples.prm, group.group_id)
+
+    async def _replay(self, group: GroupRecord) -> ReplayedGroup:
+        """The group as the learners train it (`train.replay`); the buffer's state
+        is saved for `--resume` whenever replay is on."""
+        if self.replay is None or not self.replay.cfg.enabled:
+            return ReplayedGroup(group)
+        trained = await self.replay.apply(group, self.policy.version)
+        if self.replay_file is not None:
+            await asyncio.get_running_loop().run_in_executor(
+                None, _write_json, self.replay_file, self.replay.state_dict())
+        return trained
 
     def _metrics(self, group: GroupRecord, samples: GroupSamples) -> None:
         if self.on_metrics is not None:

@@ -54,6 +54,7 @@ from cua_rl.runtime.live import live_summary
 from cua_rl.runtime.local import Components, local_components
 from cua_rl.runtime.metrics import MetricsLogger
 from cua_rl.runtime.progress import RunProgress
+from cua_rl.runtime.success_replay import SuccessReplay
 from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.tasks.sources import difficulty_file
 from cua_rl.types import GroupRecord, TaskVariant
@@ -263,8 +264,14 @@ async def _train_loop(cfg: RunConfig, run_dir: Path, *, store: AsyncRunStore,
     learners = [policy_learner, *([prm_learner] if prm_learner else [])]
     progress: RunProgress | None = None
 
+    replay = SuccessReplay(cfg.train.replay, store)
+    replay_file = ckpt / "replay.json"
+    if resume and replay_file.is_file():
+        replay.load_state_dict(json.loads(replay_file.read_text()))
+
     def on_rollout_metrics(group: GroupRecord, samples: GroupSamples, n: int) -> None:
-        values = group_metrics(group, samples, gate, fleet, cfg, started)
+        values = {**group_metrics(group, samples, gate, fleet, cfg, started),
+                  **replay.metrics(group.group_id)}
         metrics.log("rollout", values, n)
         if progress is not None:
             progress.observe_group(values)
@@ -272,7 +279,7 @@ async def _train_loop(cfg: RunConfig, run_dir: Path, *, store: AsyncRunStore,
     on_group = GroupRouter(
         selector=selector, store=store, policy=policy_learner, prm=prm_learner, train=cfg.train,
         adapt=cfg.adapt, episode=cfg.episode, selector_file=selector_file,
-        on_metrics=on_rollout_metrics)
+        on_metrics=on_rollout_metrics, replay=replay, replay_file=replay_file)
     fleet = rollouts(source, on_group)
     progress = RunProgress(fleet, learners, max_updates, cfg.fleet.max_groups,
                            started=started)

@@ -22,6 +22,27 @@ class PrmSampleBand(AdaptBand):
     """Tasks with a group accuracy above this give the reward model no samples."""
 
 
+class ReplayConfig(BaseModel):
+    """Success replay (DART-GUI, ARPO; not part of RLAnything, so off in its preset):
+    per task variant, a bounded buffer of successful trajectories; a training group
+    in which no rollout succeeded has its last rollout (slot order) replaced by the
+    freshest stored success, trained with its stored behaviour logprobs
+    (docs/algorithms.md, "Success replay")."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = False
+    """Replace one rollout of a zero-success training group by a stored success of
+    the same task variant (off: groups train as sampled, the paper's method)."""
+    per_task: int = Field(2, ge=1)
+    """Successes kept per task variant, first in first out: a new success pushes
+    out the oldest."""
+    max_lag: int = Field(8, ge=0)
+    """A stored success whose behaviour version is more than this many policy
+    updates behind the learner is evicted instead of replayed
+    (`replay_evicted_stale`); the learner's eta does not judge replayed members."""
+
+
 class TrainConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -47,6 +68,8 @@ class TrainConfig(BaseModel):
     prm_sample_band: PrmSampleBand | None = None
     """Accuracy band of tasks that feed the reward-model learner; None: adapt.band
     (the paper's filter). A wider band trains the PRM on more tasks."""
+    replay: ReplayConfig = Field(default_factory=ReplayConfig)
+    """Success replay of stored successful trajectories into zero-success groups."""
     horizon: HorizonSchedule | None = None
     """Optional step-limit schedule; None keeps episode.max_steps. The fleet applies it
     to each episode from the learner version when the episode starts."""

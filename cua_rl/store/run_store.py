@@ -368,6 +368,9 @@ class AsyncRunStore:
     async def load_verdicts(self, trajectory_id: str) -> list[StepVerdict]:
         return await self.call(self.sync.load_verdicts, trajectory_id)
 
+    async def load_trajectory(self, trajectory_id: str) -> Trajectory:
+        return await self.call(self.sync.load_trajectory, trajectory_id)
+
     def screenshot_path(self, name: str) -> Path:
         """Where a stored screenshot's file is (a path, no I/O)."""
         return self.sync.screenshot_path(name)

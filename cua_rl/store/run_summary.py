@@ -10,6 +10,7 @@ examples, so a run whose reward model never answered says why it has no verdicts
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 from collections import defaultdict
@@ -90,6 +91,26 @@ def _per_version(db: sqlite3.Connection) -> list[dict[str, Any]]:
              "success_rate": round(s or 0.0, 4)} for v, n, r, s in rows]
 
 
+REPLAY_COUNTERS = ("replay_groups", "replay_stored", "replay_evicted_full",
+                   "replay_evicted_stale", "replay_buffer_trajectories")
+
+
+def _replay(db: sqlite3.Connection, run_id: str, counters: dict[str, float]
+            ) -> dict[str, Any]:
+    """Whether the training run replayed stored successes (`train.replay`, an
+    ablation the paper has not: a reader must see it), and its counters when on."""
+    row = db.execute("SELECT config_json FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    replay = json.loads(row[0]).get("train", {}).get("replay") if row else None
+    if not isinstance(replay, dict):
+        return {}
+    if not replay.get("enabled"):
+        return {"replay": "off"}
+    out: dict[str, Any] = {"replay": f"on (per_task {replay.get('per_task')}, "
+                                     f"max_lag {replay.get('max_lag')})"}
+    out.update({name: int(counters.get(name, 0)) for name in REPLAY_COUNTERS})
+    return out
+
+
 def summarize(db: sqlite3.Connection, run_id: str, counters: dict[str, float],
               events: list[dict[str, Any]]) -> dict[str, Any]:
     """The whole `runs show` summary of one store (see the module docstring)."""
@@ -151,5 +172,7 @@ def summarize(db: sqlite3.Connection, run_id: str, counters: dict[str, float],
     }
     span = db.execute("SELECT MIN(started_at), MAX(finished_at) FROM trajectories").fetchone()
     out.update(_lifecycle(events, span))
+    if out["kind"] == "train" or "policy_steps" in counters:
+        out.update(_replay(db, run_id, counters))
     out["versions"] = _per_version(db)
     return out

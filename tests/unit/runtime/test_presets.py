@@ -55,6 +55,7 @@ PAPER = {
     "train.prm.lr": 1e-6,
     "train.max_policy_updates": 240,
     "tasks.split": "rlanything-in-domain",
+    "train.replay.enabled": False,  # the paper has no success replay
 }
 
 

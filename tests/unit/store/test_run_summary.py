@@ -96,3 +96,24 @@ def test_a_run_that_never_started_leaves_no_run_dir(tmp_path: Path) -> None:
     with pytest.raises(click.ClickException), run_lifecycle(run_dir, "eval"):
         raise click.ClickException("expected an OSWorld checkout")
     assert not run_dir.exists()
+
+
+@pytest.mark.parametrize("enabled", [False, True])
+def test_a_training_run_says_whether_it_replayed_successes(tmp_path: Path,
+                                                           enabled: bool) -> None:
+    from cua_rl.config import RunConfig
+
+    store = RunStore(tmp_path)
+    cfg = RunConfig()
+    cfg.train.replay.enabled = enabled
+    store.save_config(cfg.model_dump(mode="json"))
+    store.incr("policy_steps")
+    store.incr("replay_groups", 3)
+    store.close()
+    data = _show(tmp_path)
+    if enabled:
+        assert data["replay"] == "on (per_task 2, max_lag 8)" and data["replay_groups"] == 3
+    else:
+        assert data["replay"] == "off" and "replay_groups" not in data
+    human = CliRunner().invoke(cli, ["runs", "show", str(tmp_path)])
+    assert "replay" in human.output and ("on (per_task" in human.output) == enabled
