@@ -31,6 +31,7 @@ Invariants:
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +39,8 @@ from typing import Any
 from cua_rl.runtime.train_config import ReplayConfig
 from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.types import GroupRecord, Trajectory
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,8 +123,14 @@ class SuccessReplay:
         stored = await self._freshest(group.variant.variant_id, learner_version)
         if stored is None:
             return ReplayedGroup(group)
-        success = await self.store.load_trajectory(stored.trajectory_id)
-        verdicts = tuple(await self.store.load_verdicts(stored.trajectory_id))
+        try:
+            success = await self.store.load_trajectory(stored.trajectory_id)
+            verdicts = tuple(await self.store.load_verdicts(stored.trajectory_id))
+        except KeyError as exc:  # never expected in one run dir: lose the entry, not the run
+            self._drop(group.variant.variant_id, stored)
+            _log.warning("success replay: %s; group %s trains as sampled", exc.args[0],
+                         group.group_id)
+            return ReplayedGroup(group)
         replaced = group.trajectories[-1]
         members = (*group.trajectories[:-1], success)
         by_id = {t.id: group.verdicts.get(t.id, ()) for t in group.trajectories[:-1]}
@@ -148,6 +157,11 @@ class SuccessReplay:
             buf.extend(kept)
         # max() keeps the first of equals: reversed, that is the newest
         return max(reversed(kept), key=lambda s: s.version, default=None)
+
+    def _drop(self, variant_id: str, stored: StoredSuccess) -> None:
+        buf = self._buffers.get(variant_id)
+        if buf is not None and stored in buf:
+            buf.remove(stored)
 
     def metrics(self, group_id: str) -> dict[str, float]:
         """This group's replay values for metrics.jsonl (none when disabled)."""

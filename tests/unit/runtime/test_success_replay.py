@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 from pathlib import Path
 
 from PIL import Image
@@ -191,4 +192,22 @@ async def test_the_buffer_is_bounded_per_task_and_evicts_stale_successes(tmp_pat
     assert replay.size == 0
     counters = await store.counters()
     assert counters["replay_evicted_stale"] == 2 and "replay_groups" not in counters
+    await store.close()
+
+
+
+async def test_a_stored_success_missing_from_the_store_is_dropped_not_fatal(
+        tmp_path: Path) -> None:
+    """A buffer entry whose trajectory is not in the run store (a hand-edited
+    replay.json on --resume) costs the entry and that group's replay, not the run."""
+    store = AsyncRunStore.open(tmp_path / "run")
+    screen = await _screen(store)
+    replay = SuccessReplay(ReplayConfig(enabled=True), store)
+    await replay.apply(await _group(store, "g-win", screen, wins=1), 0)
+    state = replay.state_dict()
+    json_text = json.dumps(state).replace("g-win-0", "g-gone-0")
+    replay.load_state_dict(json.loads(json_text))
+    out = await replay.apply(await _group(store, "g-fail", screen, wins=0), 0)
+    assert not out.replayed and out.group.trajectories[-1].id == "g-fail-1"
+    assert replay.size == 0
     await store.close()
