@@ -96,3 +96,18 @@ def test_a_run_that_never_started_leaves_no_run_dir(tmp_path: Path) -> None:
     with pytest.raises(click.ClickException), run_lifecycle(run_dir, "eval"):
         raise click.ClickException("expected an OSWorld checkout")
     assert not run_dir.exists()
+
+
+def test_the_opt_in_switches_a_run_had_on_are_shown(tmp_path: Path) -> None:
+    plain, switched = tmp_path / "plain", tmp_path / "switched"
+    RunStore(plain).close()  # no saved config: nothing on
+    store = RunStore(switched)
+    store.save_config({"train": {"policy": {"entropy_top_fraction": 0.5, "lr": 1e-6},
+                                 "prm": {"entropy_top_fraction": None}}})
+    store.close()
+    assert _show(plain)["switches"] == {}
+    assert _show(switched)["switches"] == {"train.policy.entropy_top_fraction": 0.5}
+    text = CliRunner().invoke(cli, ["runs", "show", str(switched)]).output
+    assert "opt-in switches on (off in the paper): train.policy.entropy_top_fraction=0.5" in text
+    assert "(off in the paper): none" in CliRunner().invoke(cli, ["runs", "show",
+                                                                  str(plain)]).output
