@@ -89,6 +89,18 @@ class MicroBatch:
                           self.token_weights.to(device))
 
 
+@dataclass(frozen=True, slots=True)
+class TrainUnit:
+    """One forward/backward of a mini-batch: a micro-batch with the proximal (and
+    reference) logprobs taken before the update, and its loss weight (0 for a repeat
+    that only keeps the ranks in step)."""
+
+    batch: MicroBatch
+    prox: torch.Tensor
+    ref: torch.Tensor | None
+    weight: float
+
+
 def render_prompt(processor: Any, messages: Sequence[dict[str, Any]],
                   resolve_image: ImageResolver | None = None) -> tuple[str, list[Any]]:
     """Chat-template text and decoded images of a prompt, exactly as the hf server builds them."""

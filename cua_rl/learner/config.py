@@ -105,6 +105,14 @@ class LearnerConfig(BaseModel):
     """Sampling temperature of the servers that produced the samples; logprobs are
     recomputed as `log_softmax(logits / T)` (T = 0: T = 1, as the servers report)."""
     loss: LossConfig = Field(default_factory=LossConfig)
+    entropy_top_fraction: float | None = Field(None, gt=0.0, le=1.0)
+    """Off (None) by default, and off in the paper's preset. f in (0, 1]: train only
+    the ceil(f x N) steps (samples) of an update whose mean token entropy, taken in the
+    proximal pass at the sampling temperature, is highest (DART-GUI); N counts every
+    sample of the update on every rank, ties go to the earlier sample. The others give
+    no gradient and count as unused (`<role>_unused_low_entropy`). Mini-batches are
+    cut before the selection; the loss is averaged over the selected samples of each
+    (docs/algorithms.md, "high-entropy steps")."""
     reference_model: str | None = None
     """Checkpoint of the frozen KL reference; None means the initial checkpoint."""
     seed: int = 0

@@ -24,6 +24,7 @@ import torch
 from cua_rl.inference.hf_engine import load_model
 from cua_rl.learner.base import TrainEngine
 from cua_rl.learner.checkpoint_ranks import check_ranks, write_ranks
+from cua_rl.learner.collectives import dist_all_reduce
 from cua_rl.learner.config import DeepSpeedEngineConfig, LearnerConfig
 from cua_rl.learner.optim import build_optimizer, build_scheduler
 from cua_rl.learner.reference import load_reference
@@ -102,11 +103,7 @@ class DeepSpeedTrainEngine(TrainEngine):
         return float(norm) if norm is not None else float("nan")
 
     def all_reduce(self, values: list[float], op: Literal["sum", "max"]) -> list[float]:
-        import torch.distributed as dist
-
-        tensor = torch.tensor(values, dtype=torch.float64)
-        dist.all_reduce(tensor, op=dist.ReduceOp.SUM if op == "sum" else dist.ReduceOp.MAX)
-        return tensor.tolist()
+        return dist_all_reduce(values, op)
 
     # TrainEngine -------------------------------------------------------------
     def save_checkpoint(self, path: str | Path) -> None:

@@ -30,6 +30,7 @@ INFO_FILE = "learner.json"
 class TorchTrainEngine(TrainEngine):
     """Model, AdamW, schedule and reference in one process."""
 
+    rank = 0
     world_size = 1
 
     def __init__(self, cfg: LearnerConfig, model_dir: str | Path) -> None:

@@ -36,24 +36,47 @@ def position_ids(model: Any, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
     return ids
 
 
-def response_logprobs(model: Any, batch: MicroBatch, temperature: float) -> torch.Tensor:
-    """(N,) logprobs of the batch's response tokens, flat in `MicroBatch` order.
-
-    Differentiable when called with grad enabled; `model` may be a DeepSpeed engine
-    (its forward is used, so ZeRO-3 gathers parameters as usual).
-    """
+def _distributions(model: Any, batch: MicroBatch, temperature: float) -> torch.Tensor:
+    """(N, vocab) float32 log-distributions that predict the batch's response tokens."""
     inputs = batch.inputs
     # Logits at position p predict the token at p + 1: shift the response mask left.
     predictors = torch.zeros_like(batch.response_mask)
     predictors[:, :-1] = batch.response_mask[:, 1:]
     out = model(**inputs, position_ids=position_ids(model, inputs), use_cache=False,
                 logits_to_keep=predictors)
-    logprobs = behavior_logprobs(out.logits, temperature)  # (N, vocab), float32
-    targets = inputs["input_ids"][batch.response_mask]
+    return behavior_logprobs(out.logits, temperature)
+
+
+def _pick(batch: MicroBatch, logprobs: torch.Tensor) -> torch.Tensor:
+    targets = batch.inputs["input_ids"][batch.response_mask]
     return logprobs.gather(-1, targets[:, None])[:, 0]
+
+
+def response_logprobs(model: Any, batch: MicroBatch, temperature: float) -> torch.Tensor:
+    """(N,) logprobs of the batch's response tokens, flat in `MicroBatch` order.
+
+    Differentiable when called with grad enabled; `model` may be a DeepSpeed engine
+    (its forward is used, so ZeRO-3 gathers parameters as usual).
+    """
+    return _pick(batch, _distributions(model, batch, temperature))
 
 
 @torch.no_grad()
 def batch_logprobs(model: Any, batches: list[MicroBatch], temperature: float) -> list[torch.Tensor]:
     """Detached logprobs of several micro-batches (the proximal and reference passes)."""
     return [response_logprobs(model, b, temperature).detach() for b in batches]
+
+
+@torch.no_grad()
+def batch_logprobs_entropy(model: Any, batches: list[MicroBatch], temperature: float
+                           ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """The proximal pass when steps are selected by entropy: each micro-batch's (N,)
+    logprobs and (N,) token entropies `-sum_v p_v log p_v` of the distribution the
+    token was sampled from (same temperature), taken from the one forward that is
+    needed anyway, where the full distribution is at hand."""
+    logps, entropies = [], []
+    for b in batches:
+        logprobs = _distributions(model, b, temperature)
+        logps.append(_pick(b, logprobs).detach())
+        entropies.append(torch.special.entr(logprobs.exp()).sum(-1).detach())
+    return logps, entropies

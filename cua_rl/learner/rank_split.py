@@ -38,6 +38,10 @@ class RankShare:
     """Prompt plus response tokens of this share (what the split balances)."""
     filler: StepSample | None = None
     """A sample run with weight 0 by a rank that has none of its own."""
+    indices: tuple[tuple[int, ...], ...] = ()
+    """Position in the update of each of those samples (empty: unknown, as for a rank
+    handed its own samples); entropy selection breaks ties by it, so its choice does
+    not depend on the split."""
 
     @property
     def samples(self) -> int:
@@ -80,7 +84,8 @@ def split_update(samples: Sequence[StepSample], lengths: Sequence[int], ranks: i
         mini_batches=tuple(tuple(samples[i] for i in mb) for mb in parts[r]),
         weights=tuple(tuple(weight_of[i] for i in mb) for mb in parts[r]),
         tokens=totals[r],
-        filler=samples[0] if not any(parts[r]) else None)
+        filler=samples[0] if not any(parts[r]) else None,
+        indices=tuple(tuple(mb) for mb in parts[r]))
         for r in range(ranks)]
 
 

@@ -19,8 +19,10 @@ bound eta, counts updates. Invariants:
   once its leader has taken step k, so both train on the same groups, step for
   step, and the follower stops where the leader stopped;
 - a step cut short by the end of the run is not trained; every submitted sample
-  is counted once (`<role>_samples_collected`) and ends as used, stale, or unused
-  at the end (`<role>_samples_used`, `<role>_stale_dropped`, `<role>_unused_at_end`).
+  is counted once (`<role>_samples_collected`) and ends as used, stale, unused at
+  the end, or unused because the engine left it out of an update as a low-entropy
+  step (`entropy_top_fraction`) (`<role>_samples_used`, `<role>_stale_dropped`,
+  `<role>_unused_at_end`, `<role>_unused_low_entropy`).
 
 Updates are counted from the checkpointed version, so a run resumed after a
 crash never counts an update twice or misses one: the store's `<role>_updates`
@@ -100,6 +102,9 @@ class LearnerService:
         self.samples_used = 0
         self.stale_dropped = 0
         self.unused_at_end = 0
+        self.unused_low_entropy = 0
+        """Samples of updates that the engine did not train: not among the update's
+        high-entropy steps (`entropy_top_fraction`; 0 when it is off)."""
         self.steps = 0
         """RL steps taken by this service, with or without an update (from 0 after a
         resume; the store's `<role>_steps` adds up across resumes)."""
@@ -203,7 +208,11 @@ class LearnerService:
         version = self.version
         await loop.run_in_executor(self._thread, self._checkpoint, version)
         await self.store.set_counter(f"{self.role}_updates", version)
-        await self._count("samples_used", len(batch))
+        # The engine reports the samples it left out (entropy selection), if any.
+        unselected = int(metrics.get("samples_low_entropy", 0))
+        await self._count("samples_used", len(batch) - unselected)
+        if unselected:
+            await self._count("unused_low_entropy", unselected)
         if self.on_metrics is not None:
             self.on_metrics(self.role, {**metrics, **self._report(groups, batch, version)},
                             version)

@@ -11,6 +11,10 @@ backwards (ZeRO-3 gathers parameters in each), so a rank with fewer micro-batche
 repeats one with a zero loss weight; and each rank divides its summed loss by
 the global token (or sequence) count times 1/world, so that DeepSpeed's gradient
 averaging yields the exact global mean.
+
+With `entropy_top_fraction` set, the proximal pass also measures each sample's
+token entropy, and only the chosen high-entropy samples go on to the mini-batch
+loop (entropy_units.py; the choice is global over the ranks).
 """
 
 from __future__ import annotations
@@ -20,9 +24,10 @@ from typing import Any, Literal, Protocol
 
 import torch
 
-from cua_rl.learner.batching import MicroBatch, build_micro_batches, encode_sample
+from cua_rl.learner.batching import MicroBatch, TrainUnit, build_micro_batches, encode_sample
 from cua_rl.learner.config import LearnerConfig
-from cua_rl.learner.logprobs import batch_logprobs, response_logprobs
+from cua_rl.learner.entropy_units import high_entropy_units
+from cua_rl.learner.logprobs import batch_logprobs, batch_logprobs_entropy, response_logprobs
 from cua_rl.learner.loss import policy_loss
 from cua_rl.learner.rank_split import RankShare, single_share
 from cua_rl.types import StepSample
@@ -31,6 +36,7 @@ from cua_rl.types import StepSample
 class StepOps(Protocol):
     """What an engine provides to the shared step."""
 
+    rank: int
     world_size: int
 
     def forward_model(self) -> Any:
@@ -80,31 +86,54 @@ def run_share_step(ops: StepOps, share: RankShare, *, processor: Any, reference:
               for p, t in zip(plans, targets, strict=True)]
     flat = [m.to(device) for plan in padded for m, _ in plan]
     model = ops.forward_model()
-    prox = batch_logprobs(model, flat, cfg.temperature)
+    fraction = cfg.entropy_top_fraction
+    if fraction is None:
+        prox, entropy = batch_logprobs(model, flat, cfg.temperature), []
+    else:
+        prox, entropy = batch_logprobs_entropy(model, flat, cfg.temperature)
     use_ref = cfg.loss.kl_beta > 0
     ref = batch_logprobs(reference, flat, cfg.temperature) if use_ref else [None] * len(flat)
+    units = _regroup([TrainUnit(b, p, r, w) for b, p, r, (_, w) in
+                      zip(flat, prox, ref, (x for plan in padded for x in plan), strict=True)],
+                     padded)
+    selection: dict[str, float] = {}
+    if fraction is not None:
+        units, sizes, selection = high_entropy_units(
+            ops, share, encoded, units, _regroup(entropy, padded), fraction=fraction,
+            aggregation=cfg.loss.aggregation, micro_batch_tokens=cfg.micro_batch_tokens,
+            pad_token_id=pad, device=device)
 
     sums: dict[str, float] = {}
     count = loss_total = grad_norm = 0.0
-    k = 0
-    for plan, size in zip(padded, sizes, strict=True):
-        for j, (_, weight) in enumerate(plan):
-            mb: MicroBatch = flat[k]
+    for plan, size in zip(units, sizes, strict=True):
+        for j, unit in enumerate(plan):
+            mb: MicroBatch = unit.batch
             logp = response_logprobs(model, mb, cfg.temperature)
-            terms = policy_loss(logp, prox[k], mb.behavior_logprobs, mb.advantages, cfg.loss,
-                                normalizer=size / ops.world_size, ref_logp=ref[k],
+            terms = policy_loss(logp, unit.prox, mb.behavior_logprobs, mb.advantages, cfg.loss,
+                                normalizer=size / ops.world_size, ref_logp=unit.ref,
                                 seq_index=mb.seq_index, token_weights=mb.token_weights)
-            ops.backward(terms.loss * weight, boundary=j == len(plan) - 1)
-            if weight:
+            ops.backward(terms.loss * unit.weight, boundary=j == len(plan) - 1)
+            if unit.weight:
                 loss_total += float(terms.loss.detach())
                 count += terms.count
                 for key, value in terms.sums.items():
                     sums[key] = sums.get(key, 0.0) + value
-            k += 1
         if plan:
             grad_norm = ops.optimizer_step()
-    return _metrics(ops, sums, count, loss_total, grad_norm,
-                    [e for enc in encoded for e in enc], len(padded))
+    # The loss metric is the mean over the mini-batches that took an optimizer step
+    # (with selection, one none of whose samples was chosen takes none).
+    stepped = len(units) if fraction is None else max(1, sum(1 for plan in units if plan))
+    return {**_metrics(ops, sums, count, loss_total, grad_norm,
+                       [e for enc in encoded for e in enc], stepped), **selection}
+
+
+def _regroup(items: list[Any], padded: list[list[Any]]) -> list[list[Any]]:
+    """A flat list cut back into the mini-batches of `padded`."""
+    out, k = [], 0
+    for plan in padded:
+        out.append(items[k: k + len(plan)])
+        k += len(plan)
+    return out
 
 
 def _metrics(ops: StepOps, sums: dict[str, float], count: float, loss_total: float,

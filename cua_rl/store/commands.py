@@ -21,7 +21,8 @@ def runs() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def show(run_dir: Path, as_json: bool) -> None:
     """What RUN_DIR is (train/rollout/eval, finished or not, wall time), its counts,
-    mean evaluator score and success per policy version and per task, and why work was lost
+    the opt-in training switches it had on (off in the paper's preset), mean evaluator
+    score and success per policy version and per task, and why work was lost
     (aborts, give-ups, reward-model and setup failures, by reason with examples).
     `steps`/`verdicts` count good work only; `aborted_*` keys count the rest. Read
     only: the store is never written, so it is safe on a live or damaged run."""
@@ -42,7 +43,7 @@ def show(run_dir: Path, as_json: bool) -> None:
     print_summary(summary)
 
 
-NESTED = ("run_id", "counters", "tasks", "reasons", "set_aside", "versions")
+NESTED = ("run_id", "counters", "tasks", "reasons", "set_aside", "versions", "switches")
 """Summary keys printed as their own tables, not as `key value` rows."""
 
 
@@ -61,6 +62,10 @@ def print_summary(summary: dict[str, Any]) -> None:
         if key not in NESTED:
             counts.add_row(key, "" if value is None else str(value))
     console.print(counts)
+    switches = summary.get("switches") or {}
+    console.print("opt-in switches on (off in the paper): "
+                  + (", ".join(f"{k}={v}" for k, v in switches.items()) or "none"),
+                  markup=False, soft_wrap=True)
     if summary["versions"]:
         versions = Table("policy version", "trajectories", "mean score", "success")
         for row in summary["versions"]:

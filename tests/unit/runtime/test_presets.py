@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 from click.testing import CliRunner
 
+import cua_rl
 from cua_rl.cli import cli
 from cua_rl.config import RunConfig, load_config, preset_names
+from cua_rl.store.run_switches import switches_on
 
 
 @pytest.mark.parametrize("name", preset_names())
@@ -74,6 +78,10 @@ def test_paper_preset_has_the_papers_values() -> None:
     assert cfg.adapt.critique.max_tokens >= 1024 and cfg.adapt.rewriter.max_tokens >= 1024
     # a trust region the PPO clip can act in: more than one optimizer step per update
     assert cfg.train.policy.mini_batches > 1 and cfg.train.prm.mini_batches > 1
+    # the paper has none of the opt-in switches `runs show` lists: all off
+    assert switches_on(cfg.model_dump_json()) == {}
+    text = (Path(cua_rl.__file__).parent / "configs" / "rlanything-osworld.yaml").read_text()
+    assert "# entropy_top_fraction: null" in text  # named, commented as off
 
 
 def test_evaluation_preset_has_the_papers_protocol() -> None:

@@ -117,3 +117,18 @@ def test_a_training_run_says_whether_it_replayed_successes(tmp_path: Path,
         assert data["replay"] == "off" and "replay_groups" not in data
     human = CliRunner().invoke(cli, ["runs", "show", str(tmp_path)])
     assert "replay" in human.output and ("on (per_task" in human.output) == enabled
+
+
+def test_the_opt_in_switches_a_run_had_on_are_shown(tmp_path: Path) -> None:
+    plain, switched = tmp_path / "plain", tmp_path / "switched"
+    RunStore(plain).close()  # no saved config: nothing on
+    store = RunStore(switched)
+    store.save_config({"train": {"policy": {"entropy_top_fraction": 0.5, "lr": 1e-6},
+                                 "prm": {"entropy_top_fraction": None}}})
+    store.close()
+    assert _show(plain)["switches"] == {}
+    assert _show(switched)["switches"] == {"train.policy.entropy_top_fraction": 0.5}
+    text = CliRunner().invoke(cli, ["runs", "show", str(switched)]).output
+    assert "opt-in switches on (off in the paper): train.policy.entropy_top_fraction=0.5" in text
+    assert "(off in the paper): none" in CliRunner().invoke(cli, ["runs", "show",
+                                                                  str(plain)]).output
