@@ -36,6 +36,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 GUEST_MOUNT = "/opt/cua-guest"
+CODE_SERVER_MOUNT = "/opt/code-server"
+"""Where the code-server install (`local_vscode`) is bound read-only, for `code`."""
 SHIM_BIN = "/tmp/.cua-bin"
 CHROME_EXE = "/tmp/.cua-chrome/chrome"
 """Chromium's executable, bound read-only under the name `chrome` (off PATH) in a
@@ -110,6 +112,9 @@ class SandboxSpec:
     installed."""
     tmp_bytes: int = 0
     """Size of each of /tmp, /run and /var/tmp (0: the kernel's default, half the RAM)."""
+    code_server: str = ""
+    """The code-server install (`local_vscode.install_dir`), bound at
+    `CODE_SERVER_MOUNT` when the `code` script is installed."""
 
 
 def sandbox_env(base: Mapping[str, str], spec: SandboxSpec) -> dict[str, str]:
@@ -141,8 +146,12 @@ class SandboxFds:
     seccomp: int | None = None
     """The seccomp filter (`local_seccomp.program`), or None for none."""
 
+    code: int | None = None
+    """The desktop's `code` (`local_vscode.code_script`), or None without VS Code."""
+
     def all(self) -> tuple[int, ...]:
-        return tuple(fd for fd in (self.token, self.shim, self.seccomp) if fd is not None)
+        return tuple(fd for fd in (self.token, self.shim, self.seccomp, self.code)
+                     if fd is not None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +209,9 @@ def bwrap_argv(spec: SandboxSpec, env: Mapping[str, str], fds: SandboxFds,
         argv += ["--perms", "0755", "--file", str(fds.shim), f"{SHIM_BIN}/google-chrome"]
         if spec.chrome_binary:
             argv += _chrome_exe(spec.chrome_binary)
+    if fds.code is not None and spec.code_server:
+        argv += ["--ro-bind", spec.code_server, CODE_SERVER_MOUNT,
+                 "--perms", "0755", "--file", str(fds.code), f"{SHIM_BIN}/code"]
     if fds.seccomp is not None:
         argv += ["--seccomp", str(fds.seccomp)]
     # The root itself (bwrap's tmpfs) read-only: no new top-level directories.
