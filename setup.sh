@@ -154,14 +154,16 @@ vscode_setup() {
     ln -sfn node_modules "$cs/lib/vscode/node_modules.asar"
     ln -sfn code-linux.sh "$cs/lib/vscode/bin/remote-cli/code-server"
     ln -sfn browser-linux.sh "$cs/lib/vscode/bin/helpers/browser.sh"
-    # The window title ends in the product's name, and OSWorld's tasks wait for a
-    # window called "... - Visual Studio Code"
-    "$node" -e 'const f=process.argv[1],fs=require("fs"),p=JSON.parse(fs.readFileSync(f));
-      p.nameShort=p.nameLong="Visual Studio Code";fs.writeFileSync(f,JSON.stringify(p,null,2))' \
-      "$cs/lib/vscode/product.json"
+    # The window title ends in the product's name, which the build inlined into the
+    # web workbench, and OSWorld's tasks wait for "... - Visual Studio Code"
+    "$node" -e 'const fs=require("fs"),f=process.argv[1],s=fs.readFileSync(f,"utf8"),
+      a="nameShort:\"code-server\",nameLong:\"code-server\"",n="\"Visual Studio Code\"";
+      if(s.split(a).length!==2)throw new Error("no single product name in "+f);
+      fs.writeFileSync(f,s.replace(a,"nameShort:"+n+",nameLong:"+n))' \
+      "$cs/lib/vscode/out/vs/code/browser/workbench/workbench.js"
     "$node" "$cs/out/node/entry.js" --version >/dev/null
   )
-  rm -rf "$tmp/build"
+  rm -rf "$tmp/build" "$tmp/node/include"  # the build tools and Node's headers
   chmod -R a+rX "$tmp"
   rm -rf "$CODE_SERVER_DIR"
   mv "$tmp" "$CODE_SERVER_DIR"

@@ -5,7 +5,8 @@ how the host reaches its ports (docs/sandbox.md).
 own (user, PID, IPC, mount, network, UTS, cgroup) and an environment built from
 an allowlist. The file system is assembled from nothing: read-only system
 directories (/usr, /etc minus its secrets, the fontconfig cache), the guest venv
-read-only at /opt/cua-guest, a private /tmp and /run, an empty /home with this
+read-only at /opt/cua-guest (and code-server at /opt/code-server when installed,
+`local_vscode`), a private /tmp and /run, an empty /home with this
 desktop's home at /home/user. The checkout, task sets, caches, run and state
 directories, /root and /opt are simply absent.
 
