@@ -36,6 +36,9 @@ _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 # Home directories every desktop starts with (XDG names apps and OSWorld tasks use).
 TEMPLATE_DIRS = ("Desktop", "Documents", "Downloads", "Music", "Pictures", "Public",
                  "Templates", "Videos")
+VSCODE_USER_DIR = ".config/Code/User"
+"""VS Code's user directory, there on OSWorld's image before any task: a task's
+setup writes settings.json into it before it starts `code` (`local_vscode`)."""
 
 # LibreOffice otherwise greets a fresh profile with a "Tip of the Day" dialog that
 # covers the document; tasks and benchmarks expect the document itself.
@@ -359,12 +362,14 @@ def _write_default_apps(home: Path) -> None:
 def ensure_home_template(path: Path) -> Path:
     """Build the default template at `path` unless it exists (atomic rename, so
     concurrent first starts never see half a template). A template built before the
-    default-apps list, or with an older one, gains the defaults it lacks."""
+    default-apps list, or with an older one, gains the defaults it lacks (and one
+built before VS Code, its user directory)."""
     if path.is_dir():
         _write_default_apps(path)
+        (path / VSCODE_USER_DIR).mkdir(parents=True, exist_ok=True)
         return path
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
-    for name in TEMPLATE_DIRS:
+    for name in (*TEMPLATE_DIRS, VSCODE_USER_DIR):
         (tmp / name).mkdir(parents=True)
     lo_user = tmp / ".config" / "libreoffice" / "4" / "user"
     lo_user.mkdir(parents=True)
