@@ -37,6 +37,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from cua_rl.desktop.file_cache import FileCache, local_path
+from cua_rl.desktop.providers import local_vscode
 from cua_rl.desktop.setup_steps.chrome import EMPTY_HISTORY_URL
 from cua_rl.tasks.rootless_sudo import rootless_problem
 from cua_rl.types import TaskVariant
@@ -45,10 +46,14 @@ REASON_ORDER = ("unimplemented", "unsupported_app", "local_gap", "credentials", 
                 "network", "assets_uncached")
 """Blockers in the order they are checked; a task is filed under its first."""
 
-UNSUPPORTED_LOCAL_APPS: dict[str, str] = {
-    "code": "VS Code is not packaged by Debian (docs/osworld-local.md)",
+UNSUPPORTED_LOCAL_APPS: dict[str, str] = {}
+"""Apps local desktops cannot provide at all, with why."""
+LOCAL_INSTALLS: dict[str, str] = {
+    "code": "VS Code (code-server) is not installed: run ./setup.sh as root "
+            "(docs/osworld-local.md)",
 }
-"""Apps local desktops cannot provide, with why."""
+"""Apps local desktops get from an install of this project's own, not from the
+host's PATH, with what to do when it is missing."""
 
 APP_EXECUTABLES = ("google-chrome", "socat", "thunderbird", "gimp", "vlc", "libreoffice",
                    "soffice", "code", "nautilus", "gnome-terminal", "gedit")
@@ -192,11 +197,14 @@ class HostCapabilities:
 
 def local_capabilities() -> HostCapabilities:
     """Local desktops: the host's executables (Chromium counts as `google-chrome`,
-    see `local_user.chrome_shim`), minus the apps Debian cannot provide."""
+    see `local_user.chrome_shim`), VS Code when setup.sh built code-server
+    (`local_vscode`), minus the apps that cannot be provided."""
 
     def has_app(name: str) -> bool:
         if name in UNSUPPORTED_LOCAL_APPS:
             return False
+        if name == "code":
+            return local_vscode.install_dir() is not None
         if name == "google-chrome":
             return any(shutil.which(n) for n in ("google-chrome", "chromium", "chromium-browser"))
         return shutil.which(name) is not None
@@ -226,7 +234,8 @@ def first_blocker(task: TaskVariant, needs: TaskNeeds, host: HostCapabilities,
     missing = [a for a in needs.apps if not host.has_app(a)]
     if missing:
         app = missing[0]
-        return f"unsupported_app:{app}", UNSUPPORTED_LOCAL_APPS.get(app, f"`{app}` not found")
+        why = UNSUPPORTED_LOCAL_APPS.get(app) or LOCAL_INSTALLS.get(app, f"`{app}` not found")
+        return f"unsupported_app:{app}", why
     if task.task_id in host.gaps:
         return "local_gap", host.gaps[task.task_id]
     if needs.credentials:

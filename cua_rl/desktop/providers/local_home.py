@@ -3,7 +3,7 @@ state dir and copied over a desktop's /home/user on every reset.
 
 It holds what OSWorld's Ubuntu image has in a fresh home that the apps would not
 make themselves: the XDG folders, LibreOffice past its first-run dialogs, the
-image's default apps (`DEFAULT_APPS`) and PulseAudio's starting volume
+image's default apps (`DEFAULT_APPS`), VS Code's user directory and PulseAudio's starting volume
 (`PULSE_DEFAULT_PA`). A template built by an older version gains what it lacks.
 """
 
@@ -17,6 +17,9 @@ from pathlib import Path
 # Home directories every desktop starts with (XDG names apps and OSWorld tasks use).
 TEMPLATE_DIRS = ("Desktop", "Documents", "Downloads", "Music", "Pictures", "Public",
                  "Templates", "Videos")
+VSCODE_USER_DIR = ".config/Code/User"
+"""VS Code's user directory, there on OSWorld's image before any task: a task's
+setup writes settings.json into it before it starts `code` (`local_vscode`)."""
 
 # LibreOffice otherwise greets a fresh profile with a "Tip of the Day" dialog that
 # covers the document; tasks and benchmarks expect the document itself.
@@ -119,13 +122,15 @@ def _write_pulse_config(home: Path) -> None:
 def ensure_home_template(path: Path) -> Path:
     """Build the default template at `path` unless it exists (atomic rename, so
     concurrent first starts never see half a template). A template built before the
-    default-apps list or the PulseAudio config gains what it lacks."""
+    default-apps list, the PulseAudio config or VS Code's user directory gains what
+    it lacks."""
     if path.is_dir():
+        (path / VSCODE_USER_DIR).mkdir(parents=True, exist_ok=True)
         _write_default_apps(path)
         _write_pulse_config(path)
         return path
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
-    for name in TEMPLATE_DIRS:
+    for name in (*TEMPLATE_DIRS, VSCODE_USER_DIR):
         (tmp / name).mkdir(parents=True)
     lo_user = tmp / ".config" / "libreoffice" / "4" / "user"
     lo_user.mkdir(parents=True)

@@ -5,7 +5,8 @@ how the host reaches its ports (docs/sandbox.md).
 own (user, PID, IPC, mount, network, UTS, cgroup) and an environment built from
 an allowlist. The file system is assembled from nothing: read-only system
 directories (/usr, /etc minus its secrets, the fontconfig cache), the guest venv
-read-only at /opt/cua-guest, a private /tmp and /run, an empty /home with this
+read-only at /opt/cua-guest (and code-server at /opt/code-server when installed,
+`local_vscode`), a private /tmp and /run, an empty /home with this
 desktop's home at /home/user. The checkout, task sets, caches, run and state
 directories, /root and /opt are simply absent.
 
@@ -36,6 +37,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 GUEST_MOUNT = "/opt/cua-guest"
+CODE_SERVER_MOUNT = "/opt/code-server"
+"""Where the code-server install (`local_vscode`) is bound read-only, for `code`."""
 SHIM_BIN = "/tmp/.cua-bin"
 CHROME_EXE = "/tmp/.cua-chrome/chrome"
 """Chromium's executable, bound read-only under the name `chrome` (off PATH) in a
@@ -112,6 +115,9 @@ class SandboxSpec:
     installed."""
     tmp_bytes: int = 0
     """Size of each of /tmp, /run and /var/tmp (0: the kernel's default, half the RAM)."""
+    code_server: str = ""
+    """The code-server install (`local_vscode.install_dir`), bound at
+    `CODE_SERVER_MOUNT` when the `code` script is installed."""
 
 
 def sandbox_env(base: Mapping[str, str], spec: SandboxSpec) -> dict[str, str]:
@@ -144,9 +150,11 @@ class SandboxFds:
     """The seccomp filter (`local_seccomp.program`), or None for none."""
     sudo: int | None = None
     """The desktop's `sudo` (`local_sudo.SUDO_SHIM`), or None for no sudo at all."""
+    code: int | None = None
+    """The desktop's `code` (`local_vscode.code_script`), or None without VS Code."""
 
     def all(self) -> tuple[int, ...]:
-        return tuple(fd for fd in (self.token, self.shim, self.seccomp, self.sudo)
+        return tuple(fd for fd in (self.token, self.shim, self.seccomp, self.sudo, self.code)
                      if fd is not None)
 
 
@@ -207,6 +215,9 @@ def bwrap_argv(spec: SandboxSpec, env: Mapping[str, str], fds: SandboxFds,
             argv += _chrome_exe(spec.chrome_binary)
     if fds.sudo is not None:
         argv += ["--perms", "0755", "--file", str(fds.sudo), f"{SHIM_BIN}/sudo"]
+    if fds.code is not None and spec.code_server:
+        argv += ["--ro-bind", spec.code_server, CODE_SERVER_MOUNT,
+                 "--perms", "0755", "--file", str(fds.code), f"{SHIM_BIN}/code"]
     if fds.seccomp is not None:
         argv += ["--seccomp", str(fds.seccomp)]
     # The root itself (bwrap's tmpfs) read-only: no new top-level directories.

@@ -59,6 +59,7 @@ from cua_rl.desktop.providers.local_sandbox import (
 from cua_rl.desktop.providers.local_stage import data_fd, listen_socket, stage
 from cua_rl.desktop.providers.local_sudo import SUDO_SHIM
 from cua_rl.desktop.providers.local_user import DesktopUser, chrome_shim, chromium_binary
+from cua_rl.desktop.providers.local_vscode import code_script, install_dir
 from cua_rl.errors import DesktopError
 
 _PR_SET_CHILD_SUBREAPER = 36
@@ -108,12 +109,13 @@ def _start(spec: dict, user: DesktopUser, log: Any,
     processes whose exit ends the desktop."""
     limits = spec.get("limits") or None
     chromium = chromium_binary()
+    code_server = install_dir()
     box = SandboxSpec(
         desktop_id=spec["id"], display=spec["display"], width=spec["width"],
         height=spec["height"], window_manager=spec["window_manager"], uid=user.uid,
         gid=user.gid, user=user.name, network=spec.get("network", False),
         guest_port=spec["ports"]["guest"], chrome_binary=chromium or "",
-        tmp_bytes=limits["tmp_mb"] << 20 if limits else 0)
+        tmp_bytes=limits["tmp_mb"] << 20 if limits else 0, code_server=code_server or "")
     sock_dir = stage(spec["home"], spec["guest_venv"], user,
                      limits["home_mb"] << 20 if limits else 0)
     socks = {} if box.network else {
@@ -130,7 +132,8 @@ def _start(spec: dict, user: DesktopUser, log: Any,
         log("no seccomp filter: no system call table for this machine's ABI")
     fds = SandboxFds(token=token, shim=data_fd(chrome_shim()) if chromium else None,
                      seccomp=data_fd(local_seccomp.program()) if seccomp else None,
-                     sudo=data_fd(SUDO_SHIM))
+                     sudo=data_fd(SUDO_SHIM),
+                     code=data_fd(code_script()) if code_server else None)
     out_r, out_w = os.pipe()  # the sandbox's stdout/stderr: never a host file
     try:
         argv = bwrap_argv(box, sandbox_env(os.environ, box), fds, STAGE, listen)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import time
 from pathlib import Path
@@ -108,6 +109,15 @@ def test_home_template_is_built_once_and_restored(tmp_path: Path) -> None:
     lh.restore_home(template, home)
     assert not (home / "Desktop" / "scratch.txt").exists()
     assert (home / "Desktop" / "keep.txt").read_text() == "kept"
+
+
+def test_home_template_has_vs_codes_user_directory_as_osworlds_image(tmp_path: Path) -> None:
+    # a task's setup writes ~/.config/Code/User/settings.json before it starts `code`
+    template = lh.ensure_home_template(tmp_path / "tpl")
+    assert (template / ".config/Code/User").is_dir()
+    shutil.rmtree(template / ".config/Code")  # a template built before VS Code gains it
+    lh.ensure_home_template(template)
+    assert (template / ".config/Code/User").is_dir()
 
 
 def test_free_port_prefers_the_given_port() -> None:

@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 from cua_rl.cli import cli
 from cua_rl.config import RunConfig, load_config
+from cua_rl.desktop.providers import local_vscode
 from cua_rl.report.eval_report import task_run_id
 from cua_rl.rollout.scheduler import GroupScheduler
 from cua_rl.runtime.evaluation_run import TaskRunQueue, plan_task_runs
@@ -84,6 +85,8 @@ def test_a_finished_evaluation_only_rewrites_its_report(tmp_path: Path) -> None:
 def test_tasks_that_cannot_run_here_are_reported_not_attempted(tmp_path: Path,
                                                                monkeypatch) -> None:
     monkeypatch.setenv("CUA_RL_CACHE_DIR", str(tmp_path / "cache"))
+    # as on a machine without code-server (setup.sh builds it as root)
+    monkeypatch.setattr(local_vscode, "CODE_SERVER_DIR", str(tmp_path / "no-code-server"))
     tasks = {
         "vs": {"id": "vs", "instruction": "x", "evaluator": {"func": "infeasible"},
                "config": [{"type": "launch", "parameters": {"command": ["code"]}}]},

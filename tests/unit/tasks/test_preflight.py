@@ -8,10 +8,12 @@ from typing import Any
 import pytest
 
 from cua_rl.desktop.file_cache import FileCache
+from cua_rl.desktop.providers import local_vscode
 from cua_rl.desktop.setup_steps.chrome import EMPTY_HISTORY_URL
 from cua_rl.tasks.preflight import (
     HostCapabilities,
     capabilities_for,
+    first_blocker,
     local_capabilities,
     preflight,
     task_needs,
@@ -93,9 +95,20 @@ def test_each_task_is_filed_under_its_first_blocker(tmp_path: Path) -> None:
     assert vm.not_runnable == {"credentials": ["creds"], "network": ["web"]}
 
 
-@pytest.mark.parametrize("app", ["code"])
-def test_local_desktops_never_offer_unsupported_apps(app: str) -> None:
-    assert not capabilities_for("local").has_app(app)
+def test_local_desktops_offer_vs_code_when_code_server_is_installed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "code-server"
+    monkeypatch.setattr(local_vscode, "CODE_SERVER_DIR", str(root))
+    assert not capabilities_for("local").has_app("code")
+    task = _task("vs", [_launch("code")])
+    blocker = first_blocker(task, task_needs(task), capabilities_for("local"),
+                            FileCache(tmp_path / "cache"))
+    assert blocker is not None and blocker[0] == "unsupported_app:code"
+    assert "setup.sh" in blocker[1]
+    root.mkdir()  # half built: the ready mark is written last
+    assert not capabilities_for("local").has_app("code")
+    (root / local_vscode.READY_MARK).touch()
+    assert capabilities_for("local").has_app("code")
 
 
 def test_gnome_only_windows_and_shortcuts_need_their_apps() -> None:
