@@ -125,6 +125,7 @@ async def run_bench_sync(model_dir: Path, work: Path, *, replicas: int = 2, sync
                 result = await pool.chat(MESSAGES, max_tokens=8, temperature=1.0, seed=k)
                 requests.append(Timed(result.url, start, time.monotonic()))
 
+        began = time.monotonic()
         senders = [asyncio.create_task(client(k)) for k in range(clients)]
         try:
             for version in range(1, syncs + 1):
@@ -137,12 +138,13 @@ async def run_bench_sync(model_dir: Path, work: Path, *, replicas: int = 2, sync
         finally:
             done.set()
             await asyncio.wait_for(asyncio.gather(*senders, return_exceptions=True), 300)
+            wall = time.monotonic() - began
             await sync.close()
     for task in senders:
         if task.exception() is not None:
             raise task.exception()  # type: ignore[misc]
     return {"replicas": replicas, "syncs": syncs, "clients": clients, "staggered": staggered,
-            **summarize(requests, windows)}
+            "requests_per_s": round(len(requests) / wall, 2), **summarize(requests, windows)}
 
 
 @click.command("sync")

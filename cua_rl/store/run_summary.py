@@ -16,6 +16,7 @@ from collections import defaultdict
 from typing import Any
 
 from cua_rl.store.schema import ENDED, FAILURE_KINDS, STARTED
+from cua_rl.store.run_settings import shown_settings
 
 GOOD = "status NOT IN ('aborted', 'setup_failed')"
 """SQL condition of a trajectory that is good work (may be trained on / scored)."""
@@ -126,6 +127,7 @@ def summarize(db: sqlite3.Connection, run_id: str, counters: dict[str, float],
                 "prm_steps", "prm_steps_empty")
     for name in training if "policy_steps" in counters else ():
         out[name] = int(counters.get(name, 0))
+    out.update(shown_settings(db, run_id))  # e.g. train.sync.staggered
     out["counters"] = counters
     out["tasks"] = per_task
     # New keys: lost work and why.

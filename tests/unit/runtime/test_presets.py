@@ -73,6 +73,8 @@ def test_paper_preset_has_the_papers_values() -> None:
     assert cfg.adapt.critique.max_tokens >= 1024 and cfg.adapt.rewriter.max_tokens >= 1024
     # a trust region the PPO clip can act in: more than one optimizer step per update
     assert cfg.train.policy.mini_batches > 1 and cfg.train.prm.mini_batches > 1
+    # ours, not the paper's: staggered weight sync, stated in the preset
+    assert cfg.train.sync.staggered is True
 
 
 def test_evaluation_preset_has_the_papers_protocol() -> None:

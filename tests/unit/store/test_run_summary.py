@@ -96,3 +96,21 @@ def test_a_run_that_never_started_leaves_no_run_dir(tmp_path: Path) -> None:
     with pytest.raises(click.ClickException), run_lifecycle(run_dir, "eval"):
         raise click.ClickException("expected an OSWorld checkout")
     assert not run_dir.exists()
+
+
+def test_runs_show_prints_the_weight_sync_switch_from_the_saved_config(
+        tmp_path: Path) -> None:
+    from cua_rl.config import RunConfig
+
+    plain = tmp_path / "plain"
+    RunStore(plain).close()
+    assert "train.sync.staggered" not in _show(plain)  # no saved config: not guessed
+    for staggered in (True, False):
+        run_dir = tmp_path / f"staggered-{staggered}"
+        store = RunStore(run_dir)
+        cfg = RunConfig.model_validate({"train": {"sync": {"staggered": staggered}}})
+        store.save_config(cfg.model_dump(mode="json"))
+        store.close()
+        assert _show(run_dir)["train.sync.staggered"] is staggered
+        text = CliRunner().invoke(cli, ["runs", "show", str(run_dir)]).output
+        assert "train.sync.staggered" in text
