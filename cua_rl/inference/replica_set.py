@@ -153,10 +153,14 @@ class ReplicaSet:
         return all(r.state is ReplicaState.FAILED for r in self.replicas.values())
 
     async def changed(self, timeout_s: float) -> None:
-        """Wait (at most `timeout_s`) for some replica to change state."""
+        """Wait (at most `timeout_s`) for some replica to change state. `asyncio.timeout`,
+        not `wait_for`: on Python 3.11 `wait_for` swallows a cancellation that arrives as
+        the event fires, so a cancelled waiter kept waiting (seen with staggered sync,
+        whose withholding notifies often)."""
         event = self._changed
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(event.wait(), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                await event.wait()
 
     def _notify(self) -> None:
         self._changed.set()  # wake every waiter, then re-arm

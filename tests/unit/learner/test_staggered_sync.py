@@ -69,7 +69,7 @@ async def sync_under_load(servers: list[UpdatingModelServer], pool: InferencePoo
             answered[0] += 1
 
     async def watch() -> None:
-        while True:
+        while not stop.is_set():
             await pool.replicas.changed(DEADLINE_S)
             fewest[0] = min(fewest[0], len(pool.replicas.serving()))
 
