@@ -6,9 +6,11 @@ serving its old weights until the new ones are complete (the server swaps under
 its generation gate). Staggered (`WeightSyncConfig.staggered`, the default), the
 replica under update is also out of routing meanwhile (`ReplicaSet.withheld`), so
 no new request queues behind its swap; with a single serving replica it stays
-routed and requests wait for it, as they do unstaggered. Two transports: `checkpoint` exports an HF directory once
-and has each replica load it; `collective` broadcasts the tensors over a
-two-party gloo link per replica (NCCL in the vLLM worker extension on GPU).
+routed and requests wait for it, as they do unstaggered.
+
+Two transports: `checkpoint` exports an HF directory once and has each replica
+load it; `collective` broadcasts the tensors over a two-party gloo link per
+replica (NCCL in the vLLM worker extension on GPU).
 After a sync, every serving replica reports the new version in `x-model-version`.
 
 Replicas come from the pool's `ReplicaSet`, the same object routing uses: a sync

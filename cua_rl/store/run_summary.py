@@ -15,8 +15,8 @@ import sqlite3
 from collections import defaultdict
 from typing import Any
 
-from cua_rl.store.schema import ENDED, FAILURE_KINDS, STARTED
 from cua_rl.store.run_settings import shown_settings
+from cua_rl.store.schema import ENDED, FAILURE_KINDS, STARTED
 
 GOOD = "status NOT IN ('aborted', 'setup_failed')"
 """SQL condition of a trajectory that is good work (may be trained on / scored)."""

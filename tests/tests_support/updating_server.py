@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 
 from aiohttp import web
+
 from tests_support.bad_model_server import good_choice
 
 

@@ -121,7 +121,7 @@ async def test_one_replica_stays_routed_and_requests_wait_for_its_update(
 
 async def until(condition, what: str) -> None:  # noqa: ANN001
     async with asyncio.timeout(DEADLINE_S):
-        while not condition():
+        while not condition():  # noqa: ASYNC110 - a server's state, polled to a deadline
             await asyncio.sleep(0.01)
     assert condition(), what
 
