@@ -40,6 +40,7 @@ BENCH_COMMANDS: dict[str, str] = {
     "fleet": "cua_rl.rollout.bench_fleet:bench_fleet",
     "inference": "cua_rl.inference.bench_inference:bench_inference",
     "faults": "cua_rl.runtime.bench_faults:bench_faults",
+    "sync": "cua_rl.learner.bench_sync:bench_sync",
 }
 
 

@@ -4,7 +4,8 @@ Routing (docs/architecture.md, concurrency): a request with a `session_key` (one
 goes to the replica that served that key before while it is healthy, so the
 server's prefix cache is reused; a request without a key (PRM votes) goes to
 the healthy replica with the fewest requests in flight (ties: the one picked
-least recently).
+least recently). An episode whose replica is withheld for a staggered weight
+update (replica_set.py, UPDATING) is served elsewhere meanwhile and goes back after.
 
 Failure rules (docs/architecture.md, failure rules): a replica that fails a request
 (connection error, timeout, 5xx) is marked down in the pool's `ReplicaSet`
@@ -27,7 +28,7 @@ from typing import Any
 
 from cua_rl.inference.base import ChatResult, InferenceUnavailable
 from cua_rl.inference.config import InferencePoolConfig
-from cua_rl.inference.replica_set import Replica, ReplicaSet
+from cua_rl.inference.replica_set import Replica, ReplicaSet, ReplicaState
 from cua_rl.retry import retrying
 
 log = logging.getLogger(__name__)
@@ -112,6 +113,7 @@ class InferencePool:
         loop = asyncio.get_running_loop()
         replicas = self.replicas
         while True:
+            sticky = None
             if session_key is not None:
                 sticky = replicas.replicas.get(self._sticky.get(session_key, ""))
                 if sticky is not None and sticky.serving:
@@ -120,7 +122,11 @@ class InferencePool:
             if healthy:
                 chosen = min(healthy, key=lambda r: (r.in_flight, r.last_pick))
                 chosen.last_pick = next(self._picks)
-                if session_key is not None:
+                # An episode whose replica is only withheld for a weight update goes
+                # back to it afterwards, so a staggered sync does not pile every
+                # running episode onto the replica updated last.
+                away = sticky is not None and sticky.state is ReplicaState.UPDATING
+                if session_key is not None and not away:
                     self._sticky[session_key] = chosen.url
                 return chosen
             if replicas.all_failed():

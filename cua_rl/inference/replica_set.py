@@ -12,6 +12,15 @@ State machine (one supervisor task per replica that is not serving):
     DOWN --process gone, or no answer for `unresponsive_after_s`--> RESTARTING
     RESTARTING --new process healthy--> DOWN (then as above: catch-up first)
     RESTARTING --`restart_attempts` failed--> FAILED (reported in one line, never routed)
+    HEALTHY --staggered weight sync starts on it--> UPDATING --its update ends--> HEALTHY
+    UPDATING --its update or a request on it fails--> DOWN (then as above)
+
+UPDATING (`withheld`) takes a replica out of routing while it takes new weights,
+and only while another replica serves: requests go to the others instead of
+queueing behind the weight swap, the ones already on it finish there. Should the
+last serving replica go down meanwhile, the updating ones are routed again at
+once (they serve their old weights until the swap, as without staggering), so
+withholding never leaves a pool with nothing to route to.
 
 Only HEALTHY replicas take requests or weight pushes, so a replica never serves
 older weights than the pool's `target_version` once a catch-up hook is set (the
@@ -25,7 +34,7 @@ import asyncio
 import contextlib
 import enum
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -44,6 +53,8 @@ class ReplicaState(enum.StrEnum):
     RESTARTING = "restarting"
     CATCHING_UP = "catching_up"
     FAILED = "failed"
+    UPDATING = "updating"
+    """Healthy, but out of routing while it takes new weights (staggered sync)."""
 
 
 class ReplicaHandle(Protocol):
@@ -121,14 +132,35 @@ class ReplicaSet:
     def serving(self) -> list[Replica]:
         return [r for r in self.replicas.values() if r.serving]
 
+    @contextlib.asynccontextmanager
+    async def withheld(self, replica: Replica) -> AsyncIterator[bool]:
+        """Keep `replica` out of routing for the block (a staggered weight update) when
+        another replica serves; yields whether it was taken out. With no other replica
+        serving it stays routed and its requests wait for the update, as unstaggered."""
+        if not replica.serving or not any(r is not replica for r in self.serving()):
+            yield False
+            return
+        replica.state = ReplicaState.UPDATING
+        self._notify()
+        try:
+            yield True
+        finally:
+            if replica.state is ReplicaState.UPDATING:  # not taken down meanwhile
+                replica.state = ReplicaState.HEALTHY
+                self._notify()
+
     def all_failed(self) -> bool:
         return all(r.state is ReplicaState.FAILED for r in self.replicas.values())
 
     async def changed(self, timeout_s: float) -> None:
-        """Wait (at most `timeout_s`) for some replica to change state."""
+        """Wait (at most `timeout_s`) for some replica to change state. `asyncio.timeout`,
+        not `wait_for`: on Python 3.11 `wait_for` swallows a cancellation that arrives as
+        the event fires, so a cancelled waiter kept waiting (seen with staggered sync,
+        whose withholding notifies often)."""
         event = self._changed
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(event.wait(), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                await event.wait()
 
     def _notify(self) -> None:
         self._changed.set()  # wake every waiter, then re-arm
@@ -164,11 +196,15 @@ class ReplicaSet:
 
     def mark_down(self, replica: Replica, reason: object) -> None:
         """Take a replica out of routing and start its supervisor (idempotent)."""
-        if replica.state is not ReplicaState.HEALTHY:
+        if replica.state not in (ReplicaState.HEALTHY, ReplicaState.UPDATING):
             return
         replica.state = ReplicaState.DOWN
         replica.reason = str(reason)
         log.warning("%s replica %s is down: %s", self.name, replica.url, reason)
+        if not self.serving():  # never withhold the last replicas that can answer
+            for other in self.replicas.values():
+                if other.state is ReplicaState.UPDATING:
+                    other.state = ReplicaState.HEALTHY
         self._notify()
         if not self._closed:
             replica.supervisor = asyncio.create_task(

@@ -167,3 +167,10 @@ class WeightSyncConfig(BaseModel):
     """Deadline of one weight update on a replica (a large model's transfer takes minutes)."""
     keep_exports: int = Field(1, ge=1)
     """Checkpoint mode: exported versions kept on disk (older ones are removed)."""
+    staggered: bool = True
+    """Take each replica out of routing while it takes the new weights: new requests go
+    to the others instead of waiting behind its swap (those already on it finish
+    there), then it is routed again. With one serving replica it stays routed and
+    requests wait for it. `false`: every replica stays routed during its own update
+    (the behaviour before this switch). Covers the pools the driver routes; Ray fleet
+    workers route on their own (docs/architecture.md, weight sync)."""

@@ -3,9 +3,14 @@
 Replicas are updated one at a time, so the pool never stops serving: while one
 replica swaps weights the others keep answering, and each replica itself keeps
 serving its old weights until the new ones are complete (the server swaps under
-its generation gate). Two transports: `checkpoint` exports an HF directory once
-and has each replica load it; `collective` broadcasts the tensors over a
-two-party gloo link per replica (NCCL in the vLLM worker extension on GPU).
+its generation gate). Staggered (`WeightSyncConfig.staggered`, the default), the
+replica under update is also out of routing meanwhile (`ReplicaSet.withheld`), so
+no new request queues behind its swap; with a single serving replica it stays
+routed and requests wait for it, as they do unstaggered.
+
+Two transports: `checkpoint` exports an HF directory once and has each replica
+load it; `collective` broadcasts the tensors over a two-party gloo link per
+replica (NCCL in the vLLM worker extension on GPU).
 After a sync, every serving replica reports the new version in `x-model-version`.
 
 Replicas come from the pool's `ReplicaSet`, the same object routing uses: a sync
@@ -24,6 +29,7 @@ import shutil
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -91,20 +97,28 @@ class WeightSync:
                 if not replica.serving:  # went down during an earlier replica's update
                     continue
                 try:
-                    if path is not None:
-                        served = await replica.client.update_weights(
-                            version, str(path), self.cfg.timeout_s)
-                    else:
-                        served = await self._broadcast(replica.client, source, version)
+                    async with self._out_of_routing(replica):
+                        if path is not None:
+                            served = await replica.client.update_weights(
+                                version, str(path), self.cfg.timeout_s)
+                        else:
+                            served = await self._broadcast(replica.client, source, version)
+                        replica.version = served  # before it is routed again
                 except InferenceUnavailable as exc:
                     self.replicas.mark_down(replica, f"weight sync to v{version}: {exc}")
                     continue
-                replica.version = served
                 reached.append(served)
             if not reached:
                 log.warning("%s weight sync to version %d reached no replica; each catches up "
                             "before it serves again", self.replicas.name, version)
             return reached
+
+    def _out_of_routing(self, replica: Replica) -> AbstractAsyncContextManager[bool]:
+        """Staggered sync: the replica leaves routing for its update while another
+        serves (`ReplicaSet.withheld`); unstaggered it keeps taking requests."""
+        if self.cfg.staggered:
+            return self.replicas.withheld(replica)
+        return contextlib.nullcontext(False)
 
     async def _catch_up(self, replica: Replica) -> int:
         """Bring one replica that was not serving to the learner's current weights

@@ -6,7 +6,9 @@ builders and parsers), StreamingJudge and a real SQLite run store; only time
 is simulated (`simulated.py`, `latency.py`).
 
 - async: N actors, judge streaming, a learner consuming finished groups in
-  updates of N rollouts, each followed by a weight sync that pauses the policy;
+  updates of N rollouts, each followed by a weight sync that takes the policy
+  replicas out of routing one at a time (staggered, the default); run a second
+  time with the sync pausing the whole policy pool (`async_global_pause_*`);
   samples older than `learner - eta` when consumed are dropped and counted.
 - sync: batches of N rollouts (the same Fleet code, judge off); when the whole
   batch is done every step is judged, then trained on, then weights synced.
@@ -84,7 +86,7 @@ def make_plan(model: LatencyModel, actors: int, group_size: int, eta: int,
              / (cap.prm_replicas(actors) * cap.prm_batch)
              + groups * model.learner_s_per_group / cap.learner_nodes(actors)
              + model.weight_sync_s.mean_s)
-    fit = duration_s / (warmup + window + max(window, cycle))
+    fit = duration_s / (2 * (warmup + window) + max(window, cycle))  # two async runs
     cpu = model.expected_steps_per_s(actors) / model.max_sim_steps_per_s
     scale = model.time_scale or min(1.0, max(fit, cpu, 1e-3))
     return Plan(actors, group_size, eta, groups, scale, warmup, window)
@@ -93,8 +95,13 @@ def make_plan(model: LatencyModel, actors: int, group_size: int, eta: int,
 class Cluster:
     """One mode's world: desktops, policy and PRM pools, learner, store, judge."""
 
-    def __init__(self, model: LatencyModel, plan: Plan, run_dir: Path, seed: int) -> None:
+    def __init__(self, model: LatencyModel, plan: Plan, run_dir: Path, seed: int, *,
+                 staggered: bool = True) -> None:
+        """`staggered`: a weight sync takes the policy replicas out of routing one at a
+        time (`train.sync.staggered`, each for its share of the sync) instead of
+        pausing the whole policy pool for all of it."""
         self.model = model
+        self.staggered = staggered
         self.plan = plan
         self.clock = SimClock(plan.scale, seed)
         self.gate = CountingGate(plan.eta)
@@ -133,12 +140,21 @@ class Cluster:
         version = self.gate.learner_version + 1
         await self.gate.set_versions(learner=version)
         t0 = time.perf_counter()
-        if pause_policy:
-            self.policy.pause()
-        try:
-            await self.clock.spend(self.model.weight_sync_s)
-        finally:
-            self.policy.resume()
+        replicas = self.policy.replicas
+        if pause_policy and self.staggered and replicas > 1:
+            for index in range(replicas):  # one at a time; the others keep serving
+                self.policy.withhold(index)
+                try:
+                    await self.clock.spend(self.model.weight_sync_s, 1.0 / replicas)
+                finally:
+                    self.policy.withhold(index, False)
+        else:  # global pause (one replica: its requests wait, as they would staggered)
+            if pause_policy:
+                self.policy.pause()
+            try:
+                await self.clock.spend(self.model.weight_sync_s)
+            finally:
+                self.policy.resume()
         await self.gate.set_versions(serving=version)
         return (time.perf_counter() - t0) / self.plan.scale
 
@@ -298,11 +314,17 @@ async def bench(model: LatencyModel, actors: int, *, group_size: int = 8, eta: i
     with tempfile.TemporaryDirectory(prefix="bench-fleet-") as tmp:
         root = run_dir or Path(tmp)
         result: dict[str, Any] = {}
-        for mode in ("async", "sync"):
-            cluster = Cluster(model, plan, root / mode, seed)
+        for mode in ("async", "async_global_pause", "sync"):
+            cluster = Cluster(model, plan, root / mode, seed,
+                              staggered=mode != "async_global_pause")
             try:
-                result.update(await run_async(cluster) if mode == "async"
-                              else await run_sync(cluster, plan.window_s))
+                if mode == "async":
+                    result.update(await run_async(cluster))
+                elif mode == "sync":
+                    result.update(await run_sync(cluster, plan.window_s))
+                else:  # the same async run with the old global pause: throughput only
+                    paused = await run_async(cluster)
+                    result["async_global_pause_steps_per_s"] = paused["async_steps_per_s"]
             finally:
                 await cluster.close()
     cap = model.capacity
@@ -311,6 +333,8 @@ async def bench(model: LatencyModel, actors: int, *, group_size: int = 8, eta: i
     host_bound = result["loop_lag_ms_p99"] / 1000 > 0.1 * model.policy_s.median_s * plan.scale
     return {
         "actors": actors, "speedup": result["async_steps_per_s"] / result["sync_steps_per_s"],
+        "speedup_global_pause": result["async_global_pause_steps_per_s"]
+        / result["sync_steps_per_s"],
         "host_bound": host_bound,
         **result, "group_size": group_size, "eta": eta, "time_scale": plan.scale,
         "policy_replicas": cap.policy_replicas(actors), "prm_replicas": cap.prm_replicas(actors),

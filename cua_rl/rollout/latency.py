@@ -152,8 +152,9 @@ class LatencyModel(BaseModel):
     logprobs ~ 10 x 8e9 FLOP/token = 3.5e16 FLOP at ~40 % MFU on 8 H100s: ~10 s."""
     weight_sync_s: Dist = Field(default_factory=lambda: _d(5.0, 0.2))
     """Broadcast 16 GB of bf16 weights to the inference replicas and reload
-    (OpenRLHF / AReaL report a few seconds to ~10 s for 7-8B). Policy replicas
-    pause generation meanwhile, as in OpenRLHF's weight lock."""
+    (OpenRLHF / AReaL report a few seconds to ~10 s for 7-8B). Staggered (the
+    default), the policy replicas are withheld one at a time, each for its share of
+    it; with a global pause (OpenRLHF's weight lock) all pause for all of it."""
     success_rate: float = Field(0.3, ge=0.0, le=1.0)
     """Probability that the evaluator scores an episode 1 (no effect on timing)."""
     policy_tokens: int = Field(16, ge=1)

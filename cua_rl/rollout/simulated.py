@@ -128,13 +128,15 @@ class SimulatedDesktops:
 
 
 class _Replica:
-    __slots__ = ("running", "sessions", "slots", "waiting")
+    __slots__ = ("running", "sessions", "slots", "waiting", "withheld")
 
     def __init__(self, batch: int) -> None:
         self.slots = asyncio.Semaphore(batch)
         self.running = 0
         self.waiting = 0
         self.sessions = 0
+        self.withheld = False
+        """Out of routing for its weight update (staggered sync)."""
 
 
 class SimulatedModelPool:
@@ -187,6 +189,15 @@ class SimulatedModelPool:
     def resume(self) -> None:
         self._open.set()
 
+    @property
+    def replicas(self) -> int:
+        return len(self._replicas)
+
+    def withhold(self, index: int, withheld: bool = True) -> None:
+        """Staggered sync: replica `index` takes no new requests while withheld (its
+        running ones finish); its episodes go to the others meanwhile and come back."""
+        self._replicas[index].withheld = withheld
+
     def end_session(self, session_key: str) -> None:
         entry = self._sticky.pop(session_key, None)
         if entry is not None:
@@ -219,16 +230,19 @@ class SimulatedModelPool:
 
     def _route(self, session_key: str | None, n: int) -> tuple[_Replica, list[str]]:
         rng = self.clock.rng
+        routed = [r for r in self._replicas if not r.withheld] or self._replicas
         if self.episode_length is None:
-            replica = min(self._replicas, key=lambda r: r.running + r.waiting)
+            replica = min(routed, key=lambda r: r.running + r.waiting)
             return replica, [GOOD_VOTE if rng.random() < 0.7 else BAD_VOTE for _ in range(n)]
         key = session_key or ""
         entry = self._sticky.get(key)
         if entry is None:
-            replica = min(self._replicas, key=lambda r: r.sessions)
+            replica = min(routed, key=lambda r: r.sessions)
             replica.sessions += 1
             entry = self._sticky[key] = (replica, [0, self.episode_length(rng)])
         replica, progress = entry
+        if replica not in routed:  # withheld for its update: served elsewhere meanwhile
+            replica = min(routed, key=lambda r: r.running + r.waiting)
         progress[0] += 1
         return replica, [TERMINATE if progress[0] >= progress[1] else CLICK] * n
 

@@ -16,7 +16,7 @@ import sqlite3
 from collections import defaultdict
 from typing import Any
 
-from cua_rl.store.run_switches import switches_on
+from cua_rl.store.run_switches import shown_settings, switches_on
 from cua_rl.store.schema import ENDED, FAILURE_KINDS, STARTED
 
 GOOD = "status NOT IN ('aborted', 'setup_failed')"
@@ -148,9 +148,10 @@ def summarize(db: sqlite3.Connection, run_id: str, counters: dict[str, float],
                 "prm_steps", "prm_steps_empty")
     for name in training if "policy_steps" in counters else ():
         out[name] = int(counters.get(name, 0))
+    row = db.execute("SELECT config_json FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    out.update(shown_settings(row[0] if row else None))  # e.g. train.sync.staggered
     out["counters"] = counters
     # New key: the opt-in switches (off in the paper) this run had on.
-    row = db.execute("SELECT config_json FROM runs WHERE run_id = ?", (run_id,)).fetchone()
     out["switches"] = switches_on(row[0] if row else None)
     out["tasks"] = per_task
     # New keys: lost work and why.

@@ -1,9 +1,15 @@
-"""Which opt-in training switches a run had on, read from the config it saved.
+"""The training switches of a run's config that `cua-rl runs show` prints.
 
-Each switch listed here is off by default and off in the paper's preset
-(`rlanything-osworld`): a run that turns one on trains differently from the paper,
-so `cua-rl runs show` names it (key `switches`). A switch is on when its value is
-set and not false. Add a switch's dotted key here when it is added to the config.
+Two kinds, both read from the config the run saved (`RunStore.save_config`):
+- `OPT_IN`: off by default and off in the paper's preset (`rlanything-osworld`): a
+  run that turns one on trains differently from the paper, so `runs show` names the
+  ones that are on (key `switches`). A switch is on when its value is set and not
+  false;
+- `SHOWN`: settings that change what the counts mean (e.g. whether weight syncs took
+  replicas out of routing), printed as they were, at top level. A key the saved
+  config does not hold (a rollout or evaluation run, a run older than the setting)
+  is left out rather than guessed from today's default.
+Add a switch's dotted key here when it is added to the config.
 """
 
 from __future__ import annotations
@@ -17,20 +23,34 @@ OPT_IN = (
     "train.replay.enabled",
 )
 """Dotted keys of the opt-in switches (docs/algorithms.md describes each)."""
+SHOWN: tuple[str, ...] = ("train.sync.staggered",)
+"""Dotted keys always shown when the saved config holds them, in order."""
+
+
+def _config(config_json: str | None) -> dict[str, Any]:
+    try:
+        config = json.loads(config_json or "{}")
+    except ValueError:
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
+def _lookup(config: dict[str, Any], key: str) -> Any:
+    value: Any = config
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
 
 
 def switches_on(config_json: str | None) -> dict[str, Any]:
     """{dotted key: value} of every switch of `OPT_IN` that the saved config turns on
     (a store without a saved config has none on)."""
-    try:
-        config = json.loads(config_json or "{}")
-    except json.JSONDecodeError:
-        return {}
-    out: dict[str, Any] = {}
-    for key in OPT_IN:
-        value: Any = config
-        for part in key.split("."):
-            value = value.get(part) if isinstance(value, dict) else None
-        if value is not None and value is not False:
-            out[key] = value
-    return out
+    config = _config(config_json)
+    return {key: value for key in OPT_IN
+            if (value := _lookup(config, key)) is not None and value is not False}
+
+
+def shown_settings(config_json: str | None) -> dict[str, Any]:
+    """{dotted key: value} of the `SHOWN` keys the saved config holds."""
+    config = _config(config_json)
+    return {key: value for key in SHOWN if (value := _lookup(config, key)) is not None}

@@ -82,6 +82,8 @@ def test_paper_preset_has_the_papers_values() -> None:
     assert switches_on(cfg.model_dump_json()) == {}
     text = (Path(cua_rl.__file__).parent / "configs" / "rlanything-osworld.yaml").read_text()
     assert "# entropy_top_fraction: null" in text  # named, commented as off
+    # ours, not the paper's: staggered weight sync, stated in the preset
+    assert cfg.train.sync.staggered is True
 
 
 def test_evaluation_preset_has_the_papers_protocol() -> None:

@@ -132,3 +132,21 @@ def test_the_opt_in_switches_a_run_had_on_are_shown(tmp_path: Path) -> None:
     assert "opt-in switches on (off in the paper): train.policy.entropy_top_fraction=0.5" in text
     assert "(off in the paper): none" in CliRunner().invoke(cli, ["runs", "show",
                                                                   str(plain)]).output
+
+
+def test_runs_show_prints_the_weight_sync_switch_from_the_saved_config(
+        tmp_path: Path) -> None:
+    from cua_rl.config import RunConfig
+
+    plain = tmp_path / "plain"
+    RunStore(plain).close()
+    assert "train.sync.staggered" not in _show(plain)  # no saved config: not guessed
+    for staggered in (True, False):
+        run_dir = tmp_path / f"staggered-{staggered}"
+        store = RunStore(run_dir)
+        cfg = RunConfig.model_validate({"train": {"sync": {"staggered": staggered}}})
+        store.save_config(cfg.model_dump(mode="json"))
+        store.close()
+        assert _show(run_dir)["train.sync.staggered"] is staggered
+        text = CliRunner().invoke(cli, ["runs", "show", str(run_dir)]).output
+        assert "train.sync.staggered" in text
