@@ -206,10 +206,11 @@ class Ledger:
                 self.done[verdict.task_id] = verdict
 
     def settled(self, task_id: str) -> bool:
-        """Decided for good: passed, or set apart (not runnable, not provable), or an
-        infeasible task whose rule held."""
+        """Decided for good: passed, or an infeasible task whose rule held. A task set
+        apart (not runnable, not provable) is decided again, without a desktop, on
+        every run: the machine may have gained the app, package or assets it lacked."""
         verdict = self.done.get(task_id)
-        return verdict is not None and verdict.ok and verdict.status not in ATTEMPTED[1:]
+        return verdict is not None and verdict.ok and verdict.status in ("pass", "infeasible")
 
     def add(self, verdict: Verdict) -> None:
         self.done[verdict.task_id] = verdict

@@ -116,8 +116,11 @@ def test_ledger_resumes_passes_and_retries_failures(tmp_path: Path) -> None:
     ledger.add(Verdict("c", "os", "rule", "error", "dead desktop"))
     ledger.add(Verdict("d", "os", "gold_file", "not_provable", "stand-ins"))
     ledger.add(Verdict("e", "os", "infeasible", "infeasible", "declared failure 0", ok=False))
+    ledger.add(Verdict("f", "os", "infeasible", "infeasible"))
+    ledger.add(Verdict("g", "vs_code", "rule", "not_runnable", "unsupported_app:code"))
     again = Ledger(tmp_path)
-    assert [t for t in "abcde" if again.settled(t)] == ["a", "d"]
+    # set-apart tasks are decided again (the machine may have gained VS Code or assets)
+    assert [t for t in "abcdefg" if again.settled(t)] == ["a", "f"]
     assert Ledger(tmp_path, fresh=True).done == {}
     (tmp_path / "verify.jsonl").write_text('{"task_id": "a", "dom')
     with pytest.raises(TaskFormatError, match=r"verify.jsonl:1: not a verdict"):
