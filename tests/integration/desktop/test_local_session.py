@@ -54,9 +54,11 @@ async def _sh(guest: GuestClient, script: str) -> str:
 async def test_session_is_osworlds_unprivileged_user(guest: GuestClient, tmp_path: Path) -> None:
     assert await _sh(guest, "id -un; echo $HOME; stat -c %U /home/user") == (
         "user\n/home/user\nuser")
-    # No way to root: no sudo (or one that refuses); the host's /tmp is hidden.
-    assert await _sh(guest, "echo password | sudo -S -n id -u 2>/dev/null || echo none") \
-        in ("none", "")
+    # No way to root: the desktop's sudo runs the command as `user` (local_sudo); the
+    # host's /tmp is hidden.
+    uid = await _sh(guest, "id -u")
+    assert await _sh(guest, "echo password | sudo -S -n id -u 2>/dev/null || echo none") == uid
+    assert uid != "0"
     assert await _sh(guest, f"test -e {tmp_path}/state && echo visible || echo hidden") == "hidden"
     assert await _sh(guest, "command -v google-chrome") == "/tmp/.cua-bin/google-chrome"
 
