@@ -10,13 +10,12 @@ examples, so a run whose reward model never answered says why it has no verdicts
 
 from __future__ import annotations
 
-import json
 import re
 import sqlite3
 from collections import defaultdict
 from typing import Any
 
-from cua_rl.store.run_switches import shown_settings, switches_on
+from cua_rl.store.run_switches import saved_config, shown_settings, switches_on
 from cua_rl.store.schema import ENDED, FAILURE_KINDS, STARTED
 
 GOOD = "status NOT IN ('aborted', 'setup_failed')"
@@ -96,12 +95,10 @@ REPLAY_COUNTERS = ("replay_groups", "replay_stored", "replay_evicted_full",
                    "replay_evicted_stale", "replay_buffer_trajectories")
 
 
-def _replay(db: sqlite3.Connection, run_id: str, counters: dict[str, float]
-            ) -> dict[str, Any]:
+def _replay(config: dict[str, Any], counters: dict[str, float]) -> dict[str, Any]:
     """Whether the training run replayed stored successes (`train.replay`, an
     ablation the paper has not: a reader must see it), and its counters when on."""
-    row = db.execute("SELECT config_json FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-    replay = json.loads(row[0]).get("train", {}).get("replay") if row else None
+    replay = config.get("train", {}).get("replay")
     if not isinstance(replay, dict):
         return {}
     if not replay.get("enabled"):
@@ -149,10 +146,11 @@ def summarize(db: sqlite3.Connection, run_id: str, counters: dict[str, float],
     for name in training if "policy_steps" in counters else ():
         out[name] = int(counters.get(name, 0))
     row = db.execute("SELECT config_json FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-    out.update(shown_settings(row[0] if row else None))  # e.g. train.sync.staggered
+    config = saved_config(row[0] if row else None)
+    out.update(shown_settings(config))  # e.g. train.sync.staggered
     out["counters"] = counters
     # New key: the opt-in switches (off in the paper) this run had on.
-    out["switches"] = switches_on(row[0] if row else None)
+    out["switches"] = switches_on(config)
     out["tasks"] = per_task
     # New keys: lost work and why.
     out["aborted_steps"] = _one(db, bad_steps)
@@ -178,6 +176,6 @@ def summarize(db: sqlite3.Connection, run_id: str, counters: dict[str, float],
     span = db.execute("SELECT MIN(started_at), MAX(finished_at) FROM trajectories").fetchone()
     out.update(_lifecycle(events, span))
     if out["kind"] == "train" or "policy_steps" in counters:
-        out.update(_replay(db, run_id, counters))
+        out.update(_replay(config, counters))
     out["versions"] = _per_version(db)
     return out

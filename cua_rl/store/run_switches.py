@@ -27,7 +27,8 @@ SHOWN: tuple[str, ...] = ("train.sync.staggered",)
 """Dotted keys always shown when the saved config holds them, in order."""
 
 
-def _config(config_json: str | None) -> dict[str, Any]:
+def saved_config(config_json: str | None) -> dict[str, Any]:
+    """The config a run saved, as a dict; {} for none or one that does not parse."""
     try:
         config = json.loads(config_json or "{}")
     except ValueError:
@@ -42,15 +43,13 @@ def _lookup(config: dict[str, Any], key: str) -> Any:
     return value
 
 
-def switches_on(config_json: str | None) -> dict[str, Any]:
-    """{dotted key: value} of every switch of `OPT_IN` that the saved config turns on
-    (a store without a saved config has none on)."""
-    config = _config(config_json)
+def switches_on(config: dict[str, Any]) -> dict[str, Any]:
+    """{dotted key: value} of every switch of `OPT_IN` that the saved config
+    (`saved_config`) turns on (a store without a saved config has none on)."""
     return {key: value for key in OPT_IN
             if (value := _lookup(config, key)) is not None and value is not False}
 
 
-def shown_settings(config_json: str | None) -> dict[str, Any]:
-    """{dotted key: value} of the `SHOWN` keys the saved config holds."""
-    config = _config(config_json)
+def shown_settings(config: dict[str, Any]) -> dict[str, Any]:
+    """{dotted key: value} of the `SHOWN` keys the saved config (`saved_config`) holds."""
     return {key: value for key in SHOWN if (value := _lookup(config, key)) is not None}

@@ -20,7 +20,8 @@ from pathlib import Path
 
 USER_COMMANDS = frozenset({"mkdir", "touch", "cp", "mv", "rm", "chmod", "ln"})
 """Commands whose effect in the user's own folders is the same without root."""
-USER_PATHS = ("~", "/home/user", "/tmp")
+USER_PATHS = ("~/", "/home/user/", "/tmp/")
+"""Prefixes of the paths a command run as `user` may name (`~root/...` does not count)."""
 SUDO_OPTIONS = frozenset({"-S", "--stdin", "-E", "-H", "-k", "-n", "--preserve-env",
                           "--set-home", "--reset-timestamp", "--non-interactive"})
 """The options the desktop's sudo accepts (any other makes it fail)."""

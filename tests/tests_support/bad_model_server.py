@@ -12,6 +12,8 @@ from typing import Any
 
 from aiohttp import web
 
+from tests_support.loopback_app import start_on_loopback
+
 TOOL_CALL = ('<tool_call>{"name": "computer_use", "arguments": {"action": "terminate", '
              '"status": "success"}}</tool_call>')
 
@@ -80,11 +82,7 @@ class BadModelServer:
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/health", self._health)
         app.router.add_post("/update_weights", self._update)
-        self.runner = web.AppRunner(app, shutdown_timeout=0.1)
-        await self.runner.setup()
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        await site.start()
-        self.url = f"http://127.0.0.1:{self.runner.addresses[0][1]}"
+        self.runner, self.url = await start_on_loopback(app)
         return self.url
 
     async def stop(self) -> None:

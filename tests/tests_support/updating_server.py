@@ -12,6 +12,7 @@ import asyncio
 from aiohttp import web
 
 from tests_support.bad_model_server import good_choice
+from tests_support.loopback_app import start_on_loopback
 
 
 class UpdatingModelServer:
@@ -67,11 +68,7 @@ class UpdatingModelServer:
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/health", self._health)
         app.router.add_post("/update_weights", self._update)
-        self.runner = web.AppRunner(app, shutdown_timeout=0.1)
-        await self.runner.setup()
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        await site.start()
-        self.url = f"http://127.0.0.1:{self.runner.addresses[0][1]}"
+        self.runner, self.url = await start_on_loopback(app)
         return self.url
 
     async def stop(self) -> None:

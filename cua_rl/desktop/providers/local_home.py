@@ -100,22 +100,22 @@ def _write_default_apps(home: Path) -> None:
     if (ours := default_apps_list()) is None:
         return
     existing = target.read_text(encoding="utf-8", errors="replace") if target.exists() else None
-    if (content := merged_apps_list(existing, ours)) is None:
-        return
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}")
-    tmp.write_text(content)
-    tmp.rename(target)
+    if (content := merged_apps_list(existing, ours)) is not None:
+        _write_file(target, content)
 
 
 def _write_pulse_config(home: Path) -> None:
     """Write `PULSE_DEFAULT_PA` unless the template has a PulseAudio config already."""
-    target = home / PULSE_CONFIG
-    if target.exists():
-        return
+    if not (home / PULSE_CONFIG).exists():
+        _write_file(home / PULSE_CONFIG, PULSE_DEFAULT_PA)
+
+
+def _write_file(target: Path, text: str) -> None:
+    """Write a template's file atomically (a desktop starting meanwhile copies the
+    old file or the new one, never half of it)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}")
-    tmp.write_text(PULSE_DEFAULT_PA)
+    tmp.write_text(text)
     tmp.rename(target)
 
 

@@ -79,7 +79,7 @@ def test_paper_preset_has_the_papers_values() -> None:
     # a trust region the PPO clip can act in: more than one optimizer step per update
     assert cfg.train.policy.mini_batches > 1 and cfg.train.prm.mini_batches > 1
     # the paper has none of the opt-in switches `runs show` lists: all off
-    assert switches_on(cfg.model_dump_json()) == {}
+    assert switches_on(cfg.model_dump(mode="json")) == {}
     text = (Path(cua_rl.__file__).parent / "configs" / "rlanything-osworld.yaml").read_text()
     assert "# entropy_top_fraction: null" in text  # named, commented as off
     # ours, not the paper's: staggered weight sync, stated in the preset

@@ -30,6 +30,7 @@ def test_commands_the_rootless_sudo_carries_out(command: str) -> None:
     ("echo {CLIENT_PASSWORD} | sudo -S pip install pysrt", "needs root"),
     ("echo {CLIENT_PASSWORD} | sudo -S su - charles", "needs root"),
     ("echo x | sudo -S mkdir /opt/thing", "needs root"),
+    ("echo x | sudo -S mkdir ~root/thing /tmpfoo", "needs root"),
     ("sudo -u root mkdir ~/x", "cannot read"),
     ("echo x | sudo -S apt remove jq", "needs root"),
 ])
