@@ -21,142 +21,45 @@ import secrets
 import shlex
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import psutil
 import pytest
 import pytest_asyncio
-from aiohttp import web
-from tests_support.desktops import local_desktops_unavailable
+from tests_support.escape_probes import (
+    HOST_NOISE_MB,
+    desktop_memory_peak,
+    disk_used,
+    engine_log,
+    host_root_process,
+    listeners,
+    local_socket_dir,
+    screenshot_p99,
+    shared_socket_dir,
+)
+from tests_support.escape_scene import (
+    CHECKOUT,
+    MARKER_VAR,
+    PROVIDERS,
+    Scene,
+    open_scene,
+    port_of,
+)
 
-import cua_rl
 from cua_rl.desktop import hostile
-from cua_rl.desktop.client import GuestClient
-from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider
-from cua_rl.desktop.providers.container import ContainerProvider
-from cua_rl.desktop.providers.container_config import ContainerProviderConfig
-from cua_rl.desktop.providers.local import LocalProvider
-from cua_rl.desktop.providers.local_config import LocalProviderConfig
 from cua_rl.desktop.providers.local_log import DESKTOP_OUTPUT_CAP
-from cua_rl.desktop.providers.local_sandbox import STAGE
-from cua_rl.desktop.providers.qemu import QemuProvider
-from cua_rl.desktop.providers.qemu_config import QemuProviderConfig
 from cua_rl.errors import GuestError
 
 pytestmark = [pytest.mark.desktop, pytest.mark.asyncio(loop_scope="module")]
-
-CHECKOUT = Path(cua_rl.__file__).resolve().parent.parent
-MARKER_VAR = "CUA_RL_ESCAPE_MARKER"
-
-
-def _local(request: pytest.FixtureRequest, state_dir: Path) -> DesktopProvider:
-    if (reason := local_desktops_unavailable()) is not None:
-        pytest.skip(reason)
-    return LocalProvider(LocalProviderConfig(state_dir=state_dir, width=800, height=600))
-
-
-def _container(request: pytest.FixtureRequest, state_dir: Path) -> DesktopProvider:
-    """Containers of the session's minimal image (engine and image shared with
-    test_container_provider.py: built once, cached by content hash)."""
-    image = request.getfixturevalue("minimal_docker_image")
-    provider = ContainerProvider(ContainerProviderConfig(
-        image=image, state_dir=state_dir, engine="docker", width=800, height=600,
-        name_prefix=f"cua-rl-escape-{os.getpid()}-"))
-    provider.owner_pid = os.getpid()  # a killed test run takes its containers with it
-    return provider
-
-
-QEMU_OPT_OUT = "CUA_RL_ESCAPE_QEMU"
-"""Set to 0 to leave qemu desktops out (two VM boots: about a minute under TCG on an
-idle machine, several on a loaded one)."""
-
-
-def _qemu(request: pytest.FixtureRequest, state_dir: Path) -> DesktopProvider:
-    """VMs of the session's minimal qcow2 (the image test's build, cached by hash)."""
-    if os.environ.get(QEMU_OPT_OUT) == "0":
-        pytest.skip(f"qemu: left out by {QEMU_OPT_OUT}=0 (two VM boots under TCG); "
-                    "docs/sandbox.md says what each provider shares")
-    image = request.getfixturevalue("minimal_qcow2_image")
-    return QemuProvider(QemuProviderConfig(
-        image=image, state_dir=state_dir, memory_mb=1024, cpus=1, vnc=False,
-        ready_timeout_s=900, firmware=None))
-
-
-PROVIDERS: dict[str, Callable[[pytest.FixtureRequest, Path], DesktopProvider]] = {
-    "local": _local, "container": _container, "qemu": _qemu}
-"""Provider name -> factory of a provider keeping its state under the given dir."""
-
-
-@dataclass
-class Scene:
-    """What the agent (desktop A) tries to reach, and how to check from the host."""
-
-    provider: DesktopProvider
-    a: DesktopHandle
-    b: DesktopHandle
-    agent: GuestClient
-    state_dir: Path
-    marker: str
-    root_file: Path
-    model_port: int
-    model_hits: list[str] = field(default_factory=list)
-
-    async def run(self, script: str) -> tuple[int | None, str]:
-        """Run a shell script as the agent; (exit status, stdout + stderr)."""
-        result = await self.agent.execute(script, shell=True, timeout=60)
-        return result.returncode, (result.output or "") + (result.error or "")
-
-
-async def _model_server(hits: list[str]) -> tuple[web.AppRunner, int]:
-    """A stand-in for a model server on host loopback (no credential, like ours)."""
-    async def record(request: web.Request) -> web.Response:
-        hits.append(request.path)
-        return web.json_response({"ok": True})
-
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", record)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    return runner, site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module", params=sorted(PROVIDERS))
 async def scene(request: pytest.FixtureRequest,
                 tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Scene]:
-    state_dir = tmp_path_factory.mktemp("escape") / "state"
-    provider = PROVIDERS[request.param](request, state_dir)  # may skip: before any change
-    marker = f"marker-{secrets.token_hex(8)}"
-    root_file = Path("/root") / f".cua-escape-{secrets.token_hex(4)}"
-    root_file.write_text(marker)
-    hits: list[str] = []
-    runner, port = await _model_server(hits)
-    old = os.environ.get(MARKER_VAR)
-    os.environ[MARKER_VAR] = marker  # the launching shell's environment
-    try:
-        a, b = await asyncio.gather(provider.start("agent-a"), provider.start("neighbour-b"))
-        yield Scene(provider, a, b, provider.client(a), state_dir, marker, root_file, port,
-                    hits)
-    finally:
-        if old is None:
-            os.environ.pop(MARKER_VAR, None)
-        else:
-            os.environ[MARKER_VAR] = old
-        for handle in await provider.list():
-            await provider.stop(handle)
-        await provider.close()
-        await runner.cleanup()
-        root_file.unlink(missing_ok=True)
-
-
-def _port(url: str) -> int:
-    port = urlsplit(url).port
-    assert port is not None
-    return port
+    async with open_scene(request, request.param,
+                          tmp_path_factory.mktemp("escape") / "state") as opened:
+        yield opened
 
 
 async def test_the_agent_runs_unprivileged_in_its_own_world(scene: Scene) -> None:
@@ -238,22 +141,10 @@ async def test_the_state_dir_and_the_neighbours_token_are_out_of_reach(scene: Sc
     assert out.split() == [".", "..", "user"], out
 
 
-async def _host_root_process(handle: DesktopHandle) -> psutil.Process:
-    """The host process under which a desktop's processes run: the local
-    launcher, or the container's init (as the engine reports its pid)."""
-    if "pid" in handle.info:
-        return psutil.Process(handle.info["pid"])
-    proc = await asyncio.create_subprocess_exec(
-        "docker", "inspect", "--format", "{{.State.Pid}}", handle.info["container"],
-        stdout=asyncio.subprocess.PIPE)
-    out, _ = await asyncio.wait_for(proc.communicate(), 30)
-    return psutil.Process(int(out.decode().strip()))
-
-
 async def test_the_neighbours_processes_cannot_be_signalled(scene: Scene) -> None:
     if scene.provider.type == "qemu":
         return await _the_neighbours_vm_cannot_be_signalled(scene)
-    root = await _host_root_process(scene.b)
+    root = await host_root_process(scene.b)
     guests = [p for p in [root, *root.children(recursive=True)]
               if "cua_guest" in " ".join(p.cmdline())]
     assert guests, "the neighbour's guest process was not found on the host"
@@ -281,7 +172,7 @@ async def _the_neighbours_vm_cannot_be_signalled(scene: Scene) -> None:
 
 
 async def test_host_loopback_and_the_neighbour_are_unreachable(scene: Scene) -> None:
-    targets = {"model": scene.model_port, "guest-b": _port(scene.b.url)}
+    targets = {"model": scene.model_port, "guest-b": port_of(scene.b.url)}
     if scene.b.info.get("cdp_port"):
         targets["cdp-b"] = scene.b.info["cdp_port"]
     hosts = ["127.0.0.1", "localhost"]
@@ -303,11 +194,6 @@ async def test_host_loopback_and_the_neighbour_are_unreachable(scene: Scene) -> 
     assert "REACHED" not in out, out
     assert scene.model_hits == []
     assert await scene.provider.health(scene.b)
-
-
-def _shared_socket_dir(scene: Scene, handle: DesktopHandle) -> Path:
-    """The host side of the container's /run/cua (the one directory both write)."""
-    return Path(handle.info["run_dir"])
 
 
 async def test_links_planted_in_the_shared_socket_dir_are_not_followed(scene: Scene) -> None:
@@ -333,7 +219,7 @@ async def test_links_planted_in_the_shared_socket_dir_are_not_followed(scene: Sc
     trap_sock = Path(trap_dir) / "trap.sock"
     server = await asyncio.start_unix_server(trap, path=str(trap_sock))
     os.chmod(trap_sock, 0o777)  # reachable by the host forwarder, whatever user it runs as
-    shared = _shared_socket_dir(scene, scene.a)
+    shared = shared_socket_dir(scene.a)
     script = (f"cd /run/cua && mv guest.sock guest.sock.real && ln -s {trap_sock} guest.sock"
               f" && {{ mv token token.real 2>/dev/null; ln -s {scene.root_file} token; }}"
               " && sleep 4; rm -f guest.sock; mv guest.sock.real guest.sock;"
@@ -346,7 +232,7 @@ async def test_links_planted_in_the_shared_socket_dir_are_not_followed(scene: Sc
             await asyncio.sleep(0.05)
         with contextlib.suppress(OSError, TimeoutError):
             reader, writer = await asyncio.wait_for(
-                asyncio.open_connection("127.0.0.1", _port(scene.a.url)), 3)
+                asyncio.open_connection("127.0.0.1", port_of(scene.a.url)), 3)
             writer.write(b"GET /healthz HTTP/1.0\r\n\r\n")
             await asyncio.wait_for(reader.read(), 3)
             writer.close()
@@ -361,11 +247,6 @@ async def test_links_planted_in_the_shared_socket_dir_are_not_followed(scene: Sc
     assert trap_hits == []
 
 
-def _local_socket_dir(handle: DesktopHandle) -> Path:
-    """The launcher's socket directory, seen through its own mount namespace."""
-    return Path(f"/proc/{handle.info['pid']}/root{STAGE}/sock")
-
-
 async def test_the_socket_dir_cannot_be_changed_from_inside(scene: Scene) -> None:
     if scene.provider.type == "container":
         return await _a_planted_run_dir_does_not_break_the_reset(scene)
@@ -375,7 +256,7 @@ async def test_the_socket_dir_cannot_be_changed_from_inside(scene: Scene) -> Non
     # but the launcher's socket directory is in no mount the sandbox has.
     rc, out = await scene.run(hostile.plant())
     assert hostile.report(out, "plant"), out
-    sock_dir = _local_socket_dir(scene.a)
+    sock_dir = local_socket_dir(scene.a)
     entries = await asyncio.to_thread(lambda: sorted(p.name for p in sock_dir.iterdir()))
     assert entries == ["cdp.sock", "guest.sock"], entries
     st = await asyncio.to_thread(sock_dir.stat)
@@ -413,23 +294,6 @@ async def _a_planted_run_dir_does_not_break_the_reset(scene: Scene) -> None:
     scene.a, scene.agent = handle, scene.provider.client(handle)
 
 
-def _listeners(handle: DesktopHandle) -> list[str]:
-    """The command lines of the container's processes holding the guest's listening
-    socket (seen from the host: every process of the container, as root)."""
-    import subprocess
-
-    pid = int(subprocess.run(["docker", "inspect", "--format", "{{.State.Pid}}",
-                              handle.info["container"]], capture_output=True, text=True,
-                             timeout=30, check=True).stdout)
-    init = psutil.Process(pid)
-    holders = []
-    for proc in [init, *init.children(recursive=True)]:
-        with contextlib.suppress(psutil.Error):
-            if any(c.laddr == "/run/cua/guest.sock" for c in proc.net_connections("unix")):
-                holders.append(" ".join(proc.cmdline()))
-    return holders
-
-
 async def test_the_container_channel_cannot_be_taken_over(scene: Scene) -> None:
     """Issue 29 (4): the agent renames guest.sock, plants files, a directory and a
     link beside it and binds its own listener there; all of it fails (the run dir is
@@ -448,7 +312,7 @@ async def test_the_container_channel_cannot_be_taken_over(scene: Scene) -> None:
     marker = secrets.token_hex(8)
     await scene.agent.upload_file("/tmp/real-guest", marker.encode())
     assert await scene.agent.get_file("/tmp/real-guest") == marker.encode()
-    holders = await asyncio.to_thread(_listeners, scene.a)
+    holders = await listeners(scene.a)
     assert len(holders) == 1 and "cua_guest --listen-fd 3" in holders[0], holders
     # Killing the guest gives the agent nothing: the path stays root's, the desktop dies.
     await scene.run("(sleep 0.3; g=cua_; g=\"${g}guest --listen-fd\"; for p in /proc/[0-9]*; "
@@ -464,19 +328,11 @@ async def test_the_container_channel_cannot_be_taken_over(scene: Scene) -> None:
     assert await scene.agent.get_file("/tmp/real-guest") is None
 
 
-async def _engine_log(handle: DesktopHandle) -> Path:
-    proc = await asyncio.create_subprocess_exec(
-        "docker", "inspect", "--format", "{{.LogPath}}", handle.info["container"],
-        stdout=asyncio.subprocess.PIPE)
-    out, _ = await asyncio.wait_for(proc.communicate(), 30)
-    return Path(out.decode().strip())
-
-
 async def test_a_log_flood_stays_inside_the_desktop(scene: Scene) -> None:
     if scene.provider.type == "qemu":
         pytest.skip("qemu: its output goes to the VM's console, not to a host file")
     if scene.provider.type == "container":  # the engine's json-file log, rotated at 1 MiB
-        log = await _engine_log(scene.a)
+        log = await engine_log(scene.a)
         await scene.agent.act(hostile.act_log_flood(mib=20), timeout=30)
         rc, out = await scene.run(hostile.log_flood(mib=20))
         assert int(hostile.report(out, "log_flood").get("targets", 0)) >= 1, out
@@ -496,51 +352,6 @@ async def test_a_log_flood_stays_inside_the_desktop(scene: Scene) -> None:
     assert await scene.provider.health(scene.a)
 
 
-async def _screenshot_p99(client: GuestClient, count: int = 20) -> float:
-    """p99 (the max of `count`) of the neighbour's screenshot latency, in seconds."""
-    times = []
-    for _ in range(count):
-        began = asyncio.get_running_loop().time()
-        await client.screenshot()
-        times.append(asyncio.get_running_loop().time() - began)
-    return max(times)
-
-
-HOST_NOISE_MB = 2048
-"""Margin on the host's available-memory drop for other processes of a shared machine."""
-
-
-async def _desktop_memory_peak(handle: DesktopHandle) -> int:
-    """The desktop cgroup's peak memory (v1 max_usage_in_bytes, v2 memory.peak), read
-    through a process of the sandbox (the local launcher's child bwrap, or the
-    container's init)."""
-    if "pid" in handle.info:
-        inside = next(c for c in psutil.Process(handle.info["pid"]).children()
-                      if c.name() == "bwrap")
-    else:
-        inside = await _host_root_process(handle)
-    return await asyncio.to_thread(_cgroup_memory_peak, inside.pid)
-
-
-def _cgroup_memory_peak(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
-        _, ctls, path = line.split(":", 2)
-        if "memory" in ctls.split(","):
-            return int(Path(f"/sys/fs/cgroup/memory{path}/memory.max_usage_in_bytes").read_text())
-        if ctls == "" and Path(f"/sys/fs/cgroup{path}/memory.peak").exists():
-            return int(Path(f"/sys/fs/cgroup{path}/memory.peak").read_text())
-    raise AssertionError(f"no memory cgroup for pid {pid}")
-
-
-def _disk_used(paths: list[Path]) -> int:
-    """Used bytes summed over the distinct file systems holding `paths`."""
-    seen: dict[int, int] = {}
-    for path in paths:
-        if path.exists():
-            seen.setdefault(path.stat().st_dev, shutil.disk_usage(path).used)
-    return sum(seen.values())
-
-
 async def test_hostile_programs_hit_the_desktops_limits_not_the_hosts(scene: Scene) -> None:
     if scene.provider.type == "qemu":
         pytest.skip("qemu: bounded by construction (the VM's -m, -smp and disk size; "
@@ -552,11 +363,11 @@ async def test_hostile_programs_hit_the_desktops_limits_not_the_hosts(scene: Sce
     else:  # the engine's limits, and nothing writable but its tmpfs mounts
         assert limits["root"] == "read-only" and limits["run_dir"].startswith("tmpfs"), limits
     neighbour = scene.provider.client(scene.b)
-    baseline = await _screenshot_p99(neighbour)
+    baseline = await screenshot_p99(neighbour)
     pids_before = len(psutil.pids())
     # the state dir's file system, and the engine's (its overlay and logs)
     disks = [scene.state_dir, Path("/var/lib/docker")]
-    disk_before = _disk_used(disks)
+    disk_before = disk_used(disks)
     mem_before = psutil.virtual_memory().available
     peak = {"pids": 0, "mem_drop": 0}
 
@@ -571,7 +382,7 @@ async def test_hostile_programs_hit_the_desktops_limits_not_the_hosts(scene: Sce
     try:
         rc, out = await scene.run(hostile.fork_loop(max_procs=limits["pids"] + 500, seconds=8))
         started = int(hostile.report(out, "fork_loop")["started"])
-        during = await _screenshot_p99(neighbour, 10)
+        during = await screenshot_p99(neighbour, 10)
         rc, out = await scene.run(hostile.disk_fill("/home/user/fill", limits["home_mb"] + 256)
                                   + hostile.disk_fill("/tmp/fill", limits["tmp_mb"] + 256)
                                   + hostile.disk_fill("/var/tmp/fill", 64)
@@ -579,7 +390,7 @@ async def test_hostile_programs_hit_the_desktops_limits_not_the_hosts(scene: Sce
         home_mib, tmp_mib, var_tmp_mib, root_mib = (
             int(hostile.report(line, "disk_fill")["written_mib"])
             for line in out.splitlines() if line.startswith("HOSTILE"))
-        disk_growth = _disk_used(disks) - disk_before
+        disk_growth = disk_used(disks) - disk_before
         rc, out = await scene.run(hostile.memory_hog(limits["memory_mb"] + 512, seconds=1))
         held = int(hostile.report(out, "memory_hog")["held_mib"])
     finally:
@@ -596,7 +407,7 @@ async def test_hostile_programs_hit_the_desktops_limits_not_the_hosts(scene: Sce
     assert held < limits["memory_mb"], out  # OOM-killed inside the desktop
     # The desktop's own peak is exact; the host's available memory also moves with
     # whatever else runs on the machine (other test runs here), hence the margin.
-    assert await _desktop_memory_peak(scene.a) <= limits["memory_mb"] << 20
+    assert await desktop_memory_peak(scene.a) <= limits["memory_mb"] << 20
     assert peak["mem_drop"] <= (limits["memory_mb"] + HOST_NOISE_MB) << 20, peak
     assert during <= max(2 * baseline, 0.5), (baseline, during)
     assert await scene.provider.health(scene.a) and await scene.provider.health(scene.b)
