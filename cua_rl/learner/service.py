@@ -38,6 +38,7 @@ import asyncio
 import json
 import os
 import shutil
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -49,6 +50,7 @@ from cua_rl.learner.config import LearnerLoopConfig
 from cua_rl.learner.weight_sync import WeightSync
 from cua_rl.rollout.scheduler import Gate
 from cua_rl.store.run_store import AsyncRunStore
+from cua_rl.store.schema import UPDATE
 from cua_rl.types import StepSample
 
 Role = Literal["policy", "prm"]
@@ -109,6 +111,10 @@ class LearnerService:
         """RL steps taken by this service, with or without an update (from 0 after a
         resume; the store's `<role>_steps` adds up across resumes)."""
         self.steps_empty = 0
+        self.steps_done = 0
+        """RL steps whose update, checkpoint and weight sync (if any) have finished:
+        what a synchronous batch waits for (`runtime/sync_batches.py`)."""
+        self.groups_submitted = 0
         self.leader = leader
         self._stale_since_update = 0
         self._stopped = False
@@ -139,6 +145,7 @@ class LearnerService:
                 await self._count("stale_dropped", len(samples))
                 samples = ()
             self._queue.put_nowait(_QueuedGroup(group_id, tuple(samples)))
+            self.groups_submitted += 1
             return len(samples)
 
     async def took_step(self, step: int) -> bool:
@@ -147,6 +154,13 @@ class LearnerService:
         async with self._stepped:
             await self._stepped.wait_for(lambda: self.steps >= step or self._stopped)
             return self.steps >= step
+
+    async def settled(self, step: int) -> bool:
+        """Wait until RL step `step` has been trained and synced (True) or this learner
+        stopped before it (False)."""
+        async with self._stepped:
+            await self._stepped.wait_for(lambda: self.steps_done >= step or self._stopped)
+            return self.steps_done >= step
 
     async def _count(self, name: str, n: int) -> None:
         """Add to an attribute and to its store counter `<role>_<name>`."""
@@ -176,6 +190,9 @@ class LearnerService:
             else:
                 self.steps_empty += 1
                 await self.store.incr(f"{self.role}_steps_empty")
+            async with self._stepped:
+                self.steps_done += 1
+                self._stepped.notify_all()
         async with self._space:
             self._stopped = True
             self._space.notify_all()
@@ -204,9 +221,11 @@ class LearnerService:
     async def _update(self, groups: list[_QueuedGroup]) -> None:
         batch = [s for g in groups for s in g.samples]
         loop = asyncio.get_running_loop()
+        started = time.time()
         metrics = await loop.run_in_executor(self._thread, self.engine.train_step, batch)
         version = self.version
         await loop.run_in_executor(self._thread, self._checkpoint, version)
+        trained = time.time()
         await self.store.set_counter(f"{self.role}_updates", version)
         # The engine reports the samples it left out (entropy selection), if any.
         unselected = int(metrics.get("samples_low_entropy", 0))
@@ -219,11 +238,16 @@ class LearnerService:
         self._stale_since_update = 0
         if self.gate is not None:
             await self.gate.set_versions(learner=version)
+        synced: float | None = None
         if self.sync is not None and version % self.cfg.sync_every == 0:
             await self.sync.push(self.engine, version)
             await self.store.incr("weight_syncs")
+            synced = time.time()
             if self.gate is not None:
                 await self.gate.set_versions(serving=version)
+        await self.store.add_event(UPDATE, self.role, {
+            "version": version, "started_at": started, "trained_at": trained,
+            "synced_at": synced})
 
     def _report(self, groups: list[_QueuedGroup], batch: list[StepSample],
                 version: int) -> dict[str, float]:

@@ -124,6 +124,8 @@ class GroupScheduler:
         self._groups: dict[str, TaskGroup] = {}
         self._started_groups = 0
         self._exhausted = False
+        self._opening = False
+        """A caller is asking the source for the next group (outside the lock)."""
         self._changed = asyncio.Condition()
         self.requeued = 0
 
@@ -139,23 +141,40 @@ class GroupScheduler:
         """The next rollout to run, or None once all work is done.
 
         While the source is exhausted but rollouts are still in flight, this
-        waits: one of them may abort and come back as a re-queued ticket.
+        waits: one of them may abort and come back as a re-queued ticket. The
+        source is asked outside the lock, one caller at a time: it may wait long
+        (a synchronous batch waits for its update and weight sync, under Ray it
+        waits for the driver), and meanwhile rollouts must still complete.
         """
-        async with self._changed:
-            while True:
-                if not self._pending and not self._exhausted:
-                    await self._open_group()
+        while True:
+            async with self._changed:
                 if self._pending:
                     return self._pending.popleft()
                 if self.drained:
                     return None
-                await self._changed.wait()
+                if self._exhausted or self._opening:
+                    await self._changed.wait()
+                    continue
+                self._opening = True
+            try:
+                variant = await self._admit()
+            except BaseException:  # nothing opened: another caller asks again
+                async with self._changed:
+                    self._opening = False
+                    self._changed.notify_all()
+                raise
+            async with self._changed:
+                self._opening = False
+                self._open(variant)
+                self._changed.notify_all()
 
-    async def _open_group(self) -> None:
+    async def _admit(self) -> TaskVariant | None:
+        """The next group's variant from the source; None once there is no more work."""
         if self.max_groups is not None and self._started_groups >= self.max_groups:
-            self._exhausted = True
-            return
-        variant = await self.source()
+            return None
+        return await self.source()
+
+    def _open(self, variant: TaskVariant | None) -> None:
         if variant is None:
             self._exhausted = True
             return

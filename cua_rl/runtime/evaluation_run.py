@@ -68,9 +68,9 @@ def plan_task_runs(starts: Sequence[TaskVariant], runs: int, done: set[str]) -> 
 class TaskRunQueue:
     """The scheduler's task source and group-id source in one.
 
-    `GroupScheduler._open_group` asks the source for a variant and then, under
-    the same lock and with no await in between, for the group id; so the id
-    handed out is always the one of the task run just taken.
+    `GroupScheduler.next_ticket` asks the source for a variant and then for the
+    group id, one caller at a time (no other variant is taken in between); so
+    the id handed out is always the one of the task run just taken.
     """
 
     def __init__(self, todo: Sequence[TaskRun]) -> None:

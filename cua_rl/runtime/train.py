@@ -55,6 +55,7 @@ from cua_rl.runtime.local import Components, local_components
 from cua_rl.runtime.metrics import MetricsLogger
 from cua_rl.runtime.progress import RunProgress
 from cua_rl.runtime.success_replay import SuccessReplay
+from cua_rl.runtime.sync_batches import SyncBatches
 from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.tasks.sources import difficulty_file
 from cua_rl.types import GroupRecord, TaskVariant
@@ -256,12 +257,17 @@ async def _train_loop(cfg: RunConfig, run_dir: Path, *, store: AsyncRunStore,
     prm_learner = learner("prm", prm, cfg.train.prm_loop, policy_learner) if prm else None
     max_updates = cfg.train.max_policy_updates
 
-    async def source() -> TaskVariant | None:
+    async def next_task() -> TaskVariant | None:
         if policy_learner.version >= max_updates:
             return None
         return await selector.next_variant()
 
     learners = [policy_learner, *([prm_learner] if prm_learner else [])]
+    source: TaskSource = next_task
+    batches = None
+    if cfg.train.mode == "sync":  # the next batch waits for this one's update and sync
+        batches = SyncBatches(next_task, learners, cfg.train.tasks_per_update)
+        source = batches
     progress: RunProgress | None = None
 
     replay = SuccessReplay(cfg.train.replay, store)
@@ -280,11 +286,11 @@ async def _train_loop(cfg: RunConfig, run_dir: Path, *, store: AsyncRunStore,
         selector=selector, store=store, policy=policy_learner, prm=prm_learner, train=cfg.train,
         adapt=cfg.adapt, episode=cfg.episode, selector_file=selector_file,
         on_metrics=on_rollout_metrics, replay=replay, replay_file=replay_file)
-    fleet = rollouts(source, on_group)
+    fleet = rollouts(source, on_group if batches is None else batches.wrap(on_group))
     progress = RunProgress(fleet, learners, max_updates, cfg.fleet.max_groups,
                            started=started)
-    log.info("training: %d task(s), %d desktop(s), up to %d policy updates%s", len(templates),
-             cfg.desktops.count, max_updates,
+    log.info("training (%s): %d task(s), %d desktop(s), up to %d policy updates%s",
+             cfg.train.mode, len(templates), cfg.desktops.count, max_updates,
              f" or {cfg.fleet.max_groups} groups" if cfg.fleet.max_groups else "")
     try:
         async with asyncio.TaskGroup() as tasks:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from cua_rl.adapt.acceptance import AdaptBand
@@ -48,6 +50,11 @@ class TrainConfig(BaseModel):
 
     max_policy_updates: int = Field(3, ge=1)
     """The run ends after this many policy updates (the fleet drains first)."""
+    mode: Literal["async", "sync"] = "async"
+    """async: actors never wait for the learners (bounded by fleet.eta). sync: the
+    synchronous baseline of the same loop; a batch of `tasks_per_update` groups runs,
+    is judged, trained on and synced before the next batch starts
+    (`runtime/sync_batches.py`; `cua-rl bench loop` compares the two)."""
     tasks_per_update: int = Field(1, ge=1)
     """Task groups per learner update (paper: 12, each of fleet.group_size = 8
     rollouts). An update takes whole groups, all their steps (policy) or votes

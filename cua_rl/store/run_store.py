@@ -263,11 +263,11 @@ class RunStore:
         domain, oldest first: what reports aggregate without loading steps."""
         rows = self._db.execute(
             "SELECT t.trajectory_id, t.variant_id, t.group_id, t.status, t.score, t.n_steps, "
-            "t.finished_at, v.task_id, v.domain, t.error FROM trajectories t "
+            "t.finished_at, v.task_id, v.domain, t.error, t.started_at FROM trajectories t "
             "LEFT JOIN variants v ON v.variant_id = t.variant_id ORDER BY t.finished_at"
         )
         keys = ("trajectory_id", "variant_id", "group_id", "status", "score", "n_steps",
-                "finished_at", "task_id", "domain", "error")
+                "finished_at", "task_id", "domain", "error", "started_at")
         return [dict(zip(keys, row, strict=True)) for row in rows]
 
     def saved_config(self) -> str:

@@ -23,7 +23,7 @@ OPT_IN = (
     "train.replay.enabled",
 )
 """Dotted keys of the opt-in switches (docs/algorithms.md describes each)."""
-SHOWN: tuple[str, ...] = ("train.sync.staggered",)
+SHOWN: tuple[str, ...] = ("train.mode", "train.sync.staggered")
 """Dotted keys always shown when the saved config holds them, in order."""
 
 

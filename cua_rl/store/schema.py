@@ -18,6 +18,9 @@ ENDED = "run_ended"
 GAVE_UP = "gave_up"
 JUDGE_FAILURE = "judge_failure"
 SET_ASIDE = "set_aside"
+UPDATE = "update"
+"""One RL step of a learner that changed the weights: when its training started,
+when it ended and when the weight sync that followed it ended (subject: role)."""
 FAILURE_KINDS = (GAVE_UP, JUDGE_FAILURE, SET_ASIDE)
 
 SCHEMA = """

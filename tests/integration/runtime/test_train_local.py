@@ -45,6 +45,18 @@ def _summary(run: Path) -> dict:
     return json.loads(out.stdout)
 
 
+def _rollouts_during_updates(run: Path) -> tuple[int, int]:
+    """(rollouts whose time on a desktop overlaps a learner's update or the weight sync
+    after it, learner updates), from the timestamps the run stored."""
+    store = RunStore(run)
+    updates = [(e["data"]["started_at"], e["data"]["synced_at"] or e["data"]["trained_at"])
+               for e in store.events("update")]
+    rollouts = [(r["started_at"], r["finished_at"]) for r in store.trajectory_records()]
+    overlapping = sum(1 for start, end in rollouts
+                      if any(start < u_end and u_start < end for u_start, u_end in updates))
+    return overlapping, len(updates)
+
+
 def test_quickstart_trains_both_models_and_adapts(
     tmp_path: Path, primed_tiny_model_dir: Path, local_desktops: None
 ) -> None:
@@ -58,6 +70,9 @@ def test_quickstart_trains_both_models_and_adapts(
         assert summary[key] > 0, (key, summary)
     assert summary["policy_updates"] == 2  # train.max_policy_updates of the preset
     assert (run / "metrics.jsonl").stat().st_size > 0
+    # asynchronous: the desktops keep working while the learners train and sync
+    overlapping, updates = _rollouts_during_updates(run)
+    assert updates >= 2 and overlapping > 0, (overlapping, updates)
     # every sample a learner received is accounted for: used, stale or left at the end
     counters = RunStore(run).counters()
     for role in ("policy", "prm"):
@@ -87,6 +102,21 @@ def test_quickstart_trains_both_models_and_adapts(
     from tests_support.trajectory_export import check_export
 
     check_export(run, primed_tiny_model_dir, tmp_path / "trajectories.jsonl")
+
+
+def test_sync_mode_starts_no_rollout_before_the_last_batch_is_trained_and_synced(
+    tmp_path: Path, primed_tiny_model_dir: Path, local_desktops: None
+) -> None:
+    """`train.mode=sync`: every rollout of batch k+1 starts after both learners have
+    trained on batch k and synced their weights, so no rollout overlaps an update."""
+    run = tmp_path / "run"
+    subprocess.run(_cli("train", "--preset", "quickstart", "--out", str(run),
+                        *_overrides(tmp_path, primed_tiny_model_dir), "train.mode=sync"),
+                   check=True, timeout=900)
+    summary = _summary(run)
+    assert summary["policy_updates"] == 2 and summary["weight_syncs"] >= 4, summary
+    overlapping, updates = _rollouts_during_updates(run)
+    assert updates >= 4 and overlapping == 0, (overlapping, updates)
 
 
 def test_killed_run_resumes_without_duplicated_or_missing_updates(

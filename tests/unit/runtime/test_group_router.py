@@ -8,11 +8,10 @@ Each test reproduces a defect of an earlier main (issue 28)."""
 from __future__ import annotations
 
 import asyncio
-import io
 from pathlib import Path
 
-from PIL import Image
 from tests_support.recording_engine import RecordingEngine
+from tests_support.scored_groups import scored_group, white_screen
 
 from cua_rl.adapt.acceptance import AdaptBand
 from cua_rl.adapt.config import AdaptConfig
@@ -26,13 +25,7 @@ from cua_rl.runtime.group_router import GroupRouter
 from cua_rl.runtime.train_config import TrainConfig
 from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.types import (
-    GroupRecord,
-    Step,
-    StepVerdict,
     TaskVariant,
-    Trajectory,
-    TrajectoryStatus,
-    Vote,
 )
 
 
@@ -48,22 +41,6 @@ HINTED = TaskTemplate.from_variants(
     [_v("full", "Sort all rows."), _v("narrow", "Sort rows 1-5."),
      _v("extra", "Sort all rows and bold the header.")],
     {"order": ["narrow", "full", "extra"], "hints": {"full": ["Hint: use Data > Sort."]}})
-
-
-def _group(gid: str, variant: TaskVariant, screen: str, votes: list[int],
-           wins: int = 0) -> GroupRecord:
-    """One trajectory per vote value, two steps each; all fail unless `wins`."""
-    trajs, verdicts = [], {}
-    for k, vote in enumerate(votes):
-        tid = f"{gid}-{k}"
-        steps = tuple(Step(i, screen, "Action: click.", (), None, "", screen,
-                           token_ids=(5, 6, 7), logprobs=(-0.1, -0.2, -0.3)) for i in range(2))
-        trajs.append(Trajectory(tid, variant.variant_id, steps, TrajectoryStatus.FINISHED,
-                                score=1.0 if k < wins else 0.0))
-        # votes that differ within a step give the reward model something to learn
-        votes_of_step = tuple(Vote(v, "ok", (8,), (-0.5,)) for v in (vote, -vote, vote))
-        verdicts[tid] = tuple(StepVerdict(tid, i, votes_of_step) for i in range(2))
-    return GroupRecord(gid, variant, tuple(trajs), verdicts)
 
 
 class _Run:
@@ -105,27 +82,21 @@ class _Run:
                 for batch in self.engines[role].batches]
 
 
-async def _screen(store: AsyncRunStore) -> str:
-    png = io.BytesIO()
-    Image.new("RGB", (64, 48), "white").save(png, "PNG")
-    return await store.put_screenshot(png.getvalue())
-
-
 async def test_an_accepted_candidates_group_trains_and_a_rejected_ones_never(
         tmp_path: Path) -> None:
     store = AsyncRunStore.open(tmp_path / "run")
-    screen = await _screen(store)
+    screen = await white_screen(store)
     run = _Run(tmp_path, store, TEMPLATE)
     original = TEMPLATE.variants["full"]
     # the original fails (acc 0 -> easier: the `narrow` candidate); votes differ, so
     # its steps have non-zero advantages and become samples
-    await run.router(_group("g-orig", original, screen, votes=[1, -1]))
+    await run.router(scored_group("g-orig", original, screen, votes=[1, -1]))
     candidate = await run.selector.next_variant()
     assert candidate.evaluator_name == "narrow"
     # the candidate's group is judged (acc 0.5: accepted) and, accepted, trains (N)
-    await run.router(_group("g-cand", candidate, screen, votes=[1, -1], wins=1))
+    await run.router(scored_group("g-cand", candidate, screen, votes=[1, -1], wins=1))
     assert run.selector.current["t"] == candidate
-    await run.router(_group("g-next", candidate, screen, votes=[1, -1], wins=1))
+    await run.router(scored_group("g-next", candidate, screen, votes=[1, -1], wins=1))
     await run.finish()
 
     assert run.trained("policy") == [{"g-orig"}, {"g-cand"}, {"g-next"}]
@@ -144,11 +115,11 @@ async def test_an_accepted_candidates_group_trains_and_a_rejected_ones_never(
 async def test_a_candidate_whose_every_rollout_is_given_up_is_rejected(tmp_path: Path
                                                                       ) -> None:
     store = AsyncRunStore.open(tmp_path / "run")
-    screen = await _screen(store)
+    screen = await white_screen(store)
     run = _Run(tmp_path, store, HINTED)
     scheduler = GroupScheduler(run.selector.next_variant, 2)
     first = [await scheduler.next_ticket() for _ in range(2)]
-    await run.router(_group("g-orig", first[0].variant, screen, votes=[1, -1]))  # acc 0
+    await run.router(scored_group("g-orig", first[0].variant, screen, votes=[1, -1]))  # acc 0
     tickets = [await scheduler.next_ticket() for _ in range(2)]
     candidate = tickets[0].variant
     assert run.selector.pending["t"].candidate == candidate
@@ -163,7 +134,7 @@ async def test_a_candidate_whose_every_rollout_is_given_up_is_rejected(tmp_path:
     assert decision["gave_up_reasons"] == ["setup failed: asset missing",
                                            "variant set aside: 3 aborts in a row"]
     # the next out-of-band group of the task gets a proposal again
-    await run.router(_group("g-orig2", first[0].variant, screen, votes=[1, -1]))
+    await run.router(scored_group("g-orig2", first[0].variant, screen, votes=[1, -1]))
     assert run.selector.pending["t"].candidate.variant_id != candidate.variant_id
     await run.finish()
     assert run.trained("policy") == [{"g-orig"}, {"g-orig2"}]
@@ -175,22 +146,22 @@ async def test_a_candidate_whose_every_rollout_is_given_up_is_rejected(tmp_path:
 async def test_a_rewrite_equal_to_the_original_is_no_candidate_and_late_groups_train(
         tmp_path: Path) -> None:
     store = AsyncRunStore.open(tmp_path / "run")
-    screen = await _screen(store)
+    screen = await white_screen(store)
     run = _Run(tmp_path, store, HINTED)
     original = HINTED.variants["full"]
-    await run.router(_group("g-orig", original, screen, votes=[1, -1]))  # acc 0: easier
+    await run.router(scored_group("g-orig", original, screen, votes=[1, -1]))  # acc 0: easier
     hinted = await run.selector.next_variant()
-    await run.router(_group("g-hint", hinted, screen, votes=[1, -1], wins=1))  # accepted
+    await run.router(scored_group("g-hint", hinted, screen, votes=[1, -1], wins=1))  # accepted
     # acc 1.0: harder. Dropping the hint gives the original's text (and, on an
     # earlier main, the original's id): not a candidate; `extra` is proposed instead
-    await run.router(_group("g-easy", hinted, screen, votes=[1, -1], wins=2))
+    await run.router(scored_group("g-easy", hinted, screen, votes=[1, -1], wins=2))
     harder = run.selector.pending["t"].candidate
     assert harder.evaluator_name == "extra"
     assert harder.variant_id not in {original.variant_id, hinted.variant_id}
     # a late group of the original, in flight since before: training data, no decision
-    await run.router(_group("g-late", original, screen, votes=[1, -1], wins=1))
+    await run.router(scored_group("g-late", original, screen, votes=[1, -1], wins=1))
     assert run.selector.pending["t"].candidate == harder
-    await run.router(_group("g-hard", harder, screen, votes=[1, -1]))  # acc 0: rejected
+    await run.router(scored_group("g-hard", harder, screen, votes=[1, -1]))  # acc 0: rejected
     await run.finish()
     assert run.trained("policy") == [{"g-orig"}, {"g-hint"}, {"g-easy"}, {"g-late"}]
     decisions = [e["data"] for e in await store.events("adapt_decision")]
@@ -208,12 +179,12 @@ async def test_the_reward_model_updates_once_per_policy_step_on_in_band_groups(
     # all 24 groups in 2 updates. Earlier, the reward model waited for 12 groups
     # with samples and never updated here.
     store = AsyncRunStore.open(tmp_path / "run")
-    screen = await _screen(store)
+    screen = await white_screen(store)
     run = _Run(tmp_path, store, TEMPLATE, tasks_per_update=12, adapt=False)
     original = TEMPLATE.variants["full"]
     in_band = {2, 5, 11}
     for k in range(24):
-        await run.router(_group(f"g{k:02d}", original, screen, votes=[1, -1],
+        await run.router(scored_group(f"g{k:02d}", original, screen, votes=[1, -1],
                                 wins=1 if k in in_band else 0))
     await run.finish()
     assert [len(groups) for groups in run.trained("policy")] == [12, 12]
