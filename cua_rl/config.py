@@ -13,7 +13,14 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from cua_rl.adapt.config import AdaptConfig
 from cua_rl.desktop.providers.config import ProviderConfig
@@ -218,6 +225,24 @@ class RunConfig(BaseModel):
     """Cluster placement (used only when `runtime: ray`)."""
     demo: DemoConfig = Field(default_factory=DemoConfig)
     """Evaluation passes before and after training (the learn-demo preset)."""
+
+    @model_validator(mode="after")
+    def _budgets_fit(self) -> RunConfig:
+        """Per-task budgets are decided where groups open and observed where they end:
+        one process under `runtime: local`, three under `ray` (docs/algorithms.md)."""
+        budgets = self.train.budgets
+        if not budgets.enabled:
+            return self
+        if self.runtime == "ray":
+            raise ValueError("train.budgets.enabled needs runtime: local (under ray the group "
+                             "scheduler and the fleets run in other processes than the "
+                             "budgets); set runtime=local or train.budgets.enabled=false")
+        largest = budgets.max_rollouts or self.fleet.group_size
+        if largest < budgets.min_rollouts:
+            raise ValueError(f"train.budgets.min_rollouts {budgets.min_rollouts} is above "
+                             f"the largest group ({largest}: train.budgets.max_rollouts, "
+                             "else fleet.group_size)")
+        return self
 
 
 def local_by_default(value: object) -> object:

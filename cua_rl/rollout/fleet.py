@@ -70,7 +70,8 @@ class Fleet:
         self.on_group = on_group
         self.horizon = horizon
         """Step-limit schedule applied to each episode from the learner version at its
-        start (the one place it is applied, local or under Ray)."""
+        start (the one place it is applied, local or under Ray); a ticket's task step
+        limit (`train.budgets`) lowers it further."""
         self.counts: Counter[str] = Counter()
         self.busy_s = 0.0
         self.aborts_in_a_row: Counter[str] = Counter()
@@ -100,7 +101,8 @@ class Fleet:
             try:
                 async with self.desktops.lease() as desktop:
                     traj = await run_episode(
-                        ticket.variant, desktop, self.policy, self.store, self._episode(),
+                        ticket.variant, desktop, self.policy, self.store,
+                        self._episode(ticket.max_steps),
                         judge=self.judge, trajectory_id=tid, group_id=ticket.group_id,
                         policy_version=version,
                     )
@@ -112,10 +114,15 @@ class Fleet:
             self.busy_s += time.perf_counter() - t0
             finishing.create_task(self._finish(ticket, traj), name=f"finish-{tid}")
 
-    def _episode(self) -> EpisodeConfig:
-        if self.horizon is None:
+    def _episode(self, task_steps: int | None = None) -> EpisodeConfig:
+        """The episode's settings; its step limit is the horizon's at the learner's
+        version (else `episode.max_steps`), lowered to the ticket's task budget."""
+        steps = (self.horizon.max_steps(self.gate.learner_version)
+                 if self.horizon is not None else self.episode.max_steps)
+        if task_steps is not None:
+            steps = min(steps, task_steps)
+        if steps == self.episode.max_steps:
             return self.episode
-        steps = self.horizon.max_steps(self.gate.learner_version)
         return self.episode.model_copy(update={"max_steps": steps})
 
     async def _aborted(

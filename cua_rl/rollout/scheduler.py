@@ -14,6 +14,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -24,6 +25,23 @@ from cua_rl.types import GroupRecord, StepVerdict, TaskVariant, Trajectory
 
 TaskSource = Callable[[], Awaitable[TaskVariant | None]]
 """Yields the variant of the next task group; None when there is no more work."""
+
+
+@dataclass(frozen=True, slots=True)
+class GroupBudget:
+    """How many rollouts a new group of a variant gets, and their step limit."""
+
+    size: int
+    max_steps: int | None = None
+    """None: no task limit (the horizon or `episode.max_steps` alone apply)."""
+
+    def __post_init__(self) -> None:
+        if self.size < 1:  # a group of no rollouts would never complete
+            raise ValueError(f"a group budget needs at least 1 rollout, got {self.size}")
+
+
+BudgetOf = Callable[[TaskVariant], GroupBudget]
+"""Per-task budgets (`runtime/task_budgets.py`), asked once per group as it opens."""
 
 
 @runtime_checkable
@@ -81,11 +99,15 @@ class RolloutTicket:
     variant: TaskVariant
     slot: int
     attempt: int = 0
+    max_steps: int | None = None
+    """The group's task step limit (`GroupBudget`), applied with the horizon by the
+    fleet; it travels with the ticket, wherever the episode runs."""
 
 
 @dataclass
 class TaskGroup:
-    """The G rollouts of one task variant, scored together (advantages, accuracy)."""
+    """The G rollouts of one task variant (its budget's size with per-task budgets),
+    scored together (advantages, accuracy)."""
 
     group_id: str
     variant: TaskVariant
@@ -112,11 +134,14 @@ class GroupScheduler:
     """Hands out rollout tickets; collects finished rollouts into groups."""
 
     def __init__(self, source: TaskSource, group_size: int, *, max_groups: int | None = None,
-                 group_ids: Callable[[], str] | None = None) -> None:
+                 group_ids: Callable[[], str] | None = None,
+                 budget: BudgetOf | None = None) -> None:
         if group_size < 1:
             raise ValueError(f"group_size must be >= 1, got {group_size}")
         self.source = source
         self.group_size = group_size
+        self.budget = budget
+        """None: every group has `group_size` rollouts and no task step limit."""
         self.max_groups = max_groups
         counter = itertools.count()
         self._new_group_id = group_ids or (lambda: f"g{next(counter):06d}")
@@ -178,11 +203,13 @@ class GroupScheduler:
         if variant is None:
             self._exhausted = True
             return
-        group = TaskGroup(self._new_group_id(), variant, self.group_size)
+        budget = self.budget(variant) if self.budget else GroupBudget(self.group_size)
+        group = TaskGroup(self._new_group_id(), variant, budget.size)
         self._groups[group.group_id] = group
         self._started_groups += 1
         self._pending.extend(
-            RolloutTicket(group.group_id, variant, slot) for slot in range(self.group_size)
+            RolloutTicket(group.group_id, variant, slot, max_steps=budget.max_steps)
+            for slot in range(budget.size)
         )
 
     async def complete(self, ticket: RolloutTicket, trajectory: Trajectory,
@@ -207,9 +234,7 @@ class GroupScheduler:
         """Re-queue an aborted rollout ahead of new work."""
         async with self._changed:
             self.requeued += 1
-            self._pending.appendleft(
-                RolloutTicket(ticket.group_id, ticket.variant, ticket.slot, ticket.attempt + 1)
-            )
+            self._pending.appendleft(dataclasses.replace(ticket, attempt=ticket.attempt + 1))
             self._changed.notify_all()
 
     async def give_up(self, ticket: RolloutTicket, reason: str = "") -> GroupRecord | None:

@@ -15,6 +15,10 @@ Success replay (`train.replay`, off by default) acts on training groups only, af
 the selector has judged the group as sampled: a zero-success group may reach the
 learners with one member replaced by a stored success (`runtime/success_replay.py`);
 the metrics hook still gets the group as sampled, with the samples as trained.
+
+Per-task budgets (`train.budgets`, off by default) observe training groups only, as
+sampled, before replay: the task's next groups are sized and step-limited from them
+(`runtime/task_budgets.py`).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from cua_rl.learner.service import LearnerService
 from cua_rl.reward.samples import GroupSamples, group_samples
 from cua_rl.rollout.config import EpisodeConfig
 from cua_rl.runtime.success_replay import ReplayedGroup, SuccessReplay
+from cua_rl.runtime.task_budgets import TaskBudgets
 from cua_rl.runtime.train_config import TrainConfig
 from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.types import GroupRecord
@@ -46,7 +51,8 @@ class GroupRouter:
                  policy: LearnerService, prm: LearnerService | None, train: TrainConfig,
                  adapt: AdaptConfig, episode: EpisodeConfig, selector_file: Path,
                  on_metrics: GroupMetricsHook | None = None,
-                 replay: SuccessReplay | None = None, replay_file: Path | None = None
+                 replay: SuccessReplay | None = None, replay_file: Path | None = None,
+                 budgets: TaskBudgets | None = None, budgets_file: Path | None = None
                  ) -> None:
         self.selector, self.store = selector, store
         self.policy, self.prm = policy, prm
@@ -54,6 +60,7 @@ class GroupRouter:
         self.selector_file = selector_file
         self.on_metrics = on_metrics
         self.replay, self.replay_file = replay, replay_file
+        self.budgets, self.budgets_file = budgets, budgets_file
         self.groups = 0
 
     async def __call__(self, group: GroupRecord) -> None:
@@ -71,6 +78,7 @@ class GroupRouter:
             self._metrics(group, GroupSamples())
             return
         await self.store.incr(f"groups_{use}")
+        await self._observe(group)
         trained = await self._replay(group)
         samples = await group_samples(
             trained.group, self.store, self.episode, lam=self.train.lam,
@@ -96,6 +104,16 @@ class GroupRouter:
             await asyncio.get_running_loop().run_in_executor(
                 None, _write_json, self.replay_file, self.replay.state_dict())
         return trained
+
+    async def _observe(self, group: GroupRecord) -> None:
+        """A training group, as sampled, into its task's budget window
+        (`train.budgets`); the windows are saved for `--resume` whenever budgets are on."""
+        if self.budgets is None or not self.budgets.cfg.enabled:
+            return
+        self.budgets.observe(group)
+        if self.budgets_file is not None:
+            await asyncio.get_running_loop().run_in_executor(
+                None, _write_json, self.budgets_file, self.budgets.state_dict())
 
     def _metrics(self, group: GroupRecord, samples: GroupSamples) -> None:
         if self.on_metrics is not None:

@@ -56,6 +56,7 @@ from cua_rl.runtime.metrics import MetricsLogger
 from cua_rl.runtime.progress import RunProgress
 from cua_rl.runtime.success_replay import SuccessReplay
 from cua_rl.runtime.sync_batches import SyncBatches
+from cua_rl.runtime.task_budgets import TaskBudgets
 from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.tasks.sources import difficulty_file
 from cua_rl.types import GroupRecord, TaskVariant
@@ -156,17 +157,19 @@ async def start_engines(cfg: RunConfig, run_dir: Path, resume: bool,
 async def _train(cfg: RunConfig, run_dir: Path, parts: Components,
                  engines: dict[str, TrainEngine], resume: bool) -> dict[str, Any]:
     gate = VersionGate(cfg.fleet.eta)
+    budgets = TaskBudgets.for_run(cfg)  # the router fills it, the scheduler asks it
 
     def make_fleet(source: TaskSource, on_group: GroupHandler) -> Fleet:
         scheduler = GroupScheduler(source, cfg.fleet.group_size, max_groups=cfg.fleet.max_groups,
-                                   group_ids=lambda: f"g-{uuid.uuid4().hex[:12]}")
+                                   group_ids=lambda: f"g-{uuid.uuid4().hex[:12]}",
+                                   budget=budgets.budget if cfg.train.budgets.enabled else None)
         return Fleet(scheduler, parts.desktops, parts.policy, parts.store, cfg.episode,
                      cfg.fleet, judge=parts.judge, gate=gate, on_group=on_group,
                      horizon=cfg.train.horizon)
 
     return await train(cfg, run_dir, store=parts.store, policy=parts.policy, prm=parts.prm,
                        task_set=parts.task_set, engines=engines, gate=gate, rollouts=make_fleet,
-                       resume=resume)
+                       resume=resume, budgets=budgets)
 
 
 class Rollouts(Protocol):
@@ -185,14 +188,16 @@ RolloutsFactory = Callable[[TaskSource, GroupHandler], Rollouts]
 async def train(cfg: RunConfig, run_dir: Path, *, store: AsyncRunStore, policy: InferencePool,
                 prm: InferencePool | None, task_set: list[list[TaskVariant]],
                 engines: dict[str, TrainEngine], gate: Gate, rollouts: RolloutsFactory,
-                resume: bool) -> dict[str, Any]:
+                resume: bool, budgets: TaskBudgets | None = None) -> dict[str, Any]:
     """The training loop on the driver, whichever runtime places the fleet: the
     selector is the fleet's task source, finished groups become samples for the
-    learners; `gate` is a `VersionGate` here or a `RemoteGate` to one under Ray."""
+    learners; `gate` is a `VersionGate` here or a `RemoteGate` to one under Ray.
+    `budgets`: the per-task budgets the fleet's scheduler asks (`train.budgets`)."""
     async with rewriter_pool(cfg, run_dir) as rewriter_model:
         return await _train_loop(cfg, run_dir, store=store, policy=policy, prm=prm,
                                  task_set=task_set, engines=engines, gate=gate,
-                                 rollouts=rollouts, resume=resume, rewriter_model=rewriter_model)
+                                 rollouts=rollouts, resume=resume, rewriter_model=rewriter_model,
+                                 budgets=budgets or TaskBudgets.for_run(cfg))
 
 
 @contextlib.asynccontextmanager
@@ -216,7 +221,8 @@ async def _train_loop(cfg: RunConfig, run_dir: Path, *, store: AsyncRunStore,
                       policy: InferencePool, prm: InferencePool | None,
                       task_set: list[list[TaskVariant]], engines: dict[str, TrainEngine],
                       gate: Gate, rollouts: RolloutsFactory, resume: bool,
-                      rewriter_model: InferencePool | None) -> dict[str, Any]:
+                      rewriter_model: InferencePool | None,
+                      budgets: TaskBudgets) -> dict[str, Any]:
     started = time.monotonic()
     ckpt = run_dir / "checkpoints"
     metrics = MetricsLogger(run_dir, cfg.metrics, cfg.model_dump(mode="json"))
@@ -274,10 +280,13 @@ async def _train_loop(cfg: RunConfig, run_dir: Path, *, store: AsyncRunStore,
     replay_file = ckpt / "replay.json"
     if resume and replay_file.is_file():
         replay.load_state_dict(json.loads(replay_file.read_text()))
+    budgets_file = ckpt / "budgets.json"
+    if resume and budgets_file.is_file():
+        budgets.load_state_dict(json.loads(budgets_file.read_text()))
 
     def on_rollout_metrics(group: GroupRecord, samples: GroupSamples, n: int) -> None:
         values = {**group_metrics(group, samples, gate, fleet, cfg, started),
-                  **replay.metrics(group.group_id)}
+                  **replay.metrics(group.group_id), **budgets.metrics(group)}
         metrics.log("rollout", values, n)
         if progress is not None:
             progress.observe_group(values)
@@ -285,7 +294,8 @@ async def _train_loop(cfg: RunConfig, run_dir: Path, *, store: AsyncRunStore,
     on_group = GroupRouter(
         selector=selector, store=store, policy=policy_learner, prm=prm_learner, train=cfg.train,
         adapt=cfg.adapt, episode=cfg.episode, selector_file=selector_file,
-        on_metrics=on_rollout_metrics, replay=replay, replay_file=replay_file)
+        on_metrics=on_rollout_metrics, replay=replay, replay_file=replay_file,
+        budgets=budgets, budgets_file=budgets_file)
     fleet = rollouts(source, on_group if batches is None else batches.wrap(on_group))
     progress = RunProgress(fleet, learners, max_updates, cfg.fleet.max_groups,
                            started=started)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cua_rl.adapt.acceptance import AdaptBand
 from cua_rl.learner.config import LearnerConfig, LearnerLoopConfig, WeightSyncConfig
@@ -45,6 +45,50 @@ class ReplayConfig(BaseModel):
     (`replay_evicted_stale`); the learner's eta does not judge replayed members."""
 
 
+class TaskBudgetConfig(BaseModel):
+    """Per-task budgets (DART-GUI's dynamic rollout frequency and trajectory length; not
+    part of RLAnything, so off in its preset): the rollouts of a task's next group and
+    their step limit follow its recent training groups (docs/algorithms.md, "Per-task
+    budgets"). Needs `runtime: local` (the decision is made where groups open)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = False
+    """Size each task's groups and cap their steps from its recent groups (off: every
+    group has `fleet.group_size` rollouts and the global step limit, the paper's method)."""
+    window: int = Field(4, ge=1)
+    """Latest training groups remembered per task (task id, all its variants)."""
+    min_scored: int = Field(4, ge=1)
+    """Scored rollouts a task needs in its window before its budget leaves the global
+    one (fewer: `fleet.group_size` rollouts, no task step limit)."""
+    solved_above: float = Field(0.8, ge=0.0, le=1.0)
+    """Window accuracy above which a task counts as solved: `min_rollouts` per group."""
+    unsolved_below: float = Field(0.2, ge=0.0, le=1.0)
+    """Window accuracy below which a task counts as unsolved: `max_rollouts` per group
+    (between the two: `fleet.group_size`)."""
+    min_rollouts: int = Field(2, ge=2)
+    """Rollouts per group of a solved task (at least 2: a group of one has nothing to
+    be normalised against, its advantages are all 0)."""
+    max_rollouts: int | None = Field(None, ge=2)
+    """Rollouts per group of an unsolved task; None: `fleet.group_size` (budgets then
+    only save rollouts, never add any)."""
+    length_margin: float = Field(1.5, ge=1.0)
+    """A task with a success in its window gets `ceil(length_margin x its longest
+    recent successful episode)` steps, within [`min_steps`, the global limit]."""
+    min_steps: int = Field(5, ge=1)
+    """Smallest step limit a task budget sets (never above the global limit)."""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> TaskBudgetConfig:
+        if self.unsolved_below > self.solved_above:
+            raise ValueError(f"budgets: unsolved_below {self.unsolved_below} is above "
+                             f"solved_above {self.solved_above}")
+        if self.max_rollouts is not None and self.max_rollouts < self.min_rollouts:
+            raise ValueError(f"budgets: max_rollouts {self.max_rollouts} is below "
+                             f"min_rollouts {self.min_rollouts}")
+        return self
+
+
 class TrainConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -77,9 +121,12 @@ class TrainConfig(BaseModel):
     (the paper's filter). A wider band trains the PRM on more tasks."""
     replay: ReplayConfig = Field(default_factory=ReplayConfig)
     """Success replay of stored successful trajectories into zero-success groups."""
+    budgets: TaskBudgetConfig = Field(default_factory=TaskBudgetConfig)
+    """Per-task rollouts and step limits from each task's recent groups."""
     horizon: HorizonSchedule | None = None
     """Optional step-limit schedule; None keeps episode.max_steps. The fleet applies it
-    to each episode from the learner version when the episode starts."""
+    to each episode from the learner version when the episode starts; with
+    `budgets` on, an episode's limit is the smaller of the two."""
 
 
 class MetricsConfig(BaseModel):

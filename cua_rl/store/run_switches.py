@@ -21,6 +21,7 @@ OPT_IN = (
     "train.policy.entropy_top_fraction",
     "train.prm.entropy_top_fraction",
     "train.replay.enabled",
+    "train.budgets.enabled",
 )
 """Dotted keys of the opt-in switches (docs/algorithms.md describes each)."""
 SHOWN: tuple[str, ...] = ("train.mode", "train.sync.staggered")

@@ -90,3 +90,30 @@ async def test_give_up_shrinks_group() -> None:
     assert empty.gave_up_reasons == ("setup failed: no such file",
                                      "variant set aside: 3 aborts in a row")
     assert await sched.next_ticket() is None
+
+
+async def test_groups_of_a_budgeted_task_have_the_budgeted_size_and_step_limit() -> None:
+    """`train.budgets`: a solved task's next group has `min_rollouts` tickets, each with
+    the task's step limit (kept by a re-queued attempt); another task keeps G."""
+    from cua_rl.runtime.task_budgets import TaskBudgets
+    from cua_rl.runtime.train_config import TaskBudgetConfig
+    from cua_rl.types import GroupRecord, Step
+
+    budgets = TaskBudgets(TaskBudgetConfig(enabled=True, min_scored=1), group_size=4,
+                          max_steps=20)
+    steps = tuple(Step(i, "", "Action: click.", (), None, "", "") for i in range(6))
+    wins = tuple(Trajectory(f"w{k}", "v", steps, TrajectoryStatus.FINISHED, score=1.0)
+                 for k in range(4))
+    budgets.observe(GroupRecord("g-before", _variant(0), wins, {}))  # t0: 4 of 4, 6 steps
+    sched = GroupScheduler(_source(2), group_size=4, budget=budgets.budget)
+    solved = [await sched.next_ticket() for _ in range(2)]
+    assert [(t.variant.task_id, t.slot, t.max_steps) for t in solved] == [
+        ("t0", 0, 9), ("t0", 1, 9)]  # 2 rollouts, 1.5 x 6 steps
+    await sched.abort(solved[0])
+    retry = await sched.next_ticket()
+    assert (retry.slot, retry.attempt, retry.max_steps) == (0, 1, 9)
+    other = [await sched.next_ticket() for _ in range(4)]
+    assert {(t.variant.task_id, t.max_steps) for t in other} == {("t1", None)}
+    assert await sched.complete(solved[1], _traj("a", 1.0)) is None
+    group = await sched.complete(retry, _traj("b", 0.0))
+    assert group is not None and len(group.trajectories) == 2  # the group is complete

@@ -60,6 +60,7 @@ PAPER = {
     "train.max_policy_updates": 240,
     "tasks.split": "rlanything-in-domain",
     "train.replay.enabled": False,  # the paper has no success replay
+    "train.budgets.enabled": False,  # nor per-task budgets
 }
 
 
