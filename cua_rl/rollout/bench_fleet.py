@@ -11,7 +11,9 @@ is simulated (`simulated.py`, `latency.py`).
   time with the sync pausing the whole policy pool (`async_global_pause_*`);
   samples older than `learner - eta` when consumed are dropped and counted.
 - sync: batches of N rollouts (the same Fleet code, judge off); when the whole
-  batch is done every step is judged, then trained on, then weights synced.
+  batch is done every step is judged, then trained on, then weights synced;
+  run a second time with the judge streaming within each batch, as the real
+  loop's `train.mode: sync` does (`sync_streaming_*`, `speedup_vs_sync_mode`).
 
 Throughput counts steps whose episode finished and were judged, per simulated
 second; async over a window after a warm-up, sync over whole cycles.
@@ -86,7 +88,8 @@ def make_plan(model: LatencyModel, actors: int, group_size: int, eta: int,
              / (cap.prm_replicas(actors) * cap.prm_batch)
              + groups * model.learner_s_per_group / cap.learner_nodes(actors)
              + model.weight_sync_s.mean_s)
-    fit = duration_s / (2 * (warmup + window) + max(window, cycle))  # two async runs
+    # two async runs, two sync ones
+    fit = duration_s / (2 * (warmup + window) + 2 * max(window, cycle))
     cpu = model.expected_steps_per_s(actors) / model.max_sim_steps_per_s
     scale = model.time_scale or min(1.0, max(fit, cpu, 1e-3))
     return Plan(actors, group_size, eta, groups, scale, warmup, window)
@@ -270,7 +273,12 @@ def _collect(into: list[GroupRecord]) -> GroupHandler:
     return keep
 
 
-async def run_sync(cluster: Cluster, budget_s: float) -> dict[str, Any]:
+async def run_sync(cluster: Cluster, budget_s: float, *, streaming: bool = False,
+                   prefix: str = "sync") -> dict[str, Any]:
+    """Batches of N rollouts, each trained on and synced before the next. `streaming`:
+    the judge scores steps while the batch runs, as `train.mode: sync` of the real
+    loop does; otherwise the whole batch is judged after its last rollout (the
+    classic batch pipeline)."""
     plan, clock = cluster.plan, cluster.clock
     phases = dict.fromkeys(("generate", "judge", "train", "weight_sync"), 0.0)
     wall0, busy0 = time.perf_counter(), cluster.desktops.busy_seconds()
@@ -281,9 +289,12 @@ async def run_sync(cluster: Cluster, budget_s: float) -> dict[str, Any]:
         t0 = time.perf_counter()
         scheduler = GroupScheduler(cluster.tasks, plan.group_size,
                                    max_groups=plan.groups_per_update)
-        await cluster.fleet(scheduler, judged=False, on_group=_collect(groups)).run()
+        await cluster.fleet(scheduler, judged=streaming, on_group=_collect(groups)).run()
         t1 = time.perf_counter()
-        steps += await judge_batch(cluster, groups)
+        if streaming:  # every verdict is in: a group is emitted only with all of them
+            steps += sum(len(v) for g in groups for v in g.verdicts.values())
+        else:
+            steps += await judge_batch(cluster, groups)
         t2 = time.perf_counter()
         sync_s = await cluster.train_and_sync(len(groups), pause_policy=False)
         t3 = time.perf_counter()
@@ -294,15 +305,15 @@ async def run_sync(cluster: Cluster, budget_s: float) -> dict[str, Any]:
         cycles += 1
     wall = time.perf_counter() - wall0
     out: dict[str, Any] = {
-        "sync_steps_per_s": steps / (wall / plan.scale),
-        "sync_desktop_utilization": (cluster.desktops.busy_seconds() - busy0)
+        "steps_per_s": steps / (wall / plan.scale),
+        "desktop_utilization": (cluster.desktops.busy_seconds() - busy0)
         / (plan.actors * wall),
-        "sync_desktop_work_share": (cluster.desktops.work_s - work0) / (plan.actors * wall),
-        "sync_steps": steps,
-        "sync_cycles": cycles,
+        "desktop_work_share": (cluster.desktops.work_s - work0) / (plan.actors * wall),
+        "steps": steps,
+        "cycles": cycles,
     }
-    out.update({f"sync_{name}_share": s / wall for name, s in phases.items()})
-    return out
+    out.update({f"{name}_share": s / wall for name, s in phases.items()})
+    return {f"{prefix}_{key}": value for key, value in out.items()}
 
 
 async def bench(model: LatencyModel, actors: int, *, group_size: int = 8, eta: int = 2,
@@ -314,14 +325,16 @@ async def bench(model: LatencyModel, actors: int, *, group_size: int = 8, eta: i
     with tempfile.TemporaryDirectory(prefix="bench-fleet-") as tmp:
         root = run_dir or Path(tmp)
         result: dict[str, Any] = {}
-        for mode in ("async", "async_global_pause", "sync"):
+        for mode in ("async", "async_global_pause", "sync", "sync_streaming"):
             cluster = Cluster(model, plan, root / mode, seed,
                               staggered=mode != "async_global_pause")
             try:
                 if mode == "async":
                     result.update(await run_async(cluster))
-                elif mode == "sync":
-                    result.update(await run_sync(cluster, plan.window_s))
+                elif mode.startswith("sync"):
+                    result.update(await run_sync(cluster, plan.window_s,
+                                                 streaming=mode == "sync_streaming",
+                                                 prefix=mode))
                 else:  # the same async run with the old global pause: throughput only
                     paused = await run_async(cluster)
                     result["async_global_pause_steps_per_s"] = paused["async_steps_per_s"]
@@ -335,6 +348,9 @@ async def bench(model: LatencyModel, actors: int, *, group_size: int = 8, eta: i
         "actors": actors, "speedup": result["async_steps_per_s"] / result["sync_steps_per_s"],
         "speedup_global_pause": result["async_global_pause_steps_per_s"]
         / result["sync_steps_per_s"],
+        # against the real loop's `train.mode: sync`, whose judge streams within a batch
+        "speedup_vs_sync_mode": result["async_steps_per_s"]
+        / result["sync_streaming_steps_per_s"],
         "host_bound": host_bound,
         **result, "group_size": group_size, "eta": eta, "time_scale": plan.scale,
         "policy_replicas": cap.policy_replicas(actors), "prm_replicas": cap.prm_replicas(actors),

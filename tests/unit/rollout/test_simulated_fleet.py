@@ -99,7 +99,8 @@ def test_bench_fleet_command_reports_both_modes(tmp_path) -> None:
     figures = json.loads(result.stdout)
     for key in ("async_steps_per_s", "sync_steps_per_s", "speedup", "desktop_utilization",
                 "cpu_ms_per_step", "sync_desktop_utilization", "async_stale_fraction",
-                "host_bound", "async_global_pause_steps_per_s", "speedup_global_pause"):
+                "host_bound", "async_global_pause_steps_per_s", "speedup_global_pause",
+                "sync_streaming_steps_per_s", "speedup_vs_sync_mode"):
         assert key in figures
     assert figures["async_steps"] > 0 and figures["sync_steps"] > 0
     assert figures["sync_cycles"] >= 1 and figures["time_scale"] == 0.002
