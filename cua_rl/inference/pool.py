@@ -26,6 +26,7 @@ import itertools
 import logging
 from typing import Any
 
+from cua_rl import spans
 from cua_rl.inference.base import ChatResult, InferenceUnavailable
 from cua_rl.inference.config import InferencePoolConfig
 from cua_rl.inference.replica_set import Replica, ReplicaSet, ReplicaState
@@ -101,7 +102,9 @@ class InferencePool:
                 replica = await self._pick(session_key, deadline)
                 replica.in_flight += 1
                 try:
-                    return await replica.client.chat(messages, **kwargs)
+                    with spans.span("replica_call", pool=self.replicas.name,
+                                    replica=replica.url):
+                        return await replica.client.chat(messages, **kwargs)
                 except InferenceUnavailable as exc:
                     self.replicas.mark_down(replica, exc)
                     raise
@@ -112,6 +115,8 @@ class InferencePool:
     async def _pick(self, session_key: str | None, deadline: float) -> Replica:
         loop = asyncio.get_running_loop()
         replicas = self.replicas
+        spans.mark_once(("pool", replicas.name), "pool", name=replicas.name,
+                        replicas=len(replicas.replicas))
         while True:
             sticky = None
             if session_key is not None:
@@ -138,7 +143,8 @@ class InferencePool:
                     f"no healthy replica among {replicas.urls} within {self.wait_for_replica_s:g}"
                     " s (InferencePoolConfig.wait_for_replica_s)"
                 )
-            await replicas.changed(remaining)
+            with spans.span("replica_wait", pool=replicas.name, tid=session_key):
+                await replicas.changed(remaining)
 
     async def wait_until_healthy(self, timeout_s: float, min_replicas: int = 1) -> list[str]:
         """Poll every replica's `/health` until `min_replicas` answer (no fixed sleep)."""

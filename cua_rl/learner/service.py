@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from cua_rl import spans
 from cua_rl.learner.base import TrainEngine
 from cua_rl.learner.config import LearnerLoopConfig
 from cua_rl.learner.weight_sync import WeightSync
@@ -221,10 +222,17 @@ class LearnerService:
     async def _update(self, groups: list[_QueuedGroup]) -> None:
         batch = [s for g in groups for s in g.samples]
         loop = asyncio.get_running_loop()
+        lags = [self.version - s.version for s in batch]  # behaviour lag when trained
         started = time.time()
-        metrics = await loop.run_in_executor(self._thread, self.engine.train_step, batch)
+        # every span of an update carries the version it makes
+        with spans.span("learner_step", role=self.role, version=self.version + 1,
+                        groups=len(groups), samples=len(batch),
+                        lag_mean=sum(lags) / len(lags), lag_max=max(lags)) as step:
+            metrics = await loop.run_in_executor(self._thread, self.engine.train_step, batch)
+            step.set(used=len(batch) - int(metrics.get("samples_low_entropy", 0)))
         version = self.version
-        await loop.run_in_executor(self._thread, self._checkpoint, version)
+        with spans.span("checkpoint", role=self.role, version=version):
+            await loop.run_in_executor(self._thread, self._checkpoint, version)
         trained = time.time()
         await self.store.set_counter(f"{self.role}_updates", version)
         # The engine reports the samples it left out (entropy selection), if any.
@@ -240,7 +248,8 @@ class LearnerService:
             await self.gate.set_versions(learner=version)
         synced: float | None = None
         if self.sync is not None and version % self.cfg.sync_every == 0:
-            await self.sync.push(self.engine, version)
+            with spans.span("weight_sync", role=self.role, version=version):
+                await self.sync.push(self.engine, version)
             await self.store.incr("weight_syncs")
             synced = time.time()
             if self.gate is not None:

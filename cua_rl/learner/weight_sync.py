@@ -33,6 +33,7 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
+from cua_rl import spans
 from cua_rl.errors import InferenceUnavailable
 from cua_rl.inference.client import InferenceClient
 from cua_rl.inference.replica_set import Replica, ReplicaSet
@@ -97,7 +98,9 @@ class WeightSync:
                 if not replica.serving:  # went down during an earlier replica's update
                     continue
                 try:
-                    async with self._out_of_routing(replica):
+                    async with self._out_of_routing(replica), spans.span(
+                            "replica_sync", pool=self.replicas.name, replica=replica.url,
+                            version=version):
                         if path is not None:
                             served = await replica.client.update_weights(
                                 version, str(path), self.cfg.timeout_s)

@@ -18,6 +18,7 @@ import asyncio
 import logging
 from collections import Counter
 
+from cua_rl import spans
 from cua_rl.agent import parse_prm_vote, prm_messages
 from cua_rl.errors import InferenceError
 from cua_rl.rollout.base import ChatBackend
@@ -74,10 +75,11 @@ class StreamingJudge:
         )
         async with self._slots:
             try:
-                result = await self.prm.chat(
-                    messages, n=self.cfg.votes, temperature=self.cfg.temperature,
-                    max_tokens=self.cfg.max_tokens,
-                )
+                with spans.span("prm_call", tid=trajectory_id, step=step.index):
+                    result = await self.prm.chat(
+                        messages, n=self.cfg.votes, temperature=self.cfg.temperature,
+                        max_tokens=self.cfg.max_tokens,
+                    )
             except InferenceError as exc:
                 await self._failed(trajectory_id, step.index, exc)
                 return None

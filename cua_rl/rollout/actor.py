@@ -19,6 +19,7 @@ import uuid
 from functools import partial
 from typing import Protocol
 
+from cua_rl import spans
 from cua_rl.agent import parse_response, to_pyautogui
 from cua_rl.agent.images import encode_image, png_passthrough_url
 from cua_rl.errors import (
@@ -61,9 +62,17 @@ class StepSink(Protocol):
 class EpisodeImages:
     """Screenshots of one episode: stored by hash, encoded for the model once."""
 
-    def __init__(self, store: AsyncRunStore, cfg: EpisodeConfig) -> None:
+    def __init__(self, store: AsyncRunStore, cfg: EpisodeConfig, tid: str = "") -> None:
         self.store = store
         self.cfg = cfg
+        self.tid = tid
+
+    async def shoot(self, desktop: EpisodeDesktop) -> tuple[str, str]:
+        """A screenshot of `desktop`, added (spans `screenshot` and `images`)."""
+        with spans.span("screenshot", tid=self.tid):
+            data = await desktop.screenshot()
+        with spans.span("images", tid=self.tid):
+            return await self.add(data)
 
     async def add(self, data: bytes) -> tuple[str, str]:
         """(content hash, data URL); resizing runs off the event loop, an image that
@@ -97,39 +106,45 @@ async def run_episode(
     and EpisodeAborted raised.
     """
     tid = trajectory_id or uuid.uuid4().hex
-    images = EpisodeImages(store, cfg)
+    images = EpisodeImages(store, cfg, tid)
     started = time.time()
     steps: list[Step] = []
     recording: EpisodeRecording | None = None
     try:
-        await desktop.prepare(variant)
+        with spans.span("setup", tid=tid):
+            await desktop.prepare(variant)
         if cfg.record:
             recording = EpisodeRecording(desktop, recording_path(store.run_dir, tid))
-            await recording.start()
+            with spans.span("recording", tid=tid):
+                await recording.start()
         image_size = model_image_size(desktop.screen, cfg)
-        shot_hash, shot_url = await images.add(await desktop.screenshot())
+        shot_hash, shot_url = await images.shoot(desktop)
         urls = [shot_url]
         last_action: Action | None = None
         status = TrajectoryStatus.STEP_LIMIT
         for index in range(cfg.max_steps):
             t0 = time.perf_counter()
-            messages = step_messages(variant.instruction, steps, urls, desktop.screen, cfg)
-            result = await policy.chat(
-                messages, session_key=tid, temperature=cfg.temperature, top_p=cfg.top_p,
-                max_tokens=cfg.max_tokens,
-            )
+            with spans.span("prompt", tid=tid):
+                messages = step_messages(variant.instruction, steps, urls, desktop.screen, cfg)
+            with spans.span("policy_call", tid=tid, step=index):
+                result = await policy.chat(
+                    messages, session_key=tid, temperature=cfg.temperature, top_p=cfg.top_p,
+                    max_tokens=cfg.max_tokens,
+                )
             if not result.choices:  # the HTTP client checks this; other backends may not
                 raise ModelResponseError(result.url, "policy chat", "at least one choice")
             choice = result.choices[0]
             t1 = time.perf_counter()
             actions, error = parse_response(choice.text, desktop.screen, cfg.coords, image_size)
             code = to_pyautogui(actions) if error is None else ""
-            if code:
-                await desktop.act(code)
-            if cfg.wait_after_action_s:
-                await asyncio.sleep(cfg.wait_after_action_s)
+            if code or cfg.wait_after_action_s:
+                with spans.span("act", tid=tid):  # with the settle pause
+                    if code:
+                        await desktop.act(code)
+                    if cfg.wait_after_action_s:
+                        await asyncio.sleep(cfg.wait_after_action_s)
             t2 = time.perf_counter()
-            after_hash, after_url = await images.add(await desktop.screenshot())
+            after_hash, after_url = await images.shoot(desktop)
             step = Step(
                 index=index, screenshot_before=shot_hash, response=choice.text,
                 actions=tuple(actions), parse_error=error, code=code,
@@ -152,8 +167,10 @@ async def run_episode(
                 status = TrajectoryStatus.FINISHED
                 break
         if recording is not None:
-            await recording.save()  # before evaluate(): OSWorld's runner stops it there too
-        score = await desktop.evaluate(variant, last_action)
+            with spans.span("recording", tid=tid):
+                await recording.save()  # before evaluate(): OSWorld's runner stops it there too
+        with spans.span("evaluate", tid=tid):
+            score = await desktop.evaluate(variant, last_action)
     except (GuestError, DesktopError, InferenceError, SetupStepError) as exc:
         # DesktopError: the reset before the episode could not start the desktop again
         setup_failed = isinstance(exc, SetupStepError)
@@ -164,8 +181,9 @@ async def run_episode(
             status=TrajectoryStatus.SETUP_FAILED if setup_failed else TrajectoryStatus.ABORTED,
             policy_version_at_start=policy_version,
         )
-        await store.save_trajectory(aborted, group_id=group_id,
-                                    error=f"{type(exc).__name__}: {exc}", started_at=started)
+        with spans.span("save", tid=tid):
+            await store.save_trajectory(aborted, group_id=group_id,
+                                        error=f"{type(exc).__name__}: {exc}", started_at=started)
         raise EpisodeAborted(f"{variant.variant_id}: {exc}", permanent=setup_failed) from exc
     finally:
         policy.end_session(tid)
@@ -173,5 +191,6 @@ async def run_episode(
         id=tid, variant_id=variant.variant_id, steps=tuple(steps), status=status,
         score=score, policy_version_at_start=policy_version, screen=desktop.screen,
     )
-    await store.save_trajectory(trajectory, group_id=group_id, started_at=started)
+    with spans.span("save", tid=tid):
+        await store.save_trajectory(trajectory, group_id=group_id, started_at=started)
     return trajectory

@@ -112,10 +112,11 @@ class Cluster:
         self.policy = SimulatedModelPool(
             cap.policy_replicas(n), cap.policy_batch, model.policy_s, self.clock,
             slowdown=model.batch_slowdown, tokens=model.policy_tokens,
-            version=lambda: self.gate.serving_version, episode_length=model.episode_steps.draw)
+            version=lambda: self.gate.serving_version, episode_length=model.episode_steps.draw,
+            name="policy")
         self.prm = SimulatedModelPool(
             cap.prm_replicas(n), cap.prm_batch, model.prm_s, self.clock,
-            slowdown=model.batch_slowdown, tokens=model.prm_tokens, version=lambda: 0)
+            slowdown=model.batch_slowdown, tokens=model.prm_tokens, version=lambda: 0, name="prm")
         self.learner_nodes = cap.learner_nodes(n)
         self.store = AsyncRunStore.open(run_dir)
         self.judge = StreamingJudge(self.prm, self.store,

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
+from cua_rl import spans
 from cua_rl.errors import EpisodeAborted
 from cua_rl.reward.judge import StreamingJudge
 from cua_rl.rollout.actor import run_episode
@@ -82,30 +83,41 @@ class Fleet:
 
     async def run(self) -> Counter[str]:
         started = time.perf_counter()
+        spans.mark("fleet", actors=self.cfg.actors)
         async with asyncio.TaskGroup() as finishing:
             async with asyncio.TaskGroup() as actors:
                 for k in range(self.cfg.actors):
-                    actors.create_task(self._actor(finishing), name=f"actor-{k}")
+                    actors.create_task(self._actor(finishing, k), name=f"actor-{k}")
         self.counts["wall_s"] = time.perf_counter() - started
         return self.counts
 
-    async def _actor(self, finishing: asyncio.TaskGroup) -> None:
-        while (ticket := await self.scheduler.next_ticket()) is not None:
+    async def _actor(self, finishing: asyncio.TaskGroup, actor: int = 0) -> None:
+        while True:
+            with spans.span("ticket_wait", actor=actor):
+                ticket = await self.scheduler.next_ticket()
+            if ticket is None:
+                return
             if ticket.variant.variant_id in self.set_aside:
                 reason = f"variant set aside: {self.set_aside[ticket.variant.variant_id]}"
                 await self._give_up(ticket, finishing, reason)
                 continue
-            version = await self.gate.wait_fresh()
+            with spans.span("gate_wait", actor=actor):
+                version = await self.gate.wait_fresh()
             tid = uuid.uuid4().hex
             t0 = time.perf_counter()
+            leasing = spans.span("lease_wait", actor=actor, tid=tid).begin()
             try:
                 async with self.desktops.lease() as desktop:
-                    traj = await run_episode(
-                        ticket.variant, desktop, self.policy, self.store,
-                        self._episode(ticket.max_steps),
-                        judge=self.judge, trajectory_id=tid, group_id=ticket.group_id,
-                        policy_version=version,
-                    )
+                    leasing.end()
+                    with spans.span("episode", actor=actor, tid=tid, group=ticket.group_id,
+                                    version=version) as episode:
+                        traj = await run_episode(
+                            ticket.variant, desktop, self.policy, self.store,
+                            self._episode(ticket.max_steps),
+                            judge=self.judge, trajectory_id=tid, group_id=ticket.group_id,
+                            policy_version=version,
+                        )
+                        episode.set(steps=len(traj.steps))
             except EpisodeAborted as exc:
                 self.busy_s += time.perf_counter() - t0
                 await self._aborted(ticket, tid, finishing, str(exc),
@@ -161,7 +173,8 @@ class Fleet:
             finishing.create_task(self._emit(group))
 
     async def _finish(self, ticket: RolloutTicket, traj: Trajectory) -> None:
-        verdicts = await self.judge.collect(traj.id) if self.judge is not None else []
+        with spans.span("judge_wait", tid=traj.id):
+            verdicts = await self.judge.collect(traj.id) if self.judge is not None else []
         self.aborts_in_a_row.pop(traj.variant_id, None)
         parse_errors = sum(1 for s in traj.steps if s.parse_error)
         self.counts["episodes"] += 1

@@ -22,6 +22,7 @@ from contextlib import asynccontextmanager
 from functools import cache
 from typing import Any
 
+from cua_rl import spans
 from cua_rl.inference.base import ChatResult, Choice
 from cua_rl.rollout.latency import Dist, LatencyModel
 from cua_rl.rollout.scheduler import VersionGate
@@ -128,9 +129,10 @@ class SimulatedDesktops:
 
 
 class _Replica:
-    __slots__ = ("running", "sessions", "slots", "waiting", "withheld")
+    __slots__ = ("name", "running", "sessions", "slots", "waiting", "withheld")
 
-    def __init__(self, batch: int) -> None:
+    def __init__(self, batch: int, name: str = "") -> None:
+        self.name = name
         self.slots = asyncio.Semaphore(batch)
         self.running = 0
         self.waiting = 0
@@ -159,14 +161,17 @@ class SimulatedModelPool:
         tokens: int,
         version: Callable[[], int],
         episode_length: Callable[[random.Random], int] | None = None,
+        name: str = "model",
     ) -> None:
+        self.name = name
+        """The pool's name in recorded spans (`policy`, `prm`)."""
         self.batch = batch
         self.latency = latency
         self.clock = clock
         self.slowdown = slowdown
         self.version = version
         self.episode_length = episode_length
-        self._replicas = [_Replica(batch) for _ in range(replicas)]
+        self._replicas = [_Replica(batch, f"{name}-{i}") for i in range(replicas)]
         self._sticky: dict[str, tuple[_Replica, list[int]]] = {}
         self._token_ids = tuple(range(tokens))
         self._logprobs = (-0.25,) * tokens
@@ -206,19 +211,26 @@ class SimulatedModelPool:
     async def chat(
         self, messages: list[dict[str, Any]], *, session_key: str | None = None, **kwargs: Any
     ) -> ChatResult:
+        spans.mark_once(("pool", self.name), "pool", name=self.name, replicas=self.replicas)
         if not self._open.is_set():
-            await self._open.wait()
+            with spans.span("replica_wait", pool=self.name, tid=session_key):
+                await self._open.wait()
         replica, texts = self._route(session_key, int(kwargs.get("n", 1)))
         replica.waiting += 1
         t0 = time.perf_counter()
+        queued = replica.slots.locked()  # no free batch slot: the wait is recorded
+        waiting = spans.span("replica_wait", pool=self.name, tid=session_key).begin()
         async with replica.slots:
+            if queued:
+                waiting.end()
             self.queued_s += time.perf_counter() - t0
             replica.waiting -= 1
             replica.running += 1
             self.peak_running = max(self.peak_running, replica.running)
             try:
-                load = (replica.running - 1) / max(1, self.batch - 1)
-                await self.clock.spend(self.latency, 1.0 + self.slowdown * load)
+                with spans.span("replica_call", pool=self.name, replica=replica.name):
+                    load = (replica.running - 1) / max(1, self.batch - 1)
+                    await self.clock.spend(self.latency, 1.0 + self.slowdown * load)
             finally:
                 replica.running -= 1
         self.calls += 1

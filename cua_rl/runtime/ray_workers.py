@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cua_rl import spans
 from cua_rl.config import RunConfig
 from cua_rl.desktop.file_cache import FileCache
 from cua_rl.desktop.pool import DesktopPool
@@ -123,13 +124,16 @@ async def worker_parts(spec: WorkerSpec, episode: Any) -> AsyncIterator[WorkerPa
     order on exit, also on error or cancellation."""
     cfg = spec.cfg
     async with contextlib.AsyncExitStack() as stack:
+        stack.enter_context(spans.recording(spec.run_dir if cfg.metrics.spans else None))
         store = AsyncRunStore.open(spec.run_dir)
         stack.push_async_callback(store.close)
         policy = InferencePool(spec.policy_urls, cfg.policy.requests)
+        policy.replicas.name = "policy"  # logs and spans name the pool
         stack.push_async_callback(policy.close)
         judge = None
         if cfg.judge.enabled and spec.prm_urls:
             prm = InferencePool(spec.prm_urls, cfg.prm.requests)
+            prm.replicas.name = "prm"
             stack.push_async_callback(prm.close)
             judge = StreamingJudge(prm, store, cfg.judge)
             stack.push_async_callback(judge.close)

@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from cua_rl import spans
 from cua_rl.adapt.config import RewriterConfig
 from cua_rl.adapt.critique import Critic
 from cua_rl.adapt.rewriter import TaskTemplate, load_difficulty, make_rewriter
@@ -193,7 +194,8 @@ async def train(cfg: RunConfig, run_dir: Path, *, store: AsyncRunStore, policy: 
     selector is the fleet's task source, finished groups become samples for the
     learners; `gate` is a `VersionGate` here or a `RemoteGate` to one under Ray.
     `budgets`: the per-task budgets the fleet's scheduler asks (`train.budgets`)."""
-    async with rewriter_pool(cfg, run_dir) as rewriter_model:
+    async with rewriter_pool(cfg, run_dir) as rewriter_model, spans.recording(
+            run_dir if cfg.metrics.spans else None):
         return await _train_loop(cfg, run_dir, store=store, policy=policy, prm=prm,
                                  task_set=task_set, engines=engines, gate=gate,
                                  rollouts=rollouts, resume=resume, rewriter_model=rewriter_model,

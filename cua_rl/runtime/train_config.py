@@ -142,3 +142,10 @@ class MetricsConfig(BaseModel):
     status_interval_s: float = Field(30.0, ge=0.0)
     """Seconds between one-line status messages (phase, episodes, updates, rates,
     rewards, ETA) when stderr is not a terminal or `live` is off; 0: none."""
+    spans: bool = False
+    """Record where the run's time goes: every process appends timed spans (policy and
+    reward-model calls, desktop actions, screenshots, setup, evaluation, waits,
+    learner steps, checkpoints, weight syncs) as JSON lines to
+    RUN_DIR/spans/spans-<pid>.jsonl (about 8 spans per step, each ~10 us of CPU and
+    ~150 bytes). `cua_rl.report.loop_profile` turns them into busy fractions and an
+    episode time breakdown (docs/architecture.md, "Where the time goes")."""

@@ -6,7 +6,8 @@ Two kinds, both read from the config the run saved (`RunStore.save_config`):
   ones that are on (key `switches`). A switch is on when its value is set and not
   false;
 - `SHOWN`: settings that change what the counts mean (e.g. whether weight syncs took
-  replicas out of routing), printed as they were, at top level. A key the saved
+  replicas out of routing, whether spans of where its time went were recorded under
+  RUN_DIR/spans/), printed as they were, at top level. A key the saved
   config does not hold (a rollout or evaluation run, a run older than the setting)
   is left out rather than guessed from today's default.
 Add a switch's dotted key here when it is added to the config.
@@ -24,7 +25,7 @@ OPT_IN = (
     "train.budgets.enabled",
 )
 """Dotted keys of the opt-in switches (docs/algorithms.md describes each)."""
-SHOWN: tuple[str, ...] = ("train.mode", "train.sync.staggered")
+SHOWN: tuple[str, ...] = ("train.mode", "train.sync.staggered", "metrics.spans")
 """Dotted keys always shown when the saved config holds them, in order."""
 
 

@@ -62,9 +62,15 @@ def test_quickstart_trains_both_models_and_adapts(
 ) -> None:
     run = tmp_path / "run"
     subprocess.run(_cli("train", "--preset", "quickstart", "--out", str(run),
-                        *_overrides(tmp_path, primed_tiny_model_dir)),
+                        *_overrides(tmp_path, primed_tiny_model_dir), "metrics.spans=true"),
                    check=True, timeout=900)
     summary = _summary(run)
+    # where its time went (metrics.spans): every episode's wall time accounted for
+    from cua_rl.report.loop_profile import load_spans, profile
+
+    loop = profile(load_spans(run))
+    assert loop["episodes"] > 0 and loop["breakdown"]["sum_error"] < 0.05, loop
+    assert set(loop["learners"]) == {"policy", "prm"} and set(loop["pools"]) == {"policy", "prm"}
     for key in ("trajectories", "verdicts", "policy_updates", "prm_updates", "weight_syncs",
                 "adapt_proposals"):
         assert summary[key] > 0, (key, summary)

@@ -150,3 +150,16 @@ def test_runs_show_prints_the_weight_sync_switch_from_the_saved_config(
         assert _show(run_dir)["train.sync.staggered"] is staggered
         text = CliRunner().invoke(cli, ["runs", "show", str(run_dir)]).output
         assert "train.sync.staggered" in text
+
+
+def test_runs_show_says_whether_the_run_recorded_spans(tmp_path: Path) -> None:
+    from cua_rl.config import RunConfig
+
+    for on in (True, False):
+        run_dir = tmp_path / f"spans-{on}"
+        store = RunStore(run_dir)
+        cfg = RunConfig.model_validate({"metrics": {"spans": on}})
+        store.save_config(cfg.model_dump(mode="json"))
+        store.close()
+        assert _show(run_dir)["metrics.spans"] is on
+        assert "metrics.spans" in CliRunner().invoke(cli, ["runs", "show", str(run_dir)]).output
