@@ -41,6 +41,7 @@ BENCH_COMMANDS: dict[str, str] = {
     "inference": "cua_rl.inference.bench_inference:bench_inference",
     "faults": "cua_rl.runtime.bench_faults:bench_faults",
     "sync": "cua_rl.learner.bench_sync:bench_sync",
+    "loop": "cua_rl.runtime.bench_loop:bench_loop",
 }
 
 

@@ -1,0 +1,279 @@
+"""`cua-rl bench loop`: the real training loop, asynchronous and synchronous, side by side.
+
+Each mode is one `cua-rl train` run of the same preset, seed and update budget
+(real local desktops, the model pools, both learners with weight sync,
+adaptation on) with `metrics.spans` on; only `train.mode` differs (a third run,
+`async_global_pause`, turns `train.sync.staggered` off). The figures come from
+what each run stored: its spans (`report/loop_profile.py`) and its update events
+and trajectories (`run_store`).
+
+The measured window of a run starts with its first rollout and ends when its last
+policy update has been synced: model-server start-up and the drain after the
+budget are outside it. The simulator check: a latency model fitted to the async
+run's own spans (`latency.json`, per-call durations only) feeds `bench fleet
+--simulated` for this machine's fleet shape, and its predicted async/sync ratio is
+printed beside the measured one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from cua_rl.command_output import emit_json
+from cua_rl.config import RunConfig, load_config
+from cua_rl.store.run_store import RunStore
+
+MODES: dict[str, tuple[str, ...]] = {
+    "async": ("train.mode=async",),
+    "sync": ("train.mode=sync",),
+    "async_global_pause": ("train.mode=async", "train.sync.staggered=false"),
+}
+"""Each mode's overrides on top of the shared ones."""
+
+
+def shared_overrides(engine: str, updates: int, seed: int, tiny_model_dir: Path | None,
+                     state_dir: Path | None) -> list[str]:
+    """What every mode's run shares: the engines, the budget, the seed, spans on."""
+    out = [f"policy.engine={engine}", f"prm.engine={engine}",
+           f"train.max_policy_updates={updates}", f"train.policy.seed={seed}",
+           f"train.prm.seed={seed}", "metrics.spans=true",
+           "metrics.live=false", "metrics.tensorboard=false", "fleet.max_groups=1000"]
+    if tiny_model_dir is not None:
+        out.append(f"tiny_model_dir={tiny_model_dir}")
+    if state_dir is not None:
+        out.append(f"desktops.provider.state_dir={state_dir}")
+    return out
+
+
+def run_mode(preset: str, run_dir: Path, overrides: list[str], timeout_s: float) -> None:
+    """One `cua-rl train` run; its output goes to stderr (stdout stays for --json)."""
+    cmd = [sys.executable, "-m", "cua_rl.cli", "train", "--preset", preset,
+           "--out", str(run_dir), *overrides]
+    done = subprocess.run(cmd, stdout=sys.stderr, timeout=timeout_s, check=False)
+    if done.returncode != 0:
+        raise click.ClickException(
+            f"the {run_dir.name} run failed (exit {done.returncode}); its log: "
+            f"{run_dir / 'logs' / 'run.log'}")
+
+
+def update_windows(run_dir: Path) -> list[dict[str, Any]]:
+    """Per policy version: when the first learner started training on it and when
+    the last one had synced it (both learners), from the stored update events."""
+    by_version: dict[int, dict[str, Any]] = {}
+    for event in RunStore.read_only(run_dir).events("update"):
+        data = event["data"]
+        end = data.get("synced_at") or data["trained_at"]
+        entry = by_version.setdefault(int(data["version"]), {
+            "version": int(data["version"]), "start": data["started_at"],
+            "trained": data["trained_at"], "end": end, "sync_s": []})
+        entry["start"] = min(entry["start"], data["started_at"])
+        entry["trained"] = max(entry["trained"], data["trained_at"])
+        entry["end"] = max(entry["end"], end)
+        if data.get("synced_at"):
+            entry["sync_s"].append(data["synced_at"] - data["trained_at"])
+    return [by_version[v] for v in sorted(by_version)]
+
+
+def measured_window(run_dir: Path) -> tuple[float, float]:
+    """From the first rollout's start to the end of the last update (both learners
+    trained and synced), from the store."""
+    records = RunStore.read_only(run_dir).trajectory_records()
+    updates = update_windows(run_dir)
+    if not records or not updates:
+        raise click.ClickException(f"{run_dir}: no rollout or no update was stored")
+    return min(r["started_at"] for r in records), updates[-1]["end"]
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else 0.0
+
+
+def machine() -> dict[str, Any]:
+    """What the figures depend on besides the code: cores and load."""
+    return {"cores": os.cpu_count(), "load_1m": round(os.getloadavg()[0], 2)}
+
+
+def during_syncs(spans: list[dict[str, Any]]) -> dict[str, float]:
+    """Policy requests answered per second while a policy weight sync ran, and
+    outside syncs: what staggering the sync is for."""
+    from cua_rl.report.loop_profile import merged, sync_windows
+
+    syncs = merged((w.start, w.end) for w in sync_windows(spans, "policy"))
+    calls = [s["end"] for s in spans if s["kind"] == "replica_call"
+             and s.get("pool") == "policy" and "error" not in s]
+    if not syncs or not calls:
+        return {"policy_calls_per_s_in_sync": 0.0, "policy_calls_per_s_outside": 0.0,
+                "sync_s": 0.0}
+    lo, hi = min(calls), max(calls)
+    inside = sum(1 for t in calls if any(a <= t <= b for a, b in syncs))
+    sync_s = sum(b - a for a, b in syncs)
+    rest = max(1e-9, hi - lo - sync_s)
+    return {"policy_calls_per_s_in_sync": inside / max(1e-9, sync_s),
+            "policy_calls_per_s_outside": (len(calls) - inside) / rest, "sync_s": sync_s}
+
+
+def mode_figures(run_dir: Path, desktops: int) -> dict[str, Any]:
+    """One run's figures over its measured window (`report/loop_profile.py`)."""
+    from cua_rl.report.loop_profile import load_spans, profile
+
+    spans = load_spans(run_dir)
+    figures = profile(spans, desktops=desktops, window=measured_window(run_dir))
+    counters = RunStore.read_only(run_dir).counters()
+    updates = update_windows(run_dir)
+    figures["samples_used"] = {role: counters.get(f"{role}_samples_used", 0)
+                               for role in ("policy", "prm")}
+    figures["update_s_median"] = _median([u["trained"] - u["start"] for u in updates])
+    figures["sync_s_median"] = _median([u["end"] - u["trained"] for u in updates])
+    figures["during_syncs"] = during_syncs(spans)
+    return figures
+
+
+def latency_file(run_dir: Path, cfg: RunConfig, out: Path) -> dict[str, Any]:
+    """The simulator's latency model for this machine, from one run: per-call
+    durations from its spans, the learners' update and sync from its update events,
+    the fleet's shape from the config. Written to `out` (for `bench fleet --latency`)."""
+    from cua_rl.report.loop_profile import latency_model, load_spans
+
+    spans = load_spans(run_dir)
+    model = latency_model(spans)
+    # encoding and storing each screenshot (`images`) is per-step host work the
+    # simulator has no field for: it goes with the screenshot
+    images = [s["end"] - s["start"] for s in spans if s["kind"] == "images"]
+    if images and "screenshot_s" in model:
+        model["screenshot_s"]["median_s"] += _median(images)
+    updates = update_windows(run_dir)
+    per_update = [u["trained"] - u["start"] for u in updates]
+    model["learner_s_per_group"] = max(1e-3, _median(per_update) / cfg.train.tasks_per_update)
+    syncs = [u["end"] - u["trained"] for u in updates if u["end"] > u["trained"]]
+    if syncs:
+        model["weight_sync_s"] = {"median_s": max(1e-3, _median(syncs)), "sigma": 0.2}
+    steps = model.setdefault("episode_steps", {})
+    steps["max"] = cfg.episode.max_steps
+    steps["min"] = min(int(steps.get("min", 1)), cfg.episode.max_steps)
+    desktops = cfg.desktops.count
+    model["batch_slowdown"] = 0.0  # measured under this run's own load already
+    model["capacity"] = {
+        "policy_batch": max(32, desktops), "prm_batch": max(32, desktops),
+        "actors_per_policy_replica": desktops / cfg.policy.replicas,
+        "actors_per_prm_replica": desktops / cfg.prm.replicas,
+        "actors_per_learner_node": float(desktops)}
+    out.write_text(json.dumps(model, indent=2))
+    return model
+
+
+def predictions(out: Path, cfg: RunConfig, seed: int, measured: float) -> dict[str, Any]:
+    """The simulator's async/sync ratio for this machine, two ways:
+    - `one_model`: one latency model, fitted to the async run (`latency.json`), for
+      both modes, as `bench fleet --simulated` assumes (on a cluster, desktops,
+      model servers and learners do not share processors);
+    - `per_mode`: each mode simulated with the latencies measured in its own run
+      (`latency-sync.json` for sync): here every part shares 2 cores, so calls and
+      updates are slower while the other parts are busy, which the async mode is.
+    Each with its ratio to the measured one."""
+    one = simulate(latency_file(out / "async", cfg, out / "latency.json"), cfg, seed)
+    own = simulate(latency_file(out / "sync", cfg, out / "latency-sync.json"), cfg, seed)
+    result: dict[str, Any] = {}
+    for name, (fast, slow) in {"one_model": (one, one), "per_mode": (one, own)}.items():
+        ratio = fast["async_steps_per_s"] / slow["sync_streaming_steps_per_s"]
+        result[name] = {"ratio": ratio, "vs_measured": ratio / measured,
+                        "async_steps_per_min": 60 * fast["async_steps_per_s"],
+                        "sync_steps_per_min": 60 * slow["sync_streaming_steps_per_s"],
+                        "host_bound": fast["host_bound"] or slow["host_bound"]}
+    return result
+
+
+def simulate(latency: dict[str, Any], cfg: RunConfig, seed: int) -> dict[str, Any]:
+    """`bench fleet --simulated` on the latency model measured here."""
+    from cua_rl.rollout.bench_fleet import bench
+    from cua_rl.rollout.latency import LatencyModel
+
+    model = LatencyModel.model_validate(latency)
+    return asyncio.run(bench(model, cfg.desktops.count, group_size=cfg.fleet.group_size,
+                             eta=cfg.fleet.eta, duration_s=60.0, seed=seed))
+
+
+@click.command("loop")
+@click.option("--preset", default="quickstart", show_default=True,
+              help="The run every mode starts from (its desktops, tasks, group size).")
+@click.option("--engine", type=click.Choice(["vllm", "hf"]), default="vllm",
+              show_default=True, help="Both model pools' engine.")
+@click.option("--updates", type=click.IntRange(1), default=6, show_default=True,
+              help="Policy updates per mode (train.max_policy_updates).")
+@click.option("--modes", default="async,sync,async_global_pause", show_default=True,
+              help="Comma-separated subset of async, sync, async_global_pause.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Folder for the runs (one per mode), latency.json and loop.json.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--tiny-model-dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="desktops.provider.state_dir of every run.")
+@click.option("--timeout-s", type=click.FloatRange(min=60), default=3600.0, show_default=True,
+              help="Per mode.")
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+def bench_loop(preset: str, engine: str, updates: int, modes: str, out: Path, seed: int,
+               tiny_model_dir: Path | None, state_dir: Path | None, timeout_s: float,
+               as_json: bool) -> None:
+    """The real loop in its async and sync modes: throughput, busy fractions, where
+    an episode's time goes, and the simulator's prediction for this machine."""
+    chosen = [m.strip() for m in modes.split(",") if m.strip()]
+    unknown = sorted(set(chosen) - set(MODES))
+    if unknown or not {"async", "sync"} <= set(chosen):
+        raise click.BadParameter(f"modes must include async and sync, from {sorted(MODES)}; "
+                                 f"got {modes!r}", param_hint="--modes")
+    if engine == "vllm":
+        from cua_rl.errors import ConfigError
+        from cua_rl.inference.vllm_engine import resolve_vllm_python
+
+        try:
+            resolve_vllm_python()
+        except ConfigError as exc:
+            raise click.ClickException(f"{exc} (or pass --engine hf)") from None
+    cfg = load_config(RunConfig, preset=preset)
+    shared = shared_overrides(engine, updates, seed, tiny_model_dir, state_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    result: dict[str, Any] = {"machine_before": machine(), "preset": preset, "engine": engine,
+                              "updates": updates, "desktops": cfg.desktops.count,
+                              "group_size": cfg.fleet.group_size,
+                              "tasks_per_update": cfg.train.tasks_per_update}
+    started = time.monotonic()
+    for k, mode in enumerate(chosen, 1):
+        click.echo(f"bench loop: {mode} ({k}/{len(chosen)})", err=True)
+        run_dir = out / mode
+        run_mode(preset, run_dir, [*shared, *MODES[mode]], timeout_s)
+        result[mode] = mode_figures(run_dir, cfg.desktops.count)
+    result["ratio"] = result["async"]["steps_per_min"] / result["sync"]["steps_per_min"]
+    click.echo("bench loop: the simulator on the measured latencies", err=True)
+    result["simulated"] = predictions(out, cfg, seed, result["ratio"])
+    result["machine_after"] = machine()
+    result["wall_s"] = time.monotonic() - started
+    (out / "loop.json").write_text(json.dumps(result, indent=2))
+    if as_json:
+        emit_json(result)
+        return
+    click.echo(summary_lines(result))
+
+
+def summary_lines(result: dict[str, Any]) -> str:
+    """The headline figures as text (the whole result is in OUT/loop.json)."""
+    lines = []
+    for mode in MODES:
+        if mode in result:
+            fig = result[mode]
+            lines.append(f"{mode:>20}: {fig['steps_per_min']:.1f} steps/min, "
+                         f"{fig['episodes_per_min']:.1f} episodes/min, desktops busy "
+                         f"{fig['desktop_busy']:.0%}, window {fig['window']['wall_s']:.0f} s")
+    sim = result["simulated"]
+    lines.append(f"async/sync measured {result['ratio']:.2f}x; simulated with the async "
+                 f"run's latencies {sim['one_model']['ratio']:.2f}x, with each mode's own "
+                 f"{sim['per_mode']['ratio']:.2f}x")
+    return "\n".join(lines)
