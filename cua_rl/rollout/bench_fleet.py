@@ -72,17 +72,20 @@ class Plan:
 
 def make_plan(model: LatencyModel, actors: int, group_size: int, eta: int,
               duration_s: float) -> Plan:
-    """Warm-up and window span several mean episodes: groups complete only when
-    their slowest rollout does (~2 episodes for the first ones) and the learner
-    updates about once per episode, so the window holds several updates and
-    weight-sync pauses. The scale fits both modes into `duration_s` unless the
+    """Warm-up and window span several mean episodes and at least three updates:
+    groups complete only when their slowest rollout does (~2 episodes for the first
+    ones), so the window holds several updates and weight-sync pauses. The scale fits both modes into `duration_s` unless the
     host could not keep up, in which case the run takes longer."""
     if actors < group_size:
         raise click.BadParameter(f"--actors {actors} < --group-size {group_size}")
     groups = actors // group_size
     t_ep = model.episode_s(model.episode_steps.mean())
-    warmup, window = 2.0 * t_ep, 3.0 * t_ep
     cap = model.capacity
+    # a small fleet with a slow learner updates less often than once per episode:
+    # the window still holds three updates (a real machine's `bench loop` fleet)
+    update_s = (groups * model.learner_s_per_group / cap.learner_nodes(actors)
+                + model.weight_sync_s.mean_s)
+    warmup, window = max(2.0 * t_ep, 2.0 * update_s), max(3.0 * t_ep, 3.0 * update_s)
     cycle = (model.episode_s(model.episode_steps.max)
              + actors * model.episode_steps.mean() * model.prm_s.mean_s
              / (cap.prm_replicas(actors) * cap.prm_batch)

@@ -18,6 +18,7 @@ printed beside the measured one.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import json
 import os
 import statistics
@@ -67,21 +68,30 @@ def run_mode(preset: str, run_dir: Path, overrides: list[str], timeout_s: float)
 
 
 def update_windows(run_dir: Path) -> list[dict[str, Any]]:
-    """Per policy version: when the first learner started training on it and when
-    the last one had synced it (both learners), from the stored update events."""
-    by_version: dict[int, dict[str, Any]] = {}
-    for event in RunStore.read_only(run_dir).events("update"):
+    """Per policy update: when it started, when both learners had trained (and
+    checkpointed) and when both had synced, from the stored update events.
+
+    The reward model's update of the same step starts after the policy's (it follows
+    the policy step by step) and before the next policy update; its own version may
+    lag the policy's (a step without reward-model samples changes no weights), so the
+    two are paired by time, not by version."""
+    events = RunStore.read_only(run_dir).events("update")
+    policy = sorted((e["data"] for e in events if e["subject"] == "policy"),
+                    key=lambda d: d["started_at"])
+    out = [{"version": int(d["version"]), "start": d["started_at"],
+            "trained": d["trained_at"], "end": d.get("synced_at") or d["trained_at"]}
+           for d in policy]
+    starts = [u["start"] for u in out]
+    for event in events:
+        if event["subject"] == "policy":
+            continue
         data = event["data"]
-        end = data.get("synced_at") or data["trained_at"]
-        entry = by_version.setdefault(int(data["version"]), {
-            "version": int(data["version"]), "start": data["started_at"],
-            "trained": data["trained_at"], "end": end, "sync_s": []})
-        entry["start"] = min(entry["start"], data["started_at"])
-        entry["trained"] = max(entry["trained"], data["trained_at"])
-        entry["end"] = max(entry["end"], end)
-        if data.get("synced_at"):
-            entry["sync_s"].append(data["synced_at"] - data["trained_at"])
-    return [by_version[v] for v in sorted(by_version)]
+        k = bisect.bisect_right(starts, data["started_at"]) - 1
+        if k < 0:
+            continue
+        out[k]["trained"] = max(out[k]["trained"], data["trained_at"])
+        out[k]["end"] = max(out[k]["end"], data.get("synced_at") or data["trained_at"])
+    return out
 
 
 def measured_window(run_dir: Path) -> tuple[float, float]:
@@ -151,12 +161,18 @@ def latency_file(run_dir: Path, cfg: RunConfig, out: Path) -> dict[str, Any]:
     images = [s["end"] - s["start"] for s in spans if s["kind"] == "images"]
     if images and "screenshot_s" in model:
         model["screenshot_s"]["median_s"] += _median(images)
+    # The simulator trains every group it rolls out; a real run also rolls out
+    # groups that train nothing (Algorithm 2's rejected candidates, empty groups).
+    # Per group rolled out, the learners' time is what the run spent over all groups.
     updates = update_windows(run_dir)
-    per_update = [u["trained"] - u["start"] for u in updates]
-    model["learner_s_per_group"] = max(1e-3, _median(per_update) / cfg.train.tasks_per_update)
-    syncs = [u["end"] - u["trained"] for u in updates if u["end"] > u["trained"]]
-    if syncs:
-        model["weight_sync_s"] = {"median_s": max(1e-3, _median(syncs)), "sigma": 0.2}
+    start, end = measured_window(run_dir)
+    groups = len({r["group_id"] for r in RunStore.read_only(run_dir).trajectory_records()
+                  if start <= r["started_at"] <= end})
+    trained = sum(u["trained"] - u["start"] for u in updates)
+    model["learner_s_per_group"] = max(1e-3, trained / max(1, groups))
+    synced = sum(u["end"] - u["trained"] for u in updates)
+    batches = max(1.0, groups / cfg.train.tasks_per_update)
+    model["weight_sync_s"] = {"median_s": max(1e-3, synced / batches), "sigma": 0.2}
     steps = model.setdefault("episode_steps", {})
     steps["max"] = cfg.episode.max_steps
     steps["min"] = min(int(steps.get("min", 1)), cfg.episode.max_steps)
@@ -192,14 +208,27 @@ def predictions(out: Path, cfg: RunConfig, seed: int, measured: float) -> dict[s
     return result
 
 
+SIM_SEEDS = 4
+"""Simulated runs averaged per prediction: a fleet of a few desktops finishes only a
+handful of episodes in the simulator's window, so one run's rate is noisy."""
+SIM_TIME_SCALE = 0.1
+"""A few desktops cost the event loop little: a fast clock keeps the predictions at
+seconds of wall time (`host_bound` reports a loop that lagged)."""
+
+
 def simulate(latency: dict[str, Any], cfg: RunConfig, seed: int) -> dict[str, Any]:
-    """`bench fleet --simulated` on the latency model measured here."""
+    """`bench fleet --simulated` on the latency model measured here: the mean rates
+    of `SIM_SEEDS` runs from `seed` on."""
     from cua_rl.rollout.bench_fleet import bench
     from cua_rl.rollout.latency import LatencyModel
 
-    model = LatencyModel.model_validate(latency)
-    return asyncio.run(bench(model, cfg.desktops.count, group_size=cfg.fleet.group_size,
-                             eta=cfg.fleet.eta, duration_s=60.0, seed=seed))
+    model = LatencyModel.model_validate({**latency, "time_scale": SIM_TIME_SCALE})
+    runs = [asyncio.run(bench(model, cfg.desktops.count, group_size=cfg.fleet.group_size,
+                              eta=cfg.fleet.eta, duration_s=60.0, seed=seed + k))
+            for k in range(SIM_SEEDS)]
+    mean = {key: statistics.fmean(r[key] for r in runs)
+            for key in ("async_steps_per_s", "sync_streaming_steps_per_s")}
+    return {**mean, "host_bound": any(r["host_bound"] for r in runs)}
 
 
 @click.command("loop")
@@ -219,10 +248,13 @@ def simulate(latency: dict[str, Any], cfg: RunConfig, seed: int) -> dict[str, An
               help="desktops.provider.state_dir of every run.")
 @click.option("--timeout-s", type=click.FloatRange(min=60), default=3600.0, show_default=True,
               help="Per mode.")
+@click.option("--reuse", is_flag=True,
+              help="Analyse the runs already in OUT again instead of running a mode whose "
+              "run finished there (its update events are stored).")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 def bench_loop(preset: str, engine: str, updates: int, modes: str, out: Path, seed: int,
                tiny_model_dir: Path | None, state_dir: Path | None, timeout_s: float,
-               as_json: bool) -> None:
+               reuse: bool, as_json: bool) -> None:
     """The real loop in its async and sync modes: throughput, busy fractions, where
     an episode's time goes, and the simulator's prediction for this machine."""
     chosen = [m.strip() for m in modes.split(",") if m.strip()]
@@ -249,7 +281,8 @@ def bench_loop(preset: str, engine: str, updates: int, modes: str, out: Path, se
     for k, mode in enumerate(chosen, 1):
         click.echo(f"bench loop: {mode} ({k}/{len(chosen)})", err=True)
         run_dir = out / mode
-        run_mode(preset, run_dir, [*shared, *MODES[mode]], timeout_s)
+        if not (reuse and (run_dir / "run.sqlite").is_file() and update_windows(run_dir)):
+            run_mode(preset, run_dir, [*shared, *MODES[mode]], timeout_s)
         result[mode] = mode_figures(run_dir, cfg.desktops.count)
     result["ratio"] = result["async"]["steps_per_min"] / result["sync"]["steps_per_min"]
     click.echo("bench loop: the simulator on the measured latencies", err=True)

@@ -26,14 +26,14 @@ def _run(tmp_path: Path) -> Path:
     store = RunStore(run)
     for k, (start, end) in enumerate([(100.0, 110.0), (101.0, 112.0), (113.0, 125.0)]):
         store.save_trajectory(Trajectory(f"t{k}", "v", (), TrajectoryStatus.FINISHED,
-                                         score=0.0), started_at=start)
+                                         score=0.0), group_id=f"g{k}", started_at=start)
         store._db.execute("UPDATE trajectories SET finished_at = ? WHERE trajectory_id = ?",
                           (end, f"t{k}"))
-    for role, started, trained, synced in [("policy", 112.0, 114.0, 115.0),
-                                           ("prm", 112.5, 114.5, 116.0),
-                                           ("policy", 125.0, 127.0, 128.0),
-                                           ("prm", 125.5, 127.0, 130.0)]:
-        version = 1 if started < 120 else 2
+    # the reward model's second update is its version 1: its first step had no sample
+    for role, version, started, trained, synced in [("policy", 1, 112.0, 114.0, 115.0),
+                                                    ("prm", 1, 112.5, 114.5, 116.0),
+                                                    ("policy", 2, 125.0, 127.0, 128.0),
+                                                    ("prm", 1, 125.5, 127.0, 130.0)]:
         store.add_event(UPDATE, role, {"version": version, "started_at": started,
                                        "trained_at": trained, "synced_at": synced})
     spans = [_span("setup", 100, 101), _span("act", 101, 101.5), _span("screenshot", 101.5, 101.6),
@@ -69,9 +69,11 @@ def test_the_latency_file_validates_and_describes_this_fleet(tmp_path: Path) -> 
     cfg = load_config(RunConfig, preset="quickstart", overrides=["policy.replicas=2"])
     model = LatencyModel.model_validate(latency_file(run, cfg, tmp_path / "latency.json"))
     assert model == LatencyModel.load(tmp_path / "latency.json")
-    # both learners' update (first start to last trained) per group, then the rest
-    assert model.learner_s_per_group == 2.25  # median of 2.5 and 2.0, one group each
-    assert model.weight_sync_s.median_s == 2.25  # median of 1.5 and 3.0 (to both synced)
+    # both learners' update of a step, paired by time (first start to last trained)
+    # per group, then the rest
+    # 2.5 s and 2.0 s of training over the 3 groups rolled out (one trajectory each)
+    assert model.learner_s_per_group == 1.5
+    assert model.weight_sync_s.median_s == 1.5  # 1.5 s and 3.0 s to both synced, per group
     assert model.episode_steps.max == cfg.episode.max_steps
     assert model.capacity.policy_replicas(cfg.desktops.count) == 2
     assert model.capacity.prm_replicas(cfg.desktops.count) == 1
