@@ -74,8 +74,9 @@ def make_plan(model: LatencyModel, actors: int, group_size: int, eta: int,
               duration_s: float) -> Plan:
     """Warm-up and window span several mean episodes and at least three updates:
     groups complete only when their slowest rollout does (~2 episodes for the first
-    ones), so the window holds several updates and weight-sync pauses. The scale fits both modes into `duration_s` unless the
-    host could not keep up, in which case the run takes longer."""
+    ones), so the window holds several updates and weight-sync pauses. The scale fits
+    all modes into `duration_s` unless the host could not keep up, in which case the
+    run takes longer."""
     if actors < group_size:
         raise click.BadParameter(f"--actors {actors} < --group-size {group_size}")
     groups = actors // group_size
