@@ -1,0 +1,125 @@
+"""What a soaked run lost or did twice, from what its store and metrics.jsonl hold.
+
+A finished episode is stored with all its steps in one transaction, and a task
+group reaches the learners (is routed) once all its slots have ended, in the order
+groups complete (`rollout/scheduler.py`, `runtime/group_router.py`). So loss can
+show in the store in three ways, and `trajectories_lost` is their sum:
+
+- `reported_not_stored`: finished episodes the run reported (`trajectories` of the
+  `rollout` records of metrics.jsonl, one per group routed) beyond the good
+  trajectories the store holds (as `bench faults` counts them);
+- `orphan_steps`: trajectories whose steps are in the `steps` table but which have
+  no `trajectories` row (a torn write: never expected, checked anyway);
+- `unrouted`: good trajectories of groups complete in the store (good rows plus
+  give-ups reach the group's size) that were never routed: the store's routed count
+  (`groups_original + groups_accepted + candidate_groups_rejected + groups_empty`)
+  is below the complete groups; routing follows completion order, so the unrouted
+  are the last completed. A group completed within `grace_s` of the stop is cut by
+  the stop (its verdicts were still being collected), not lost.
+
+Groups opened and still incomplete when the run was stopped are in flight, not
+lost: they are reported apart (`groups_in_flight_at_stop`).
+
+`updates_duplicated`: a learner version recorded more than once, from the store's
+`update` events (subject: role, data.version), and from metrics.jsonl (a version
+logged twice or skipped, `fault_cases.updates_duplicated`); the larger of the two
+(the same duplicate shows in both).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from cua_rl.runtime.fault_cases import metrics_records
+from cua_rl.runtime.fault_cases import updates_duplicated as metrics_duplicates
+from cua_rl.store.run_store import RunStore
+from cua_rl.store.schema import GAVE_UP, UPDATE
+
+ROUTED_COUNTERS = ("groups_original", "groups_accepted", "candidate_groups_rejected",
+                   "groups_empty")
+BAD = ("aborted", "setup_failed")
+
+
+def updates_duplicated(run_dir: Path) -> dict[str, int]:
+    """Versions trained twice: per source and `total` (module docstring)."""
+    store = RunStore.read_only(run_dir)
+    try:
+        seen = Counter((e["subject"], int(e["data"]["version"])) for e in store.events(UPDATE))
+    finally:
+        store.close()
+    from_store = sum(n - 1 for n in seen.values())
+    from_metrics = metrics_duplicates(run_dir)
+    return {"store_events": from_store, "metrics_jsonl": from_metrics,
+            "total": max(from_store, from_metrics),
+            "policy_updates": sum(1 for role, _ in seen if role == "policy"),
+            "prm_updates": sum(1 for role, _ in seen if role == "prm")}
+
+
+def _orphan_steps(run_dir: Path) -> int:
+    db = sqlite3.connect(f"{(run_dir / 'run.sqlite').resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        return db.execute("SELECT COUNT(DISTINCT s.trajectory_id) FROM steps s LEFT JOIN "
+                          "trajectories t ON t.trajectory_id = s.trajectory_id "
+                          "WHERE t.trajectory_id IS NULL").fetchone()[0]
+    finally:
+        db.close()
+
+
+def group_ledger(records: list[dict[str, Any]], gave_up: list[dict[str, Any]],
+                 group_size: int) -> dict[str, dict[str, Any]]:
+    """group id -> its good trajectories, give-ups, whether complete and when its
+    last slot ended (the newest row's `finished_at`)."""
+    groups: dict[str, dict[str, Any]] = defaultdict(
+        lambda: {"good": 0, "gave_up": 0, "last_at": 0.0})
+    for r in records:
+        if not r["group_id"]:
+            continue
+        g = groups[r["group_id"]]
+        g["good"] += r["status"] not in BAD
+        g["last_at"] = max(g["last_at"], float(r["finished_at"]))
+    for event in gave_up:
+        group_id = event["data"].get("group_id")
+        if group_id:
+            g = groups[group_id]
+            g["gave_up"] += 1
+            g["last_at"] = max(g["last_at"], float(event["created_at"]))
+    for g in groups.values():
+        g["complete"] = g["good"] + g["gave_up"] >= group_size
+    return dict(groups)
+
+
+def lost_from(groups: dict[str, dict[str, Any]], routed: int, stopped_at: float,
+              grace_s: float) -> dict[str, int]:
+    """`unrouted` trajectories and groups, groups cut by the stop and in flight."""
+    complete = sorted((g for g in groups.values() if g["complete"]), key=lambda g: g["last_at"])
+    unrouted = complete[routed:] if routed < len(complete) else []
+    lost = [g for g in unrouted if g["last_at"] < stopped_at - grace_s]
+    return {"unrouted": sum(g["good"] for g in lost), "groups_unrouted": len(lost),
+            "groups_cut_by_stop": len(unrouted) - len(lost),
+            "groups_in_flight_at_stop": sum(1 for g in groups.values() if not g["complete"]),
+            "groups_complete": len(complete), "groups_routed": routed}
+
+
+def trajectories_lost(run_dir: Path, *, group_size: int, stopped_at: float,
+                      grace_s: float = 60.0) -> dict[str, int]:
+    """The parts of `trajectories_lost` and their sum `total` (module docstring).
+    `stopped_at`: epoch seconds when the run was asked to stop."""
+    store = RunStore.read_only(run_dir)
+    try:
+        records = store.trajectory_records()
+        gave_up = store.events(GAVE_UP)
+        counters = store.counters()
+    finally:
+        store.close()
+    good = sum(1 for r in records if r["status"] not in BAD)
+    reported = sum(int(r.get("trajectories", 0)) for r in metrics_records(run_dir)
+                   if r.get("scope") == "rollout")
+    routed = int(sum(counters.get(name, 0) for name in ROUTED_COUNTERS))
+    out = {"reported_not_stored": max(0, reported - good), "orphan_steps": _orphan_steps(run_dir),
+           **lost_from(group_ledger(records, gave_up, group_size), routed, stopped_at, grace_s),
+           "good_trajectories": good, "reported": reported}
+    out["total"] = out["reported_not_stored"] + out["orphan_steps"] + out["unrouted"]
+    return out
