@@ -42,6 +42,7 @@ BENCH_COMMANDS: dict[str, str] = {
     "faults": "cua_rl.runtime.bench_faults:bench_faults",
     "sync": "cua_rl.learner.bench_sync:bench_sync",
     "loop": "cua_rl.runtime.bench_loop:bench_loop",
+    "soak": "cua_rl.runtime.bench_soak:bench_soak",
 }
 
 

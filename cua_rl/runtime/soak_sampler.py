@@ -77,9 +77,11 @@ def process_label(cmdline: list[str], ports: dict[int, str]) -> str:
     if port and ("serve" in cmdline or "vllm" in text):
         return f"model-server:{ports.get(int(port.group(1)), port.group(1))}"
     rules = (("cua_rl.learner.rank_process", "learner-rank"), ("Xvfb", "xvfb"),
+             ("cua_guest.fd_forward", "guest-forwarder"), ("cua_guest.act_child", "guest-act"),
              ("cua_guest", "guest"), ("unix_forward", "forwarder"), ("socat", "forwarder"),
-             ("local_session", "desktop-launcher"), ("VLLM::", "vllm-worker"),
-             ("cua_rl.cli train", "run"), ("cua_rl.cli rollout", "run"))
+             ("local_session", "desktop-launcher"), ("bwrap", "desktop-sandbox"),
+             ("VLLM::", "vllm-worker"), ("cua_rl.cli train", "run"),
+             ("cua_rl.cli rollout", "run"))
     for needle, label in rules:
         if needle in text:
             return label

@@ -188,8 +188,18 @@ def window_resources(samples: list[dict[str, Any]], bounds: list[tuple[float, fl
             "threads": med([sum(p["threads"] for p in s["processes"]) for s in inside]),
             "processes": med([len(s["processes"]) for s in inside]),
             "run_dir_mb": med([s["run_dir_mb"]["total"] for s in inside]),
+            "process_kinds": _kinds(inside),
         })
     return out
+
+
+def _kinds(samples: list[dict[str, Any]]) -> dict[str, float]:
+    """Median number of live processes of each kind (the name without its pid):
+    desktops restart their processes at every reset, so a leak of them shows as a
+    kind's count growing, not as one process growing."""
+    counts = [Counter(p["name"].rsplit("#", 1)[0] for p in s["processes"]) for s in samples]
+    kinds = sorted({k for c in counts for k in c})
+    return {k: float(statistics.median(c.get(k, 0) for c in counts)) for k in kinds}
 
 
 def faults_per_window(faults: list[dict[str, Any]], bounds: list[tuple[float, float]]

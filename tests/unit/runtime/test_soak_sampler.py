@@ -127,6 +127,7 @@ def test_processes_are_named_by_what_they_are(tmp_path: Path) -> None:
     assert process_label(["python", "-m", "vllm.entrypoints.openai.api_server", "--port",
                           "99"], ports) == "model-server:99"
     assert process_label(["Xvfb", ":12", "-screen"], ports) == "xvfb"
-    assert process_label(["python", "-m", "cua_guest", "--port", "1"], ports) == "guest"
+    assert process_label(["python", "-m", "cua_guest", "--listen-fd", "3"], ports) == "guest"
+    assert process_label(["python", "-m", "cua_guest.act_child"], ports) == "guest-act"
     assert process_label(["python", "-m", "cua_rl.learner.rank_process"], ports) == "learner-rank"
     assert process_label(["python", "-m", "cua_rl.cli", "train", "--preset", "q"], ports) == "run"

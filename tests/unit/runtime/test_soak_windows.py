@@ -111,7 +111,8 @@ def test_resources_and_faults_per_window() -> None:
     samples = [_sample(t, {"a#1": (10, 5, 2), "b#2": (20, 7, 3)}, 4) for t in (0, 30, 60, 90)]
     bounds = window_bounds(120, 60)
     res = window_resources(samples, bounds)
-    assert res[0] == {"rss_mb": 30, "fds": 12, "threads": 5, "processes": 2, "run_dir_mb": 4}
+    assert res[0] == {"rss_mb": 30, "fds": 12, "threads": 5, "processes": 2, "run_dir_mb": 4,
+                      "process_kinds": {"a": 1, "b": 1}}
     faults = [{"t": 10, "recovered": True}, {"t": 70, "recovered": False},
               {"t": 80, "recovered": True}]
     assert faults_per_window(faults, bounds) == [

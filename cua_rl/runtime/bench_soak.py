@@ -1,0 +1,203 @@
+"""`cua-rl bench soak`: one training run for M minutes under a stream of faults,
+watched from outside: throughput per window, memory, fds, threads and disk over
+time, what was lost or done twice, and what was left running.
+
+The run is `cua-rl train --preset quickstart` (local desktops, the two model
+pools, both learners with weight sync, adaptation on) with budgets too large to
+end by themselves (`train.max_policy_updates`, `fleet.max_groups`), in its own
+session and desktop state dir (`fault_run.RunProcess`, as `bench faults` starts
+its runs). A sampler thread (`soak_sampler`) writes `OUT/samples.jsonl`; the
+chaos schedule (`soak_chaos`) injects faults at the given rate; after M minutes
+the run gets SIGTERM and must exit by itself within `--stop-deadline`. Then the
+figures (`soak_report`, definitions in docs/soak.md) go to `OUT/soak.json` and
+stdout, the picture to `OUT/soak.png`.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from cua_rl.command_output import emit_json
+
+BIG = 1_000_000
+"""Budgets no soak reaches: the run only ends when it is stopped."""
+TICK_S = 2.0
+"""How often the driver checks the store and the chaos schedule."""
+PROGRESS_EVERY_S = 30.0
+
+
+def soak_overrides(engine: str, seed: int) -> list[str]:
+    """The run's overrides on the quickstart preset (see the module docstring)."""
+    return [f"policy.engine={engine}", f"prm.engine={engine}",
+            f"train.max_policy_updates={BIG}", f"fleet.max_groups={BIG}",
+            f"train.policy.seed={seed}", f"train.prm.seed={seed}", "metrics.spans=true"]
+
+
+def quiet_end_s(duration_s: float) -> float:
+    """No fault is injected this close to the stop, so the last ones can recover."""
+    return min(120.0, 0.25 * duration_s)
+
+
+@dataclass
+class SoakSpec:
+    minutes: float
+    chaos: float
+    seed: int
+    out: Path
+    engine: str = "vllm"
+    window_min: float = 5.0
+    interval_s: float = 5.0
+    stop_deadline_s: float = 60.0
+    tiny_model_dir: Path | None = None
+    kinds: list[str] | None = None
+    extra: tuple[str, ...] = ()
+
+
+def run_soak(spec: SoakSpec, log: Any = print) -> dict[str, Any]:
+    """Run the soak of `spec` and return its figures (also written to OUT/soak.json)."""
+    from cua_rl.config import RunConfig, load_config
+    from cua_rl.runtime.fault_cases import FaultBench
+    from cua_rl.runtime.soak_chaos import Chaos, good_count
+    from cua_rl.runtime.soak_sampler import Sampler, load_samples
+
+    spec.out.mkdir(parents=True, exist_ok=True)
+    samples_path = spec.out / "samples.jsonl"
+    samples_path.write_text("")
+    group_size = load_config(RunConfig, preset="quickstart").fleet.group_size
+    bench = FaultBench(spec.out, deadline_s=spec.stop_deadline_s, log=log,
+                       tiny_dir=spec.tiny_model_dir)
+    run = bench.run("run", "train", [*soak_overrides(spec.engine, spec.seed), *spec.extra])
+    t0 = time.time()
+    sampler = Sampler(run.pid, run.run_dir, samples_path, interval_s=spec.interval_s, t0=t0)
+    sampler.start()
+    chaos = Chaos(run, spec.chaos, spec.seed, spec.kinds, log=log)
+    duration_s = spec.minutes * 60.0
+    quiet_s = quiet_end_s(duration_s)
+    last_progress = 0.0
+    good = 0
+    try:
+        while (t := time.time() - t0) < duration_s and run.proc.poll() is None:  # type: ignore[union-attr]
+            good = good_count(run.run_dir)
+            chaos.tick(t, good, inject=good > 0 and t < duration_s - quiet_s)
+            if t - last_progress >= PROGRESS_EVERY_S:
+                last_progress = t
+                log(f"soak: {t / 60:.1f}/{spec.minutes} min, {good} good trajectories, "
+                    f"{len(chaos.injections)} faults, {sampler.samples} samples")
+            time.sleep(TICK_S)
+        stopped_at = time.time()
+        ended_early = run.proc.poll() is not None  # type: ignore[union-attr]
+        good = good_count(run.run_dir)
+        chaos.finish(stopped_at - t0, good)
+        stop_s = None
+        if ended_early:
+            log(f"soak: the run ended by itself after {(stopped_at - t0) / 60:.1f} min "
+                f"(exit {run.proc.returncode})")  # type: ignore[union-attr]
+            code = run.proc.returncode  # type: ignore[union-attr]
+        else:
+            log("soak: SIGTERM to the run")
+            run.signal(signal.SIGTERM)
+            code = run.wait(spec.stop_deadline_s)
+            stop_s = round(time.time() - stopped_at, 1)
+    finally:
+        sampler.stop()
+        if run.proc is not None and run.proc.poll() is None:
+            run.kill_tree()
+    run.seen.update(sampler.seen)
+    run.seen.pop(run.pid, None)  # the run itself is reaped by wait(); not a leftover
+    left = run.leftovers()
+    samples = load_samples(samples_path)
+    from cua_rl.runtime.soak_report import soak_figures
+
+    figures = soak_figures(run_dir=run.run_dir, samples=samples, t0=t0, stopped_at=stopped_at,
+                           window_s=spec.window_min * 60.0, faults=chaos.results(),
+                           group_size=group_size, left=left)
+    result = {"minutes": spec.minutes, "chaos": spec.chaos, "seed": spec.seed,
+              "engine": spec.engine, "window_min": spec.window_min,
+              "run_exit": code, "stop_s": stop_s, "ended_before_stop": ended_early,
+              "run_errors": run.error_lines()[-5:], "faults_skipped": chaos.skipped,
+              **figures, "out": str(spec.out), "run_dir": str(run.run_dir),
+              "samples_file": str(samples_path)}
+    (spec.out / "soak.json").write_text(json.dumps(result, indent=2, default=str))
+    try:
+        result["png"] = str(_plot(spec.out, samples, result, t0))
+    except Exception as exc:  # noqa: BLE001 - a failed picture must not lose the figures
+        log(f"soak: the PNG could not be drawn: {exc}")
+        result["png"] = None
+    return result
+
+
+def _plot(out: Path, samples: list[dict[str, Any]], result: dict[str, Any], t0: float) -> Path:
+    from cua_rl.runtime.soak_plot import plot_soak
+    from cua_rl.store.run_store import RunStore
+
+    store = RunStore.read_only(Path(result["run_dir"]))
+    try:
+        records = store.trajectory_records()
+    finally:
+        store.close()
+    return plot_soak(out / "soak.png", samples, records, result, t0)
+
+
+@click.command("soak")
+@click.option("--minutes", type=click.FloatRange(min=0.5), required=True,
+              help="How long the run trains before it is stopped (SIGTERM).")
+@click.option("--chaos", type=click.FloatRange(min=0), default=0.6, show_default=True,
+              help="Faults injected per minute (0: none), drawn at random.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the fault schedule and of the run (replays a schedule).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder for the run, samples.jsonl, soak.json, soak.png "
+              "(default: a fresh temporary directory, kept).")
+@click.option("--engine", type=click.Choice(["vllm", "hf"]), default="vllm",
+              show_default=True, help="Both model pools' engine.")
+@click.option("--window-min", type=click.FloatRange(min=0.1), default=5.0, show_default=True,
+              help="Length of a reporting window in minutes.")
+@click.option("--interval", "interval_s", type=click.FloatRange(min=0.5), default=5.0,
+              show_default=True, help="Seconds between two resource samples.")
+@click.option("--faults", "kinds", default="",
+              help="Comma-separated fault kinds to draw from (default: all of "
+              "policy_replica_kill, prm_replica_kill, guest_kill, xvfb_kill).")
+@click.option("--stop-deadline", "stop_deadline_s", type=click.FloatRange(min=5), default=60.0,
+              show_default=True, help="Seconds the run has to exit after SIGTERM.")
+@click.option("--tiny-model-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="The tiny model the run serves and trains (default: the cached one).")
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+@click.argument("overrides", nargs=-1)
+def bench_soak(minutes: float, chaos: float, seed: int, out: Path | None, engine: str,
+               window_min: float, interval_s: float, kinds: str, stop_deadline_s: float,
+               tiny_model_dir: Path | None, as_json: bool, overrides: tuple[str, ...]) -> None:
+    """A training run for M minutes under a stream of faults: steady throughput, flat
+    memory, nothing lost, nothing left running? OVERRIDES (key=value) go to the run."""
+    from cua_rl.runtime.soak_chaos import VICTIMS
+    from cua_rl.runtime.soak_report import summary_lines
+
+    chosen = [k.strip() for k in kinds.split(",") if k.strip()] or None
+    unknown = sorted(set(chosen or ()) - set(VICTIMS))
+    if unknown:
+        raise click.BadParameter(f"unknown fault(s) {unknown}; known: {', '.join(VICTIMS)}",
+                                 param_hint="--faults")
+    if engine == "vllm":
+        from cua_rl.errors import ConfigError
+        from cua_rl.inference.vllm_engine import resolve_vllm_python
+
+        try:
+            resolve_vllm_python()
+        except ConfigError as exc:
+            raise click.ClickException(f"{exc} (or pass --engine hf)") from None
+    out = out or Path(tempfile.mkdtemp(prefix="cua-rl-soak-"))
+    spec = SoakSpec(minutes, chaos, seed, out, engine, window_min, interval_s, stop_deadline_s,
+                    tiny_model_dir, chosen, overrides)
+    result = run_soak(spec, log=lambda line: click.echo(line, err=True))
+    if as_json:
+        emit_json(result)
+        return
+    click.echo(summary_lines(result))
+    click.echo(f"figures: {out / 'soak.json'}; picture: {result['png']}")

@@ -1,0 +1,177 @@
+"""Faults injected into ONE live run at a seeded random rate (`bench soak --chaos`).
+
+`bench faults` (fault_catalog.py) starts one short run per fault; a soak injects
+into a single run for its whole length, as production meets faults. Each injector
+finds its victim in the run's process tree (`RunProcess.find`, `replica_pids`) and
+signals it from outside (`RunProcess.signal_pid`), like the catalog's kills:
+
+- `policy_replica_kill`, `prm_replica_kill`: SIGKILL a model-server replica; the
+  run's supervision restarts it on the same port (docs/faults.md). Recovered: a
+  new process serves that port and the run stored a good trajectory since;
+- `guest_kill`: SIGKILL a desktop's guest server; the episode on it aborts and the
+  desktop is reset. Recovered: a good trajectory stored since;
+- `xvfb_kill`: SIGKILL a desktop's X server; the same recovery.
+
+The schedule is a Poisson process: gaps between faults are exponential with mean
+1/rate minutes and each fault's kind is drawn uniformly, from `random.Random(seed)`,
+so a seed replays the same schedule (the victims are drawn from a second stream
+seeded the same, among the live candidates sorted by pid). A kind whose last fault
+has not recovered yet is not injected again (another kind is drawn; none left:
+the slot is skipped and counted), so one slow recovery never piles up kills of
+the same part. Faults start once the run has stored its first good trajectory.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import signal
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cua_rl.runtime.fault_run import RunProcess
+from cua_rl.store.run_store import RunStore
+
+RECOVER_DEADLINE_S = 300.0
+"""A fault not recovered this long after its injection counts as not recovered."""
+
+
+def good_count(run_dir: Path) -> int:
+    """Good trajectories in the store (0 while it does not exist or is locked)."""
+    try:
+        store = RunStore.read_only(run_dir)
+    except Exception:  # noqa: BLE001 - no store yet
+        return 0
+    try:
+        return len(store.finished_trajectory_ids())
+    except Exception:  # noqa: BLE001 - busy: read again at the next tick
+        return 0
+    finally:
+        store.close()
+
+
+@dataclass
+class Injection:
+    """One fault: when (seconds since the run started), what, on which process."""
+
+    t: float
+    kind: str
+    pid: int
+    detail: str
+    good_before: int
+    port: int | None = None
+    recovered: bool | None = None
+    """None while pending; True/False once decided."""
+    recover_s: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _replica_victims(role: str) -> Callable[[RunProcess], list[tuple[int, int | None]]]:
+    def victims(run: RunProcess) -> list[tuple[int, int | None]]:
+        out = []
+        for pid in run.replica_pids(role):
+            port = re.search(r"--port[ =](\d+)", run.seen.get(pid, ""))
+            out.append((pid, int(port.group(1)) if port else None))
+        return out
+    return victims
+
+
+def _matching(pattern: str) -> Callable[[RunProcess], list[tuple[int, int | None]]]:
+    return lambda run: [(pid, None) for pid in run.find(pattern)]
+
+
+VICTIMS: dict[str, Callable[[RunProcess], list[tuple[int, int | None]]]] = {
+    "policy_replica_kill": _replica_victims("policy"),
+    "prm_replica_kill": _replica_victims("prm"),
+    "guest_kill": _matching(r"-m cua_guest(\s|$)"),
+    "xvfb_kill": _matching(r"(^|/)Xvfb\s"),
+}
+"""Every injector: the live candidates (pid, port) of a run."""
+
+
+def recovered(run: RunProcess, fault: Injection, good_now: int) -> bool:
+    """The run stored a good trajectory since the fault, and a killed replica's port
+    is served by a new process."""
+    if good_now <= fault.good_before:
+        return False
+    if fault.port is None:
+        return True
+    return any(pid != fault.pid for pid in run.find(rf" serve .*--port {fault.port}\b"))
+
+
+class Chaos:
+    """The fault schedule of one soak and its injections (module docstring)."""
+
+    def __init__(self, run: RunProcess, rate_per_min: float, seed: int,
+                 kinds: list[str] | None = None, *, log: Callable[[str], None] = print,
+                 recover_deadline_s: float = RECOVER_DEADLINE_S) -> None:
+        self.run, self.rate = run, rate_per_min
+        self.kinds = sorted(kinds or VICTIMS)
+        unknown = set(self.kinds) - set(VICTIMS)
+        if unknown:
+            raise ValueError(f"unknown fault kind(s) {sorted(unknown)}; known: {sorted(VICTIMS)}")
+        self.schedule_rng, self.victim_rng = random.Random(seed), random.Random(seed)
+        self.log, self.recover_deadline_s = log, recover_deadline_s
+        self.injections: list[Injection] = []
+        self.skipped: list[dict[str, Any]] = []
+        self.next_t: float | None = None
+
+    def _gap_s(self) -> float:
+        return 60.0 * self.schedule_rng.expovariate(self.rate)
+
+    def tick(self, t: float, good_now: int, *, inject: bool) -> None:
+        """Decide pending recoveries; inject when a fault is due and `inject` (the run
+        has made progress and the quiet end of the soak has not begun)."""
+        for fault in self.injections:
+            if fault.recovered is None:
+                if recovered(self.run, fault, good_now):
+                    fault.recovered, fault.recover_s = True, round(t - fault.t, 1)
+                    self.log(f"chaos: {fault.kind} (pid {fault.pid}) recovered in "
+                             f"{fault.recover_s} s")
+                elif t - fault.t > self.recover_deadline_s:
+                    fault.recovered = False
+                    self.log(f"chaos: {fault.kind} (pid {fault.pid}) NOT recovered within "
+                             f"{self.recover_deadline_s:.0f} s")
+        if self.rate <= 0 or not inject:
+            return
+        if self.next_t is None:
+            self.next_t = t + self._gap_s()
+        if t < self.next_t:
+            return
+        self.next_t += self._gap_s()
+        self._inject(t, good_now)
+
+    def _inject(self, t: float, good_now: int) -> None:
+        first = self.schedule_rng.choice(self.kinds)
+        pending = {f.kind for f in self.injections if f.recovered is None}
+        order = [first, *(k for k in self.kinds if k != first)]
+        for kind in order:
+            if kind in pending:
+                continue
+            candidates = sorted(VICTIMS[kind](self.run))
+            if not candidates:
+                continue
+            pid, port = self.victim_rng.choice(candidates)
+            self.run.signal_pid(pid, signal.SIGKILL)
+            fault = Injection(round(t, 1), kind, pid, f"SIGKILL pid {pid}"
+                              + (f" (port {port})" if port else ""), good_now, port)
+            fault.extra["drawn"] = first
+            self.injections.append(fault)
+            self.log(f"chaos: t={t:.0f}s {kind}: {fault.detail}")
+            return
+        self.skipped.append({"t": round(t, 1), "drawn": first,
+                             "why": "every kind pending or without a live target"})
+
+    def finish(self, t: float, good_now: int) -> None:
+        """Decide what is still pending (at the end of the soak): recovered now or not."""
+        for fault in self.injections:
+            if fault.recovered is None:
+                fault.recovered = recovered(self.run, fault, good_now)
+                if fault.recovered:
+                    fault.recover_s = round(t - fault.t, 1)
+
+    def results(self) -> list[dict[str, Any]]:
+        return [asdict(f) for f in self.injections]
+
