@@ -1,0 +1,100 @@
+"""`bench soak --chaos` on a stand-in run (its process table is a dict): a seed
+replays the same schedule, a kind whose fault has not recovered is not injected
+again, a replica kill recovers only once its port is served by a new process and
+the run made progress, and nothing is injected before the run works."""
+
+from __future__ import annotations
+
+import re
+import signal
+from dataclasses import dataclass, field
+from typing import Any
+
+from cua_rl.runtime.soak_chaos import Chaos
+
+
+@dataclass
+class FakeRun:
+    """What the injectors use of a `RunProcess`: find, replica_pids, seen, signal_pid."""
+
+    seen: dict[int, str] = field(default_factory=lambda: {
+        10: "python -m cua_rl.cli serve --engine hf --port 5000",
+        11: "python -m cua_rl.cli serve --engine hf --port 5001",
+        20: "/opt/cua-guest/bin/python -m cua_guest --listen-fd 3",
+        21: "/opt/cua-guest/bin/python -m cua_guest --listen-fd 3",
+        30: "Xvfb :200 -screen 0 1920x1080x24"})
+    killed: list[int] = field(default_factory=list)
+
+    def find(self, pattern: str) -> list[int]:
+        return [pid for pid, cmd in self.seen.items()
+                if re.search(pattern, cmd) and pid not in self.killed]
+
+    def replica_pids(self, role: str) -> list[int]:
+        port = {"policy": 5000, "prm": 5001}[role]
+        return self.find(rf" serve .*--port {port}\b")
+
+    def signal_pid(self, pid: int, sig: signal.Signals) -> None:
+        assert sig == signal.SIGKILL
+        self.killed.append(pid)
+
+
+def _drive(chaos: Chaos, run: FakeRun, seconds: int, good: Any = lambda t: t // 10,
+           armed_at: int = 0) -> None:
+    for t in range(seconds):
+        chaos.tick(float(t), good(t), inject=t >= armed_at)
+        for fault in chaos.injections:  # every victim comes back 5 s later
+            if fault.port and t == int(fault.t) + 5:
+                run.seen[1000 + fault.pid] = run.seen[fault.pid]
+
+
+def _schedule(seed: int) -> list[tuple[float, str]]:
+    run = FakeRun()
+    chaos = Chaos(run, 2.0, seed, log=lambda _: None)
+    _drive(chaos, run, 600)
+    return [(f.t, f.kind) for f in chaos.injections]
+
+
+def test_a_seed_replays_the_same_schedule() -> None:
+    first = _schedule(7)
+    assert first == _schedule(7) and first != _schedule(8)
+    assert 10 <= len(first) <= 30  # about 2 per minute over 10 minutes
+    assert {kind for _, kind in first} == {"policy_replica_kill", "prm_replica_kill",
+                                           "guest_kill", "xvfb_kill"}
+
+
+def test_nothing_is_injected_before_the_run_works() -> None:
+    run = FakeRun()
+    chaos = Chaos(run, 5.0, 1, log=lambda _: None)
+    _drive(chaos, run, 120, armed_at=100)
+    assert chaos.injections and min(f.t for f in chaos.injections) >= 100
+
+
+def test_a_replica_kill_recovers_with_a_new_server_and_progress() -> None:
+    run = FakeRun()
+    chaos = Chaos(run, 60.0, 0, kinds=["policy_replica_kill"], log=lambda _: None)
+    for t in range(10):  # one fault a second on average
+        chaos.tick(float(t), 3, inject=True)
+    [fault] = chaos.injections
+    assert run.killed == [10] and fault.port == 5000 and fault.recovered is None
+    for t in range(10, 20):  # progress, but no server on the port: pending
+        chaos.tick(float(t), 4, inject=True)
+    assert fault.recovered is None and len(chaos.injections) == 1  # not killed again
+    assert chaos.skipped  # the only kind is pending: its slots are skipped
+    run.seen[99] = run.seen[10]
+    chaos.tick(20.0, 4, inject=False)
+    assert fault.recovered and fault.recover_s == 20.0 - fault.t
+
+
+def test_a_fault_without_recovery_is_decided_at_its_deadline_or_the_end() -> None:
+    run = FakeRun()
+    chaos = Chaos(run, 60.0, 0, kinds=["guest_kill"], log=lambda _: None,
+                  recover_deadline_s=30)
+    for t in range(10):
+        chaos.tick(float(t), 5, inject=True)
+    assert len(chaos.injections) == 1
+    chaos.tick(45.0, 5, inject=False)  # no progress for over 30 s
+    assert [f.recovered for f in chaos.injections] == [False]
+    for t in range(46, 56):
+        chaos.tick(float(t), 5, inject=True)
+    chaos.finish(60.0, 6)  # the second one: progress by the end
+    assert [f.recovered for f in chaos.injections] == [False, True]
