@@ -48,6 +48,34 @@ def poll_until(predicate: Callable[[], Any], deadline_s: float, interval_s: floa
         time.sleep(interval_s)
 
 
+REPLICA_PORT_IN_LOG = re.compile(r"(?:on (?:http://)?127\.0\.0\.1:|'port': )(\d+)")
+"""How a replica's log names its port first: `hf engine serving M on 127.0.0.1:P`;
+vLLM's `non-default args: {'host': '127.0.0.1', 'port': P, ...}` and `Starting vLLM
+server on http://127.0.0.1:P`. Later lines (weight updates) may name other ports."""
+LOG_HEAD_BYTES = 65536
+
+
+def replica_ports(run_dir: Path, role: str = "*") -> dict[int, str]:
+    """port -> `<pool>-<i>` of the run's `role` model replicas (every pool's with
+    "*"), from the head of each replica log `logs/<pool>-<i>.log`."""
+    ports: dict[int, str] = {}
+    for log in sorted((run_dir / "logs").glob(f"{role}-*.log")):
+        try:
+            with log.open("rb") as f:
+                head = f.read(LOG_HEAD_BYTES).decode(errors="replace")
+        except OSError:
+            continue
+        if found := REPLICA_PORT_IN_LOG.search(head):
+            ports[int(found.group(1))] = log.stem
+    return ports
+
+
+def server_pattern(port: int) -> str:
+    """A regex of the command line of a model server on `port`: `cua-rl serve` (hf)
+    or vLLM's OpenAI server, as the run's replica sets start them."""
+    return rf"(\sserve\s|vllm\.entrypoints\.openai\.api_server\s).*--port[ =]{port}\b"
+
+
 def _alive(pid: int) -> bool:
     try:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
@@ -113,14 +141,9 @@ class RunProcess:
 
     def replica_pids(self, role: str) -> list[int]:
         """Pids of the run's `role` model replicas (policy/prm): a replica's log
-        `logs/<role>-<i>.log` names the port its `serve --port` process listens on."""
-        ports = set()
-        for log in sorted((self.run_dir / "logs").glob(f"{role}-*.log")):
-            try:
-                ports |= set(re.findall(r"on 127\.0\.0\.1:(\d+)", log.read_text(errors="replace")))
-            except OSError:
-                continue
-        return [pid for port in ports for pid in self.find(rf" serve .*--port {port}\b")]
+        `logs/<role>-<i>.log` names the port its server process listens on."""
+        return [pid for port in replica_ports(self.run_dir, role)
+                for pid in self.find(server_pattern(port))]
 
     def wait(self, deadline_s: float) -> int | None:
         """Exit status, or None when the run did not end within the deadline (then it

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cua_rl.runtime.fault_run import RunProcess
+from cua_rl.runtime.fault_run import RunProcess, server_pattern
 from cua_rl.store.run_store import RunStore
 
 RECOVER_DEADLINE_S = 300.0
@@ -98,7 +98,7 @@ def recovered(run: RunProcess, fault: Injection, good_now: int) -> bool:
         return False
     if fault.port is None:
         return True
-    return any(pid != fault.pid for pid in run.find(rf" serve .*--port {fault.port}\b"))
+    return any(pid != fault.pid for pid in run.find(server_pattern(fault.port)))
 
 
 class Chaos:

@@ -32,13 +32,11 @@ from typing import Any
 
 import psutil
 
+from cua_rl.runtime.fault_run import replica_ports
+
 log = logging.getLogger(__name__)
 
 MB = 1024 * 1024
-PORT_IN_LOG = re.compile(r"on 127\.0\.0\.1:(\d+)")
-LOG_HEAD_BYTES = 16384
-"""A replica log names its port in its first lines; its later lines (one per weight
-update, long) are never read."""
 
 DIR_PARTS: dict[str, tuple[str, ...]] = {
     "store": ("run.sqlite", "run.sqlite-wal", "run.sqlite-shm"),
@@ -54,19 +52,11 @@ cover; anything else counts as `other`."""
 
 
 def replica_names(run_dir: Path, known: dict[int, str] | None = None) -> dict[int, str]:
-    """port -> `<pool>-<i>` of the run's model-server replicas, from the head of each
-    replica log (`logs/<pool>-<i>.log` names the port its server listens on)."""
+    """port -> `<pool>-<i>` of the run's model-server replicas (`known` kept: a log
+    is read until it names its port)."""
     names = dict(known or {})
-    for path in sorted((run_dir / "logs").glob("*-*.log")):
-        if path.stem in names.values():
-            continue
-        try:
-            with path.open("rb") as f:
-                head = f.read(LOG_HEAD_BYTES).decode(errors="replace")
-        except OSError:
-            continue
-        for port in PORT_IN_LOG.findall(head)[:1]:
-            names[int(port)] = path.stem
+    if len(names) < len(list((run_dir / "logs").glob("*-*.log"))):
+        names.update(replica_ports(run_dir))
     return names
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from cua_rl.runtime.fault_run import RunProcess, poll_until
+from cua_rl.runtime.fault_run import RunProcess, poll_until, server_pattern
 from cua_rl.runtime.soak_sampler import (
     Sampler,
     load_samples,
@@ -63,6 +64,10 @@ def _run_dir(tmp_path: Path) -> Path:
     (run / "screenshots" / "ab" / "cafe").write_bytes(b"\0" * 2 * 1024 * 1024)
     (run / "logs" / "policy-0.log").write_text(
         "12:00 WARNING hf engine serving tiny on 127.0.0.1:4242\n" + "x" * 40000 + "\n")
+    (run / "logs" / "prm-0.log").write_text(  # vLLM's way of naming its port
+        "Triton is installed\n(APIServer pid=1) INFO non-default args: {'host': '127.0.0.1', "
+        "'port': 30864, 'model': 'm'}\n(APIServer pid=1) INFO Starting vLLM server on "
+        "http://127.0.0.1:30864\n")
     (run / "config.yaml").write_text("a: 1\n" * 5000)
     return run
 
@@ -121,11 +126,17 @@ def test_what_outlives_the_run_is_found(tmp_path: Path, tree: subprocess.Popen) 
 
 def test_processes_are_named_by_what_they_are(tmp_path: Path) -> None:
     ports = replica_names(_run_dir(tmp_path))
-    assert ports == {4242: "policy-0"}
+    assert ports == {4242: "policy-0", 30864: "prm-0"}
     assert process_label([sys.executable, "-m", "cua_rl.cli", "serve", "--engine", "hf",
                           "--port", "4242"], ports) == "model-server:policy-0"
-    assert process_label(["python", "-m", "vllm.entrypoints.openai.api_server", "--port",
-                          "99"], ports) == "model-server:99"
+    vllm = ["/venv/bin/python", "-m", "vllm.entrypoints.openai.api_server", "--model", "m",
+            "--host", "127.0.0.1", "--port", "30864"]
+    assert process_label(vllm, ports) == "model-server:prm-0"
+    assert process_label([*vllm[:-1], "99"], ports) == "model-server:99"
+    assert re.search(server_pattern(30864), " ".join(vllm))
+    assert re.search(server_pattern(4242), "python -m cua_rl.cli serve --engine hf --model m "
+                                           "--port 4242 --threads 1")
+    assert not re.search(server_pattern(4242), " ".join(vllm))
     assert process_label(["Xvfb", ":12", "-screen"], ports) == "xvfb"
     assert process_label(["python", "-m", "cua_guest", "--listen-fd", "3"], ports) == "guest"
     assert process_label(["python", "-m", "cua_guest.act_child"], ports) == "guest-act"
