@@ -65,6 +65,7 @@ def run_soak(spec: SoakSpec, log: Any = print) -> dict[str, Any]:
     """Run the soak of `spec` and return its figures (also written to OUT/soak.json)."""
     from cua_rl.config import RunConfig, load_config
     from cua_rl.runtime.fault_cases import FaultBench
+    from cua_rl.runtime.fault_run import RunProcess
     from cua_rl.runtime.soak_chaos import Chaos, good_count
     from cua_rl.runtime.soak_sampler import Sampler, load_samples
 
@@ -74,33 +75,50 @@ def run_soak(spec: SoakSpec, log: Any = print) -> dict[str, Any]:
     group_size = load_config(RunConfig, preset="quickstart").fleet.group_size
     bench = FaultBench(spec.out, deadline_s=spec.stop_deadline_s, log=log,
                        tiny_dir=spec.tiny_model_dir)
-    run = bench.run("run", "train", [*soak_overrides(spec.engine, spec.seed), *spec.extra])
+    first = bench.run("run", "train", [*soak_overrides(spec.engine, spec.seed), *spec.extra])
     t0 = time.time()
-    sampler = Sampler(run.pid, run.run_dir, samples_path, interval_s=spec.interval_s, t0=t0)
+    sampler = Sampler(first.pid, first.run_dir, samples_path, interval_s=spec.interval_s, t0=t0)
     sampler.start()
-    chaos = Chaos(run, spec.chaos, spec.seed, spec.kinds, log=log)
+    seen: dict[int, str] = {}
+    """Every process of every invocation (a resume is a new run process)."""
+    stops: list[float] = []
+
+    def restart(t: float) -> tuple[RunProcess, dict[str, Any]]:
+        """SIGTERM the run, wait for it and what it started, `--resume` it."""
+        old = chaos.run
+        stops.append(time.time())
+        old.signal(signal.SIGTERM)
+        code = old.wait(spec.stop_deadline_s)
+        stop_s = round(time.time() - stops[-1], 1)
+        seen.update(old.seen)
+        seen.update(sampler.seen)
+        left = old.leftovers()
+        new = bench.resume(old)
+        sampler.root_pid = new.pid
+        return new, {"exit": code, "stop_s": stop_s, "left": len(left["processes"])}
+
+    chaos = Chaos(first, spec.chaos, spec.seed, spec.kinds, log=log, restart=restart)
     duration_s = spec.minutes * 60.0
     quiet_s = quiet_end_s(duration_s)
     last_progress = 0.0
-    good = 0
     try:
-        while (t := time.time() - t0) < duration_s and run.proc.poll() is None:  # type: ignore[union-attr]
-            good = good_count(run.run_dir)
+        while (t := time.time() - t0) < duration_s and chaos.run.proc.poll() is None:  # type: ignore[union-attr]
+            good = good_count(first.run_dir)
             chaos.tick(t, good, inject=good > 0 and t < duration_s - quiet_s)
             if t - last_progress >= PROGRESS_EVERY_S:
                 last_progress = t
                 log(f"soak: {t / 60:.1f}/{spec.minutes} min, {good} good trajectories, "
                     f"{len(chaos.injections)} faults, {sampler.samples} samples")
             time.sleep(TICK_S)
+        run = chaos.run
         stopped_at = time.time()
         ended_early = run.proc.poll() is not None  # type: ignore[union-attr]
-        good = good_count(run.run_dir)
-        chaos.finish(stopped_at - t0, good)
+        chaos.finish(stopped_at - t0, good_count(run.run_dir))
         stop_s = None
         if ended_early:
-            log(f"soak: the run ended by itself after {(stopped_at - t0) / 60:.1f} min "
-                f"(exit {run.proc.returncode})")  # type: ignore[union-attr]
             code = run.proc.returncode  # type: ignore[union-attr]
+            log(f"soak: the run ended by itself after {(stopped_at - t0) / 60:.1f} min "
+                f"(exit {code})")
         else:
             log("soak: SIGTERM to the run")
             run.signal(signal.SIGTERM)
@@ -108,9 +126,10 @@ def run_soak(spec: SoakSpec, log: Any = print) -> dict[str, Any]:
             stop_s = round(time.time() - stopped_at, 1)
     finally:
         sampler.stop()
-        if run.proc is not None and run.proc.poll() is None:
-            run.kill_tree()
-    run.seen.update(sampler.seen)
+        if chaos.run.proc is not None and chaos.run.proc.poll() is None:
+            chaos.run.kill_tree()
+    for pid, cmd in [*seen.items(), *sampler.seen.items()]:
+        run.seen.setdefault(pid, cmd)
     run.seen.pop(run.pid, None)  # the run itself is reaped by wait(); not a leftover
     left = run.leftovers()
     samples = load_samples(samples_path)
@@ -118,7 +137,7 @@ def run_soak(spec: SoakSpec, log: Any = print) -> dict[str, Any]:
 
     figures = soak_figures(run_dir=run.run_dir, samples=samples, t0=t0, stopped_at=stopped_at,
                            window_s=spec.window_min * 60.0, faults=chaos.results(),
-                           group_size=group_size, left=left)
+                           group_size=group_size, left=left, stops=stops)
     result = {"minutes": spec.minutes, "chaos": spec.chaos, "seed": spec.seed,
               "engine": spec.engine, "window_min": spec.window_min,
               "run_exit": code, "stop_s": stop_s, "ended_before_stop": ended_early,
@@ -164,7 +183,8 @@ def _plot(out: Path, samples: list[dict[str, Any]], result: dict[str, Any], t0: 
               show_default=True, help="Seconds between two resource samples.")
 @click.option("--faults", "kinds", default="",
               help="Comma-separated fault kinds to draw from (default: all of "
-              "policy_replica_kill, prm_replica_kill, guest_kill, xvfb_kill).")
+              "policy_replica_kill, prm_replica_kill, guest_kill, xvfb_kill, "
+              "sigterm_resume).")
 @click.option("--stop-deadline", "stop_deadline_s", type=click.FloatRange(min=5), default=60.0,
               show_default=True, help="Seconds the run has to exit after SIGTERM.")
 @click.option("--tiny-model-dir", type=click.Path(file_okay=False, path_type=Path),
@@ -176,13 +196,14 @@ def bench_soak(minutes: float, chaos: float, seed: int, out: Path | None, engine
                tiny_model_dir: Path | None, as_json: bool, overrides: tuple[str, ...]) -> None:
     """A training run for M minutes under a stream of faults: steady throughput, flat
     memory, nothing lost, nothing left running? OVERRIDES (key=value) go to the run."""
-    from cua_rl.runtime.soak_chaos import VICTIMS
+    from cua_rl.runtime.soak_chaos import RESTART, VICTIMS
     from cua_rl.runtime.soak_report import summary_lines
 
     chosen = [k.strip() for k in kinds.split(",") if k.strip()] or None
-    unknown = sorted(set(chosen or ()) - set(VICTIMS))
+    known = [*VICTIMS, RESTART]
+    unknown = sorted(set(chosen or ()) - set(known))
     if unknown:
-        raise click.BadParameter(f"unknown fault(s) {unknown}; known: {', '.join(VICTIMS)}",
+        raise click.BadParameter(f"unknown fault(s) {unknown}; known: {', '.join(known)}",
                                  param_hint="--faults")
     if engine == "vllm":
         from cua_rl.errors import ConfigError

@@ -10,7 +10,10 @@ signals it from outside (`RunProcess.signal_pid`), like the catalog's kills:
   new process serves that port and the run stored a good trajectory since;
 - `guest_kill`: SIGKILL a desktop's guest server; the episode on it aborts and the
   desktop is reset. Recovered: a good trajectory stored since;
-- `xvfb_kill`: SIGKILL a desktop's X server; the same recovery.
+- `xvfb_kill`: SIGKILL a desktop's X server; the same recovery;
+- `sigterm_resume` (when the soak gives a `restart`): SIGTERM the run, wait for it to
+  exit, `--resume` it; recovered once the resumed run stored a good trajectory. From
+  then on the resumed run is the one faults go into.
 
 The schedule is a Poisson process: gaps between faults are exponential with mean
 1/rate minutes and each fault's kind is drawn uniformly, from `random.Random(seed)`,
@@ -88,7 +91,11 @@ VICTIMS: dict[str, Callable[[RunProcess], list[tuple[int, int | None]]]] = {
     "guest_kill": _matching(r"-m cua_guest(\s|$)"),
     "xvfb_kill": _matching(r"(^|/)Xvfb\s"),
 }
-"""Every injector: the live candidates (pid, port) of a run."""
+"""Every injector that kills a process: the live candidates (pid, port) of a run."""
+RESTART = "sigterm_resume"
+Restart = Callable[[float], tuple[RunProcess, dict[str, Any]]]
+"""Stops the run (SIGTERM) at soak time t and resumes it: the resumed run and what
+the stop took (exit status, seconds, processes left)."""
 
 
 def recovered(run: RunProcess, fault: Injection, good_now: int) -> bool:
@@ -106,12 +113,14 @@ class Chaos:
 
     def __init__(self, run: RunProcess, rate_per_min: float, seed: int,
                  kinds: list[str] | None = None, *, log: Callable[[str], None] = print,
-                 recover_deadline_s: float = RECOVER_DEADLINE_S) -> None:
-        self.run, self.rate = run, rate_per_min
-        self.kinds = sorted(kinds or VICTIMS)
-        unknown = set(self.kinds) - set(VICTIMS)
+                 recover_deadline_s: float = RECOVER_DEADLINE_S,
+                 restart: Restart | None = None) -> None:
+        self.run, self.rate, self.restart = run, rate_per_min, restart
+        self.kinds = sorted(kinds or [*VICTIMS, *([RESTART] if restart else [])])
+        known = {*VICTIMS, *([RESTART] if restart else [])}
+        unknown = set(self.kinds) - known
         if unknown:
-            raise ValueError(f"unknown fault kind(s) {sorted(unknown)}; known: {sorted(VICTIMS)}")
+            raise ValueError(f"unknown fault kind(s) {sorted(unknown)}; known: {sorted(known)}")
         self.schedule_rng, self.victim_rng = random.Random(seed), random.Random(seed)
         self.log, self.recover_deadline_s = log, recover_deadline_s
         self.injections: list[Injection] = []
@@ -150,6 +159,9 @@ class Chaos:
         for kind in order:
             if kind in pending:
                 continue
+            if kind == RESTART:
+                self._restart(t, good_now, first)
+                return
             candidates = sorted(VICTIMS[kind](self.run))
             if not candidates:
                 continue
@@ -163,6 +175,17 @@ class Chaos:
             return
         self.skipped.append({"t": round(t, 1), "drawn": first,
                              "why": "every kind pending or without a live target"})
+
+    def _restart(self, t: float, good_now: int, drawn: str) -> None:
+        assert self.restart is not None
+        old = self.run.pid
+        self.log(f"chaos: t={t:.0f}s {RESTART}: SIGTERM pid {old}, then --resume")
+        self.run, took = self.restart(t)
+        fault = Injection(round(t, 1), RESTART, old, f"SIGTERM pid {old}: exit "
+                          f"{took.get('exit')} in {took.get('stop_s')} s, resumed as pid "
+                          f"{self.run.pid}", good_now)
+        fault.extra.update(took, drawn=drawn)
+        self.injections.append(fault)
 
     def finish(self, t: float, good_now: int) -> None:
         """Decide what is still pending (at the end of the soak): recovered now or not."""

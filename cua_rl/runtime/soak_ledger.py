@@ -14,8 +14,10 @@ show in the store in three ways, and `trajectories_lost` is their sum:
   give-ups reach the group's size) that were never routed: the store's routed count
   (`groups_original + groups_accepted + candidate_groups_rejected + groups_empty`)
   is below the complete groups; routing follows completion order, so the unrouted
-  are the last completed. A group completed within `grace_s` of the stop is cut by
-  the stop (its verdicts were still being collected), not lost.
+  are the last completed. A group completed within `grace_s` of a stop request (the
+  final one, or a SIGTERM before a `--resume` mid-soak) is cut by that stop (its
+  verdicts were still being collected, or its routing was cancelled), not lost: as
+  many unrouted groups as completed near a stop are excused.
 
 Groups opened and still incomplete when the run was stopped are in flight, not
 lost: they are reported apart (`groups_in_flight_at_stop`).
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -91,22 +94,34 @@ def group_ledger(records: list[dict[str, Any]], gave_up: list[dict[str, Any]],
     return dict(groups)
 
 
-def lost_from(groups: dict[str, dict[str, Any]], routed: int, stopped_at: float,
+def lost_from(groups: dict[str, dict[str, Any]], routed: int, stops: Sequence[float],
               grace_s: float) -> dict[str, int]:
-    """`unrouted` trajectories and groups, groups cut by the stop and in flight."""
+    """`unrouted` trajectories and groups, groups cut by a stop and in flight.
+
+    Complete groups beyond the routed count were never routed; as many of them as
+    completed within `grace_s` of a stop request (`stops`: the final one and any
+    mid-run SIGTERM) are cut by that stop, the rest are lost: the newest complete
+    groups away from every stop (routing follows completion order)."""
     complete = sorted((g for g in groups.values() if g["complete"]), key=lambda g: g["last_at"])
-    unrouted = complete[routed:] if routed < len(complete) else []
-    lost = [g for g in unrouted if g["last_at"] < stopped_at - grace_s]
+    gap = max(0, len(complete) - routed)
+
+    def near_stop(g: dict[str, Any]) -> bool:
+        return any(s - grace_s <= g["last_at"] <= s + grace_s for s in stops)
+
+    cut = min(gap, sum(1 for g in complete if near_stop(g)))
+    far = [g for g in complete if not near_stop(g)]
+    lost = far[len(far) - (gap - cut):] if gap > cut else []
     return {"unrouted": sum(g["good"] for g in lost), "groups_unrouted": len(lost),
-            "groups_cut_by_stop": len(unrouted) - len(lost),
+            "groups_cut_by_stop": cut,
             "groups_in_flight_at_stop": sum(1 for g in groups.values() if not g["complete"]),
             "groups_complete": len(complete), "groups_routed": routed}
 
 
 def trajectories_lost(run_dir: Path, *, group_size: int, stopped_at: float,
-                      grace_s: float = 60.0) -> dict[str, int]:
+                      grace_s: float = 60.0, stops: Sequence[float] = ()) -> dict[str, int]:
     """The parts of `trajectories_lost` and their sum `total` (module docstring).
-    `stopped_at`: epoch seconds when the run was asked to stop."""
+    `stopped_at`: epoch seconds when the run was asked to stop at the end; `stops`:
+    earlier stop requests (a SIGTERM then `--resume` mid-soak)."""
     store = RunStore.read_only(run_dir)
     try:
         records = store.trajectory_records()
@@ -119,7 +134,8 @@ def trajectories_lost(run_dir: Path, *, group_size: int, stopped_at: float,
                    if r.get("scope") == "rollout")
     routed = int(sum(counters.get(name, 0) for name in ROUTED_COUNTERS))
     out = {"reported_not_stored": max(0, reported - good), "orphan_steps": _orphan_steps(run_dir),
-           **lost_from(group_ledger(records, gave_up, group_size), routed, stopped_at, grace_s),
+           **lost_from(group_ledger(records, gave_up, group_size), routed,
+                       [*stops, stopped_at], grace_s),
            "good_trajectories": good, "reported": reported}
     out["total"] = out["reported_not_stored"] + out["orphan_steps"] + out["unrouted"]
     return out

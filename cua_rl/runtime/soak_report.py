@@ -7,6 +7,7 @@ Every key and how it is computed: docs/soak.md; the arithmetic lives in
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +26,12 @@ from cua_rl.store.run_store import RunStore
 
 def soak_figures(*, run_dir: Path, samples: list[dict[str, Any]], t0: float,
                  stopped_at: float, window_s: float, faults: list[dict[str, Any]],
-                 group_size: int, left: dict[str, Any]) -> dict[str, Any]:
+                 group_size: int, left: dict[str, Any], stops: Sequence[float] = ()
+                 ) -> dict[str, Any]:
     """The soak's JSON (without the invocation's own keys: minutes, seed, paths).
     `t0`/`stopped_at`: epoch seconds of the run's start and of the stop request;
-    `left`: `RunProcess.leftovers()` after the run ended."""
+    `left`: `RunProcess.leftovers()` after the run ended; `stops`: epoch seconds of
+    mid-soak stop requests (SIGTERM before a `--resume`)."""
     bounds = window_bounds(stopped_at - t0, window_s)
     store = RunStore.read_only(run_dir)
     try:
@@ -41,7 +44,8 @@ def soak_figures(*, run_dir: Path, samples: list[dict[str, Any]], t0: float,
         w.update(res)
         w.update(fw)
     growth = process_growth(samples, bounds)
-    lost = trajectories_lost(run_dir, group_size=group_size, stopped_at=stopped_at)
+    lost = trajectories_lost(run_dir, group_size=group_size, stopped_at=stopped_at,
+                             stops=stops)
     duplicated = updates_duplicated(run_dir)
     return {
         "faults_injected": len(faults),

@@ -24,6 +24,7 @@ class FakeRun:
         21: "/opt/cua-guest/bin/python -m cua_guest --listen-fd 3",
         30: "Xvfb :200 -screen 0 1920x1080x24"})
     killed: list[int] = field(default_factory=list)
+    pid: int = 1
 
     def find(self, pattern: str) -> list[int]:
         return [pid for pid, cmd in self.seen.items()
@@ -98,3 +99,36 @@ def test_a_fault_without_recovery_is_decided_at_its_deadline_or_the_end() -> Non
         chaos.tick(float(t), 5, inject=True)
     chaos.finish(60.0, 6)  # the second one: progress by the end
     assert [f.recovered for f in chaos.injections] == [False, True]
+
+
+def test_a_sigterm_and_resume_switches_the_run_faults_go_into() -> None:
+    first, resumed = FakeRun(), FakeRun(seen={40: "python -m cua_guest --listen-fd 3"})
+    stops: list[float] = []
+
+    def restart(t: float) -> tuple[FakeRun, dict[str, Any]]:
+        stops.append(t)
+        return resumed, {"exit": 1, "stop_s": 4.0, "left": 0}
+
+    chaos = Chaos(first, 60.0, 0, kinds=["sigterm_resume", "guest_kill"],
+                  log=lambda _: None, restart=restart)  # type: ignore[arg-type]
+    t = 0
+    while len(chaos.injections) < 3 and t < 200:
+        chaos.tick(float(t), t, inject=True)  # progress every second: all recover
+        t += 1
+    kinds = [f.kind for f in chaos.injections]
+    assert "sigterm_resume" in kinds and chaos.run is resumed and stops
+    restarted = kinds.index("sigterm_resume")
+    assert chaos.injections[restarted].extra == {"exit": 1, "stop_s": 4.0, "left": 0,
+                                                 "drawn": "sigterm_resume"}
+    # guest kills after the resume went into the resumed run
+    assert all(f.pid == 40 for f in chaos.injections[restarted + 1:] if f.kind == "guest_kill")
+    assert all(f.recovered for f in chaos.injections[:-1])
+
+
+def test_sigterm_resume_needs_a_restart() -> None:
+    try:
+        Chaos(FakeRun(), 1.0, 0, kinds=["sigterm_resume"])  # type: ignore[arg-type]
+    except ValueError as exc:
+        assert "sigterm_resume" in str(exc)
+    else:
+        raise AssertionError("accepted a restart fault without a restart")

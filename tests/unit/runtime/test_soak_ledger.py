@@ -81,6 +81,17 @@ def test_a_group_completed_just_before_the_stop_is_cut_not_lost(tmp_path: Path) 
     assert lost["unrouted"] == 0 and lost["groups_cut_by_stop"] == 1
 
 
+def test_a_group_cut_by_a_mid_run_stop_is_not_lost(tmp_path: Path) -> None:
+    """SIGTERM at 205 s (then --resume): g2's routing was cancelled; g1 and g3 routed."""
+    run, store = _store(tmp_path)
+    store.incr("groups_original", 2)
+    store.close()
+    lost = trajectories_lost(run, group_size=2, stopped_at=STOP, grace_s=60, stops=[230.0])
+    assert lost["unrouted"] == 0 and lost["groups_cut_by_stop"] == 1
+    without = trajectories_lost(run, group_size=2, stopped_at=STOP, grace_s=60)
+    assert without["unrouted"] == 1 and without["groups_unrouted"] == 1  # g3 (newest)
+
+
 def test_a_version_stored_twice_is_duplicated(tmp_path: Path) -> None:
     run = tmp_path / "run"
     store = RunStore(run)
