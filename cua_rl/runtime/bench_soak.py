@@ -7,7 +7,8 @@ pools, both learners with weight sync, adaptation on) with budgets too large to
 end by themselves (`train.max_policy_updates`, `fleet.max_groups`), in its own
 session and desktop state dir (`fault_run.RunProcess`, as `bench faults` starts
 its runs). A sampler thread (`soak_sampler`) writes `OUT/samples.jsonl`; the
-chaos schedule (`soak_chaos`) injects faults at the given rate; after M minutes
+chaos schedule (`soak_chaos`) injects faults at the given rate (the guest's fault
+hooks are armed for the corrupt screenshots: `CUA_GUEST_FAULT_HOOKS=1`); after M minutes
 the run gets SIGTERM and must exit by itself within `--stop-deadline`. Then the
 figures (`soak_report`, definitions in docs/soak.md) go to `OUT/soak.json` and
 stdout, the picture to `OUT/soak.png`.
@@ -65,7 +66,7 @@ def run_soak(spec: SoakSpec, log: Any = print) -> dict[str, Any]:
     """Run the soak of `spec` and return its figures (also written to OUT/soak.json)."""
     from cua_rl.config import RunConfig, load_config
     from cua_rl.runtime.fault_cases import FaultBench
-    from cua_rl.runtime.fault_run import RunProcess
+    from cua_rl.runtime.fault_run import FAULT_HOOKS_ENV, RunProcess
     from cua_rl.runtime.soak_chaos import Chaos, good_count
     from cua_rl.runtime.soak_sampler import Sampler, load_samples
 
@@ -75,7 +76,8 @@ def run_soak(spec: SoakSpec, log: Any = print) -> dict[str, Any]:
     group_size = load_config(RunConfig, preset="quickstart").fleet.group_size
     bench = FaultBench(spec.out, deadline_s=spec.stop_deadline_s, log=log,
                        tiny_dir=spec.tiny_model_dir)
-    first = bench.run("run", "train", [*soak_overrides(spec.engine, spec.seed), *spec.extra])
+    first = bench.run("run", "train", [*soak_overrides(spec.engine, spec.seed), *spec.extra],
+                      env=FAULT_HOOKS_ENV)
     t0 = time.time()
     sampler = Sampler(first.pid, first.run_dir, samples_path, interval_s=spec.interval_s, t0=t0)
     sampler.start()
@@ -93,7 +95,8 @@ def run_soak(spec: SoakSpec, log: Any = print) -> dict[str, Any]:
         seen.update(old.seen)
         seen.update(sampler.seen)
         left = old.leftovers()
-        new = bench.resume(old)
+        log("soak: resuming the run")
+        new = RunProcess(old.kind, old.run_dir, old.state_dir, resume=True, env=old.env).start()
         sampler.root_pid = new.pid
         return new, {"exit": code, "stop_s": stop_s, "left": len(left["processes"])}
 
@@ -184,7 +187,7 @@ def _plot(out: Path, samples: list[dict[str, Any]], result: dict[str, Any], t0: 
 @click.option("--faults", "kinds", default="",
               help="Comma-separated fault kinds to draw from (default: all of "
               "policy_replica_kill, prm_replica_kill, guest_kill, xvfb_kill, "
-              "sigterm_resume).")
+              "corrupt_screenshot, sigterm_resume).")
 @click.option("--stop-deadline", "stop_deadline_s", type=click.FloatRange(min=5), default=60.0,
               show_default=True, help="Seconds the run has to exit after SIGTERM.")
 @click.option("--tiny-model-dir", type=click.Path(file_okay=False, path_type=Path),
@@ -196,11 +199,11 @@ def bench_soak(minutes: float, chaos: float, seed: int, out: Path | None, engine
                tiny_model_dir: Path | None, as_json: bool, overrides: tuple[str, ...]) -> None:
     """A training run for M minutes under a stream of faults: steady throughput, flat
     memory, nothing lost, nothing left running? OVERRIDES (key=value) go to the run."""
-    from cua_rl.runtime.soak_chaos import RESTART, VICTIMS
+    from cua_rl.runtime.soak_chaos import CORRUPT, RESTART, VICTIMS
     from cua_rl.runtime.soak_report import summary_lines
 
     chosen = [k.strip() for k in kinds.split(",") if k.strip()] or None
-    known = [*VICTIMS, RESTART]
+    known = [*VICTIMS, CORRUPT, RESTART]
     unknown = sorted(set(chosen or ()) - set(known))
     if unknown:
         raise click.BadParameter(f"unknown fault(s) {unknown}; known: {', '.join(known)}",

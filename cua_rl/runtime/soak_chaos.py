@@ -11,6 +11,12 @@ signals it from outside (`RunProcess.signal_pid`), like the catalog's kills:
 - `guest_kill`: SIGKILL a desktop's guest server; the episode on it aborts and the
   desktop is reset. Recovered: a good trajectory stored since;
 - `xvfb_kill`: SIGKILL a desktop's X server; the same recovery;
+- `corrupt_screenshot`: the guest of a live desktop serves its next screenshot cut in
+  half (the guest's fault hook, armed by `CUA_GUEST_FAULT_HOOKS=1` in the run's
+  environment: a trigger file in the desktop's home, as `RunProcess.corrupt_a_screenshot`
+  does); the episode aborts on the corrupt image. Recovered: a good trajectory stored
+  since. A reset that restores the home first takes the trigger with it: whether it
+  landed is counted from the store's aborts (`corrupt_screenshots_landed`);
 - `sigterm_resume` (when the soak gives a `restart`): SIGTERM the run, wait for it to
   exit, `--resume` it; recovered once the resumed run stored a good trajectory. From
   then on the resumed run is the one faults go into.
@@ -92,6 +98,7 @@ VICTIMS: dict[str, Callable[[RunProcess], list[tuple[int, int | None]]]] = {
     "xvfb_kill": _matching(r"(^|/)Xvfb\s"),
 }
 """Every injector that kills a process: the live candidates (pid, port) of a run."""
+CORRUPT = "corrupt_screenshot"
 RESTART = "sigterm_resume"
 Restart = Callable[[float], tuple[RunProcess, dict[str, Any]]]
 """Stops the run (SIGTERM) at soak time t and resumes it: the resumed run and what
@@ -116,8 +123,8 @@ class Chaos:
                  recover_deadline_s: float = RECOVER_DEADLINE_S,
                  restart: Restart | None = None) -> None:
         self.run, self.rate, self.restart = run, rate_per_min, restart
-        self.kinds = sorted(kinds or [*VICTIMS, *([RESTART] if restart else [])])
-        known = {*VICTIMS, *([RESTART] if restart else [])}
+        self.kinds = sorted(kinds or [*VICTIMS, CORRUPT, *([RESTART] if restart else [])])
+        known = {*VICTIMS, CORRUPT, *([RESTART] if restart else [])}
         unknown = set(self.kinds) - known
         if unknown:
             raise ValueError(f"unknown fault kind(s) {sorted(unknown)}; known: {sorted(known)}")
@@ -162,6 +169,10 @@ class Chaos:
             if kind == RESTART:
                 self._restart(t, good_now, first)
                 return
+            if kind == CORRUPT:
+                if self._corrupt(t, good_now, first):
+                    return
+                continue
             candidates = sorted(VICTIMS[kind](self.run))
             if not candidates:
                 continue
@@ -175,6 +186,29 @@ class Chaos:
             return
         self.skipped.append({"t": round(t, 1), "drawn": first,
                              "why": "every kind pending or without a live target"})
+
+    def _corrupt(self, t: float, good_now: int, drawn: str) -> bool:
+        """A trigger file into a live desktop's home; False when there is none."""
+        from cua_rl.desktop.providers import local_state as st
+        from cua_rl.desktop.providers.local import record_alive
+        from cua_rl.runtime.fault_run import TRUNCATE_TRIGGER
+
+        state_dir = getattr(self.run, "state_dir", None)
+        live = sorted((r.pid, r.id, st.live_home(r)) for r in
+                      (st.list_records(state_dir) if state_dir else []) if record_alive(r))
+        if not live:
+            return False
+        pid, desktop, home = self.victim_rng.choice(live)
+        try:
+            (Path(home) / TRUNCATE_TRIGGER).write_bytes(b"")
+        except OSError:  # the home is being restored now
+            return False
+        fault = Injection(round(t, 1), CORRUPT, pid, f"next screenshot of {desktop} cut",
+                          good_now)
+        fault.extra["drawn"] = drawn
+        self.injections.append(fault)
+        self.log(f"chaos: t={t:.0f}s {CORRUPT}: {fault.detail}")
+        return True
 
     def _restart(self, t: float, good_now: int, drawn: str) -> None:
         assert self.restart is not None

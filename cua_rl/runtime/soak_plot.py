@@ -18,7 +18,8 @@ from cua_rl.runtime.soak_windows import latest_names, process_key
 
 TOP_PROCESSES = 6
 FAULT_COLORS = {"policy_replica_kill": "#C44E52", "prm_replica_kill": "#8172B3",
-                "guest_kill": "#55A868", "xvfb_kill": "#937860", "sigterm_resume": "#000000"}
+                "guest_kill": "#55A868", "xvfb_kill": "#937860", "sigterm_resume": "#000000",
+                "corrupt_screenshot": "#DA8BC3"}
 
 
 def _style(ax: Any) -> None:

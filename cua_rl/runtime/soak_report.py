@@ -50,6 +50,9 @@ def soak_figures(*, run_dir: Path, samples: list[dict[str, Any]], t0: float,
     return {
         "faults_injected": len(faults),
         "faults_recovered": sum(1 for f in faults if f.get("recovered")),
+        "corrupt_screenshots_landed": sum(
+            1 for r in records if r["status"] == "aborted"
+            and (r.get("error") or "").startswith("CorruptImageError")),
         "trajectories_lost": lost["total"],
         "updates_duplicated": duplicated["total"],
         "processes_left": [{"pid": pid, "cmd": cmd}
