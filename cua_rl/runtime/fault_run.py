@@ -76,9 +76,18 @@ def server_pattern(port: int) -> str:
     return rf"(\sserve\s|vllm\.entrypoints\.openai\.api_server\s).*--port[ =]{port}\b"
 
 
-def _alive(pid: int) -> bool:
+START_TOLERANCE_S = 0.05
+"""Two start times (psutil create_time) closer than this are the same process."""
+
+
+def _alive(pid: int, started: float | None = None) -> bool:
+    """True while `pid` runs (not a zombie) and, given its start time, is still the
+    process that started then: over a long run, pids of processes that ended are
+    reused by others (another desktop's, a kernel worker), which are not the run's."""
     try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        proc = psutil.Process(pid)
+        return proc.status() != psutil.STATUS_ZOMBIE and (
+            started is None or abs(proc.create_time() - started) < START_TOLERANCE_S)
     except psutil.NoSuchProcess:
         return False
 
@@ -97,6 +106,8 @@ class RunProcess:
     proc: subprocess.Popen[str] | None = None
     seen: dict[int, str] = field(default_factory=dict)
     """Every descendant pid seen while the run lived -> its command line."""
+    seen_started: dict[int, float] = field(default_factory=dict)
+    """Their start times: which process a pid was when seen (`remember`)."""
     started: float = 0.0
 
     def start(self) -> RunProcess:
@@ -129,15 +140,26 @@ class RunProcess:
             return []
         for child in children:
             try:
-                self.seen.setdefault(child.pid, " ".join(child.cmdline()))
+                self.remember(child.pid, " ".join(child.cmdline()), child.create_time())
             except psutil.Error:
                 pass
         return children
 
+    def remember(self, pid: int, cmd: str, started: float) -> None:
+        """Record a process of the run. A pid met again with a later start time is
+        another process (the first ended and its pid was reused): it replaces it."""
+        if pid not in self.seen_started or started > self.seen_started[pid] + START_TOLERANCE_S:
+            self.seen[pid], self.seen_started[pid] = cmd, started
+
+    def is_ours(self, pid: int) -> bool:
+        """Whether `pid` still runs as the process of the run that was seen."""
+        return _alive(pid, self.seen_started.get(pid))
+
     def find(self, pattern: str) -> list[int]:
         """Pids of live descendants whose command line matches `pattern` (regex)."""
-        self.descendants()
-        return [pid for pid, cmd in self.seen.items() if re.search(pattern, cmd) and _alive(pid)]
+        live = {child.pid for child in self.descendants()}
+        return [pid for pid, cmd in self.seen.items()
+                if pid in live and re.search(pattern, cmd) and self.is_ours(pid)]
 
     def replica_pids(self, role: str) -> list[int]:
         """Pids of the run's `role` model replicas (policy/prm): a replica's log
@@ -201,7 +223,7 @@ class RunProcess:
     def kill_tree(self) -> None:
         """SIGKILL the run and every descendant seen (cleanup after a hung run)."""
         self.descendants()
-        for pid in [self.pid, *self.seen]:
+        for pid in [self.pid, *(pid for pid in self.seen if self.is_ours(pid))]:
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
@@ -216,7 +238,7 @@ class RunProcess:
         """What still runs after the run ended: descendants seen and live desktops of
         its state dir, polled for up to `grace_s` while they stop by themselves."""
         def left() -> dict[str, Any] | None:
-            procs = {pid: cmd for pid, cmd in self.seen.items() if _alive(pid)}
+            procs = {pid: cmd for pid, cmd in self.seen.items() if self.is_ours(pid)}
             from cua_rl.desktop.providers.local import record_alive
 
             desktops = [r.id for r in st.list_records(self.state_dir) if record_alive(r)]

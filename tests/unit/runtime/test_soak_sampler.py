@@ -22,6 +22,7 @@ import pytest
 from cua_rl.runtime.fault_run import RunProcess, poll_until, server_pattern
 from cua_rl.runtime.soak_sampler import (
     Sampler,
+    attribute_to_servers,
     load_samples,
     process_label,
     replica_names,
@@ -108,6 +109,7 @@ def test_the_sampler_thread_appends_json_lines_until_stopped(
     assert len(samples) == sampler.samples >= 2
     assert samples[0]["t"] <= samples[-1]["t"]
     assert len(sampler.seen) == 3 and all(json.dumps(s) for s in samples)
+    assert all(started > 0 for _, started in sampler.seen.values())
 
 
 def test_what_outlives_the_run_is_found(tmp_path: Path, tree: subprocess.Popen) -> None:
@@ -142,3 +144,35 @@ def test_processes_are_named_by_what_they_are(tmp_path: Path) -> None:
     assert process_label(["python", "-m", "cua_guest.act_child"], ports) == "guest-act"
     assert process_label(["python", "-m", "cua_rl.learner.rank_process"], ports) == "learner-rank"
     assert process_label(["python", "-m", "cua_rl.cli", "train", "--preset", "q"], ports) == "run"
+    assert process_label(["VLLM::Worker"], ports) == "vllm-worker"
+    # a sandbox's arguments name the programs it runs: it is a sandbox all the same
+    assert process_label(["bwrap", "--setenv", "DISPLAY", ":200", "/bin/bash", "-c",
+                          "Xvfb :200 & python -m cua_guest"], ports) == "desktop-sandbox"
+    assert process_label(["/bin/bash", "-c", "Xvfb :1 &"], ports) == "shell"
+
+
+def test_a_model_server_s_helpers_are_named_after_its_pool() -> None:
+    procs = [{"pid": 1, "ppid": 0, "name": "run#1"},
+             {"pid": 2, "ppid": 1, "name": "model-server:policy-0#2"},
+             {"pid": 3, "ppid": 2, "name": "vllm-enginecore#3"},
+             {"pid": 4, "ppid": 3, "name": "vllm-worker#4"},
+             {"pid": 5, "ppid": 1, "name": "guest#5"}]
+    attribute_to_servers(procs)
+    assert [p["name"] for p in procs] == [
+        "run#1", "model-server:policy-0#2", "vllm-enginecore:policy-0#3",
+        "vllm-worker:policy-0#4", "guest#5"]
+
+
+def test_a_reused_pid_is_not_the_run_s_process(tmp_path: Path) -> None:
+    """Over a long run, pids of ended processes are reused by others: a process is
+    the run's only while its start time is the one seen."""
+    run = RunProcess("train", tmp_path / "run", tmp_path / "desktops")
+    me = psutil.Process(os.getpid())
+    run.remember(me.pid, "an ended process", me.create_time() - 3600)
+    assert not run.is_ours(me.pid)
+    (tmp_path / "desktops").mkdir()
+    assert run.leftovers(grace_s=0)["processes"] == {}
+    run.remember(me.pid, "pytest", me.create_time())  # seen again, started later: replaced
+    assert run.is_ours(me.pid) and run.seen[me.pid] == "pytest"
+    run.remember(me.pid, "older", me.create_time() - 10)  # an older identity never wins
+    assert run.seen[me.pid] == "pytest"
