@@ -81,8 +81,8 @@ def run_soak(spec: SoakSpec, log: Any = print) -> dict[str, Any]:
     t0 = time.time()
     sampler = Sampler(first.pid, first.run_dir, samples_path, interval_s=spec.interval_s, t0=t0)
     sampler.start()
-    seen: dict[int, str] = {}
-    """Every process of every invocation (a resume is a new run process)."""
+    earlier: list[RunProcess] = []
+    """Invocations stopped by a `sigterm_resume` (what they started counts too)."""
     stops: list[float] = []
 
     def restart(t: float) -> tuple[RunProcess, dict[str, Any]]:
@@ -92,8 +92,10 @@ def run_soak(spec: SoakSpec, log: Any = print) -> dict[str, Any]:
         old.signal(signal.SIGTERM)
         code = old.wait(spec.stop_deadline_s)
         stop_s = round(time.time() - stops[-1], 1)
-        seen.update(old.seen)
-        seen.update(sampler.seen)
+        earlier.append(old)
+        for pid, (cmd, started) in sampler.seen.items():
+            old.remember(pid, cmd, started)
+        old.seen.pop(old.pid, None)
         left = old.leftovers()
         log("soak: resuming the run")
         new = RunProcess(old.kind, old.run_dir, old.state_dir, resume=True, env=old.env).start()
@@ -131,8 +133,11 @@ def run_soak(spec: SoakSpec, log: Any = print) -> dict[str, Any]:
         sampler.stop()
         if chaos.run.proc is not None and chaos.run.proc.poll() is None:
             chaos.run.kill_tree()
-    for pid, cmd in [*seen.items(), *sampler.seen.items()]:
-        run.seen.setdefault(pid, cmd)
+    for other in earlier:
+        for pid, cmd in other.seen.items():
+            run.remember(pid, cmd, other.seen_started[pid])
+    for pid, (cmd, started) in sampler.seen.items():
+        run.remember(pid, cmd, started)
     run.seen.pop(run.pid, None)  # the run itself is reaped by wait(); not a leftover
     left = run.leftovers()
     samples = load_samples(samples_path)

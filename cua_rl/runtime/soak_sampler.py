@@ -60,22 +60,52 @@ def replica_names(run_dir: Path, known: dict[int, str] | None = None) -> dict[in
     return names
 
 
+EXECUTABLES = {"Xvfb": "xvfb", "bwrap": "desktop-sandbox", "socat": "forwarder",
+               "bash": "shell", "sh": "shell"}
+MODULES = (("cua_rl.learner.rank_process", "learner-rank"),
+           ("cua_guest.fd_forward", "guest-forwarder"), ("cua_guest.act_child", "guest-act"),
+           ("cua_guest", "guest"), ("cua_rl.desktop.unix_forward", "forwarder"),
+           ("cua_rl.desktop.providers.local_session", "desktop-launcher"))
+"""`python -m MODULE` -> kind (the first prefix that matches)."""
+
+
 def process_label(cmdline: list[str], ports: dict[int, str]) -> str:
-    """What a process of the run is, from its command line (stable across samples)."""
+    """What a process of the run is, from its executable or `-m` module (never from
+    words inside its arguments: a sandbox's arguments name the programs it runs)."""
     text = " ".join(cmdline)
+    exe = os.path.basename(cmdline[0]) if cmdline else ""
     port = re.search(r"--port[ =](\d+)", text)
-    if port and ("serve" in cmdline or "vllm" in text):
+    module = cmdline[cmdline.index("-m") + 1] if "-m" in cmdline[:-1] else ""
+    if port and ((module == "cua_rl.cli" and "serve" in cmdline)
+                 or module.startswith("vllm.entrypoints")):
         return f"model-server:{ports.get(int(port.group(1)), port.group(1))}"
-    rules = (("cua_rl.learner.rank_process", "learner-rank"), ("Xvfb", "xvfb"),
-             ("cua_guest.fd_forward", "guest-forwarder"), ("cua_guest.act_child", "guest-act"),
-             ("cua_guest", "guest"), ("unix_forward", "forwarder"), ("socat", "forwarder"),
-             ("local_session", "desktop-launcher"), ("bwrap", "desktop-sandbox"),
-             ("VLLM::", "vllm-worker"), ("cua_rl.cli train", "run"),
-             ("cua_rl.cli rollout", "run"))
-    for needle, label in rules:
-        if needle in text:
+    if exe.startswith("VLLM::"):
+        return "vllm-" + exe.split("::", 1)[1].lower()
+    if exe in EXECUTABLES:
+        return EXECUTABLES[exe]
+    if module == "cua_rl.cli" and {"train", "rollout", "eval"} & set(cmdline):
+        return "run"
+    for prefix, label in MODULES:
+        if module == prefix or module.startswith(prefix + "."):
             return label
-    return os.path.basename(cmdline[0]) if cmdline else "?"
+    return exe or "?"
+
+
+def attribute_to_servers(procs: list[dict[str, Any]]) -> None:
+    """Name the helpers of a model server after its pool (`vllm-worker:policy-0`):
+    the nearest model-server ancestor within the same sample."""
+    by_pid = {p["pid"]: p for p in procs}
+    for proc in procs:
+        kind = proc["name"].rsplit("#", 1)[0]
+        if kind.startswith("model-server:"):
+            continue
+        parent, hops = by_pid.get(proc["ppid"]), 0
+        while parent is not None and hops < 8:
+            parent_kind = parent["name"].rsplit("#", 1)[0]
+            if parent_kind.startswith("model-server:"):
+                proc["name"] = f"{kind}:{parent_kind.split(':', 1)[1]}#{proc['pid']}"
+                break
+            parent, hops = by_pid.get(parent["ppid"]), hops + 1
 
 
 def process_tree(root_pid: int) -> list[psutil.Process]:
@@ -94,7 +124,7 @@ def sample_process(proc: psutil.Process, ports: dict[int, str]) -> dict[str, Any
             if proc.status() == psutil.STATUS_ZOMBIE:
                 return None
             cmdline = proc.cmdline()
-            return {"pid": proc.pid, "started": round(proc.create_time(), 2),
+            return {"pid": proc.pid, "ppid": proc.ppid(), "started": proc.create_time(),
                     "name": f"{process_label(cmdline, ports)}#{proc.pid}",
                     "rss_mb": round(proc.memory_info().rss / MB, 2),
                     "fds": proc.num_fds(), "threads": proc.num_threads(),
@@ -159,15 +189,17 @@ def take_sample(root_pid: int, run_dir: Path, t0: float,
     """One sample: `t` (seconds since t0, wall clock), the processes, the run
     directory and the host."""
     procs = [s for p in process_tree(root_pid) if (s := sample_process(p, ports or {}))]
+    attribute_to_servers(procs)
     return {"t": round(time.time() - t0, 2), "time": time.time(), "processes": procs,
             "run_dir_mb": run_dir_sizes(run_dir), "host": host_figures(run_dir.parent)}
 
 
 class Sampler(threading.Thread):
     """Samples the tree under a root pid every `interval_s` into `out` (JSON lines)
-    until `stop()`; `seen` keeps every pid met with its command line, so what the
-    run started can be looked for after it ended. `root_pid` may be changed (a run
-    resumed after a stop is a new root)."""
+    until `stop()`; `seen` keeps every process met (pid -> command line and start
+    time, the later process when a pid was reused), so what the run started can be
+    looked for after it ended. `root_pid` may be changed (a run resumed after a stop
+    is a new root)."""
 
     def __init__(self, root_pid: int, run_dir: Path, out: Path, *, interval_s: float = 5.0,
                  t0: float | None = None, on_sample: Callable[[dict[str, Any]], None] | None
@@ -177,7 +209,7 @@ class Sampler(threading.Thread):
         self.interval_s = interval_s
         self.t0 = time.time() if t0 is None else t0
         self.on_sample = on_sample
-        self.seen: dict[int, str] = {}
+        self.seen: dict[int, tuple[str, float]] = {}
         self.samples = 0
         self._ports: dict[int, str] = {}
         self._stop_event = threading.Event()
@@ -187,7 +219,9 @@ class Sampler(threading.Thread):
         self._ports = replica_names(self.run_dir, self._ports)
         sample = take_sample(self.root_pid, self.run_dir, self.t0, self._ports)
         for proc in sample["processes"]:
-            self.seen.setdefault(proc["pid"], proc["cmd"])
+            known = self.seen.get(proc["pid"])
+            if known is None or proc["started"] > known[1]:
+                self.seen[proc["pid"]] = (proc["cmd"], proc["started"])
         with self.out.open("a") as f:
             f.write(json.dumps(sample) + "\n")
         self.samples += 1
