@@ -147,7 +147,7 @@ def run_soak(spec: SoakSpec, log: Any = print) -> dict[str, Any]:
                            window_s=spec.window_min * 60.0, faults=chaos.results(),
                            group_size=group_size, left=left, stops=stops)
     result = {"minutes": spec.minutes, "chaos": spec.chaos, "seed": spec.seed,
-              "engine": spec.engine, "window_min": spec.window_min,
+              "engine": spec.engine, "window_min": spec.window_min, "t0": t0,
               "run_exit": code, "stop_s": stop_s, "ended_before_stop": ended_early,
               "run_errors": run.error_lines()[-5:], "faults_skipped": chaos.skipped,
               **figures, "out": str(spec.out), "run_dir": str(run.run_dir),

@@ -67,13 +67,15 @@ def plot_soak(out_path: Path, samples: list[dict[str, Any]], records: list[dict[
         for p in s["processes"]:
             rss[process_key(p)][s["t"] / 60] = p["rss_mb"]
     names = latest_names(samples)
-    for key in sorted(rss, key=lambda k: -max(rss[k].values()))[:TOP_PROCESSES]:
+    # the largest by RSS summed over the samples: long-lived big processes, not a
+    # short-lived one's peak
+    for key in sorted(rss, key=lambda k: -sum(rss[k].values()))[:TOP_PROCESSES]:
         xs = sorted(rss[key])
         ax.plot(xs, [rss[key][x] for x in xs], linewidth=1, label=names[key])
     ax.plot(ts, [sum(p["rss_mb"] for p in s["processes"]) for s in samples], color="black",
             linewidth=1.5, label="all the run's processes")
     ax.set_ylabel("RSS (MB)")
-    ax.legend(loc="upper left", fontsize=6, frameon=False, ncol=2)
+    ax.legend(loc="center left", fontsize=6, frameon=False, ncol=2)
 
     ax = axes[2]
     ax.plot(ts, [sum(p["fds"] for p in s["processes"]) for s in samples], color=BASE_COLOR,
@@ -82,7 +84,7 @@ def plot_soak(out_path: Path, samples: list[dict[str, Any]], records: list[dict[
             color=HIGHLIGHT_COLOR, label="threads")
     ax.plot(ts, [len(s["processes"]) for s in samples], color="#55A868", label="processes")
     ax.set_ylabel("count (all processes)")
-    ax.legend(loc="upper left", fontsize=8, frameon=False)
+    ax.legend(loc="center left", fontsize=7, frameon=False, ncol=3)
 
     ax = axes[3]
     parts = [k for k in (samples[-1]["run_dir_mb"] if samples else {}) if k != "total"]
@@ -92,7 +94,7 @@ def plot_soak(out_path: Path, samples: list[dict[str, Any]], records: list[dict[
             label="total")
     ax.set_ylabel("run directory (MB)")
     ax.set_xlabel("minutes since the run started")
-    ax.legend(loc="upper left", fontsize=7, frameon=False, ncol=2)
+    ax.legend(loc="center left", fontsize=7, frameon=False, ncol=3)
 
     for fault in result["faults"]:
         for ax in axes:
