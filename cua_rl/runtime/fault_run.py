@@ -26,6 +26,7 @@ from typing import Any
 import psutil
 
 from cua_rl.desktop.providers import local_state as st
+from cua_rl.runtime.replica_logs import ReplicaLogs
 
 TRUNCATE_TRIGGER = ".cua-fault-truncate-screenshot"
 """The guest's fault trigger file in the desktop home (vm/guest routes_info.py)."""
@@ -46,28 +47,6 @@ def poll_until(predicate: Callable[[], Any], deadline_s: float, interval_s: floa
         if value or time.monotonic() >= end:
             return value or None
         time.sleep(interval_s)
-
-
-REPLICA_PORT_IN_LOG = re.compile(r"(?:on (?:http://)?127\.0\.0\.1:|'port': )(\d+)")
-"""How a replica's log names its port first: `hf engine serving M on 127.0.0.1:P`;
-vLLM's `non-default args: {'host': '127.0.0.1', 'port': P, ...}` and `Starting vLLM
-server on http://127.0.0.1:P`. Later lines (weight updates) may name other ports."""
-LOG_HEAD_BYTES = 65536
-
-
-def replica_ports(run_dir: Path, role: str = "*") -> dict[int, str]:
-    """port -> `<pool>-<i>` of the run's `role` model replicas (every pool's with
-    "*"), from the head of each replica log `logs/<pool>-<i>.log`."""
-    ports: dict[int, str] = {}
-    for log in sorted((run_dir / "logs").glob(f"{role}-*.log")):
-        try:
-            with log.open("rb") as f:
-                head = f.read(LOG_HEAD_BYTES).decode(errors="replace")
-        except OSError:
-            continue
-        if found := REPLICA_PORT_IN_LOG.search(head):
-            ports[int(found.group(1))] = log.stem
-    return ports
 
 
 def server_pattern(port: int) -> str:
@@ -109,6 +88,7 @@ class RunProcess:
     seen_started: dict[int, float] = field(default_factory=dict)
     """Their start times: which process a pid was when seen (`remember`)."""
     started: float = 0.0
+    _logs: ReplicaLogs | None = field(default=None, repr=False)
 
     def start(self) -> RunProcess:
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -164,8 +144,9 @@ class RunProcess:
     def replica_pids(self, role: str) -> list[int]:
         """Pids of the run's `role` model replicas (policy/prm): a replica's log
         `logs/<role>-<i>.log` names the port its server process listens on."""
-        return [pid for port in replica_ports(self.run_dir, role)
-                for pid in self.find(server_pattern(port))]
+        if self._logs is None:
+            self._logs = ReplicaLogs(self.run_dir)
+        return [pid for port in self._logs.scan(role) for pid in self.find(server_pattern(port))]
 
     def wait(self, deadline_s: float) -> int | None:
         """Exit status, or None when the run did not end within the deadline (then it

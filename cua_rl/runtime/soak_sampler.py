@@ -32,7 +32,7 @@ from typing import Any
 
 import psutil
 
-from cua_rl.runtime.fault_run import replica_ports
+from cua_rl.runtime.replica_logs import ReplicaLogs
 
 log = logging.getLogger(__name__)
 
@@ -49,15 +49,6 @@ DIR_PARTS: dict[str, tuple[str, ...]] = {
 }
 """Parts of a run directory (docs/run-directory.md) -> the names under it they
 cover; anything else counts as `other`."""
-
-
-def replica_names(run_dir: Path, known: dict[int, str] | None = None) -> dict[int, str]:
-    """port -> `<pool>-<i>` of the run's model-server replicas (`known` kept: a log
-    is read until it names its port)."""
-    names = dict(known or {})
-    if len(names) < len(list((run_dir / "logs").glob("*-*.log"))):
-        names.update(replica_ports(run_dir))
-    return names
 
 
 EXECUTABLES = {"Xvfb": "xvfb", "bwrap": "desktop-sandbox", "socat": "forwarder",
@@ -211,13 +202,12 @@ class Sampler(threading.Thread):
         self.on_sample = on_sample
         self.seen: dict[int, tuple[str, float]] = {}
         self.samples = 0
-        self._ports: dict[int, str] = {}
+        self._logs = ReplicaLogs(run_dir)
         self._stop_event = threading.Event()
 
     def sample_now(self) -> dict[str, Any]:
         """Take one sample, append it to `out` and return it."""
-        self._ports = replica_names(self.run_dir, self._ports)
-        sample = take_sample(self.root_pid, self.run_dir, self.t0, self._ports)
+        sample = take_sample(self.root_pid, self.run_dir, self.t0, self._logs.scan())
         for proc in sample["processes"]:
             known = self.seen.get(proc["pid"])
             if known is None or proc["started"] > known[1]:

@@ -20,12 +20,12 @@ import psutil
 import pytest
 
 from cua_rl.runtime.fault_run import RunProcess, poll_until, server_pattern
+from cua_rl.runtime.replica_logs import ReplicaLogs, replica_ports
 from cua_rl.runtime.soak_sampler import (
     Sampler,
     attribute_to_servers,
     load_samples,
     process_label,
-    replica_names,
     run_dir_sizes,
     take_sample,
 )
@@ -64,7 +64,8 @@ def _run_dir(tmp_path: Path) -> Path:
     (run / "run.sqlite-wal").write_bytes(b"\0" * 512 * 1024)
     (run / "screenshots" / "ab" / "cafe").write_bytes(b"\0" * 2 * 1024 * 1024)
     (run / "logs" / "policy-0.log").write_text(
-        "12:00 WARNING hf engine serving tiny on 127.0.0.1:4242\n" + "x" * 40000 + "\n")
+        "12:00 WARNING hf engine serving tiny on 127.0.0.1:4242\n" + "x" * 40000 + "\n"
+        "12:01 INFO weights updated to version 1 from {'host': '127.0.0.1', 'port': 555}\n")
     (run / "logs" / "prm-0.log").write_text(  # vLLM's way of naming its port
         "Triton is installed\n(APIServer pid=1) INFO non-default args: {'host': '127.0.0.1', "
         "'port': 30864, 'model': 'm'}\n(APIServer pid=1) INFO Starting vLLM server on "
@@ -127,8 +128,8 @@ def test_what_outlives_the_run_is_found(tmp_path: Path, tree: subprocess.Popen) 
 
 
 def test_processes_are_named_by_what_they_are(tmp_path: Path) -> None:
-    ports = replica_names(_run_dir(tmp_path))
-    assert ports == {4242: "policy-0", 30864: "prm-0"}
+    ports = replica_ports(_run_dir(tmp_path))
+    assert ports == {4242: "policy-0", 30864: "prm-0"}  # not a weight update's port
     assert process_label([sys.executable, "-m", "cua_rl.cli", "serve", "--engine", "hf",
                           "--port", "4242"], ports) == "model-server:policy-0"
     vllm = ["/venv/bin/python", "-m", "vllm.entrypoints.openai.api_server", "--model", "m",
@@ -176,3 +177,19 @@ def test_a_reused_pid_is_not_the_run_s_process(tmp_path: Path) -> None:
     assert run.is_ours(me.pid) and run.seen[me.pid] == "pytest"
     run.remember(me.pid, "older", me.create_time() - 10)  # an older identity never wins
     assert run.seen[me.pid] == "pytest"
+
+
+def test_a_resumed_run_s_replica_is_found_on_its_new_port(tmp_path: Path) -> None:
+    """A resumed run appends to the same replica log with a new port; a line still
+    being written is read once it is whole."""
+    run = _run_dir(tmp_path)
+    logs = ReplicaLogs(run)
+    assert logs.scan("policy") == {4242: "policy-0"}
+    with (run / "logs" / "policy-0.log").open("a") as f:
+        f.write("13:00 WARNING hf engine serving exports/policy-resume-v3 on 127.0.")
+        f.flush()
+        assert logs.scan("policy") == {4242: "policy-0"}
+        f.write("0.1:5151\n")
+    assert logs.scan("policy") == {5151: "policy-0"}
+    assert logs.scan() == {5151: "policy-0", 30864: "prm-0"}
+    assert replica_ports(run, "prm") == {30864: "prm-0"}
