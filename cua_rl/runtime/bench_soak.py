@@ -67,7 +67,7 @@ def run_soak(spec: SoakSpec, log: Any = print) -> dict[str, Any]:
     from cua_rl.config import RunConfig, load_config
     from cua_rl.runtime.fault_cases import FaultBench
     from cua_rl.runtime.fault_run import FAULT_HOOKS_ENV, RunProcess
-    from cua_rl.runtime.soak_chaos import Chaos, good_count
+    from cua_rl.runtime.soak_chaos import Chaos, store_progress
     from cua_rl.runtime.soak_sampler import Sampler, load_samples
 
     spec.out.mkdir(parents=True, exist_ok=True)
@@ -108,8 +108,9 @@ def run_soak(spec: SoakSpec, log: Any = print) -> dict[str, Any]:
     last_progress = 0.0
     try:
         while (t := time.time() - t0) < duration_s and chaos.run.proc.poll() is None:  # type: ignore[union-attr]
-            good = good_count(first.run_dir)
-            chaos.tick(t, good, inject=good > 0 and t < duration_s - quiet_s)
+            good, newest = store_progress(first.run_dir)
+            progress = None if newest is None else newest - t0
+            chaos.tick(t, progress, inject=good > 0 and t < duration_s - quiet_s)
             if t - last_progress >= PROGRESS_EVERY_S:
                 last_progress = t
                 log(f"soak: {t / 60:.1f}/{spec.minutes} min, {good} good trajectories, "
@@ -118,7 +119,8 @@ def run_soak(spec: SoakSpec, log: Any = print) -> dict[str, Any]:
         run = chaos.run
         stopped_at = time.time()
         ended_early = run.proc.poll() is not None  # type: ignore[union-attr]
-        chaos.finish(stopped_at - t0, good_count(run.run_dir))
+        newest = store_progress(run.run_dir)[1]
+        chaos.finish(stopped_at - t0, None if newest is None else newest - t0)
         stop_s = None
         if ended_early:
             code = run.proc.returncode  # type: ignore[union-attr]

@@ -7,19 +7,23 @@ signals it from outside (`RunProcess.signal_pid`), like the catalog's kills:
 
 - `policy_replica_kill`, `prm_replica_kill`: SIGKILL a model-server replica; the
   run's supervision restarts it on the same port (docs/faults.md). Recovered: a
-  new process serves that port and the run stored a good trajectory since;
+  new process serves that port and the run made progress (below);
 - `guest_kill`: SIGKILL a desktop's guest server; the episode on it aborts and the
-  desktop is reset. Recovered: a good trajectory stored since;
+  desktop is reset. Recovered: the run made progress;
 - `xvfb_kill`: SIGKILL a desktop's X server; the same recovery;
 - `corrupt_screenshot`: the guest of a live desktop serves its next screenshot cut in
   half (the guest's fault hook, armed by `CUA_GUEST_FAULT_HOOKS=1` in the run's
   environment: a trigger file in the desktop's home, as `RunProcess.corrupt_a_screenshot`
-  does); the episode aborts on the corrupt image. Recovered: a good trajectory stored
-  since. A reset that restores the home first takes the trigger with it: whether it
+  does); the episode aborts on the corrupt image. Recovered: the run made progress.
+  A reset that restores the home first takes the trigger with it: whether it
   landed is counted from the store's aborts (`corrupt_screenshots_landed`);
 - `sigterm_resume` (when the soak gives a `restart`): SIGTERM the run, wait for it to
-  exit, `--resume` it; recovered once the resumed run stored a good trajectory. From
-  then on the resumed run is the one faults go into.
+  exit, `--resume` it; recovered once the resumed run made progress. From then on
+  the resumed run is the one faults go into.
+
+Progress after a fault: a good trajectory that *started* after it (after the resume,
+for `sigterm_resume`) has been stored. Episodes already running when the fault came
+(on another desktop, or finishing while the run stops) are not progress.
 
 The schedule is a Poisson process: gaps between faults are exponential with mean
 1/rate minutes and each fault's kind is drawn uniformly, from `random.Random(seed)`,
@@ -35,6 +39,7 @@ from __future__ import annotations
 import random
 import re
 import signal
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -47,18 +52,21 @@ RECOVER_DEADLINE_S = 300.0
 """A fault not recovered this long after its injection counts as not recovered."""
 
 
-def good_count(run_dir: Path) -> int:
-    """Good trajectories in the store (0 while it does not exist or is locked)."""
+def store_progress(run_dir: Path) -> tuple[int, float | None]:
+    """Good trajectories in the store and when the newest-started of them started
+    (epoch seconds; (0, None) while there is no store or it is busy)."""
     try:
         store = RunStore.read_only(run_dir)
     except Exception:  # noqa: BLE001 - no store yet
-        return 0
+        return 0, None
     try:
-        return len(store.finished_trajectory_ids())
+        good = [r["started_at"] for r in store.trajectory_records()
+                if r["status"] not in ("aborted", "setup_failed")]
     except Exception:  # noqa: BLE001 - busy: read again at the next tick
-        return 0
+        return 0, None
     finally:
         store.close()
+    return len(good), max(good, default=None)
 
 
 @dataclass
@@ -69,7 +77,8 @@ class Injection:
     kind: str
     pid: int
     detail: str
-    good_before: int
+    after: float
+    """Progress is a good trajectory started after this (seconds since the run started)."""
     port: int | None = None
     recovered: bool | None = None
     """None while pending; True/False once decided."""
@@ -105,10 +114,10 @@ Restart = Callable[[float], tuple[RunProcess, dict[str, Any]]]
 the stop took (exit status, seconds, processes left)."""
 
 
-def recovered(run: RunProcess, fault: Injection, good_now: int) -> bool:
-    """The run stored a good trajectory since the fault, and a killed replica's port
-    is served by a new process."""
-    if good_now <= fault.good_before:
+def recovered(run: RunProcess, fault: Injection, progress: float | None) -> bool:
+    """The run made progress since the fault (`progress`: when the newest-started good
+    trajectory started), and a killed replica's port is served by a new process."""
+    if progress is None or progress <= fault.after:
         return False
     if fault.port is None:
         return True
@@ -137,12 +146,14 @@ class Chaos:
     def _gap_s(self) -> float:
         return 60.0 * self.schedule_rng.expovariate(self.rate)
 
-    def tick(self, t: float, good_now: int, *, inject: bool) -> None:
+    def tick(self, t: float, progress: float | None, *, inject: bool) -> None:
         """Decide pending recoveries; inject when a fault is due and `inject` (the run
-        has made progress and the quiet end of the soak has not begun)."""
+        has made progress and the quiet end of the soak has not begun). `t`, `progress`:
+        seconds since the run started, now and when the newest-started good
+        trajectory started."""
         for fault in self.injections:
             if fault.recovered is None:
-                if recovered(self.run, fault, good_now):
+                if recovered(self.run, fault, progress):
                     fault.recovered, fault.recover_s = True, round(t - fault.t, 1)
                     self.log(f"chaos: {fault.kind} (pid {fault.pid}) recovered in "
                              f"{fault.recover_s} s")
@@ -157,9 +168,9 @@ class Chaos:
         if t < self.next_t:
             return
         self.next_t += self._gap_s()
-        self._inject(t, good_now)
+        self._inject(t)
 
-    def _inject(self, t: float, good_now: int) -> None:
+    def _inject(self, t: float) -> None:
         first = self.schedule_rng.choice(self.kinds)
         pending = {f.kind for f in self.injections if f.recovered is None}
         order = [first, *(k for k in self.kinds if k != first)]
@@ -167,10 +178,10 @@ class Chaos:
             if kind in pending:
                 continue
             if kind == RESTART:
-                self._restart(t, good_now, first)
+                self._restart(t, first)
                 return
             if kind == CORRUPT:
-                if self._corrupt(t, good_now, first):
+                if self._corrupt(t, first):
                     return
                 continue
             candidates = sorted(VICTIMS[kind](self.run))
@@ -179,7 +190,7 @@ class Chaos:
             pid, port = self.victim_rng.choice(candidates)
             self.run.signal_pid(pid, signal.SIGKILL)
             fault = Injection(round(t, 1), kind, pid, f"SIGKILL pid {pid}"
-                              + (f" (port {port})" if port else ""), good_now, port)
+                              + (f" (port {port})" if port else ""), t, port)
             fault.extra["drawn"] = first
             self.injections.append(fault)
             self.log(f"chaos: t={t:.0f}s {kind}: {fault.detail}")
@@ -187,7 +198,7 @@ class Chaos:
         self.skipped.append({"t": round(t, 1), "drawn": first,
                              "why": "every kind pending or without a live target"})
 
-    def _corrupt(self, t: float, good_now: int, drawn: str) -> bool:
+    def _corrupt(self, t: float, drawn: str) -> bool:
         """A trigger file into a live desktop's home; False when there is none."""
         from cua_rl.desktop.providers import local_state as st
         from cua_rl.desktop.providers.local import record_alive
@@ -203,29 +214,29 @@ class Chaos:
             (Path(home) / TRUNCATE_TRIGGER).write_bytes(b"")
         except OSError:  # the home is being restored now
             return False
-        fault = Injection(round(t, 1), CORRUPT, pid, f"next screenshot of {desktop} cut",
-                          good_now)
+        fault = Injection(round(t, 1), CORRUPT, pid, f"next screenshot of {desktop} cut", t)
         fault.extra["drawn"] = drawn
         self.injections.append(fault)
         self.log(f"chaos: t={t:.0f}s {CORRUPT}: {fault.detail}")
         return True
 
-    def _restart(self, t: float, good_now: int, drawn: str) -> None:
+    def _restart(self, t: float, drawn: str) -> None:
         assert self.restart is not None
         old = self.run.pid
         self.log(f"chaos: t={t:.0f}s {RESTART}: SIGTERM pid {old}, then --resume")
+        began = time.monotonic()
         self.run, took = self.restart(t)
         fault = Injection(round(t, 1), RESTART, old, f"SIGTERM pid {old}: exit "
                           f"{took.get('exit')} in {took.get('stop_s')} s, resumed as pid "
-                          f"{self.run.pid}", good_now)
+                          f"{self.run.pid}", t + time.monotonic() - began)
         fault.extra.update(took, drawn=drawn)
         self.injections.append(fault)
 
-    def finish(self, t: float, good_now: int) -> None:
+    def finish(self, t: float, progress: float | None) -> None:
         """Decide what is still pending (at the end of the soak): recovered now or not."""
         for fault in self.injections:
             if fault.recovered is None:
-                fault.recovered = recovered(self.run, fault, good_now)
+                fault.recovered = recovered(self.run, fault, progress)
                 if fault.recovered:
                     fault.recover_s = round(t - fault.t, 1)
 

@@ -1,12 +1,15 @@
 """`bench soak --chaos` on a stand-in run (its process table is a dict): a seed
 replays the same schedule, a kind whose fault has not recovered is not injected
 again, a replica kill recovers only once its port is served by a new process and
-the run made progress, and nothing is injected before the run works."""
+the run made progress (a good trajectory that started after the fault), and nothing
+is injected before the run works. `progress` below: when the newest-started good
+trajectory started, in seconds since the run started."""
 
 from __future__ import annotations
 
 import re
 import signal
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,10 +42,9 @@ class FakeRun:
         self.killed.append(pid)
 
 
-def _drive(chaos: Chaos, run: FakeRun, seconds: int, good: Any = lambda t: t // 10,
-           armed_at: int = 0) -> None:
+def _drive(chaos: Chaos, run: FakeRun, seconds: int, armed_at: int = 0) -> None:
     for t in range(seconds):
-        chaos.tick(float(t), good(t), inject=t >= armed_at)
+        chaos.tick(float(t), t - 3.0, inject=t >= armed_at)  # an episode lasts 3 s
         for fault in chaos.injections:  # every victim comes back 5 s later
             if fault.port and t == int(fault.t) + 5:
                 run.seen[1000 + fault.pid] = run.seen[fault.pid]
@@ -74,16 +76,28 @@ def test_a_replica_kill_recovers_with_a_new_server_and_progress() -> None:
     run = FakeRun()
     chaos = Chaos(run, 60.0, 0, kinds=["policy_replica_kill"], log=lambda _: None)
     for t in range(10):  # one fault a second on average
-        chaos.tick(float(t), 3, inject=True)
+        chaos.tick(float(t), 0.0, inject=True)
     [fault] = chaos.injections
     assert run.killed == [10] and fault.port == 5000 and fault.recovered is None
     for t in range(10, 20):  # progress, but no server on the port: pending
-        chaos.tick(float(t), 4, inject=True)
+        chaos.tick(float(t), t - 1.0, inject=True)
     assert fault.recovered is None and len(chaos.injections) == 1  # not killed again
     assert chaos.skipped  # the only kind is pending: its slots are skipped
     run.seen[99] = run.seen[10]
-    chaos.tick(20.0, 4, inject=False)
+    chaos.tick(20.0, 19.0, inject=False)
     assert fault.recovered and fault.recover_s == 20.0 - fault.t
+
+
+def test_an_episode_that_started_before_the_fault_is_no_progress() -> None:
+    run = FakeRun()
+    chaos = Chaos(run, 60.0, 0, kinds=["guest_kill"], log=lambda _: None)
+    for t in range(10):
+        chaos.tick(float(t), 0.0, inject=True)
+    [fault] = chaos.injections
+    chaos.tick(30.0, fault.t - 0.5, inject=False)  # stored now, started before the kill
+    assert fault.recovered is None
+    chaos.tick(31.0, fault.t + 0.5, inject=False)
+    assert fault.recovered
 
 
 def test_a_fault_without_recovery_is_decided_at_its_deadline_or_the_end() -> None:
@@ -91,13 +105,13 @@ def test_a_fault_without_recovery_is_decided_at_its_deadline_or_the_end() -> Non
     chaos = Chaos(run, 60.0, 0, kinds=["guest_kill"], log=lambda _: None,
                   recover_deadline_s=30)
     for t in range(10):
-        chaos.tick(float(t), 5, inject=True)
+        chaos.tick(float(t), 0.0, inject=True)
     assert len(chaos.injections) == 1
-    chaos.tick(45.0, 5, inject=False)  # no progress for over 30 s
+    chaos.tick(45.0, 0.0, inject=False)  # no progress for over 30 s
     assert [f.recovered for f in chaos.injections] == [False]
     for t in range(46, 56):
-        chaos.tick(float(t), 5, inject=True)
-    chaos.finish(60.0, 6)  # the second one: progress by the end
+        chaos.tick(float(t), 0.0, inject=True)
+    chaos.finish(60.0, 59.0)  # the second one: progress by the end
     assert [f.recovered for f in chaos.injections] == [False, True]
 
 
@@ -107,13 +121,14 @@ def test_a_sigterm_and_resume_switches_the_run_faults_go_into() -> None:
 
     def restart(t: float) -> tuple[FakeRun, dict[str, Any]]:
         stops.append(t)
+        time.sleep(0.05)  # the stop and the resume take time: progress counts after them
         return resumed, {"exit": 1, "stop_s": 4.0, "left": 0}
 
     chaos = Chaos(first, 60.0, 0, kinds=["sigterm_resume", "guest_kill"],
                   log=lambda _: None, restart=restart)  # type: ignore[arg-type]
     t = 0
     while len(chaos.injections) < 3 and t < 200:
-        chaos.tick(float(t), t, inject=True)  # progress every second: all recover
+        chaos.tick(float(t), t - 0.5, inject=True)  # progress every second: all recover
         t += 1
     kinds = [f.kind for f in chaos.injections]
     assert "sigterm_resume" in kinds and chaos.run is resumed and stops
@@ -123,6 +138,8 @@ def test_a_sigterm_and_resume_switches_the_run_faults_go_into() -> None:
     # guest kills after the resume went into the resumed run
     assert all(f.pid == 40 for f in chaos.injections[restarted + 1:] if f.kind == "guest_kill")
     assert all(f.recovered for f in chaos.injections[:-1])
+    resume = chaos.injections[restarted]
+    assert resume.after >= resume.t + 0.05  # fresh episodes of the resumed run only
 
 
 def test_sigterm_resume_needs_a_restart() -> None:
