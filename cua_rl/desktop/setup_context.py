@@ -26,8 +26,13 @@ class SetupContext:
     task suites, debugging); an evaluator's postconfig only warns (see setup_steps)."""
     execute_timeout_s: float = 120.0
     window_wait_s: float = 15.0
-    """How long activate_window waits for its window: tasks activate an app they
-    have just launched, which may not have mapped its window yet."""
+    """How long activate_window waits for its window once the desktop's windows stop
+    changing: tasks activate an app they have just launched, which may not have
+    mapped its window or set its title yet (a loaded machine can take longer; the
+    wait goes on while windows still appear or change title, up to
+    `window_wait_cap` times this)."""
+    window_wait_cap: float = 4.0
+    """The longest activate_window waits, in units of `window_wait_s`."""
     until_deadline_s: float = 60.0
     """Give up re-running an execute step whose `until` condition never holds."""
 

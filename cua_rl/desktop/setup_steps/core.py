@@ -292,8 +292,14 @@ async def _sleep(run: StepRun[SleepParams]) -> None:
 
 @register_setup_step("activate_window", ActivateWindowParams, best_effort=True)
 async def _activate_window(run: StepRun[ActivateWindowParams]) -> None:
+    """Activate the window, waiting for it by progress: the wait ends `window_wait_s`
+    after the desktop's window list last changed (a window appeared, closed or was
+    retitled: the app is still starting), or at the cap, whichever comes first."""
     p = run.params
-    end = asyncio.get_running_loop().time() + run.context.window_wait_s
+    loop = asyncio.get_running_loop()
+    wait_s = run.context.window_wait_s
+    cap = loop.time() + wait_s * run.context.window_wait_cap
+    end, seen = loop.time() + wait_s, None
     while True:
         try:
             await run.client.activate_window(p.window_name, strict=p.strict, by_class=p.by_class)
@@ -301,9 +307,28 @@ async def _activate_window(run: StepRun[ActivateWindowParams]) -> None:
         except GuestUnavailable:
             raise
         except GuestError:  # no such window (yet)
-            if asyncio.get_running_loop().time() >= end:
-                raise
+            now = loop.time()
+            if now >= end:
+                windows = await _window_list(run.client)
+                if windows is None or windows == seen or now >= cap:
+                    raise
+                if seen is not None:
+                    log.info("%s: windows still changing while waiting for %r: %s",
+                             run.where, p.window_name, windows)
+                seen, end = windows, min(cap, now + wait_s)
         await asyncio.sleep(0.3)
+
+
+async def _window_list(client: GuestClient) -> str | None:
+    """The desktop's windows (`wmctrl -l` without ids), or None when it cannot say."""
+    try:
+        result = await client.execute(["wmctrl", "-l"], timeout=10)
+    except GuestError:
+        return None
+    if result.returncode != 0:
+        return None
+    return "\n".join(line.split(None, 3)[-1] for line in (result.output or "").splitlines()
+                     if len(line.split(None, 3)) == 4)
 
 
 @register_setup_step("close_window", CloseWindowParams, best_effort=True)

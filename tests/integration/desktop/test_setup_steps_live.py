@@ -172,3 +172,28 @@ async def test_task_setup_on_a_real_desktop(
                                      context=lenient, phase="evaluator.postconfig")
     assert len(warnings) == 1
     assert warnings[0].startswith("task live: evaluator.postconfig[0] ('activate_window')")
+
+
+async def test_activate_window_waits_while_windows_still_change(
+    desktop: Desktop, client: GuestClient, tmp_path: Path
+) -> None:
+    """An app that is slow to show its window (a loaded machine) but visibly starting
+    (windows appear and go) is waited for past `window_wait_s`; a desktop where
+    nothing changes fails after about `window_wait_s`, not at the cap."""
+    starting = ("for i in 1 2 3 4 5 6; do xmessage -title splash-$i splash & p=$!; "
+                "sleep 0.5; kill $p; done; exec xmessage -title late-app ready")
+    context = SetupContext(screen_width=WIDTH, screen_height=HEIGHT, strict=True,
+                           window_wait_s=1.0, window_wait_cap=20.0)
+    cache = FileCache(tmp_path / "cache")
+    config = [step("launch", command=starting, shell=True),
+              step("activate_window", window_name="late-app")]
+    await run_setup_steps(client, config, task_id="slow", cache=cache, context=context)
+    active = await client.execute(["xdotool", "getactivewindow", "getwindowname"])
+    assert "late-app" in active.output
+
+    import time
+    began = time.monotonic()
+    with pytest.raises(Exception, match="activate_window"):
+        await run_setup_steps(client, [step("activate_window", window_name="never-there")],
+                              task_id="still", cache=cache, context=context)
+    assert time.monotonic() - began < 10.0  # the cap would be 20 s
