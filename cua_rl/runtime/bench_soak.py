@@ -27,6 +27,7 @@ from typing import Any
 import click
 
 from cua_rl.command_output import emit_json
+from cua_rl.runtime.soak_hostile import limit_overrides
 
 BIG = 1_000_000
 """Budgets no soak reaches: the run only ends when it is stopped."""
@@ -39,7 +40,8 @@ def soak_overrides(engine: str, seed: int) -> list[str]:
     """The run's overrides on the quickstart preset (see the module docstring)."""
     return [f"policy.engine={engine}", f"prm.engine={engine}",
             f"train.max_policy_updates={BIG}", f"fleet.max_groups={BIG}",
-            f"train.policy.seed={seed}", f"train.prm.seed={seed}", "metrics.spans=true"]
+            f"train.policy.seed={seed}", f"train.prm.seed={seed}", "metrics.spans=true",
+            *limit_overrides()]
 
 
 def quiet_end_s(duration_s: float) -> float:
@@ -194,7 +196,7 @@ def _plot(out: Path, samples: list[dict[str, Any]], result: dict[str, Any], t0: 
 @click.option("--faults", "kinds", default="",
               help="Comma-separated fault kinds to draw from (default: all of "
               "policy_replica_kill, prm_replica_kill, guest_kill, xvfb_kill, "
-              "corrupt_screenshot, sigterm_resume).")
+              "corrupt_screenshot, fork_loop, disk_fill, memory_hog, sigterm_resume).")
 @click.option("--stop-deadline", "stop_deadline_s", type=click.FloatRange(min=5), default=60.0,
               show_default=True, help="Seconds the run has to exit after SIGTERM.")
 @click.option("--tiny-model-dir", type=click.Path(file_okay=False, path_type=Path),
@@ -206,11 +208,11 @@ def bench_soak(minutes: float, chaos: float, seed: int, out: Path | None, engine
                tiny_model_dir: Path | None, as_json: bool, overrides: tuple[str, ...]) -> None:
     """A training run for M minutes under a stream of faults: steady throughput, flat
     memory, nothing lost, nothing left running? OVERRIDES (key=value) go to the run."""
-    from cua_rl.runtime.soak_chaos import CORRUPT, RESTART, VICTIMS
+    from cua_rl.runtime.soak_chaos import CORRUPT, HOSTILE, RESTART, VICTIMS
     from cua_rl.runtime.soak_report import summary_lines
 
     chosen = [k.strip() for k in kinds.split(",") if k.strip()] or None
-    known = [*VICTIMS, CORRUPT, RESTART]
+    known = [*VICTIMS, CORRUPT, *HOSTILE, RESTART]
     unknown = sorted(set(chosen or ()) - set(known))
     if unknown:
         raise click.BadParameter(f"unknown fault(s) {unknown}; known: {', '.join(known)}",

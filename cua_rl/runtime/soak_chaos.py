@@ -17,6 +17,10 @@ signals it from outside (`RunProcess.signal_pid`), like the catalog's kills:
   does); the episode aborts on the corrupt image. Recovered: the run made progress.
   A reset that restores the home first takes the trigger with it: whether it
   landed is counted from the store's aborts (`corrupt_screenshots_landed`);
+- `fork_loop`, `disk_fill`, `memory_hog`: a hostile program run inside a live desktop
+  through its guest's `/execute`, as a policy's action would (`soak_hostile`):
+  whether the desktop's limits held is recorded (`contained`). Recovered: the run
+  made progress;
 - `sigterm_resume` (when the soak gives a `restart`): SIGTERM the run, wait for it to
   exit, `--resume` it; recovered once the resumed run made progress. From then on
   the resumed run is the one faults go into.
@@ -46,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from cua_rl.runtime.fault_run import RunProcess, server_pattern
+from cua_rl.runtime.soak_hostile import PROGRAMS, HostilePlayer
 from cua_rl.store.run_store import RunStore
 
 RECOVER_DEADLINE_S = 300.0
@@ -108,6 +113,7 @@ VICTIMS: dict[str, Callable[[RunProcess], list[tuple[int, int | None]]]] = {
 }
 """Every injector that kills a process: the live candidates (pid, port) of a run."""
 CORRUPT = "corrupt_screenshot"
+HOSTILE = tuple(PROGRAMS)
 RESTART = "sigterm_resume"
 Restart = Callable[[float], tuple[RunProcess, dict[str, Any]]]
 """Stops the run (SIGTERM) at soak time t and resumes it: the resumed run and what
@@ -132,8 +138,8 @@ class Chaos:
                  recover_deadline_s: float = RECOVER_DEADLINE_S,
                  restart: Restart | None = None) -> None:
         self.run, self.rate, self.restart = run, rate_per_min, restart
-        self.kinds = sorted(kinds or [*VICTIMS, CORRUPT, *([RESTART] if restart else [])])
-        known = {*VICTIMS, CORRUPT, *([RESTART] if restart else [])}
+        known = {*VICTIMS, CORRUPT, *HOSTILE, *([RESTART] if restart else [])}
+        self.kinds = sorted(kinds or known)
         unknown = set(self.kinds) - known
         if unknown:
             raise ValueError(f"unknown fault kind(s) {sorted(unknown)}; known: {sorted(known)}")
@@ -142,6 +148,7 @@ class Chaos:
         self.injections: list[Injection] = []
         self.skipped: list[dict[str, Any]] = []
         self.next_t: float | None = None
+        self.hostile = HostilePlayer()
 
     def _gap_s(self) -> float:
         return 60.0 * self.schedule_rng.expovariate(self.rate)
@@ -180,8 +187,8 @@ class Chaos:
             if kind == RESTART:
                 self._restart(t, first)
                 return
-            if kind == CORRUPT:
-                if self._corrupt(t, first):
+            if kind == CORRUPT or kind in HOSTILE:
+                if self._in_desktop(t, kind, first):
                     return
                 continue
             candidates = sorted(VICTIMS[kind](self.run))
@@ -198,26 +205,34 @@ class Chaos:
         self.skipped.append({"t": round(t, 1), "drawn": first,
                              "why": "every kind pending or without a live target"})
 
-    def _corrupt(self, t: float, drawn: str) -> bool:
-        """A trigger file into a live desktop's home; False when there is none."""
+    def _in_desktop(self, t: float, kind: str, drawn: str) -> bool:
+        """A corrupt screenshot or a hostile program in a live desktop of the run;
+        False when there is none."""
         from cua_rl.desktop.providers import local_state as st
         from cua_rl.desktop.providers.local import record_alive
         from cua_rl.runtime.fault_run import TRUNCATE_TRIGGER
 
         state_dir = getattr(self.run, "state_dir", None)
-        live = sorted((r.pid, r.id, st.live_home(r)) for r in
-                      (st.list_records(state_dir) if state_dir else []) if record_alive(r))
+        live = sorted(((r.pid, r.id, r) for r in
+                       (st.list_records(state_dir) if state_dir else []) if record_alive(r)),
+                      key=lambda item: item[:2])
         if not live:
             return False
-        pid, desktop, home = self.victim_rng.choice(live)
-        try:
-            (Path(home) / TRUNCATE_TRIGGER).write_bytes(b"")
-        except OSError:  # the home is being restored now
-            return False
-        fault = Injection(round(t, 1), CORRUPT, pid, f"next screenshot of {desktop} cut", t)
+        pid, desktop, record = self.victim_rng.choice(live)
+        if kind == CORRUPT:
+            try:
+                (Path(st.live_home(record)) / TRUNCATE_TRIGGER).write_bytes(b"")
+            except OSError:  # the home is being restored now
+                return False
+            detail = f"next screenshot of {desktop} cut"
+        else:
+            detail = f"{kind} in {desktop} as its agent"
+        fault = Injection(round(t, 1), kind, pid, detail, t)
         fault.extra["drawn"] = drawn
+        if kind != CORRUPT:
+            self.hostile.start(kind, record.url, record.token, fault.extra)
         self.injections.append(fault)
-        self.log(f"chaos: t={t:.0f}s {CORRUPT}: {fault.detail}")
+        self.log(f"chaos: t={t:.0f}s {kind}: {fault.detail}")
         return True
 
     def _restart(self, t: float, drawn: str) -> None:
@@ -233,7 +248,9 @@ class Chaos:
         self.injections.append(fault)
 
     def finish(self, t: float, progress: float | None) -> None:
-        """Decide what is still pending (at the end of the soak): recovered now or not."""
+        """Decide what is still pending (at the end of the soak): recovered now or not.
+        Hostile programs still running are waited for (each has a deadline)."""
+        self.hostile.close()
         for fault in self.injections:
             if fault.recovered is None:
                 fault.recovered = recovered(self.run, fault, progress)

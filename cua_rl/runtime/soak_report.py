@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from cua_rl.runtime.soak_hostile import PROGRAMS as HOSTILE
 from cua_rl.runtime.soak_ledger import trajectories_lost, updates_duplicated
 from cua_rl.runtime.soak_windows import (
     dir_growth,
@@ -53,6 +54,10 @@ def soak_figures(*, run_dir: Path, samples: list[dict[str, Any]], t0: float,
         "corrupt_screenshots_landed": sum(
             1 for r in records if r["status"] == "aborted"
             and (r.get("error") or "").startswith("CorruptImageError")),
+        "hostile_contained": {
+            outcome: sum(1 for f in faults if f.get("kind") in HOSTILE
+                         and f.get("extra", {}).get("contained") is value)
+            for outcome, value in (("held", True), ("broken", False), ("no_report", None))},
         "trajectories_lost": lost["total"],
         "updates_duplicated": duplicated["total"],
         "processes_left": [{"pid": pid, "cmd": cmd}
@@ -87,6 +92,9 @@ def summary_lines(result: dict[str, Any]) -> str:
                  f"{result['updates_duplicated']}; processes left "
                  f"{len(result['processes_left'])}; throughput last/first "
                  f"{result['throughput_last_over_first']}")
+    if any(result["hostile_contained"].values()):
+        lines.append("hostile programs in desktops: " + ", ".join(
+            f"{n} {k.replace('_', ' ')}" for k, n in result["hostile_contained"].items()))
     worst = sorted(result["growth"].items(), key=lambda kv: -kv[1]["rss_growth_mb"])[:5]
     for name, g in worst:
         lines.append(f"  {name}: rss {g['rss_mb_first']} -> {g['rss_mb_last']} MB "

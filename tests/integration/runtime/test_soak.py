@@ -1,7 +1,8 @@
 """`cua-rl bench soak` for two minutes with a fixed seed (local desktops, the tiny
 model, hf engines): faults from the catalog land in the one live run (the seed's
-schedule: the policy replica, an X server and the reward-model replica killed and a
-screenshot corrupted, within the first minute after the run's first trajectory),
+schedule: both model replicas killed, a memory hog and a fork loop run inside a
+desktop as its agent, an X server killed, within the first 40 s after the run's
+first trajectory),
 and the soak's invariants hold: nothing lost, no update twice, every process the
 run started gone once it was stopped. SIGTERM then `--resume` is left out here (a
 resume takes 30-45 s to make progress again, too long for two minutes); the
@@ -19,11 +20,12 @@ import pytest
 
 pytestmark = [pytest.mark.desktop, pytest.mark.model]
 
-SEED = 448
-FAULTS = "policy_replica_kill,prm_replica_kill,guest_kill,xvfb_kill,corrupt_screenshot"
-"""Their schedule at 2 faults/min (soak_chaos.Chaos): the policy replica killed 10 s
-after the first good trajectory, an X server at 14 s, the reward-model replica at
-19 s, a corrupt screenshot at 43 s, nothing more before the quiet end."""
+SEED = 6899
+FAULTS = ("policy_replica_kill,prm_replica_kill,guest_kill,xvfb_kill,corrupt_screenshot,"
+          "fork_loop,disk_fill,memory_hog")
+"""Their schedule at 2 faults/min (soak_chaos.Chaos): the policy replica killed 1 s
+after the first good trajectory, the reward-model replica at 8 s, a memory hog at
+9 s, an X server at 32 s, a fork loop at 37 s, nothing more before the quiet end."""
 
 
 def test_a_two_minute_soak_under_faults_loses_nothing_and_leaves_nothing(
@@ -50,7 +52,10 @@ def test_a_two_minute_soak_under_faults_loses_nothing_and_leaves_nothing(
     assert result["faults_injected"] >= 3, brief
     assert result["faults_recovered"] == result["faults_injected"], brief
     assert {f["kind"] for f in result["faults"]} >= {"policy_replica_kill",
-                                                     "prm_replica_kill"}, brief
+                                                     "prm_replica_kill", "memory_hog"}, brief
+    # what a hostile program reported stayed within the desktop's limits (one whose
+    # desktop was reset or died under it reports nothing)
+    assert result["hostile_contained"]["broken"] == 0, brief
     assert result["updates"]["policy_updates"] >= 1, brief  # it trained, not only rolled out
     assert sum(w["episodes"] for w in result["windows"]) > 0, brief
     assert len(result["windows"]) == 4
