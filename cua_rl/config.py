@@ -227,6 +227,23 @@ class RunConfig(BaseModel):
     """Evaluation passes before and after training (the learn-demo preset)."""
 
     @model_validator(mode="after")
+    def _learner_temperatures(self) -> RunConfig:
+        """Each learner recomputes logprobs at the temperature its samples were drawn
+        at: the policy's at `episode.temperature`, the reward model's at
+        `judge.temperature`. Resolved here, so `config show` and the saved config say
+        what the run uses; a different value set on purpose is refused."""
+        for role, source, value in (("policy", "episode.temperature", self.episode.temperature),
+                                    ("prm", "judge.temperature", self.judge.temperature)):
+            learner = getattr(self.train, role)
+            if "temperature" in learner.model_fields_set and learner.temperature != value:
+                raise ValueError(
+                    f"train.{role}.temperature {learner.temperature} differs from {source} "
+                    f"{value}: the learner scores samples at the temperature they were drawn "
+                    f"at; set {source} (train.{role}.temperature follows it)")
+            learner.temperature = value
+        return self
+
+    @model_validator(mode="after")
     def _budgets_fit(self) -> RunConfig:
         """Per-task budgets are decided where groups open and observed where they end:
         one process under `runtime: local`, three under `ray` (docs/algorithms.md)."""

@@ -103,7 +103,9 @@ class LearnerConfig(BaseModel):
     all judged against the proximal logprobs taken before the first one (PPO epochs)."""
     temperature: float = Field(1.0, ge=0.0)
     """Sampling temperature of the servers that produced the samples; logprobs are
-    recomputed as `log_softmax(logits / T)` (T = 0: T = 1, as the servers report)."""
+    recomputed as `log_softmax(logits / T)` (T = 0: T = 1, as the servers report). In a
+    run it follows episode.temperature (policy) or judge.temperature (reward model),
+    resolved when the config is loaded."""
     loss: LossConfig = Field(default_factory=LossConfig)
     entropy_top_fraction: float | None = Field(None, gt=0.0, le=1.0)
     """Off (None) by default, and off in the paper's preset. f in (0, 1]: train only

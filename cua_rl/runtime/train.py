@@ -69,9 +69,7 @@ async def _engine(cfg: RunConfig, role: str, base: str, run_dir: Path, resume: b
                   transport: TransportFactory | None) -> TrainEngine:
     from cua_rl.learner.engines import build_engine
 
-    learner = cfg.train.policy if role == "policy" else cfg.train.prm
-    temperature = cfg.episode.temperature if role == "policy" else cfg.judge.temperature
-    learner = learner.model_copy(update={"temperature": temperature})
+    learner = cfg.train.policy if role == "policy" else cfg.train.prm  # temperature resolved
     loop = asyncio.get_running_loop()
     engine = await loop.run_in_executor(None, functools.partial(
         build_engine, learner, base, name=role, log_dir=run_dir / "logs", transport=transport))

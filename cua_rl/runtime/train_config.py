@@ -110,9 +110,9 @@ class TrainConfig(BaseModel):
     lam: float = Field(1.0, ge=0.0)
     """lambda in R_i = O + lambda * mean_j S_ij."""
     policy: LearnerConfig = Field(default_factory=LearnerConfig)
-    """Policy learner (its temperature is taken from episode.temperature)."""
+    """Policy learner (its temperature is episode.temperature, resolved at load)."""
     prm: LearnerConfig = Field(default_factory=LearnerConfig)
-    """Reward-model learner (its temperature is taken from judge.temperature)."""
+    """Reward-model learner (its temperature is judge.temperature, resolved at load)."""
     policy_loop: LearnerLoopConfig = Field(default_factory=LearnerLoopConfig)
     prm_loop: LearnerLoopConfig = Field(default_factory=LearnerLoopConfig)
     sync: WeightSyncConfig = Field(default_factory=WeightSyncConfig)

@@ -83,3 +83,35 @@ def test_loading_the_config_imports_no_service_code() -> None:
             "'cua_rl.learner.weight_sync') if m in sys.modules]\n"
             "assert not bad, bad\n")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_config_show_prints_the_learner_temperatures_the_run_uses() -> None:
+    """Derived values are resolved at load, not patched at run start: the paper's
+    reward-model learner scores at the judge's 0.8 and `config show` says so."""
+    import re
+
+    from click.testing import CliRunner
+
+    from cua_rl.cli import cli
+
+    shown = CliRunner().invoke(cli, ["config", "show", "--preset", "rlanything-osworld"])
+    assert shown.exit_code == 0, shown.output
+    train = shown.output[shown.output.index("\ntrain:"):]
+    learners = dict(re.findall(r"\n  (policy|prm):\n(?:    .*\n)*?    temperature: (\S+)", train))
+    assert learners == {"policy": "1.0", "prm": "0.8"}, train[:2000]
+
+    from cua_rl.config import RunConfig
+
+    with pytest.raises(ConfigError, match="train.prm.temperature 0.3 differs from "
+                       "judge.temperature"):
+        load_config(RunConfig, preset="quickstart", overrides=["train.prm.temperature=0.3"])
+
+
+def test_the_run_composition_copies_no_config_with_changes() -> None:
+    """What a run uses is what its config says (`config show`): the modules that
+    compose a run do not derive settings by copying a config with updates."""
+    root = Path(__file__).resolve().parents[2] / "cua_rl" / "runtime"
+    composing = ["train.py", "local.py", "rollout.py", "evaluation_run.py", "group_router.py",
+                 "ray_train.py", "learn_demo.py"]
+    found = [name for name in composing if "model_copy(update" in (root / name).read_text()]
+    assert found == []
