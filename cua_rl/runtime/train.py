@@ -59,6 +59,7 @@ from cua_rl.runtime.success_replay import SuccessReplay
 from cua_rl.runtime.sync_batches import SyncBatches
 from cua_rl.runtime.task_budgets import TaskBudgets
 from cua_rl.store.run_store import AsyncRunStore
+from cua_rl.store.upkeep import StoreUpkeep
 from cua_rl.tasks.sources import difficulty_file
 from cua_rl.types import GroupRecord, TaskVariant
 
@@ -297,7 +298,8 @@ async def _train_loop(cfg: RunConfig, run_dir: Path, *, store: AsyncRunStore,
         selector=selector, store=store, policy=policy_learner, prm=prm_learner, train=cfg.train,
         adapt=cfg.adapt, episode=cfg.episode, selector_file=selector_file,
         on_metrics=on_rollout_metrics, replay=replay, replay_file=replay_file,
-        budgets=budgets, budgets_file=budgets_file)
+        budgets=budgets, budgets_file=budgets_file,
+        upkeep=StoreUpkeep(store, cfg.store, replay.trajectory_ids))
     fleet = rollouts(source, on_group if batches is None else batches.wrap(on_group))
     progress = RunProgress(fleet, learners, max_updates, cfg.fleet.max_groups,
                            started=started)
