@@ -196,7 +196,7 @@ async def train(cfg: RunConfig, run_dir: Path, *, store: AsyncRunStore, policy: 
     learners; `gate` is a `VersionGate` here or a `RemoteGate` to one under Ray.
     `budgets`: the per-task budgets the fleet's scheduler asks (`train.budgets`)."""
     async with rewriter_pool(cfg, run_dir) as rewriter_model, spans.recording(
-            run_dir if cfg.metrics.spans else None):
+            run_dir if cfg.metrics.spans else None, cfg.metrics.spans_max_mb * 1024 * 1024):
         return await _train_loop(cfg, run_dir, store=store, policy=policy, prm=prm,
                                  task_set=task_set, engines=engines, gate=gate,
                                  rollouts=rollouts, resume=resume, rewriter_model=rewriter_model,
