@@ -111,20 +111,6 @@ class RunStore:
         """`fn(connection)` in one write transaction."""
         return self._tx(fn)
 
-    def checkpoint_wal(self, limit_bytes: int) -> tuple[int, int, int]:
-        """Copy the WAL into the database and truncate it (`wal_checkpoint(TRUNCATE)`),
-        waiting at most 2 s for readers (the store's own busy wait is 30 s); files of
-        WAL frames beyond `limit_bytes` are cut after any later checkpoint
-        (`journal_size_limit`). Returns SQLite's (busy, WAL frames, frames copied):
-        busy 1 means a reader kept it from finishing; the next call tries again."""
-        self._db.execute(f"PRAGMA journal_size_limit = {int(limit_bytes)}")
-        self._db.execute("PRAGMA busy_timeout = 2000")
-        try:
-            busy, frames, copied = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-        finally:
-            self._db.execute("PRAGMA busy_timeout = 30000")
-        return busy, frames, copied
-
     def _tx(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         self._db.execute("BEGIN IMMEDIATE")
         try:

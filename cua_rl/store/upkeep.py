@@ -23,6 +23,7 @@ from cua_rl.store.retention import (
     plan_pruning,
 )
 from cua_rl.store.run_store import SHOTS_DIR, AsyncRunStore
+from cua_rl.store.wal import checkpoint_wal
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +49,8 @@ class StoreUpkeep:
     async def after_update(self, version: int) -> None:
         """Checkpoint the WAL, then delete what retention allows at `version`."""
         try:
-            busy, _, _ = await self.store.call(self.store.sync.checkpoint_wal,
-                                               self.cfg.wal_limit_mb * 1024 * 1024)
+            busy, _, _ = await self.store.call(self.store.sync.query, partial(
+                checkpoint_wal, limit_bytes=self.cfg.wal_limit_mb * 1024 * 1024))
             if busy:
                 await self.store.incr("wal_checkpoints_busy")
             if self.cfg.retention.enabled:

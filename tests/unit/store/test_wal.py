@@ -1,10 +1,12 @@
 """The run store's WAL stays bounded under a long run with a reader open
-(`RunStore.checkpoint_wal`, run by the store upkeep after every policy update)."""
+(`store/wal.py`, run by the store upkeep after every policy update)."""
 
 import threading
+from functools import partial
 from pathlib import Path
 
 from cua_rl.store.run_store import DB_NAME, RunStore
+from cua_rl.store.wal import checkpoint_wal
 from cua_rl.types import Action, Step, Trajectory, TrajectoryStatus
 
 STEPS = 10
@@ -19,6 +21,10 @@ def _traj(tid: str) -> Trajectory:
                   for i in range(STEPS))
     return Trajectory(id=tid, variant_id="t1:default", steps=steps,
                       status=TrajectoryStatus.FINISHED, score=1.0)
+
+
+def _checkpoint(store: RunStore) -> tuple[int, int, int]:
+    return store.query(partial(checkpoint_wal, limit_bytes=8 * 1024 * 1024))
 
 
 def _wal(run: Path) -> int:
@@ -44,7 +50,7 @@ def test_wal_is_checkpointed_with_a_reader_open(tmp_path: Path) -> None:
             for k in range(10):
                 writer.save_trajectory(_traj(f"u{update}-{k}"))
             largest = max(largest, _wal(tmp_path))
-            writer.checkpoint_wal(8 * 1024 * 1024)
+            _checkpoint(writer)
     finally:
         stop.set()
         polling.join()
@@ -59,9 +65,9 @@ def test_wal_is_checkpointed_with_a_reader_open(tmp_path: Path) -> None:
     reader._db.execute("SELECT count(*) FROM steps").fetchone()
     for k in range(20):
         writer.save_trajectory(_traj(f"pinned-{k}"))
-    busy, _, _ = writer.checkpoint_wal(8 * 1024 * 1024)
+    busy, _, _ = _checkpoint(writer)
     assert busy == 1 and _wal(tmp_path) > 0.5e6
     reader._db.execute("COMMIT")
-    assert writer.checkpoint_wal(8 * 1024 * 1024)[0] == 0 and _wal(tmp_path) == 0
+    assert _checkpoint(writer)[0] == 0 and _wal(tmp_path) == 0
     reader.close()
     writer.close()
