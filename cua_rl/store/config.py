@@ -14,11 +14,12 @@ class RetentionConfig(BaseModel):
 
     On by default with a generous window: the middle screenshots of a group routed to
     the learners more than `after_updates` policy updates ago are read by nothing the
-    run does any more (its samples were built when it was routed), and they are 90 %
-    of a long run's disk. What stays: everything of groups not yet routed or routed
-    within the window, every trajectory in the success-replay buffer, and (with
-    `keep_ends`) the first and the last screenshot of every trajectory, which is what
-    the viewer's lists and group view show. Turn it off for a run whose trajectories
+    run does any more (its samples were built when it was routed), and screenshots are
+    about 70 % of what a run adds to its directory (docs/soak.md). What stays:
+    everything of groups not yet routed or routed within the window, every trajectory
+    in the success-replay buffer, and (with `keep_ends`) the first and the last
+    screenshot of every trajectory, so the viewer still shows how each episode began
+    and ended. Turn it off for a run whose trajectories
     you mean to export whole (`cua-rl export trajectories` skips a trajectory with a
     deleted screenshot and counts it under `missing_screenshot`).
     """
@@ -28,13 +29,15 @@ class RetentionConfig(BaseModel):
     enabled: bool = True
     """Delete screenshots of groups trained more than `after_updates` updates ago."""
     after_updates: int = Field(10, ge=1)
-    """Policy updates after a group's routing before its screenshots may go. 10 keeps
-    the recent groups whole in the viewer (the learners and success replay never look
-    further back than `fleet.eta` and `train.replay.max_lag`, which are smaller)."""
+    """Policy updates after a group's routing before its screenshots may go. The run
+    itself needs none of them after the routing (success replay's buffered trajectories
+    are kept whatever their age); 10 keeps the recent groups whole for the viewer and
+    is well past `fleet.eta` (2), so a group is never pruned while its samples could
+    still be trained."""
     keep_ends: bool = True
     """Keep the first (`screenshot_before` of step 0) and the last (`screenshot_after`
     of the last step) screenshot of every trajectory, so the viewer shows how each
-    episode began and ended; the others show a placeholder."""
+    episode began and ended; a deleted one shows a "screenshot not kept" image."""
 
 
 class StoreConfig(BaseModel):
