@@ -20,9 +20,10 @@ Per-task budgets (`train.budgets`, off by default) observe training groups only,
 sampled, before replay: the task's next groups are sized and step-limited from them
 (`runtime/task_budgets.py`).
 
-Store upkeep (`store.*`): every training group is recorded as routed once its samples
-are built, and the first one after a policy update runs the WAL checkpoint and
-screenshot retention (`store/upkeep.py`).
+Store upkeep (`store.*`): every group is recorded as routed once it went where it goes
+(a training group's samples are built by then, a candidate's acceptance is judged),
+and the first one after a policy update runs the WAL checkpoint and screenshot
+retention (`store/upkeep.py`).
 """
 
 from __future__ import annotations
@@ -70,6 +71,11 @@ class GroupRouter:
         self.groups = 0
 
     async def __call__(self, group: GroupRecord) -> None:
+        await self._route(group)
+        if self.upkeep is not None:  # nothing reads its screenshots again: retention may count it
+            await self.upkeep.routed(group.group_id, self.policy.version)
+
+    async def _route(self, group: GroupRecord) -> None:
         use: GroupUse = "empty" if group.empty else "original"
         if self.adapt.enabled:
             use = await self.selector.on_group(group)
@@ -99,8 +105,6 @@ class GroupRouter:
         await self.policy.submit(samples.policy, group.group_id)
         if self.prm is not None:  # with or without samples: it counts into the same step
             await self.prm.submit(samples.prm, group.group_id)
-        if self.upkeep is not None:  # its screenshots were read: retention may count it
-            await self.upkeep.routed(group.group_id, self.policy.version)
 
     async def _replay(self, group: GroupRecord) -> ReplayedGroup:
         """The group as the learners train it (`train.replay`); the buffer's state
