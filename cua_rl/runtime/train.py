@@ -55,6 +55,7 @@ from cua_rl.runtime.live import live_summary
 from cua_rl.runtime.local import Components, local_components
 from cua_rl.runtime.metrics import MetricsLogger
 from cua_rl.runtime.progress import RunProgress
+from cua_rl.runtime.run_dir import drop_older_resume_exports
 from cua_rl.runtime.success_replay import SuccessReplay
 from cua_rl.runtime.sync_batches import SyncBatches
 from cua_rl.runtime.task_budgets import TaskBudgets
@@ -150,6 +151,8 @@ async def start_engines(cfg: RunConfig, run_dir: Path, resume: bool,
                 export = run_dir / "exports" / f"{role}-resume-v{engine.version}"
                 await loop.run_in_executor(None, engine.export_weights, export)
                 getattr(served, role).model = str(export)
+                await loop.run_in_executor(None, drop_older_resume_exports,
+                                           export.parent, role, export)
         yield engines, served
     finally:
         for engine in engines.values():
