@@ -10,9 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from cua_rl.cli import cli
-from cua_rl.runtime.run_dir import drop_older_resume_exports
 from cua_rl.errors import RunDirError
-from cua_rl.runtime.run_dir import prepare_new_run_dir
+from cua_rl.runtime.run_dir import drop_older_resume_exports, prepare_new_run_dir
 
 
 def _old_run(path: Path) -> Path:
