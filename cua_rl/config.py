@@ -31,6 +31,7 @@ from cua_rl.rollout.config import EpisodeConfig, FleetConfig, JudgeConfig
 from cua_rl.runtime.demo_config import DemoConfig
 from cua_rl.runtime.ray_config import RayConfig
 from cua_rl.runtime.train_config import MetricsConfig, TrainConfig
+from cua_rl.store.config import StoreConfig
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -216,6 +217,8 @@ class RunConfig(BaseModel):
     train: TrainConfig = Field(default_factory=TrainConfig)
     adapt: AdaptConfig = Field(default_factory=AdaptConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    store: StoreConfig = Field(default_factory=StoreConfig)
+    """What the run directory keeps over a long run (screenshot retention, WAL size)."""
     tiny_model_dir: Path | None = None
     """Where the tiny model is built/reused (None: $CUA_RL_TINY_MODEL or ~/.cache)."""
     runtime: Literal["local", "ray"] = "local"

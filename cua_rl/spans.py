@@ -17,12 +17,18 @@ on, a span is two `time.time()` calls and a tuple appended to a list under an
 uncontended lock; lines are encoded and written together every `flush_lines`
 spans or `flush_s` seconds, and at `close()` / process exit. A crash loses at
 most the unflushed tail; a torn last line is skipped by the reader.
+
+Bounded: a file that reaches `max_bytes` (`metrics.spans_max_mb`, 64 MB; ~18 h of the
+quickstart's 3.6 MB/h) is renamed to `spans-<pid>.1.jsonl`, replacing the one before,
+and a new file starts, so a process keeps at most twice that and always its latest
+spans; the reader reads both (`spans-*.jsonl`). Each rotation is logged once.
 """
 
 from __future__ import annotations
 
 import atexit
 import json
+import logging
 import os
 import threading
 import time
@@ -32,6 +38,10 @@ from typing import Any
 
 SPANS_DIR = "spans"
 """Folder under the run directory that holds the span files."""
+MAX_BYTES = 64 * 1024 * 1024
+"""Default size of a span file before it rotates (`metrics.spans_max_mb`)."""
+
+_log = logging.getLogger(__name__)
 
 
 class Span:
@@ -97,9 +107,11 @@ _NULL = _NullSpan("", {})
 class _Recorder:
     """The buffer and file of this process (see module doc)."""
 
-    def __init__(self, path: Path, flush_lines: int, flush_s: float) -> None:
+    def __init__(self, path: Path, flush_lines: int, flush_s: float,
+                 max_bytes: int = MAX_BYTES) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
+        self.max_bytes = max_bytes
         self.pid = os.getpid()
         self.flush_lines = flush_lines
         self.flush_s = flush_s
@@ -137,6 +149,17 @@ class _Recorder:
         self._buffer.clear()
         self._file.write("".join(lines))
         self._file.flush()
+        if self._file.tell() >= self.max_bytes:
+            self._rotate_locked()
+
+    def _rotate_locked(self) -> None:
+        """The full file becomes `<stem>.1.jsonl` (replacing an older one)."""
+        self._file.close()
+        old = self.path.with_name(self.path.stem + ".1.jsonl")
+        os.replace(self.path, old)
+        self._file = self.path.open("a", encoding="utf-8")
+        _log.info("spans: %s reached %.0f MB; moved to %s (the one before is dropped)",
+                  self.path.name, self.max_bytes / 1e6, old.name)
 
     def close(self) -> None:
         with self._lock:
@@ -147,14 +170,16 @@ class _Recorder:
 _recorder: _Recorder | None = None
 
 
-def configure(run_dir: Path | None, *, flush_lines: int = 256, flush_s: float = 2.0) -> None:
-    """Record this process's spans under `run_dir/spans/` (None: stop recording).
-    A recorder already on is closed first (its lines are kept)."""
+def configure(run_dir: Path | None, *, flush_lines: int = 256, flush_s: float = 2.0,
+              max_bytes: int = MAX_BYTES) -> None:
+    """Record this process's spans under `run_dir/spans/` (None: stop recording), in
+    files of at most about `max_bytes`. A recorder already on is closed first (its
+    lines are kept)."""
     global _recorder
     close()
     if run_dir is not None:
         path = Path(run_dir) / SPANS_DIR / f"spans-{os.getpid()}.jsonl"
-        _recorder = _Recorder(path, flush_lines, flush_s)
+        _recorder = _Recorder(path, flush_lines, flush_s, max_bytes)
 
 
 def close() -> None:
@@ -207,13 +232,14 @@ class recording:  # noqa: N801 - used like contextlib's lower-case managers
     block that already records (a fleet worker run in the driver's process), it
     leaves that recorder alone."""
 
-    def __init__(self, run_dir: Path | None) -> None:
+    def __init__(self, run_dir: Path | None, max_bytes: int = MAX_BYTES) -> None:
         self.run_dir = run_dir
+        self.max_bytes = max_bytes
         self._owner = False
 
     def __enter__(self) -> recording:
         if self.run_dir is not None and _recorder is None:
-            configure(self.run_dir)
+            configure(self.run_dir, max_bytes=self.max_bytes)
             self._owner = True
         return self
 

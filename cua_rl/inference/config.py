@@ -112,6 +112,10 @@ class ModelServersConfig(BaseModel):
     """Replicas to start on this machine (ignored when `urls` is set)."""
     urls: list[str] = Field(default_factory=list)
     """Use these running servers instead of starting any."""
+    log_max_mb: int = Field(32, ge=1)
+    """Size at which a replica's log (`RUN/logs/<pool>-<i>.log`) is copied to `.1` and
+    cut (inference/replica_log.py), so a replica keeps at most twice this. Replicas
+    started by Ray actors keep the default."""
     threads: int = Field(1, ge=1)
     """CPU threads per replica (hf: torch threads; vLLM CPU build: OMP_NUM_THREADS)."""
     ready_timeout_s: float = Field(300.0, gt=0)

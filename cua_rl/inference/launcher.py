@@ -173,7 +173,8 @@ async def replica_set(
     async def start(i: int) -> None:
         started[i] = await start_server(
             argv, env, log_path=log_dir / f"{name}-{i}.log",
-            ready_timeout_s=cfg.ready_timeout_s, what=f"start of {name} replica {i}")
+            ready_timeout_s=cfg.ready_timeout_s, what=f"start of {name} replica {i}",
+            log_max_bytes=cfg.log_max_mb * 1024 * 1024)
 
     try:
         await gather_or_cancel([start(i) for i in range(cfg.replicas)])

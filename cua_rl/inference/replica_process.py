@@ -28,6 +28,7 @@ from pathlib import Path
 
 from cua_rl.errors import InferenceUnavailable, PortInUse
 from cua_rl.inference.client import InferenceClient
+from cua_rl.inference.replica_log import LOG_BYTES, ROTATE_EVERY_S, rotate_replica_log
 from cua_rl.net_ports import PortReservation, address_in_use, on_free_port
 
 
@@ -35,8 +36,10 @@ class ServerProcess:
     """Start, watch, restart and stop one `cua-rl serve` / vLLM process."""
 
     def __init__(self, argv: list[str], env: dict[str, str], url: str, log_path: Path,
-                 ready_timeout_s: float, port: PortReservation | None = None) -> None:
-        """`port`: the reservation of the port in `argv`, held until `close`."""
+                 ready_timeout_s: float, port: PortReservation | None = None,
+                 log_max_bytes: int = LOG_BYTES) -> None:
+        """`port`: the reservation of the port in `argv`, held until `close`;
+        `log_max_bytes`: the log's size cap (inference/replica_log.py)."""
         self.argv = argv
         self.env = env
         self.url = url
@@ -46,18 +49,36 @@ class ServerProcess:
         self.proc: asyncio.subprocess.Process | None = None
         self._log_start = 0
         """Where this start's output begins in the log (shared by all starts)."""
+        self.log_max_bytes = log_max_bytes
+        self._rotating: asyncio.Task[None] | None = None
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.returncode is None
 
     async def spawn(self) -> None:
         """Start the process (not waiting for it to be ready)."""
-        # Opened once per start; the child keeps the descriptor.
+        self._check_log()
+        # Opened once per start; the child keeps the descriptor (O_APPEND: see
+        # replica_log.py for why the log is rotated by copy and truncate).
         with open(self.log_path, "ab") as log:  # noqa: ASYNC230 - a local file, once
             self._log_start = log.tell()
             self.proc = await asyncio.create_subprocess_exec(
                 *self.argv, stdout=log, stderr=asyncio.subprocess.STDOUT, env=self.env,
                 start_new_session=True)
+        if self._rotating is None or self._rotating.done():
+            self._rotating = asyncio.create_task(self._rotate_while_running())
+
+    def _check_log(self) -> None:
+        if rotate_replica_log(self.log_path, self.log_max_bytes):
+            self._log_start = 0  # this start's output now begins at the top
+
+    async def _rotate_while_running(self) -> None:
+        while self.alive():
+            await asyncio.sleep(ROTATE_EVERY_S)
+            try:
+                await asyncio.to_thread(self._check_log)
+            except OSError:  # a log we cannot rotate is no reason to touch the server
+                continue
 
     async def wait_healthy(self) -> None:
         """Poll /health until it answers; raise if the process exits or the deadline
@@ -103,6 +124,9 @@ class ServerProcess:
             raise
 
     async def stop(self) -> None:
+        if self._rotating is not None:
+            self._rotating.cancel()
+            self._rotating = None
         if self.proc is not None:
             await stop_process(self.proc)
 
@@ -116,14 +140,15 @@ class ServerProcess:
 async def start_server(argv: Callable[[int], list[str]], env: dict[str, str], *,
                        log_path: Path, ready_timeout_s: float, what: str,
                        bind_host: str = "127.0.0.1", url_host: str = "127.0.0.1",
-                       ) -> ServerProcess:
+                       log_max_bytes: int = LOG_BYTES) -> ServerProcess:
     """Start `argv(port)` on a reserved port and return it once healthy; a port taken
     before the server bound it costs a start on another port (net_ports.on_free_port).
     `url_host` is where clients reach it (a node's address when it binds 0.0.0.0)."""
 
     async def start(port: PortReservation) -> ServerProcess:
         handle = ServerProcess(argv(port.port), env, f"http://{url_host}:{port.port}",
-                               log_path, ready_timeout_s, port=port)
+                               log_path, ready_timeout_s, port=port,
+                               log_max_bytes=log_max_bytes)
         try:
             await handle.spawn()
             await handle.wait_healthy()

@@ -12,6 +12,9 @@ saw and its behavior logprobs stay valid.
 
 Every step of the group is accounted for: it becomes a sample, or it is counted
 under the reason it did not (`GroupSamples.skipped`), so nothing is lost silently.
+A screenshot file that is gone (`missing_screenshot`: screenshot retention deleted a
+file an episode still running had taken before, store/retention.py) costs that step,
+not the group.
 """
 
 from __future__ import annotations
@@ -111,7 +114,11 @@ async def group_samples(
         if not step.token_ids:
             out.skipped["policy/no_tokens"] += 1
             continue
-        urls = [await screens.url(s.screenshot_before) for s in steps]
+        try:
+            urls = [await screens.url(s.screenshot_before) for s in steps]
+        except FileNotFoundError:  # deleted under a long-running episode: lose the step
+            out.skipped["policy/missing_screenshot"] += 1
+            continue
         messages = step_messages(variant.instruction, steps[:-1], urls, traj.screen, episode)
         out.policy.append(StepSample(tuple(messages), step.token_ids, step.logprobs,
                                      step.policy_version, adv.advantage,
@@ -140,10 +147,15 @@ async def group_samples(
                     out.skipped["prm/no_tokens"] += 1
                     continue
                 if messages is None:
+                    try:
+                        before = await screens.url(step.screenshot_before)
+                        after = await screens.url(step.screenshot_after)
+                    except FileNotFoundError:
+                        out.skipped["prm/missing_screenshot"] += 1
+                        continue
                     messages = prm_messages(
                         variant.instruction, [history_line(s) for s in traj.steps[:step.index]],
-                        await screens.url(step.screenshot_before), step.response,
-                        await screens.url(step.screenshot_after),
+                        before, step.response, after,
                         parse_error=step.parse_error.message if step.parse_error else None)
                 out.prm.append(StepSample(tuple(messages), vote.token_ids, vote.logprobs,
                                           verdict.prm_version, advantage,

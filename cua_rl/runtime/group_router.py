@@ -19,6 +19,11 @@ the metrics hook still gets the group as sampled, with the samples as trained.
 Per-task budgets (`train.budgets`, off by default) observe training groups only, as
 sampled, before replay: the task's next groups are sized and step-limited from them
 (`runtime/task_budgets.py`).
+
+Store upkeep (`store.*`): every group is recorded as routed once it went where it goes
+(a training group's samples are built by then, a candidate's acceptance is judged),
+and the first one after a policy update runs the WAL checkpoint and screenshot
+retention (`store/upkeep.py`).
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from cua_rl.runtime.success_replay import ReplayedGroup, SuccessReplay
 from cua_rl.runtime.task_budgets import TaskBudgets
 from cua_rl.runtime.train_config import TrainConfig
 from cua_rl.store.run_store import AsyncRunStore
+from cua_rl.store.upkeep import StoreUpkeep
 from cua_rl.types import GroupRecord
 
 GroupMetricsHook = Callable[[GroupRecord, GroupSamples, int], None]
@@ -52,8 +58,8 @@ class GroupRouter:
                  adapt: AdaptConfig, episode: EpisodeConfig, selector_file: Path,
                  on_metrics: GroupMetricsHook | None = None,
                  replay: SuccessReplay | None = None, replay_file: Path | None = None,
-                 budgets: TaskBudgets | None = None, budgets_file: Path | None = None
-                 ) -> None:
+                 budgets: TaskBudgets | None = None, budgets_file: Path | None = None,
+                 upkeep: StoreUpkeep | None = None) -> None:
         self.selector, self.store = selector, store
         self.policy, self.prm = policy, prm
         self.train, self.adapt, self.episode = train, adapt, episode
@@ -61,9 +67,15 @@ class GroupRouter:
         self.on_metrics = on_metrics
         self.replay, self.replay_file = replay, replay_file
         self.budgets, self.budgets_file = budgets, budgets_file
+        self.upkeep = upkeep
         self.groups = 0
 
     async def __call__(self, group: GroupRecord) -> None:
+        await self._route(group)
+        if self.upkeep is not None:  # nothing reads its screenshots again: retention may count it
+            await self.upkeep.routed(group.group_id, self.policy.version)
+
+    async def _route(self, group: GroupRecord) -> None:
         use: GroupUse = "empty" if group.empty else "original"
         if self.adapt.enabled:
             use = await self.selector.on_group(group)

@@ -7,15 +7,16 @@ restarted by supervision keeps its port; a run resumed after a stop appends to t
 same log with a new port, so the latest start line is the one that counts. Other
 lines name other ports (a weight update names its transport's): only start lines
 are read. Logs grow (hf logs every weight update), so a reader scans each log once
-and then only what was appended since (`ReplicaLogs.scan`).
+and then only what was appended since (`ReplicaLogs.scan`). A log rotated at its size
+cap (`inference/replica_log.py`) is shorter than what was read: it is read again from
+its start, whose first line repeats the latest start line.
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
-SERVER_START = re.compile(rb"(?:serving [^\n]*? on |server on http://)127\.0\.0\.1:(\d+)")
+from cua_rl.inference.replica_log import SERVER_START
 
 
 class ReplicaLogs:

@@ -39,3 +39,18 @@ def prepare_new_run_dir(run_dir: Path, overwrite: bool, *, resumable: bool = Tru
                               f"to delete it and start fresh")
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+
+
+def drop_older_resume_exports(exports: Path, role: str, current: Path) -> list[Path]:
+    """Delete `exports/<role>-resume-v*` folders other than `current` (the weights this
+    invocation's replicas start from): each `--resume` writes a whole model there, and
+    the replicas of earlier invocations that used the others have stopped. Only
+    directories directly under `exports` with that name go, never a link's target.
+    Returns what was deleted."""
+    gone = []
+    for path in sorted(exports.glob(f"{role}-resume-v*")):
+        if path == current or path.is_symlink() or not path.is_dir():
+            continue
+        shutil.rmtree(path)
+        gone.append(path)
+    return gone

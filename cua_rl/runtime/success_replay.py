@@ -175,6 +175,10 @@ class SuccessReplay:
             out["replay_lag"] = float(self._last[1].lag)
         return out
 
+    def trajectory_ids(self) -> frozenset[str]:
+        """Every buffered success: screenshot retention keeps all their screenshots."""
+        return frozenset(s.trajectory_id for buf in self._buffers.values() for s in buf)
+
     def state_dict(self) -> dict[str, Any]:
         return {v: [[s.trajectory_id, s.group_id, s.version] for s in buf]
                 for v, buf in self._buffers.items() if buf}

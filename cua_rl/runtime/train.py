@@ -55,10 +55,12 @@ from cua_rl.runtime.live import live_summary
 from cua_rl.runtime.local import Components, local_components
 from cua_rl.runtime.metrics import MetricsLogger
 from cua_rl.runtime.progress import RunProgress
+from cua_rl.runtime.run_dir import drop_older_resume_exports
 from cua_rl.runtime.success_replay import SuccessReplay
 from cua_rl.runtime.sync_batches import SyncBatches
 from cua_rl.runtime.task_budgets import TaskBudgets
 from cua_rl.store.run_store import AsyncRunStore
+from cua_rl.store.upkeep import StoreUpkeep
 from cua_rl.tasks.sources import difficulty_file
 from cua_rl.types import GroupRecord, TaskVariant
 
@@ -147,6 +149,8 @@ async def start_engines(cfg: RunConfig, run_dir: Path, resume: bool,
                 export = run_dir / "exports" / f"{role}-resume-v{engine.version}"
                 await loop.run_in_executor(None, engine.export_weights, export)
                 getattr(served, role).model = str(export)
+                await loop.run_in_executor(None, drop_older_resume_exports,
+                                           export.parent, role, export)
         yield engines, served
     finally:
         for engine in engines.values():
@@ -193,7 +197,7 @@ async def train(cfg: RunConfig, run_dir: Path, *, store: AsyncRunStore, policy: 
     learners; `gate` is a `VersionGate` here or a `RemoteGate` to one under Ray.
     `budgets`: the per-task budgets the fleet's scheduler asks (`train.budgets`)."""
     async with rewriter_pool(cfg, run_dir) as rewriter_model, spans.recording(
-            run_dir if cfg.metrics.spans else None):
+            run_dir if cfg.metrics.spans else None, cfg.metrics.spans_max_mb * 1024 * 1024):
         return await _train_loop(cfg, run_dir, store=store, policy=policy, prm=prm,
                                  task_set=task_set, engines=engines, gate=gate,
                                  rollouts=rollouts, resume=resume, rewriter_model=rewriter_model,
@@ -295,7 +299,8 @@ async def _train_loop(cfg: RunConfig, run_dir: Path, *, store: AsyncRunStore,
         selector=selector, store=store, policy=policy_learner, prm=prm_learner, train=cfg.train,
         adapt=cfg.adapt, episode=cfg.episode, selector_file=selector_file,
         on_metrics=on_rollout_metrics, replay=replay, replay_file=replay_file,
-        budgets=budgets, budgets_file=budgets_file)
+        budgets=budgets, budgets_file=budgets_file,
+        upkeep=StoreUpkeep(store, cfg.store, replay.trajectory_ids))
     fleet = rollouts(source, on_group if batches is None else batches.wrap(on_group))
     progress = RunProgress(fleet, learners, max_updates, cfg.fleet.max_groups,
                            started=started)

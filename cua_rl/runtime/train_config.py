@@ -149,3 +149,7 @@ class MetricsConfig(BaseModel):
     RUN_DIR/spans/spans-<pid>.jsonl (about 8 spans per step, each ~10 us of CPU and
     ~150 bytes). `cua_rl.report.loop_profile` turns them into busy fractions and an
     episode time breakdown (docs/architecture.md, "Where the time goes")."""
+    spans_max_mb: int = Field(64, ge=1)
+    """Size at which a process's span file rotates (one older file kept, so at most
+    twice this per process); the quickstart writes ~3.6 MB/h over all its processes.
+    Fleet workers under Ray keep the default."""

@@ -30,6 +30,8 @@ T = TypeVar("T")
 
 DB_NAME = "run.sqlite"
 SHOTS_DIR = "screenshots"
+WAL_LIMIT_BYTES = 64 * 1024 * 1024
+"""Default `journal_size_limit` (`StoreConfig.wal_limit_mb`)."""
 
 
 def screenshot_hash(data: bytes) -> str:
@@ -57,6 +59,8 @@ class RunStore:
             )
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
+            # after a checkpoint, a WAL file beyond this is cut back (store.wal_limit_mb)
+            self._db.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT_BYTES}")
             self._db.executescript(SCHEMA)
             self._db.execute(
                 "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)",
@@ -98,6 +102,15 @@ class RunStore:
     def close(self) -> None:
         self._db.close()
 
+    def query(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """`fn(connection)` outside a transaction: for modules that own their own
+        tables and queries (`store/retention.py`)."""
+        return fn(self._db)
+
+    def transaction(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """`fn(connection)` in one write transaction."""
+        return self._tx(fn)
+
     def _tx(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         self._db.execute("BEGIN IMMEDIATE")
         try:
@@ -113,7 +126,9 @@ class RunStore:
     def put_screenshot(self, data: bytes) -> str:
         name = screenshot_hash(data)
         path = self.screenshot_path(name)
-        if not path.exists():
+        try:  # already stored: touch it, so retention keeps it for this episode
+            os.utime(path)
+        except FileNotFoundError:
             path.parent.mkdir(exist_ok=True)
             tmp = path.with_suffix(f".{os.getpid()}.{uuid.uuid4().hex[:6]}.tmp")
             try:

@@ -105,4 +105,19 @@ CREATE TABLE IF NOT EXISTS events (
     created_at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS events_by_kind ON events(kind, subject);
+CREATE TABLE IF NOT EXISTS routed_groups (
+    group_id TEXT PRIMARY KEY,
+    policy_version INTEGER NOT NULL,
+    routed_at REAL NOT NULL,
+    pruned INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS kept_screenshots (
+    name TEXT PRIMARY KEY
+);
 """
+# routed_groups: each training group when the router built its samples (the learner's
+# policy version then); `pruned` once screenshot retention went through it.
+# kept_screenshots: the first and last screenshot of every pruned trajectory, which
+# retention must keep even when a later group's middle step has the same content.
+# Both tables are created by IF NOT EXISTS when a store is opened for writing, so an
+# older store of schema 1 gains them without a migration.

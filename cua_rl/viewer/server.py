@@ -160,14 +160,30 @@ async def recording(request: web.Request) -> web.FileResponse:
                                            "Cache-Control": "no-cache"})
 
 
-async def screenshot(request: web.Request) -> web.FileResponse:
+MISSING_HEADER = "X-Cua-Screenshot-Missing"
+MISSING_SHOT_SVG = (
+    b'<svg xmlns="http://www.w3.org/2000/svg" width="640" height="360" viewBox="0 0 640 360">'
+    b'<rect width="640" height="360" fill="#eceff1" stroke="#90a4ae" stroke-width="4" '
+    b'stroke-dasharray="12 8"/><text x="320" y="170" font-family="sans-serif" '
+    b'font-size="26" fill="#455a64" text-anchor="middle">screenshot not kept</text>'
+    b'<text x="320" y="210" font-family="sans-serif" font-size="16" fill="#607d8b" '
+    b'text-anchor="middle">deleted by store.retention after its group was trained</text>'
+    b'</svg>')
+"""What a stored step's screenshot shows once retention deleted its file: an image
+(so every `<img>` of the page still renders) that says why, never cached."""
+
+
+async def screenshot(request: web.Request) -> web.StreamResponse:
     name = request.match_info["name"]
     if not SHOT_NAME.match(name):
         raise web.HTTPNotFound(text="not a screenshot name")
     root = (request.app[RUN_DIR_KEY] / SHOTS_DIR).resolve()
     path = (root / name[:2] / name).resolve()
-    if not path.is_relative_to(root) or not path.is_file():
+    if not path.is_relative_to(root):
         raise web.HTTPNotFound(text=f"screenshot {name} is not in this run")
+    if not path.is_file():  # deleted by store.retention (or never written): say so
+        return web.Response(body=MISSING_SHOT_SVG, content_type="image/svg+xml",
+                            headers={"Cache-Control": "no-cache", MISSING_HEADER: "1"})
     # Content-addressed: a name always means the same bytes, so caching is safe.
     return web.FileResponse(path, headers={
         "Content-Type": CONTENT_TYPES[name.rsplit(".", 1)[1]],

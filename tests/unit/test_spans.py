@@ -152,3 +152,16 @@ def test_a_forked_child_does_not_write_into_the_parents_file(tmp_path: Path) -> 
     assert os.waitstatus_to_exitcode(status) == 0
     spans.close()
     assert [s["kind"] for s in _lines(tmp_path)] == ["parent"]
+
+
+def test_a_full_span_file_rotates_and_the_reader_reads_both(tmp_path: Path) -> None:
+    """`metrics.spans_max_mb`: a process keeps its latest spans in at most two files."""
+    spans.configure(tmp_path, flush_lines=10, max_bytes=4000)
+    for i in range(200):
+        spans.record("policy_call", 1.0 + i, 2.0 + i, i=i)
+    spans.close()
+    files = sorted(p.name for p in (tmp_path / spans.SPANS_DIR).iterdir())
+    assert files == [f"spans-{os.getpid()}.1.jsonl", f"spans-{os.getpid()}.jsonl"]
+    assert all((tmp_path / spans.SPANS_DIR / f).stat().st_size < 4000 + 2000 for f in files)
+    kept = [s["i"] for s in load_spans(tmp_path)]
+    assert kept == sorted(kept) and kept[-1] == 199 and 20 <= len(kept) < 200

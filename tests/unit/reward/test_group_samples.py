@@ -91,3 +91,25 @@ async def test_lone_tail_steps_and_flat_votes_are_counted_not_lost(
                                band=AdaptBand(alpha_low=0.0, alpha_high=1.0),
                                keep_zero_advantage=True)
     assert len(kept.policy) == 4 and len(kept.prm) == 12
+
+
+async def test_a_deleted_screenshot_costs_its_steps_not_the_group(
+        store: AsyncRunStore) -> None:
+    """Screenshot retention may delete a file an episode still running had taken
+    (store/retention.py): the steps that need it are counted, the rest train."""
+    screen = await _screen(store)
+    png = io.BytesIO()
+    Image.new("RGB", (64, 48), "black").save(png, "PNG")
+    gone = await store.put_screenshot(png.getvalue())
+    trajs = tuple(_trajectory(k, 2, screen, win=k == 0) for k in range(2))
+    lost = Trajectory("tr2", VARIANT.variant_id, tuple(
+        Step(i, gone, "Action.", (), None, "", gone, token_ids=(5,), logprobs=(-0.1,))
+        for i in range(2)), TrajectoryStatus.FINISHED, score=0.0)
+    trajs = (*trajs, lost)
+    store.screenshot_path(gone).unlink()
+    group = GroupRecord("g", VARIANT, trajs, {t.id: _verdicts(t, (1, 1, -1)) for t in trajs})
+    out = await group_samples(group, store, EpisodeConfig(), band=AdaptBand(),
+                              keep_zero_advantage=True)
+    assert out.skipped["policy/missing_screenshot"] == 2
+    assert out.skipped["prm/missing_screenshot"] == 6
+    assert len(out.policy) == 4 and {s.trajectory_id for s in out.prm} == {"tr0", "tr1"}

@@ -23,7 +23,9 @@ from cua_rl.rollout.config import EpisodeConfig
 from cua_rl.rollout.scheduler import GroupScheduler
 from cua_rl.runtime.group_router import GroupRouter
 from cua_rl.runtime.train_config import TrainConfig
+from cua_rl.store.config import StoreConfig
 from cua_rl.store.run_store import AsyncRunStore
+from cua_rl.store.upkeep import StoreUpkeep
 from cua_rl.types import (
     TaskVariant,
 )
@@ -49,7 +51,8 @@ class _Run:
     step is sampled at version 0: eta 10 keeps staleness out of these tests."""
 
     def __init__(self, tmp_path: Path, store: AsyncRunStore, template: TaskTemplate,
-                 *, tasks_per_update: int = 1, adapt: bool = True) -> None:
+                 *, tasks_per_update: int = 1, adapt: bool = True,
+                 upkeep: StoreUpkeep | None = None) -> None:
         self.store = store
         self.selector = TemplateSelector({"t": template}, {"t": template.variants["full"]},
                                          band=AdaptBand(), rewriter=RuleRewriter(), store=store)
@@ -69,7 +72,7 @@ class _Run:
             adapt=AdaptConfig(enabled=adapt), episode=EpisodeConfig(),
             selector_file=tmp_path / "selector.json",
             on_metrics=lambda group, samples, n: self.seen.append(
-                (group.group_id, len(samples.policy))))
+                (group.group_id, len(samples.policy))), upkeep=upkeep)
         self.runs = [asyncio.create_task(s.run()) for s in self.learners.values()]
 
     async def finish(self) -> None:
@@ -140,6 +143,28 @@ async def test_a_candidate_whose_every_rollout_is_given_up_is_rejected(tmp_path:
     assert run.trained("policy") == [{"g-orig"}, {"g-orig2"}]
     counters = await store.counters()
     assert counters["groups_empty"] == 1 and counters["adapt_no_rollouts"] == 1
+    await store.close()
+
+
+async def test_every_group_is_recorded_for_retention_once_routed(tmp_path: Path) -> None:
+    """Training groups, a rejected candidate's and an empty one: none is read again
+    after its routing, so screenshot retention must know of each (store/upkeep.py)."""
+    store = AsyncRunStore.open(tmp_path / "run")
+    screen = await white_screen(store)
+    run = _Run(tmp_path, store, HINTED, upkeep=StoreUpkeep(store, StoreConfig()))
+    scheduler = GroupScheduler(run.selector.next_variant, 2)
+    first = [await scheduler.next_ticket() for _ in range(2)]
+    await run.router(scored_group("g-orig", first[0].variant, screen, votes=[1, -1]))
+    tickets = [await scheduler.next_ticket() for _ in range(2)]
+    await scheduler.give_up(tickets[0], "setup failed")
+    empty = await scheduler.give_up(tickets[1], "setup failed")
+    assert empty is not None
+    await run.router(empty)
+    await run.finish()
+    rows = await store.call(store.sync.query, lambda db: db.execute(
+        "SELECT group_id, policy_version, pruned FROM routed_groups ORDER BY routed_at"
+    ).fetchall())
+    assert [(g, pruned) for g, _, pruned in rows] == [("g-orig", 0), (empty.group_id, 0)]
     await store.close()
 
 

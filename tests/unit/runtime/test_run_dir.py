@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from cua_rl.cli import cli
 from cua_rl.errors import RunDirError
-from cua_rl.runtime.run_dir import prepare_new_run_dir
+from cua_rl.runtime.run_dir import drop_older_resume_exports, prepare_new_run_dir
 
 
 def _old_run(path: Path) -> Path:
@@ -99,3 +99,20 @@ def test_overwrite_deletes_the_old_run_only(tmp_path: Path) -> None:
 def test_resume_of_a_non_run(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["train", "--resume", str(tmp_path)])
     assert result.exit_code == 1 and "not a cua-rl train run" in result.output
+
+
+def test_a_resume_drops_the_resume_exports_of_earlier_resumes(tmp_path: Path) -> None:
+    exports = tmp_path / "run" / "exports"
+    for name in ("policy-resume-v3", "policy-resume-v7", "prm-resume-v3", "policy"):
+        (exports / name).mkdir(parents=True)
+        (exports / name / "model.safetensors").write_bytes(b"w")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (exports / "policy-resume-v1").symlink_to(outside)
+    current = exports / "policy-resume-v9"
+    current.mkdir()
+    assert drop_older_resume_exports(exports, "policy", current) == [
+        exports / "policy-resume-v3", exports / "policy-resume-v7"]
+    assert sorted(p.name for p in exports.iterdir()) == [
+        "policy", "policy-resume-v1", "policy-resume-v9", "prm-resume-v3"]
+    assert outside.is_dir()

@@ -60,9 +60,27 @@ async def test_screenshots_by_hash_and_no_traversal(client) -> None:
     path = client.built.run_dir / "screenshots" / name[:2] / name
     assert await resp.read() == path.read_bytes()
     for bad in ("..%2F..%2Fsecret.txt", "..%2Frun.sqlite", "%2Fetc%2Fpasswd",
-                "0" * 40 + ".png", name.upper(), name + "x"):
+                name.upper(), name + "x"):
         assert (await client.get(f"/screenshots/{bad}")).status == 404, bad
     assert (await client.get("/static/..%2F..%2Fsecret.txt")).status in (403, 404)
+
+
+async def test_a_deleted_screenshot_shows_a_placeholder(client) -> None:
+    """What retention leaves: the step still names its screenshot, the file is gone;
+    the page gets an image that says so (never cached), and the API still answers."""
+    name = client.built.shots["traj-0"][1]
+    (client.built.run_dir / "screenshots" / name[:2] / name).unlink()
+    detail = await (await client.get("/api/trajectories/traj-0")).json()
+    assert detail["steps"][1]["screenshot_before"] == name
+    resp = await client.get(f"/screenshots/{name}")
+    assert resp.status == 200 and resp.content_type == "image/svg+xml"
+    assert resp.headers["X-Cua-Screenshot-Missing"] == "1"
+    assert resp.headers["Cache-Control"] == "no-cache"
+    assert b"screenshot not kept" in await resp.read()
+    group = await (await client.get("/api/groups/g1")).json()
+    assert group["members"]
+    never = await client.get("/screenshots/" + "0" * 40 + ".png")
+    assert never.status == 200 and never.content_type == "image/svg+xml"
 
 
 async def test_pages_stay_bounded_on_a_large_run(tmp_path: Path) -> None:
