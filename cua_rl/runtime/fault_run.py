@@ -127,9 +127,14 @@ class RunProcess:
 
     def remember(self, pid: int, cmd: str, started: float) -> None:
         """Record a process of the run. A pid met again with a later start time is
-        another process (the first ended and its pid was reused): it replaces it."""
+        another process (the first ended and its pid was reused): it replaces it. The
+        same process met again keeps its latest command line: one first seen between
+        its fork and its exec showed its parent's (a restarted vLLM replica was then
+        never found on its port)."""
         if pid not in self.seen_started or started > self.seen_started[pid] + START_TOLERANCE_S:
             self.seen[pid], self.seen_started[pid] = cmd, started
+        elif cmd and abs(started - self.seen_started[pid]) <= START_TOLERANCE_S:
+            self.seen[pid] = cmd
 
     def is_ours(self, pid: int) -> bool:
         """Whether `pid` still runs as the process of the run that was seen."""

@@ -177,6 +177,9 @@ def test_a_reused_pid_is_not_the_run_s_process(tmp_path: Path) -> None:
     assert run.is_ours(me.pid) and run.seen[me.pid] == "pytest"
     run.remember(me.pid, "older", me.create_time() - 10)  # an older identity never wins
     assert run.seen[me.pid] == "pytest"
+    # the same process seen again after its exec (first seen with its parent's line)
+    run.remember(me.pid, "python -m vllm.entrypoints.openai.api_server --port 1", me.create_time())
+    assert run.seen[me.pid] == "python -m vllm.entrypoints.openai.api_server --port 1"
 
 
 def test_a_resumed_run_s_replica_is_found_on_its_new_port(tmp_path: Path) -> None:
