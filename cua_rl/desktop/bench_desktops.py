@@ -187,7 +187,8 @@ async def max_local_desktops(limit: int, calls: int) -> dict[str, Any]:
 @click.option("--calls", type=click.IntRange(min=5), default=50, show_default=True,
               help="Screenshots per figure.")
 @click.option("--max-limit", type=click.IntRange(min=0, max=64), default=8, show_default=True,
-              help="Largest number of local desktops tried for max_desktops (0: skip).")
+              help="Largest number of local desktops tried for max_desktops (0: skip; "
+              "skipped too when --provider has no `local`).")
 @click.option("--container-image", default="cua-rl-desktop:full", show_default=True,
               help="Image of the container desktops (`cua-rl image build --format docker`).")
 @click.option("--qemu-image", type=click.Path(dir_okay=False), default=None,
@@ -220,6 +221,6 @@ def bench_desktops(providers: str, calls: int, max_limit: int, container_image: 
             figures[key] = asyncio.run(bench_provider(name, calls, **extra))
         except CuaRlError as exc:
             figures[key] = {"error": str(exc).splitlines()[0]}
-    if max_limit:
+    if max_limit and "local" in names:  # a search of local desktops only when asked for
         figures.update(asyncio.run(max_local_desktops(max_limit, max(5, calls // 5))))
     emit_json(figures)

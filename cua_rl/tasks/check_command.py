@@ -18,7 +18,7 @@ from cua_rl.errors import TaskFormatError
 from cua_rl.tasks.preflight import capabilities_for, describe, preflight
 from cua_rl.tasks.sources import load_source
 
-PROVIDERS = ("local", "docker", "qemu", "aws")
+PROVIDERS = ("local", "container", "docker", "qemu", "aws")
 
 
 def write_split(path: Path, ids: list[str], header: str) -> None:

@@ -193,12 +193,15 @@ class HostCapabilities:
     sudo_problem: Callable[[str], str | None] | None = None
     """Without root: what the desktops' own `sudo` cannot do in a command, or None
     if it can do all (local: `rootless_problem`); unset, every sudo needs root."""
+    missing_why: Mapping[str, str] = field(default_factory=dict)
+    """App -> why these desktops lack it (beyond "not found")."""
 
 
 def local_capabilities() -> HostCapabilities:
     """Local desktops: the host's executables (Chromium counts as `google-chrome`,
     see `local_user.chrome_shim`), VS Code when setup.sh built code-server
     (`local_vscode`), minus the apps that cannot be provided."""
+    why = {**LOCAL_INSTALLS, **UNSUPPORTED_LOCAL_APPS}
 
     def has_app(name: str) -> bool:
         if name in UNSUPPORTED_LOCAL_APPS:
@@ -210,7 +213,7 @@ def local_capabilities() -> HostCapabilities:
         return shutil.which(name) is not None
 
     return HostCapabilities("local", has_app, root=False, gaps=local_gaps(),
-                            sudo_problem=rootless_problem)
+                            sudo_problem=rootless_problem, missing_why=why)
 
 
 def local_gaps() -> dict[str, str]:
@@ -218,10 +221,44 @@ def local_gaps() -> dict[str, str]:
     return json.loads((Path(__file__).with_name("local_gaps.json")).read_text())
 
 
+IMAGE_APP_PACKAGES: dict[str, str] = {
+    "socat": "socat", "thunderbird": "thunderbird", "gimp": "gimp", "vlc": "vlc",
+    "libreoffice": "libreoffice-calc", "soffice": "libreoffice-calc",
+    "nautilus": "nautilus", "gnome-terminal": "gnome-terminal", "gedit": "gedit",
+}
+"""A task's executable (`APP_EXECUTABLES`) -> the package of this project's image
+(`cua-rl image build`, profile `full`) that provides it."""
+IMAGE_GAPS: dict[str, str] = {
+    "google-chrome": "the image has Chromium but no `google-chrome` launcher "
+                     "(local desktops have one: --provider local)",
+    "code": "the image has no VS Code (code-server): local desktops do after ./setup.sh",
+}
+"""Executables the image lacks, with why."""
+
+
+def image_capabilities(provider: str = "container") -> HostCapabilities:
+    """Desktops of this project's `full` image (the `container` provider's): its apps,
+    no root (unlike OSWorld's VM image, its user has no sudo) and no network."""
+    from cua_rl.images.recipe import packages
+
+    installed = set(packages("full"))
+
+    def has_app(name: str) -> bool:
+        package = IMAGE_APP_PACKAGES.get(name)
+        return package is not None and package in installed
+
+    return HostCapabilities(provider, has_app, root=False, missing_why=IMAGE_GAPS,
+                            sudo_problem=lambda command: "the image's user has no sudo: "
+                            + command[:100])
+
+
 def capabilities_for(provider: str) -> HostCapabilities:
-    """VM providers run OSWorld's own image: every app, and sudo with the user's password."""
+    """Local desktops: this host's apps; `container`: this project's image; the VM providers (`docker`, `qemu`, `aws`) run OSWorld's
+    own image by default: every app, and sudo with the user's password."""
     if provider == "local":
         return local_capabilities()
+    if provider == "container":
+        return image_capabilities(provider)
     return HostCapabilities(provider, lambda name: True, root=True)
 
 
@@ -234,7 +271,7 @@ def first_blocker(task: TaskVariant, needs: TaskNeeds, host: HostCapabilities,
     missing = [a for a in needs.apps if not host.has_app(a)]
     if missing:
         app = missing[0]
-        why = UNSUPPORTED_LOCAL_APPS.get(app) or LOCAL_INSTALLS.get(app, f"`{app}` not found")
+        why = host.missing_why.get(app, f"`{app}` not found")
         return f"unsupported_app:{app}", why
     if task.task_id in host.gaps:
         return "local_gap", host.gaps[task.task_id]

@@ -30,9 +30,9 @@ def osworld() -> Path:
     return OSWORLD
 
 
-def _check(osworld: Path, cache: Path, split: Path) -> dict:
+def _check(osworld: Path, cache: Path, split: Path, provider: str = "local") -> dict:
     result = CliRunner().invoke(cli, ["tasks", "check", "--osworld", str(osworld),
-                                      "--provider", "local", "--cache", str(cache),
+                                      "--provider", provider, "--cache", str(cache),
                                       "--write-split", str(split), "--json"])
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
@@ -66,3 +66,11 @@ def test_seeded_cache_makes_most_tasks_runnable_locally(osworld: Path, tmp_path:
         assert not any(r.startswith("unsupported_app") for r in summary["not_runnable"])
     runnable = read_split(str(tmp_path / "runnable.txt"))
     assert len(runnable) == summary["runnable"] and not set(runnable) & set(ids)
+
+    # this project's image (container desktops): no sudo, no VS Code, no google-chrome
+    image = _check(osworld, cache, tmp_path / "container.txt", provider="container")
+    reasons = image["not_runnable"]
+    assert len(reasons["unsupported_app:code"]) >= 20
+    assert len(reasons["unsupported_app:google-chrome"]) >= 20
+    assert reasons["needs_root"]
+    assert 50 <= image["runnable"] < summary["runnable"]
