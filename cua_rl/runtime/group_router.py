@@ -69,6 +69,7 @@ class GroupRouter:
         self.budgets, self.budgets_file = budgets, budgets_file
         self.upkeep = upkeep
         self.groups = 0
+        self._file_locks: dict[Path, asyncio.Lock] = {}
 
     async def __call__(self, group: GroupRecord) -> None:
         await self._route(group)
@@ -79,8 +80,7 @@ class GroupRouter:
         use: GroupUse = "empty" if group.empty else "original"
         if self.adapt.enabled:
             use = await self.selector.on_group(group)
-            await asyncio.get_running_loop().run_in_executor(
-                None, _write_json, self.selector_file, self.selector.state_dict())
+            await self._save(self.selector_file, self.selector.state_dict)
         if use == "empty":  # nothing was scored: no accuracy, no samples, no metrics
             await self.store.incr("groups_empty")
             return
@@ -113,8 +113,7 @@ class GroupRouter:
             return ReplayedGroup(group)
         trained = await self.replay.apply(group, self.policy.version)
         if self.replay_file is not None:
-            await asyncio.get_running_loop().run_in_executor(
-                None, _write_json, self.replay_file, self.replay.state_dict())
+            await self._save(self.replay_file, self.replay.state_dict)
         return trained
 
     async def _observe(self, group: GroupRecord) -> None:
@@ -124,8 +123,16 @@ class GroupRouter:
             return
         self.budgets.observe(group)
         if self.budgets_file is not None:
-            await asyncio.get_running_loop().run_in_executor(
-                None, _write_json, self.budgets_file, self.budgets.state_dict())
+            await self._save(self.budgets_file, self.budgets.state_dict)
+
+    async def _save(self, path: Path, state: Callable[[], dict[str, Any]]) -> None:
+        """Write a state file for `--resume`, one write per file at a time, the state
+        taken once the write may start: groups are routed concurrently, and two
+        writers of one file once raced (one renamed the other's temporary file away,
+        a 14-minute soak crashed) and could leave an older state last."""
+        lock = self._file_locks.setdefault(path, asyncio.Lock())
+        async with lock:
+            await asyncio.get_running_loop().run_in_executor(None, _write_json, path, state())
 
     def _metrics(self, group: GroupRecord, samples: GroupSamples) -> None:
         if self.on_metrics is not None:

@@ -218,3 +218,23 @@ async def test_the_reward_model_updates_once_per_policy_step_on_in_band_groups(
     assert (counters["policy_updates"], counters["prm_updates"]) == (2, 1)
     assert (counters["prm_steps"], counters["prm_steps_empty"]) == (2, 1)
     await store.close()
+
+
+async def test_groups_routed_at_once_leave_the_selector_state_whole_and_newest(
+        tmp_path: Path) -> None:
+    """Groups are routed concurrently (a soak whose reward model was gone routed dozens
+    within milliseconds): the selector's file is written one write at a time, so no
+    writer loses its temporary file to another and the newest state is the last."""
+    store = AsyncRunStore.open(tmp_path / "run")
+    screen = await white_screen(store)
+    run = _Run(tmp_path, store, TEMPLATE)
+    original = TEMPLATE.variants["full"]
+    await asyncio.gather(*(run.router(scored_group(f"g{i}", original, screen, votes=[1, -1]))
+                           for i in range(40)))
+    await run.finish()
+    import json
+
+    assert json.loads((tmp_path / "selector.json").read_text()) == json.loads(
+        json.dumps(run.selector.state_dict()))
+    assert not list(tmp_path.glob("*.tmp"))
+    await store.close()
