@@ -253,8 +253,9 @@ def image_capabilities(provider: str = "container") -> HostCapabilities:
 
 
 def capabilities_for(provider: str) -> HostCapabilities:
-    """Local desktops: this host's apps; `container`: this project's image; the VM providers (`docker`, `qemu`, `aws`) run OSWorld's
-    own image by default: every app, and sudo with the user's password."""
+    """Local desktops: this host's apps; `container`: this project's image; the VM
+    providers (`docker`, `qemu`, `aws`) run OSWorld's own image by default: every app,
+    and sudo with the user's password."""
     if provider == "local":
         return local_capabilities()
     if provider == "container":
