@@ -34,6 +34,10 @@ class SupervisionConfig(BaseModel):
     """Base of the exponential backoff between restarts (full jitter)."""
     max_restart_backoff_s: float = Field(60.0, ge=0)
     """Cap of that backoff."""
+    retry_given_up_s: float | None = Field(600.0, gt=0)
+    """A replica given up on is tried again (a new incident, `restart_attempts` more)
+    this long after: a run of days outlives a bad minute (a soak whose replica was
+    killed three times while it loaded lost its reward model for good). None: never."""
 
 
 class InferencePoolConfig(BaseModel):

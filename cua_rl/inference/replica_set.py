@@ -221,7 +221,15 @@ class ReplicaSet:
                                        or loop.time() - down_since >= cfg.unresponsive_after_s):
                 if tries[0] >= cfg.restart_attempts or not await self._restart(replica, tries):
                     self._give_up(replica, tries[0])
-                    return
+                    if cfg.retry_given_up_s is None:
+                        return
+                    await asyncio.sleep(cfg.retry_given_up_s)
+                    log.warning("%s replica %s: trying again, %.0f s after it was given up",
+                                self.name, replica.url, cfg.retry_given_up_s)
+                    tries = [0]
+                    if handle.alive():  # up but not answering: a restart, as for a hang
+                        down_since = loop.time() - cfg.unresponsive_after_s
+                    continue
                 down_since = loop.time()
             info = await replica.client.health_info(cfg.health_timeout_s)
             if info is not None and await self._bring_up(replica, info):

@@ -7,7 +7,7 @@ signals it from outside (`RunProcess.signal_pid`), like the catalog's kills:
 
 - `policy_replica_kill`, `prm_replica_kill`: SIGKILL a model-server replica; the
   run's supervision restarts it on the same port (docs/faults.md). Recovered: a
-  new process serves that port and the run made progress (below);
+  new process on that port answers /health and the run made progress (below);
 - `guest_kill`: SIGKILL a desktop's guest server; the episode on it aborts and the
   desktop is reset. Recovered: the run made progress;
 - `xvfb_kill`: SIGKILL a desktop's X server; the same recovery;
@@ -120,14 +120,32 @@ Restart = Callable[[float], tuple[RunProcess, dict[str, Any]]]
 the stop took (exit status, seconds, processes left)."""
 
 
-def recovered(run: RunProcess, fault: Injection, progress: float | None) -> bool:
+def recovered(run: RunProcess, fault: Injection, progress: float | None,
+              healthy: Callable[[int], bool] | None = None) -> bool:
     """The run made progress since the fault (`progress`: when the newest-started good
-    trajectory started), and a killed replica's port is served by a new process."""
+    trajectory started), and a killed replica's port is served again: a new process
+    on it answers /health. A process that is still loading is not enough: the run's
+    supervision gives a replica a budget of restarts per incident, and a soak that
+    killed one while it loaded (under load a vLLM start takes minutes) spent that
+    budget in three kills and the pool was given up."""
     if progress is None or progress <= fault.after:
         return False
     if fault.port is None:
         return True
-    return any(pid != fault.pid for pid in run.find(server_pattern(fault.port)))
+    return (any(pid != fault.pid for pid in run.find(server_pattern(fault.port)))
+            and (healthy or serves_health)(fault.port))
+
+
+def serves_health(port: int) -> bool:
+    """Whether the model server on loopback `port` answers /health (open to all)."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as reply:
+            return bool(reply.status == 200)
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
 
 
 class Chaos:
@@ -136,8 +154,10 @@ class Chaos:
     def __init__(self, run: RunProcess, rate_per_min: float, seed: int,
                  kinds: list[str] | None = None, *, log: Callable[[str], None] = print,
                  recover_deadline_s: float = RECOVER_DEADLINE_S,
-                 restart: Restart | None = None) -> None:
-        self.run, self.rate, self.restart = run, rate_per_min, restart
+                 restart: Restart | None = None,
+                 healthy: Callable[[int], bool] = serves_health) -> None:
+        """`healthy(port)`: whether a model server answers there (tests stand in)."""
+        self.run, self.rate, self.restart, self.healthy = run, rate_per_min, restart, healthy
         known = {*VICTIMS, CORRUPT, *HOSTILE, *([RESTART] if restart else [])}
         self.kinds = sorted(kinds or known)
         unknown = set(self.kinds) - known
@@ -160,7 +180,7 @@ class Chaos:
         trajectory started."""
         for fault in self.injections:
             if fault.recovered is None:
-                if recovered(self.run, fault, progress):
+                if recovered(self.run, fault, progress, self.healthy):
                     fault.recovered, fault.recover_s = True, round(t - fault.t, 1)
                     self.log(f"chaos: {fault.kind} (pid {fault.pid}) recovered in "
                              f"{fault.recover_s} s")
@@ -253,7 +273,7 @@ class Chaos:
         self.hostile.close()
         for fault in self.injections:
             if fault.recovered is None:
-                fault.recovered = recovered(self.run, fault, progress)
+                fault.recovered = recovered(self.run, fault, progress, self.healthy)
                 if fault.recovered:
                     fault.recover_s = round(t - fault.t, 1)
 

@@ -186,6 +186,27 @@ async def test_a_replica_is_given_up_after_its_restarts_and_requests_fail_at_onc
     await pool.close()
 
 
+async def test_a_given_up_replica_is_tried_again_later_and_serves(
+    servers: list[Server],
+) -> None:
+    """A run of days outlives a bad minute: a replica given up on (its restarts failed)
+    gets a new incident `retry_given_up_s` later, and serves once a restart works."""
+    only = servers[:1]
+    only[0].fail_restarts = True
+    replicas = _set(only, config=FAST.model_copy(update={"retry_given_up_s": 0.3}))
+    pool = InferencePool(replicas, timeout_s=2, wait_for_replica_s=30)
+    await only[0].kill()
+    replica = replicas.replicas[only[0].url]
+    with pytest.raises(Exception, match="given up"):
+        await pool.chat(MESSAGES)
+    assert replica.state is ReplicaState.FAILED
+    only[0].fail_restarts = False
+    await eventually(lambda: replica.state is ReplicaState.HEALTHY)
+    assert only[0].events == ["restart"] * (FAST.restart_attempts + 1)
+    assert (await pool.chat(MESSAGES)) is not None
+    await pool.close()
+
+
 async def test_a_replica_without_a_handle_is_probed_back_never_restarted(
     servers: list[Server],
 ) -> None:

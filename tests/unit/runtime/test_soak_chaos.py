@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from cua_rl.runtime.soak_chaos import Chaos
+from cua_rl.runtime.soak_chaos import Chaos, serves_health
 
 
 @dataclass
@@ -42,6 +42,11 @@ class FakeRun:
         self.killed.append(pid)
 
 
+def _chaos(*args: Any, **kwargs: Any) -> Chaos:
+    """A schedule whose restarted replicas answer /health as soon as they exist."""
+    return Chaos(*args, healthy=lambda port: True, **kwargs)
+
+
 def _drive(chaos: Chaos, run: FakeRun, seconds: int, armed_at: int = 0) -> None:
     for t in range(seconds):
         chaos.tick(float(t), t - 3.0, inject=t >= armed_at)  # an episode lasts 3 s
@@ -52,7 +57,7 @@ def _drive(chaos: Chaos, run: FakeRun, seconds: int, armed_at: int = 0) -> None:
 
 def _schedule(seed: int) -> list[tuple[float, str]]:
     run = FakeRun()
-    chaos = Chaos(run, 2.0, seed, log=lambda _: None)
+    chaos = _chaos(run, 2.0, seed, log=lambda _: None)
     _drive(chaos, run, 600)
     return [(f.t, f.kind) for f in chaos.injections]
 
@@ -67,14 +72,14 @@ def test_a_seed_replays_the_same_schedule() -> None:
 
 def test_nothing_is_injected_before_the_run_works() -> None:
     run = FakeRun()
-    chaos = Chaos(run, 5.0, 1, log=lambda _: None)
+    chaos = _chaos(run, 5.0, 1, log=lambda _: None)
     _drive(chaos, run, 120, armed_at=100)
     assert chaos.injections and min(f.t for f in chaos.injections) >= 100
 
 
 def test_a_replica_kill_recovers_with_a_new_server_and_progress() -> None:
     run = FakeRun()
-    chaos = Chaos(run, 60.0, 0, kinds=["policy_replica_kill"], log=lambda _: None)
+    chaos = _chaos(run, 60.0, 0, kinds=["policy_replica_kill"], log=lambda _: None)
     for t in range(10):  # one fault a second on average
         chaos.tick(float(t), 0.0, inject=True)
     [fault] = chaos.injections
@@ -90,7 +95,7 @@ def test_a_replica_kill_recovers_with_a_new_server_and_progress() -> None:
 
 def test_an_episode_that_started_before_the_fault_is_no_progress() -> None:
     run = FakeRun()
-    chaos = Chaos(run, 60.0, 0, kinds=["guest_kill"], log=lambda _: None)
+    chaos = _chaos(run, 60.0, 0, kinds=["guest_kill"], log=lambda _: None)
     for t in range(10):
         chaos.tick(float(t), 0.0, inject=True)
     [fault] = chaos.injections
@@ -102,7 +107,7 @@ def test_an_episode_that_started_before_the_fault_is_no_progress() -> None:
 
 def test_a_fault_without_recovery_is_decided_at_its_deadline_or_the_end() -> None:
     run = FakeRun()
-    chaos = Chaos(run, 60.0, 0, kinds=["guest_kill"], log=lambda _: None,
+    chaos = _chaos(run, 60.0, 0, kinds=["guest_kill"], log=lambda _: None,
                   recover_deadline_s=30)
     for t in range(10):
         chaos.tick(float(t), 0.0, inject=True)
@@ -124,7 +129,7 @@ def test_a_sigterm_and_resume_switches_the_run_faults_go_into() -> None:
         time.sleep(0.05)  # the stop and the resume take time: progress counts after them
         return resumed, {"exit": 1, "stop_s": 4.0, "left": 0}
 
-    chaos = Chaos(first, 60.0, 0, kinds=["sigterm_resume", "guest_kill"],
+    chaos = _chaos(first, 60.0, 0, kinds=["sigterm_resume", "guest_kill"],
                   log=lambda _: None, restart=restart)  # type: ignore[arg-type]
     t = 0
     while len(chaos.injections) < 3 and t < 200:
@@ -144,8 +149,42 @@ def test_a_sigterm_and_resume_switches_the_run_faults_go_into() -> None:
 
 def test_sigterm_resume_needs_a_restart() -> None:
     try:
-        Chaos(FakeRun(), 1.0, 0, kinds=["sigterm_resume"])  # type: ignore[arg-type]
+        _chaos(FakeRun(), 1.0, 0, kinds=["sigterm_resume"])  # type: ignore[arg-type]
     except ValueError as exc:
         assert "sigterm_resume" in str(exc)
     else:
         raise AssertionError("accepted a restart fault without a restart")
+
+
+def test_a_replica_is_back_only_once_it_answers_health() -> None:
+    """A restarted replica that is still loading is not recovered: the soak would kill
+    it again and spend the run's restart budget for one incident."""
+    import http.server
+    import threading
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            self.send_response(200 if self.path == "/health" else 404)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        assert serves_health(server.server_address[1])
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert not serves_health(server.server_address[1])  # nothing listens there now
+
+    run = FakeRun()
+    chaos = Chaos(run, 60.0, 0, kinds=["policy_replica_kill"], log=lambda _: None,
+                  healthy=lambda port: False)
+    for t in range(10):
+        chaos.tick(float(t), 0.0, inject=True)
+    [fault] = chaos.injections
+    run.seen[1000 + fault.pid] = run.seen[fault.pid]  # restarted, still loading
+    chaos.tick(20.0, 15.0, inject=False)
+    assert fault.recovered is None
