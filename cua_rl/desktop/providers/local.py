@@ -301,6 +301,7 @@ class LocalProvider(DesktopProvider):
                                f"--- {log_path} (tail) ---\n{_tail(log_path)}") from exc
         except BaseException:  # cancelled while starting: leave nothing running
             self._kill_proc(proc)
+            await asyncio.shield(self._clients.drop(desktop_id))  # nor an open session
             raise
         record.save(ddir)
         return self._handle(record)
@@ -319,6 +320,8 @@ class LocalProvider(DesktopProvider):
             raise DesktopError(str(exc)) from exc
         finally:
             ready.cancel()
+            if ready.done() and not ready.cancelled():
+                ready.exception()  # the launcher died as the guest did: seen, not leaked
 
     def _kill_proc(self, proc: subprocess.Popen) -> None:
         """Kill a launcher that never became ready (its namespace may be half set up)."""
