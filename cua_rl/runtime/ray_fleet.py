@@ -40,7 +40,9 @@ from cua_rl.runtime.ray_workers import WorkerReport
 log = logging.getLogger(__name__)
 
 FleetEvent = Callable[[str, dict[str, Any]], Awaitable[None]]
-"""Told of `worker_lost` and `worker_replaced` (the driver stores them as events)."""
+"""Told of `worker_lost`, `worker_replaced` and, for each group a lost worker held a
+rollout of, `group_after_worker_lost` with the trajectories it was routed with (the
+driver stores them as events)."""
 
 
 @dataclass
@@ -89,6 +91,8 @@ class WorkerFleet:
         self.lost: list[WorkerRelease] = []
         self.replaced: list[str] = []
         self._latest: dict[str, tuple[dict[str, float], float]] = {}
+        self._requeued_groups: set[str] = set()
+        """Groups a lost worker held a rollout of: stored as routed (`_drain`)."""
         self._drained = False
         """A worker returned: the scheduler has no more work, none will come back."""
 
@@ -172,6 +176,7 @@ class WorkerFleet:
             self.supervision.call_timeout_s)
         assert isinstance(release, WorkerRelease)
         self.lost.append(release)
+        self._requeued_groups.update(group_id for group_id, _ in release.requeued)
         self._update_totals()
         log.warning("fleet worker %s lost (%s): %d rollout(s) re-queued, %d finished "
                     "group(s) delivered for it; %s", slot.worker_id, type(error).__name__,
@@ -216,6 +221,13 @@ class WorkerFleet:
             if not report.lost_worker:  # a lost worker's totals stay as last reported
                 self._update(report.worker_id, report.counts, report.busy_s)
             await self.on_group(report.group)
+            if report.group.group_id in self._requeued_groups:
+                # which stored trajectories made the group: any other of its rows was
+                # an episode of the lost worker, re-run elsewhere (soak_ledger.py)
+                self._requeued_groups.discard(report.group.group_id)
+                await self._event("group_after_worker_lost", {
+                    "worker": report.worker_id, "group_id": report.group.group_id,
+                    "trajectories": [t.id for t in report.group.trajectories]})
 
     def _update(self, worker_id: str, counts: dict[str, float], busy_s: float) -> None:
         """Totals over workers from each worker's latest running totals."""

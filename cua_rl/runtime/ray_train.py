@@ -81,7 +81,8 @@ async def run_training_ray(cfg: RunConfig, run_dir: Path, *, resume: bool = Fals
 
                 async def on_event(kind: str, data: dict[str, Any]) -> None:
                     await parts.store.add_event(kind, str(data["worker"]), data)
-                    await parts.store.incr(kind.replace("worker_", "workers_"))
+                    if kind in ("worker_lost", "worker_replaced"):
+                        await parts.store.incr(kind.replace("worker_", "workers_"))
 
                 def make_fleet(source: TaskSource, on_group: GroupHandler) -> WorkerFleet:
                     supervision = WorkerSupervision(

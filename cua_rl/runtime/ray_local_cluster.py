@@ -1,0 +1,155 @@
+"""A multi-node Ray cluster on this one machine, for the soak and the tests that
+kill fleet nodes (`bench soak --runtime ray`, tests/integration/runtime/test_ray_nodes.py).
+
+Ray's own test cluster (`ray.cluster_utils.Cluster`): a head node (the driver
+attaches to it: learners, model pools and the run's services stay there) and fleet
+nodes, each a raylet with its own object store and `{"fleet": 1}`, so fleet workers
+placed with `ray.worker_resources={fleet: 1}` land only on fleet nodes. Every node
+listens on 127.0.0.1 only: `RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0` makes Ray resolve
+"this machine" to loopback instead of the first interface's address (the run, and
+the worker processes the raylets start, inherit it). Node death is detected in ~3 s
+(health checks every second, three misses) instead of Ray's ~15 s.
+
+A node kill is `remove_node(node, allow_graceful=False)`: SIGKILL of its raylet,
+object store and their workers, as a machine that dies. `shutdown` stops every node.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+
+LOOPBACK = "127.0.0.1"
+FLEET_RESOURCE = "fleet"
+LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+"""Ray resolves this machine's address to loopback (module doc)."""
+HEALTH_CHECKS = {"health_check_initial_delay_ms": 1000, "health_check_period_ms": 1000,
+                 "health_check_timeout_ms": 1000, "health_check_failure_threshold": 3}
+"""A dead node is known within ~3 s (the GCS's health checks of each raylet)."""
+
+
+@dataclass
+class LocalCluster:
+    """Head + fleet nodes on loopback (module doc). Use as a context manager."""
+
+    fleet_nodes: int = 2
+    cpus_per_node: int = 1
+    object_store_mb: int = 80
+    nodes_started: int = 0
+    nodes_killed: int = 0
+    seen: dict[int, tuple[str, float]] = field(default_factory=dict)
+    """Every process of the cluster seen (`watch`): pid -> (command line, start time)."""
+    _cluster: Any = None
+    _fleet: list[Any] = field(default_factory=list)
+
+    def __enter__(self) -> LocalCluster:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    @property
+    def address(self) -> str:
+        """The GCS address a run joins (`ray.address`)."""
+        return str(self._cluster.address)
+
+    def start(self) -> None:
+        os.environ.update(LOOPBACK_ENV)
+        from ray._private import ray_constants
+        from ray.cluster_utils import Cluster
+
+        ray_constants.ENABLE_RAY_CLUSTER = False  # read at call time, set at import
+        self._cluster = Cluster(initialize_head=True, shutdown_at_exit=True, head_node_args={
+            **self._node_args(), "include_dashboard": False,
+            "_system_config": HEALTH_CHECKS})
+        for _ in range(self.fleet_nodes):
+            self.add_fleet_node()
+
+    def _node_args(self) -> dict[str, Any]:
+        return {"num_cpus": self.cpus_per_node, "node_ip_address": LOOPBACK,
+                "object_store_memory": self.object_store_mb * 1024 * 1024}
+
+    def add_fleet_node(self) -> str:
+        """Start one more fleet node; its node id once it has joined."""
+        node = self._cluster.add_node(**self._node_args(), resources={FLEET_RESOURCE: 1},
+                                      wait=True)
+        self._fleet.append(node)
+        self.nodes_started += 1
+        self.watch()
+        return str(node.node_id)
+
+    def fleet_node_ids(self) -> list[str]:
+        return [str(node.node_id) for node in self._fleet]
+
+    def kill_fleet_node(self, index: int = 0) -> str:
+        """SIGKILL the `index`-th live fleet node's processes (raylet, store, workers):
+        its node id. Its workers' children (desktops) stop through their owner watch."""
+        self.watch()
+        node = self._fleet.pop(index)
+        self._cluster.remove_node(node, allow_graceful=False)
+        self.nodes_killed += 1
+        return str(node.node_id)
+
+    def watch(self) -> None:
+        """Remember every live process of the cluster's nodes and their descendants
+        (Ray workers, what they started), for `leftovers` after `shutdown`."""
+        if self._cluster is None:
+            return
+        for node in self._cluster.list_all_nodes():
+            for infos in node.all_processes.values():
+                for info in infos:
+                    self._remember(info.process.pid, descendants=True)
+
+    def _remember(self, pid: int, *, descendants: bool) -> None:
+        try:
+            proc = psutil.Process(pid)
+            family = [proc, *(proc.children(recursive=True) if descendants else [])]
+        except psutil.Error:
+            return
+        for p in family:
+            try:
+                self.seen.setdefault(p.pid, (" ".join(p.cmdline()), p.create_time()))
+            except psutil.Error:
+                continue
+
+    def shutdown(self) -> None:
+        if self._cluster is not None:
+            self.watch()
+            self._cluster.shutdown()
+            self._cluster = None
+
+    def leftovers(self, grace_s: float = 30.0) -> dict[int, str]:
+        """Processes of the cluster seen alive while it ran that still run (the same
+        process: pid and start time), polled for up to `grace_s` while they stop."""
+        end = time.monotonic() + grace_s
+        while True:
+            left = {pid: cmd for pid, (cmd, started) in self.seen.items()
+                    if _same_process(pid, started)}
+            if not left or time.monotonic() >= end:
+                return left
+            time.sleep(0.5)
+
+
+def _same_process(pid: int, started: float) -> bool:
+    try:
+        proc = psutil.Process(pid)
+        return abs(proc.create_time() - started) < 0.05 and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def cluster_overrides(cluster: LocalCluster, state_dir: str) -> list[str]:
+    """A run's overrides that put its fleet on the cluster's fleet nodes, one worker
+    per node with one desktop each (the desktops' state dir given explicitly: worker
+    processes inherit the cluster's environment, not the run's)."""
+    return ["runtime=ray", f"ray.address={cluster.address}",
+            f"ray.fleet_workers={cluster.fleet_nodes}",
+            f"ray.worker_resources={{{FLEET_RESOURCE}: 1}}",
+            f"ray.num_cpus={cluster.cpus_per_node}", "ray.replica_bind_host=127.0.0.1",
+            f"desktops.count={cluster.fleet_nodes}",
+            f"desktops.provider.state_dir={state_dir}"]
