@@ -39,6 +39,11 @@ from cua_rl.runtime.ray_workers import WorkerReport
 
 log = logging.getLogger(__name__)
 
+RESPAWN_DELAY_S = 1.0
+PLACE_ATTEMPTS = 60
+"""A replacement that keeps dying before it starts is given up (with the run) after
+this many tries (a minute or more, with RESPAWN_DELAY_S between tries)."""
+
 FleetEvent = Callable[[str, dict[str, Any]], Awaitable[None]]
 """Told of `worker_lost`, `worker_replaced` and, for each group a lost worker held a
 rollout of, `group_after_worker_lost` with the trajectories it was routed with (the
@@ -69,6 +74,8 @@ class _Slot:
     handle: Any
     running: bool
     """False while a replacement waits to be placed (its `ready` call)."""
+    attempts: int = 0
+    """Times this replacement died before it was placed (`_respawn`)."""
 
 
 async def _call(ref: Any) -> Any:
@@ -145,15 +152,13 @@ class WorkerFleet:
     async def _settle(self, task: asyncio.Task[Any], slot: _Slot,
                       tasks: dict[asyncio.Task[Any], _Slot]) -> None:
         error = task.exception()
-        if error is None and not slot.running:  # a replacement was placed: run it
-            self.replaced.append(slot.worker_id)
-            log.warning("fleet worker %s replaced (bundle %d): %d replacement(s) so far",
-                        slot.worker_id, slot.index, len(self.replaced))
-            self._update_totals()
-            await self._event("worker_replaced", {"worker": slot.worker_id,
-                                                  "bundle": slot.index})
-            slot.running = True
-            tasks[asyncio.ensure_future(_call(slot.handle.run.remote()))] = slot
+        if not slot.running:
+            if error is None:  # a replacement was placed: run it
+                await self._replaced(slot, tasks)
+            elif isinstance(error, self._lost_errors()):
+                self._respawn(slot, tasks)
+            else:
+                raise error
         elif error is None:
             self.reports.append(task.result())
             self._drained = True
@@ -167,6 +172,33 @@ class WorkerFleet:
                     slot.index, worker_id, handle, running=False)
         else:
             raise error
+
+    async def _replaced(self, slot: _Slot, tasks: dict[asyncio.Task[Any], _Slot]) -> None:
+        self.replaced.append(slot.worker_id)
+        log.warning("fleet worker %s replaced (bundle %d): %d replacement(s) so far",
+                    slot.worker_id, slot.index, len(self.replaced))
+        self._update_totals()
+        await self._event("worker_replaced", {"worker": slot.worker_id, "bundle": slot.index})
+        slot.running = True
+        tasks[asyncio.ensure_future(_call(slot.handle.run.remote()))] = slot
+
+    def _respawn(self, slot: _Slot, tasks: dict[asyncio.Task[Any], _Slot]) -> None:
+        """A replacement died before it ran: Ray had not yet declared the lost node
+        dead and placed it in the bundle still booked there. Not a lost worker (it held
+        nothing); start it again a moment later, at most `PLACE_ATTEMPTS` times."""
+        assert self.supervision.spawn is not None
+        self.supervision.kill(slot.handle)
+        slot.attempts += 1
+        if slot.attempts >= PLACE_ATTEMPTS:
+            raise FleetLost(f"ray: replacement fleet worker {slot.worker_id} died "
+                            f"{slot.attempts} times before it started (bundle {slot.index})")
+        slot.handle = self.supervision.spawn(slot.index, slot.worker_id)
+
+        async def place_later(handle: Any) -> Any:
+            await asyncio.sleep(RESPAWN_DELAY_S)
+            return await handle.ready.remote()
+
+        tasks[asyncio.ensure_future(place_later(slot.handle))] = slot
 
     async def _lose(self, slot: _Slot, error: BaseException) -> None:
         """Release the lost worker's share of the run and say so once."""

@@ -59,6 +59,14 @@ class LocalCluster:
         return str(self._cluster.address)
 
     def start(self) -> None:
+        """The head and every fleet node, each joined before this returns."""
+        self.start_head()
+        for _ in range(self.fleet_nodes):
+            self.add_fleet_node()
+
+    def start_head(self) -> None:
+        """The head node alone: a run can join it and start its model servers while
+        the fleet nodes start (`add_fleet_node`); its workers wait for them."""
         os.environ.update(LOOPBACK_ENV)
         from ray._private import ray_constants
         from ray.cluster_utils import Cluster
@@ -67,8 +75,6 @@ class LocalCluster:
         self._cluster = Cluster(initialize_head=True, shutdown_at_exit=True, head_node_args={
             **self._node_args(), "include_dashboard": False,
             "_system_config": HEALTH_CHECKS})
-        for _ in range(self.fleet_nodes):
-            self.add_fleet_node()
 
     def _node_args(self) -> dict[str, Any]:
         return {"num_cpus": self.cpus_per_node, "node_ip_address": LOOPBACK,

@@ -18,7 +18,7 @@ from cua_rl.config import RunConfig
 from cua_rl.errors import FleetLost
 from cua_rl.inference.base import ChatResult, Choice
 from cua_rl.rollout.fleet import Fleet
-from cua_rl.runtime import ray_workers
+from cua_rl.runtime import ray_fleet, ray_workers
 from cua_rl.runtime.ray_fleet import WorkerFleet, WorkerSupervision
 from cua_rl.runtime.ray_services import GateService, SchedulerService
 from cua_rl.runtime.ray_workers import FleetWorker, WorkerParts, WorkerReport, WorkerSpec
@@ -180,8 +180,14 @@ class DyingWorker(FakedWorker):
         raise WorkerGone(self.spec.worker_id)
 
 
+class DiesBeforeStart(FakedWorker):
+    async def ready(self) -> str:
+        raise WorkerGone(self.spec.worker_id)
+
+
 async def test_a_lost_worker_is_released_replaced_and_every_group_reaches_the_driver_once(
-        cfg: RunConfig, tmp_path: Path, handle) -> None:
+        cfg: RunConfig, tmp_path: Path, handle, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ray_fleet, "RESPAWN_DELAY_S", 0.0)  # fakes finish in milliseconds
     RunStore(tmp_path).close()
     service = SchedulerService(3, max_groups=4, backlog=2)
     scheduler, gate = handle(service), handle(GateService(eta=2))
@@ -195,6 +201,8 @@ async def test_a_lost_worker_is_released_replaced_and_every_group_reaches_the_dr
 
     def spawn(index: int, worker_id: str) -> Any:
         spawned.append(worker_id)
+        if len(spawned) == 1:  # placed on the dead node before Ray declared it dead
+            return handle(DiesBeforeStart(spec(worker_id), scheduler, gate))
         return handle(FakedWorker(spec(worker_id), scheduler, gate))
 
     async def on_event(kind: str, data: dict[str, Any]) -> None:
@@ -217,7 +225,8 @@ async def test_a_lost_worker_is_released_replaced_and_every_group_reaches_the_dr
 
     assert [g.group_id for g in received] == list(dict.fromkeys(g.group_id for g in received))
     assert len(received) == 4 and all(len(g.trajectories) == 3 for g in received)
-    assert spawned == ["w1.1"] and len(killed) == 1
+    assert spawned == ["w1.1", "w1.1"] and len(killed) == 2  # the lost one, the stillborn
+    assert fleet.replaced == ["w1.1"] and len(fleet.lost) == 1
     assert [kind for kind, _ in events][0] == "worker_lost"
     assert events[0][1]["worker"] == "w1" and len(events[0][1]["requeued"]) == 1
     assert counts["workers_lost"] == 1 and counts["episodes"] == 12
