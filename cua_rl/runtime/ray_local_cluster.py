@@ -10,15 +10,23 @@ listens on 127.0.0.1 only: `RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0` makes Ray resol
 the worker processes the raylets start, inherit it). Node death is detected in ~3 s
 (health checks every second, three misses) instead of Ray's ~15 s.
 
+Ray's test cluster writes its address to the machine's "current cluster" file,
+which a plain `ray.init()` of any other process here would then join (a local
+`runtime: ray` run, another test); the file is put back as it was right after
+the head starts and after `shutdown`: runs join this cluster only by its address.
+
 A node kill is `remove_node(node, allow_graceful=False)`: SIGKILL of its raylet,
 object store and their workers, as a machine that dies. `shutdown` stops every node.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -72,9 +80,11 @@ class LocalCluster:
         from ray.cluster_utils import Cluster
 
         ray_constants.ENABLE_RAY_CLUSTER = False  # read at call time, set at import
-        self._cluster = Cluster(initialize_head=True, shutdown_at_exit=True, head_node_args={
-            **self._node_args(), "include_dashboard": False,
-            "_system_config": HEALTH_CHECKS})
+        with _current_cluster_kept():
+            self._cluster = Cluster(initialize_head=True, shutdown_at_exit=True,
+                                    head_node_args={**self._node_args(),
+                                                    "include_dashboard": False,
+                                                    "_system_config": HEALTH_CHECKS})
 
     def _node_args(self) -> dict[str, Any]:
         return {"num_cpus": self.cpus_per_node, "node_ip_address": LOOPBACK,
@@ -126,7 +136,8 @@ class LocalCluster:
     def shutdown(self) -> None:
         if self._cluster is not None:
             self.watch()
-            self._cluster.shutdown()
+            with _current_cluster_kept():
+                self._cluster.shutdown()
             self._cluster = None
 
     def leftovers(self, grace_s: float = 30.0) -> dict[int, str]:
@@ -139,6 +150,22 @@ class LocalCluster:
             if not left or time.monotonic() >= end:
                 return left
             time.sleep(0.5)
+
+
+@contextlib.contextmanager
+def _current_cluster_kept() -> Iterator[None]:
+    """Ray's "current cluster" address file as it was before (module doc)."""
+    from ray._common.utils import get_ray_address_file
+
+    path = Path(get_ray_address_file(None))
+    before = path.read_text() if path.exists() else None
+    try:
+        yield
+    finally:
+        if before is None:
+            path.unlink(missing_ok=True)
+        else:
+            path.write_text(before)
 
 
 def _same_process(pid: int, started: float) -> bool:
