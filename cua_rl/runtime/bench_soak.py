@@ -11,7 +11,8 @@ chaos schedule (`soak_chaos`) injects faults at the given rate (the guest's faul
 hooks are armed for the corrupt screenshots: `CUA_GUEST_FAULT_HOOKS=1`); after M minutes
 the run gets SIGTERM and must exit by itself within `--stop-deadline`. Then the
 figures (`soak_report`, definitions in docs/soak.md) go to `OUT/soak.json` and
-stdout, the picture to `OUT/soak.png`.
+stdout, the picture to `OUT/soak.png`. `--runtime ray`: the same soak on a
+multi-node Ray cluster with fleet nodes killed (`soak_ray`).
 """
 
 from __future__ import annotations

@@ -40,6 +40,10 @@ HEALTH_CHECKS = {"health_check_initial_delay_ms": 1000, "health_check_period_ms"
 """A dead node is known within ~3 s (the GCS's health checks of each raylet)."""
 
 
+class NodeStartFailed(RuntimeError):
+    """A fleet node's raylet did not join the cluster in time."""
+
+
 @dataclass
 class LocalCluster:
     """Head + fleet nodes on loopback (module doc). Use as a context manager."""
@@ -49,6 +53,7 @@ class LocalCluster:
     object_store_mb: int = 80
     nodes_started: int = 0
     nodes_killed: int = 0
+    start_failures: int = 0
     seen: dict[int, tuple[str, float]] = field(default_factory=dict)
     """Every process of the cluster seen (`watch`): pid -> (command line, start time)."""
     _cluster: Any = None
@@ -91,9 +96,18 @@ class LocalCluster:
                 "object_store_memory": self.object_store_mb * 1024 * 1024}
 
     def add_fleet_node(self) -> str:
-        """Start one more fleet node; its node id once it has joined."""
-        node = self._cluster.add_node(**self._node_args(), resources={FLEET_RESOURCE: 1},
-                                      wait=True)
+        """Start one more fleet node; its node id once it has joined. A raylet that
+        does not register within Ray's 30 s (a machine under heavy load) raises
+        `NodeStartFailed`, after its processes were killed (none is left behind)."""
+        known = self._node_pids()
+        try:
+            node = self._cluster.add_node(**self._node_args(),
+                                          resources={FLEET_RESOURCE: 1}, wait=True)
+        except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception here
+            self.start_failures += 1
+            stray = self._kill_strays(known)
+            raise NodeStartFailed(f"a fleet node did not start: {exc} ({stray} of its "
+                                  "processes killed)") from exc
         self._fleet.append(node)
         self.nodes_started += 1
         self.watch()
@@ -112,14 +126,40 @@ class LocalCluster:
         return str(node.node_id)
 
     def watch(self) -> None:
-        """Remember every live process of the cluster's nodes and their descendants
-        (Ray workers, what they started), for `leftovers` after `shutdown`."""
-        if self._cluster is None:
-            return
+        """Remember every live descendant of this process (the nodes' processes, Ray
+        workers and what they started, a node that failed to start), for
+        `leftovers` after `shutdown`."""
+        self._remember(os.getpid(), descendants=True)
+        self.seen.pop(os.getpid(), None)
+
+    def _node_pids(self) -> set[int]:
+        """Processes of the nodes that joined, with their descendants."""
+        pids: set[int] = set()
         for node in self._cluster.list_all_nodes():
             for infos in node.all_processes.values():
                 for info in infos:
-                    self._remember(info.process.pid, descendants=True)
+                    try:
+                        proc = psutil.Process(info.process.pid)
+                        pids.update(p.pid for p in [proc, *proc.children(recursive=True)])
+                    except psutil.Error:
+                        continue
+        return pids
+
+    def _kill_strays(self, known: set[int]) -> int:
+        """SIGKILL the Ray processes this process started since `known` was taken
+        that belong to no joined node: a node whose start failed."""
+        self.watch()
+        stray = 0
+        for proc in psutil.Process(os.getpid()).children(recursive=True):
+            try:
+                cmd = " ".join(proc.cmdline())
+                if (proc.pid not in known and proc.pid not in self._node_pids()
+                        and ("site-packages/ray/" in cmd or cmd.startswith("ray::"))):
+                    proc.kill()
+                    stray += 1
+            except psutil.Error:
+                continue
+        return stray
 
     def _remember(self, pid: int, *, descendants: bool) -> None:
         try:

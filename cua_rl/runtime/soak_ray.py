@@ -32,13 +32,17 @@ from functools import partial
 from typing import Any
 
 from cua_rl.runtime.fault_run import RunProcess
-from cua_rl.runtime.ray_local_cluster import LocalCluster, cluster_overrides
+from cua_rl.runtime.ray_local_cluster import LocalCluster, NodeStartFailed, cluster_overrides
 from cua_rl.runtime.soak_chaos import RECOVER_DEADLINE_S, Injection
 from cua_rl.store.run_store import RunStore
 
 NODE_KILL = "node_kill"
 NODE_BACK_S = 20.0
 """Seconds between a node kill and the start of a new fleet node."""
+NODE_RETRY_S = 10.0
+NODE_START_TRIES = 5
+"""A node start that fails (its raylet did not register in Ray's 30 s, on a machine
+under heavy load) is tried again this many times over the soak, then the soak fails."""
 
 
 def replacements_since(run_dir: Any, epoch: float) -> int:
@@ -80,7 +84,14 @@ class NodeChaos:
         self.cluster.watch()
         while self._add_due and t >= self._add_due[0]:
             self._add_due.pop(0)
-            node = self.cluster.add_fleet_node()
+            try:
+                node = self.cluster.add_fleet_node()
+            except NodeStartFailed as exc:
+                if self.cluster.start_failures >= NODE_START_TRIES:
+                    raise
+                self._add_due.append(t + NODE_RETRY_S)
+                self.log(f"chaos: t={t:.0f}s {exc}; trying again in {NODE_RETRY_S:.0f} s")
+                break
             self.log(f"chaos: t={t:.0f}s fleet node {node[:8]} started")
         for fault in self.injections:
             if fault.recovered is None:
@@ -146,6 +157,7 @@ def run_ray_soak(spec: Any, nodes: int, run_soak: Callable[..., dict[str, Any]],
     result["runtime"] = "ray"
     result["cluster"] = {"nodes": nodes, "fleet_nodes_started": cluster.nodes_started,
                          "fleet_nodes_killed": cluster.nodes_killed,
+                         "fleet_node_start_failures": cluster.start_failures,
                          "processes_seen": len(cluster.seen)}
     (spec.out / "soak.json").write_text(json.dumps(result, indent=2, default=str))
     return result
