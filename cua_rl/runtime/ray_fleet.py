@@ -192,6 +192,9 @@ class WorkerFleet:
         if slot.attempts >= PLACE_ATTEMPTS:
             raise FleetLost(f"ray: replacement fleet worker {slot.worker_id} died "
                             f"{slot.attempts} times before it started (bundle {slot.index})")
+        log.info("replacement fleet worker %s died before it started (bundle %d still "
+                 "booked on a dead node); starting it again (try %d)", slot.worker_id,
+                 slot.index, slot.attempts + 1)
         slot.handle = self.supervision.spawn(slot.index, slot.worker_id)
 
         async def place_later(handle: Any) -> Any:
