@@ -96,6 +96,8 @@ class SchedulerService:
         self._owed: dict[str, dict[str, GroupRecord]] = {}
         """owner -> groups its completion emitted that have not reached the outbox."""
         self._lost: set[str] = set()
+        self._deliveries: set[asyncio.Task[None]] = set()
+        """Owed groups of released workers on their way into the (bounded) outbox."""
 
     # workers -------------------------------------------------------------------
     async def next_ticket(self, owner: str = "") -> RolloutTicket | None:
@@ -155,8 +157,11 @@ class SchedulerService:
         for ticket in held.values():
             await self.scheduler.abort(ticket)
         owed = self._owed.pop(owner, {})
-        for group in owed.values():
-            await self._outbox.put(GroupReport(owner, group, lost_worker=True))
+        for group in owed.values():  # in the background: a full outbox must not hold
+            task = asyncio.create_task(  # the driver's call (it drains the outbox)
+                self._outbox.put(GroupReport(owner, group, lost_worker=True)))
+            self._deliveries.add(task)
+            task.add_done_callback(self._deliveries.discard)
         return WorkerRelease(owner, sorted(held), sorted(owed))
 
     async def wait_demand(self) -> None:
@@ -170,7 +175,9 @@ class SchedulerService:
         return await self._outbox.get()
 
     async def close_outbox(self) -> None:
-        """Every worker has returned: nothing more will be put."""
+        """Every worker has returned: nothing more will be put (after the groups
+        delivered for released workers)."""
+        await asyncio.gather(*self._deliveries)
         await self._outbox.put(None)
 
     async def stats(self) -> dict[str, int]:
