@@ -38,7 +38,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from collections.abc import AsyncIterator
+import signal
+import threading
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,7 +73,8 @@ async def run_training_ray(cfg: RunConfig, run_dir: Path, *, resume: bool = Fals
     if started:
         local = ({"num_cpus": cfg.ray.init_num_cpus, "include_dashboard": cfg.ray.include_dashboard}
                  if cfg.ray.address is None else {})
-        ray.init(address=cfg.ray.address, **local)
+        with sigterm_kept():
+            ray.init(address=cfg.ray.address, **local)
     try:
         fleets: list[WorkerFleet] = []
         async with start_engines(cfg, run_dir, resume, transport=ray_rank_group(cfg.ray)
@@ -105,6 +108,23 @@ async def run_training_ray(cfg: RunConfig, run_dir: Path, *, resume: bool = Fals
     finally:
         if started:
             ray.shutdown()
+
+
+@contextlib.contextmanager
+def sigterm_kept() -> Iterator[None]:
+    """Keep this process's SIGTERM handling across `ray.init`, which replaces it (with
+    `sys.exit`, and Ray's core worker with a handler that aborts the process): a
+    SIGTERMed run must unwind like Ctrl-C (`options.run_stoppable`) and stop what it
+    started, leaving a store `--resume` continues, not die by SIGABRT."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers belong to the main thread; ray.init sets none here
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 @dataclass
