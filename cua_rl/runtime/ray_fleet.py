@@ -13,9 +13,11 @@ slots of their groups that completed stay completed) and delivers the finished
 groups it still owed (`SchedulerService.release_worker`); the run goes on with
 the workers left, and a replacement worker is started in the lost worker's
 placement bundle (`spawn`), which Ray places once a node with room is there
-again (a bundle on a dead node is rescheduled by Ray). While no worker is
-running, a replacement must be placed within `replace_timeout_s`, else the run
-fails with `FleetLost`. Any other error of a worker is a bug and propagates.
+again (a bundle on a dead node is rescheduled by Ray). A replacement that dies
+before it starts (Ray placed it in the bundle while still booking it on the dead
+node) is started again, not counted as lost. While no worker is running, a
+replacement must be placed within `replace_timeout_s`, else the run fails with
+`FleetLost`. Any other error of a worker is a bug and propagates.
 
 Invariant: `on_group` sees every finished group exactly once (a lost worker's
 late calls are refused by the service), and `run` returns only after the last

@@ -14,9 +14,10 @@ one fleet worker and one desktop each), points the run at it (`ray.address`,
   `worker_replaced` event after it. One node is down at a time: a kill waits
   until the previous one recovered.
 
-At the end the cluster is shut down (`cluster.shutdown()`); every process of its
-nodes seen during the soak (raylets, the GCS, workers and what they started)
-must be gone: they are added to `processes_left` otherwise. The figures are those
+At the end the cluster is shut down (`cluster.shutdown()`); every process the
+bench started that was seen during the soak (the nodes' raylets and GCS, Ray
+workers and the desktops they started, a node that failed to start) must be gone
+30 s later: they are added to `processes_left` otherwise. The figures are those
 of the soak (docs/soak.md), plus `cluster` (nodes started and killed) and the
 ledger's node figures (`lost.workers_lost`, `trajectories_lost_with_node`, ...).
 """
