@@ -50,6 +50,10 @@ class PortInUse(CuaRlError):
         self.port = port
 
 
+class FleetLost(CuaRlError):
+    """A Ray run has no fleet worker left and no replacement was placed in time."""
+
+
 class InferenceError(CuaRlError):
     """A model server could not serve a request."""
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ctypes
 import os
 import signal
 import socket
@@ -26,6 +27,7 @@ import stat
 from collections.abc import Awaitable, Callable, Mapping
 
 CONNECT_TIMEOUT_S = 5.0
+_PR_SET_PDEATHSIG = 1
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 
@@ -109,17 +111,32 @@ def drop_privileges(uid: int, gid: int) -> None:
     os.setresuid(uid, uid, uid)
 
 
+def tie_to_parent(parent: int) -> None:
+    """SIGTERM this process when `parent` exits, also by SIGKILL: a desktop's
+    launcher stops its forwarder on any other exit, but a launcher SIGKILLed (a Ray
+    node killed with its workers and their children) would leave it serving. Set
+    after dropping privileges, which clears it."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != parent:  # it died before we asked
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 async def serve_forwards(forwards: Mapping[int, str],
                          until: Callable[[], Awaitable[object]] | None = None,
-                         user: tuple[int, int] | None = None) -> bool:
+                         user: tuple[int, int] | None = None,
+                         parent: int | None = None) -> bool:
     """Listen on 127.0.0.1:port for each `{port: socket_path}` until SIGTERM/SIGINT
     (returns True) or `until()` returns (False). With `user`, privileges are
-    dropped to that uid:gid once the listeners are bound."""
+    dropped to that uid:gid once the listeners are bound; with `parent`, the
+    process ends when that one does (`tie_to_parent`)."""
     servers = [await asyncio.start_server(handler(path), "127.0.0.1", port,
                                           reuse_address=True)
                for port, path in forwards.items()]
     if user is not None:
         drop_privileges(*user)
+    if parent is not None:
+        tie_to_parent(parent)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -158,7 +175,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--user", type=_user_arg,
                         help="UID:GID to drop to once listening (started as root)")
     args = parser.parse_args(argv)
-    asyncio.run(serve_forwards(dict(args.forward), user=args.user))
+    asyncio.run(serve_forwards(dict(args.forward), user=args.user, parent=os.getppid()))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ chaos schedule (`soak_chaos`) injects faults at the given rate (the guest's faul
 hooks are armed for the corrupt screenshots: `CUA_GUEST_FAULT_HOOKS=1`); after M minutes
 the run gets SIGTERM and must exit by itself within `--stop-deadline`. Then the
 figures (`soak_report`, definitions in docs/soak.md) go to `OUT/soak.json` and
-stdout, the picture to `OUT/soak.png`.
+stdout, the picture to `OUT/soak.png`. `--runtime ray`: the same soak on a
+multi-node Ray cluster with fleet nodes killed (`soak_ray`).
 """
 
 from __future__ import annotations
@@ -62,6 +63,9 @@ class SoakSpec:
     tiny_model_dir: Path | None = None
     kinds: list[str] | None = None
     extra: tuple[str, ...] = ()
+    make_chaos: Any = None
+    """Builds the fault schedule like `soak_chaos.Chaos` (None: that class); the Ray
+    soak's node kills (`soak_ray.NodeChaos`)."""
 
 
 def run_soak(spec: SoakSpec, log: Any = print) -> dict[str, Any]:
@@ -104,7 +108,8 @@ def run_soak(spec: SoakSpec, log: Any = print) -> dict[str, Any]:
         sampler.root_pid = new.pid
         return new, {"exit": code, "stop_s": stop_s, "left": len(left["processes"])}
 
-    chaos = Chaos(first, spec.chaos, spec.seed, spec.kinds, log=log, restart=restart)
+    chaos = (spec.make_chaos or Chaos)(first, spec.chaos, spec.seed, spec.kinds, log=log,
+                                       restart=restart)
     duration_s = spec.minutes * 60.0
     quiet_s = quiet_end_s(duration_s)
     last_progress = 0.0
@@ -201,18 +206,24 @@ def _plot(out: Path, samples: list[dict[str, Any]], result: dict[str, Any], t0: 
               show_default=True, help="Seconds the run has to exit after SIGTERM.")
 @click.option("--tiny-model-dir", type=click.Path(file_okay=False, path_type=Path),
               help="The tiny model the run serves and trains (default: the cached one).")
+@click.option("--runtime", type=click.Choice(["local", "ray"]), default="local",
+              show_default=True, help="ray: the run's fleet on a Ray cluster of --nodes "
+              "nodes on this machine, faults are fleet node kills (node_kill).")
+@click.option("--nodes", type=click.IntRange(min=2), default=3, show_default=True,
+              help="With --runtime ray: the head plus NODES-1 fleet nodes.")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 @click.argument("overrides", nargs=-1)
 def bench_soak(minutes: float, chaos: float, seed: int, out: Path | None, engine: str,
                window_min: float, interval_s: float, kinds: str, stop_deadline_s: float,
-               tiny_model_dir: Path | None, as_json: bool, overrides: tuple[str, ...]) -> None:
+               tiny_model_dir: Path | None, runtime: str, nodes: int, as_json: bool,
+               overrides: tuple[str, ...]) -> None:
     """A training run for M minutes under a stream of faults: steady throughput, flat
     memory, nothing lost, nothing left running? OVERRIDES (key=value) go to the run."""
     from cua_rl.runtime.soak_chaos import CORRUPT, HOSTILE, RESTART, VICTIMS
     from cua_rl.runtime.soak_report import summary_lines
 
     chosen = [k.strip() for k in kinds.split(",") if k.strip()] or None
-    known = [*VICTIMS, CORRUPT, *HOSTILE, RESTART]
+    known = ["node_kill"] if runtime == "ray" else [*VICTIMS, CORRUPT, *HOSTILE, RESTART]
     unknown = sorted(set(chosen or ()) - set(known))
     if unknown:
         raise click.BadParameter(f"unknown fault(s) {unknown}; known: {', '.join(known)}",
@@ -228,7 +239,12 @@ def bench_soak(minutes: float, chaos: float, seed: int, out: Path | None, engine
     out = out or Path(tempfile.mkdtemp(prefix="cua-rl-soak-"))
     spec = SoakSpec(minutes, chaos, seed, out, engine, window_min, interval_s, stop_deadline_s,
                     tiny_model_dir, chosen, overrides)
-    result = run_soak(spec, log=lambda line: click.echo(line, err=True))
+    if runtime == "ray":
+        from cua_rl.runtime.soak_ray import run_ray_soak
+
+        result = run_ray_soak(spec, nodes, run_soak, log=lambda line: click.echo(line, err=True))
+    else:
+        result = run_soak(spec, log=lambda line: click.echo(line, err=True))
     if as_json:
         emit_json(result)
         return

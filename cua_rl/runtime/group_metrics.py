@@ -56,6 +56,9 @@ def group_metrics(group: GroupRecord, samples: GroupSamples, gate: LearnerVersio
         "desktop_utilization": fleet.busy_s / (elapsed * max(cfg.desktops.count, 1)),
         "episode_len_mean": statistics.fmean(len(t.steps) for t in trajs) if trajs else 0.0,
     }
+    for key in ("workers_lost", "workers_replaced"):  # a Ray fleet's (ray_fleet.py)
+        if key in fleet.counts:
+            out[key] = float(fleet.counts[key])
     if votes:
         out["prm_agreement"] = sum(1 for o, s in votes if o == s) / len(votes)
     return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class RayConfig(BaseModel):
@@ -36,6 +36,17 @@ class RayConfig(BaseModel):
     over the workers (rounded up)."""
     num_cpus: float = Field(1.0, gt=0)
     """CPUs reserved per fleet worker (a placement-group bundle each)."""
+    worker_resources: dict[str, float] = Field(default_factory=dict)
+    """Custom resources each fleet worker's bundle also claims, e.g. `{fleet: 1}` so
+    workers land only on nodes started with that resource (`ray start --resources
+    '{"fleet": 1}'`), away from the driver's node; empty: CPUs only."""
+    worker_replacements: int = Field(8, ge=0)
+    """Replacement workers a run starts over its life for fleet workers it lost (their
+    node died); each waits until a node with room for its bundle is there. 0: the run
+    goes on with the workers left."""
+    replace_timeout_s: float = Field(600.0, gt=0)
+    """With no fleet worker running, how long the run waits for a replacement to be
+    placed before it fails (a lost cluster must not hang a run)."""
     inference: Literal["driver", "ray"] = "driver"
     """`driver`: model replicas start on the driver's machine as in a local run;
     `ray`: each replica is a Ray actor placed in a placement group (on GPU nodes
@@ -56,6 +67,17 @@ class RayConfig(BaseModel):
     """Deadline for the cluster to offer the bundles a run asks for."""
     stop_timeout_s: float = Field(120.0, gt=0)
     """Grace for a worker or replica to stop its desktops/servers before it is killed."""
+
+    @field_validator("worker_resources")
+    @classmethod
+    def _custom_only(cls, value: dict[str, float]) -> dict[str, float]:
+        for name, amount in value.items():
+            if name in ("CPU", "GPU", "memory", "object_store_memory"):
+                raise ValueError(f"ray.worker_resources.{name}: a built-in resource; use "
+                                 "ray.num_cpus for CPUs (custom resources only here)")
+            if amount <= 0:
+                raise ValueError(f"ray.worker_resources.{name}: expected > 0, got {amount}")
+        return value
 
     def worker_actors(self, total_actors: int) -> int:
         return self.actors_per_worker or math.ceil(total_actors / self.fleet_workers)

@@ -3,12 +3,17 @@
 - Fleet workers: one placement group of `fleet_workers` CPU bundles with the
   SPREAD strategy, so workers (and the desktops each starts on its node) are
   spread over as many nodes as the cluster has; on one machine they all fit.
+  `worker_resources` (e.g. `{fleet: 1}`) adds custom resources to each bundle, so
+  workers go only to nodes that offer them (fleet nodes, not the driver's). A
+  bundle on a node that died is placed again by Ray once a node with room joins;
+  a replacement worker goes into the same bundle (ray_fleet.py).
 - Model replicas (`ray.inference: ray`): one placement group per role, one
   bundle per replica of `replica_cpus` CPUs plus `replica_gpus` GPUs (none for
   hf, i.e. CPU bundles on a CPU-only cluster). Ray sets CUDA_VISIBLE_DEVICES in
   the replica's actor, and the `cua-rl serve` child inherits it.
 - Services (scheduler, gate): no CPU reserved (they only wait on queues and
-  conditions), with enough concurrency for every actor's blocking call.
+  conditions), with enough concurrency for every actor's blocking call, pinned
+  to the driver's node: a fleet node that dies must not take them along.
 - Learners: a learner with `ranks: 1` runs on the driver, in its process. With
   `ranks: N` its DeepSpeed ranks are N actors (ray_ranks.py) in one PACK group of
   `{"CPU": rank_cpus, "GPU": rank_gpus}` bundles, one per rank: as few nodes as
@@ -33,7 +38,7 @@ Bundle = dict[str, float]
 
 
 def worker_bundles(cfg: RayConfig) -> list[Bundle]:
-    return [{"CPU": cfg.num_cpus} for _ in range(cfg.fleet_workers)]
+    return [{"CPU": cfg.num_cpus, **cfg.worker_resources} for _ in range(cfg.fleet_workers)]
 
 
 def replica_bundles(cfg: RayConfig, servers: ModelServersConfig) -> list[Bundle]:
@@ -51,17 +56,32 @@ def rank_bundles(cfg: LearnerConfig) -> list[Bundle]:
     return [dict(bundle) for _ in range(cfg.ranks)]
 
 
-def service_options(total_actors: int) -> dict[str, Any]:
+def service_options(total_actors: int, node_id: str | None = None) -> dict[str, Any]:
     """Options of a coordination service: every actor may hold one call open
-    (`next_ticket`, `wait_fresh`) and still leave room for completions."""
-    return {"num_cpus": 0, "max_concurrency": max(1000, 4 * total_actors)}
+    (`next_ticket`, `wait_fresh`) and still leave room for completions; on
+    `node_id` (the driver's) when given."""
+    options: dict[str, Any] = {"num_cpus": 0, "max_concurrency": max(1000, 4 * total_actors)}
+    if node_id is not None:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id, soft=False)
+    return options
+
+
+def driver_node() -> str:
+    """The id of the node this process (the driver) is attached to."""
+    import ray
+
+    return str(ray.get_runtime_context().get_node_id())
 
 
 def bundle_options(group: Any, index: int, bundle: Bundle) -> dict[str, Any]:
     """Actor options that pin it to one bundle and claim exactly its resources."""
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
+    custom = {name: amount for name, amount in bundle.items() if name not in ("CPU", "GPU")}
     return {"num_cpus": bundle.get("CPU", 0), "num_gpus": bundle.get("GPU", 0),
+            **({"resources": custom} if custom else {}),
             "scheduling_strategy": PlacementGroupSchedulingStrategy(
                 group, placement_group_bundle_index=index)}
 

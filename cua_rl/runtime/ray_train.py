@@ -9,8 +9,8 @@ Who runs where:
   model replicas when `ray.inference: driver` (as in a local run);
 - `ray.fleet_workers` FleetWorker actors, spread over nodes: desktops, episodes,
   streaming judge, trajectory/verdict writes to the run store;
-- one SchedulerService and one GateService actor: the run's task groups and
-  staleness gate, shared by all workers;
+- one SchedulerService and one GateService actor on the driver's node: the run's
+  task groups and staleness gate, shared by all workers;
 - with `ray.inference: ray`, one ReplicaActor per model replica, placed in
   bundles (GPU nodes for vllm) and reporting its URL; the driver's `ReplicaSet`
   supervises it through a `RemoteReplica` (restarts its server when it dies).
@@ -23,6 +23,11 @@ directory, which on several nodes must be a shared filesystem (and the config's
 paths must be absolute and valid on every node); weight sync in `collective`
 mode needs `train.sync.host` set to an address replicas can reach.
 
+A fleet worker that is lost (its node died) does not end the run: its rollouts
+in flight are re-queued, the run goes on with the workers left and a replacement
+starts in its bundle once a node with room is there (ray_fleet.py); each loss and
+replacement is a `worker_lost` / `worker_replaced` event and counter in the store.
+
 Shutdown, also on error: workers stop their desktops (then are killed), the
 services and replica actors are killed after their servers stop, placement
 groups are removed, and Ray is shut down if this run started it.
@@ -33,7 +38,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from collections.abc import AsyncIterator
+import signal
+import threading
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,7 +54,7 @@ from cua_rl.rollout.fleet import GroupHandler
 from cua_rl.rollout.scheduler import TaskSource
 from cua_rl.runtime import ray_placement as placement
 from cua_rl.runtime.local import load_run_tasks
-from cua_rl.runtime.ray_fleet import WorkerFleet
+from cua_rl.runtime.ray_fleet import WorkerFleet, WorkerSupervision
 from cua_rl.runtime.ray_ranks import ray_rank_group
 from cua_rl.runtime.ray_replica_handle import STOP_GRACE_S, RemoteReplica
 from cua_rl.runtime.ray_services import RemoteGate
@@ -66,7 +73,8 @@ async def run_training_ray(cfg: RunConfig, run_dir: Path, *, resume: bool = Fals
     if started:
         local = ({"num_cpus": cfg.ray.init_num_cpus, "include_dashboard": cfg.ray.include_dashboard}
                  if cfg.ray.address is None else {})
-        ray.init(address=cfg.ray.address, **local)
+        with sigterm_kept():
+            ray.init(address=cfg.ray.address, **local)
     try:
         fleets: list[WorkerFleet] = []
         async with start_engines(cfg, run_dir, resume, transport=ray_rank_group(cfg.ray)
@@ -74,9 +82,19 @@ async def run_training_ray(cfg: RunConfig, run_dir: Path, *, resume: bool = Fals
             versions = {role: engine.version for role, engine in engines.items()}
             async with ray_components(cfg, served, run_dir, versions) as parts:
 
+                async def on_event(kind: str, data: dict[str, Any]) -> None:
+                    await parts.store.add_event(kind, str(data["worker"]), data)
+                    if kind in ("worker_lost", "worker_replaced"):
+                        await parts.store.incr(kind.replace("worker_", "workers_"))
+
                 def make_fleet(source: TaskSource, on_group: GroupHandler) -> WorkerFleet:
-                    fleets.append(WorkerFleet(parts.scheduler, parts.workers, source,
-                                              on_group))
+                    supervision = WorkerSupervision(
+                        spawn=parts.workers.spawn, kill=ray.kill,
+                        max_replacements=cfg.ray.worker_replacements,
+                        replace_timeout_s=cfg.ray.replace_timeout_s,
+                        call_timeout_s=cfg.ray.stop_timeout_s, on_event=on_event)
+                    fleets.append(WorkerFleet(parts.scheduler, list(parts.workers.handles),
+                                              source, on_group, supervision))
                     return fleets[-1]
 
                 summary = await train(cfg, run_dir, store=parts.store, policy=parts.policy,
@@ -84,10 +102,29 @@ async def run_training_ray(cfg: RunConfig, run_dir: Path, *, resume: bool = Fals
                                       gate=RemoteGate(parts.gate, cfg.fleet.eta),
                                       rollouts=make_fleet, resume=resume)
         summary["episodes_per_worker"] = fleets[0].episodes_per_worker()
+        summary["workers_lost"] = len(fleets[0].lost)
+        summary["workers_replaced"] = len(fleets[0].replaced)
         return summary
     finally:
         if started:
             ray.shutdown()
+
+
+@contextlib.contextmanager
+def sigterm_kept() -> Iterator[None]:
+    """Keep this process's SIGTERM handling across `ray.init`, which replaces it (with
+    `sys.exit`, and Ray's core worker with a handler that aborts the process): a
+    SIGTERMed run must unwind like Ctrl-C (`options.run_stoppable`) and stop what it
+    started, leaving a store `--resume` continues, not die by SIGABRT."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers belong to the main thread; ray.init sets none here
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 @dataclass
@@ -98,7 +135,7 @@ class RayParts:
     task_set: list[list[TaskVariant]]
     scheduler: Any
     gate: Any
-    workers: list[Any]
+    workers: FleetWorkers
     """Actor handles; the workers start their fleets when `run` is called."""
 
 
@@ -130,7 +167,8 @@ async def ray_components(cfg: RunConfig, served: RunConfig, run_dir: Path,
             prm = InferencePool(prm_set, cfg.prm.requests)
             prm_urls = prm_set.urls
         options = placement.service_options(
-            cfg.ray.worker_actors(cfg.fleet.actors) * cfg.ray.fleet_workers)
+            cfg.ray.worker_actors(cfg.fleet.actors) * cfg.ray.fleet_workers,
+            placement.driver_node())
         scheduler = SchedulerActor.options(**options).remote(
             cfg.fleet.group_size, max_groups=cfg.fleet.max_groups, backlog=cfg.ray.group_backlog)
         stack.callback(ray.kill, scheduler)
@@ -181,27 +219,46 @@ async def replicas(cfg: RunConfig, servers: ModelServersConfig, name: str, run_d
         placement.release(group)
 
 
+@dataclass
+class FleetWorkers:
+    """The fleet workers' actors and how to start one more in a bundle (a
+    replacement for a lost worker); every handle ever started is stopped at the end."""
+
+    handles: list[Any]
+    make: Any
+    """(bundle index, worker id) -> a new actor handle."""
+
+    def spawn(self, index: int, worker_id: str) -> Any:
+        handle = self.make(index, worker_id)
+        self.handles.append(handle)
+        return handle
+
+
 @contextlib.asynccontextmanager
 async def fleet_workers(cfg: RunConfig, run_dir: Path, policy_urls: list[str],
                         prm_urls: list[str], scheduler: Any, gate: Any
-                        ) -> AsyncIterator[list[Any]]:
+                        ) -> AsyncIterator[FleetWorkers]:
     """`ray.fleet_workers` worker actors, one per bundle of a SPREAD group."""
     from cua_rl.runtime.ray_actors import FleetWorkerActor
 
     bundles = placement.worker_bundles(cfg.ray)
     group = await placement.reserve(bundles, "SPREAD", what="fleet workers",
                                     timeout_s=cfg.ray.placement_timeout_s)
-    handles: list[Any] = []
+
+    def make(index: int, worker_id: str) -> Any:
+        spec = WorkerSpec(worker_id, cfg, run_dir, policy_urls, prm_urls,
+                          actors=cfg.ray.worker_actors(cfg.fleet.actors),
+                          desktops=cfg.ray.worker_desktops(cfg.desktops.count))
+        return (FleetWorkerActor.options(**placement.bundle_options(group, index, bundles[index]))
+                .remote(spec, scheduler, gate))
+
+    workers = FleetWorkers([], make)
     try:
-        for i, bundle in enumerate(bundles):
-            spec = WorkerSpec(f"w{i}", cfg, run_dir, policy_urls, prm_urls,
-                              actors=cfg.ray.worker_actors(cfg.fleet.actors),
-                              desktops=cfg.ray.worker_desktops(cfg.desktops.count))
-            handles.append(FleetWorkerActor.options(**placement.bundle_options(group, i, bundle))
-                           .remote(spec, scheduler, gate))
-        yield handles
+        for i in range(len(bundles)):
+            workers.spawn(i, f"w{i}")
+        yield workers
     finally:
-        await stop_actors(handles, cfg.ray.stop_timeout_s)
+        await stop_actors(workers.handles, cfg.ray.stop_timeout_s)
         placement.release(group)
 
 

@@ -76,11 +76,16 @@ class FleetWorker:
 
     def __init__(self, spec: WorkerSpec, scheduler: Any, gate: Any) -> None:
         self.spec = spec
-        self.scheduler = RemoteScheduler(scheduler)
+        self.scheduler = RemoteScheduler(scheduler, spec.worker_id)
         self.gate = RemoteGate(gate, spec.cfg.fleet.eta)
         self.fleet: Fleet | None = None
         self._running: asyncio.Task[Any] | None = None
         self._done = asyncio.Event()
+
+    async def ready(self) -> str:
+        """Answers once the actor exists (placed on a node): the driver's sign that a
+        replacement worker has started."""
+        return self.spec.worker_id
 
     async def run(self) -> WorkerReport:
         """Start this worker's desktops and pools, run the fleet until the

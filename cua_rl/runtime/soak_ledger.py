@@ -22,6 +22,18 @@ show in the store in three ways, and `trajectories_lost` is their sum:
 Groups opened and still incomplete when the run was stopped are in flight, not
 lost: they are reported apart (`groups_in_flight_at_stop`).
 
+A Ray run that lost a fleet worker (its node died, `worker_lost` events) had
+episodes in flight on it: their rollouts were re-queued and ran again elsewhere
+(`rollouts_requeued_with_node`, in `groups_requeued_with_node` groups). An episode
+of the lost worker may have been stored before its group took it: such a row
+belongs to no group. Once the group is routed, a `group_after_worker_lost` event
+names the trajectories it was routed with, so its other good rows are
+`trajectories_lost_with_node` (in flight on the dead node, never complete, never
+trained on: not in `trajectories_lost`) and are not counted as its members. Of a
+re-queued group still open at the stop (`groups_requeued_open_at_stop`) the rows
+cannot be told apart: as many rows as it had rollouts re-queued are not counted as
+members, so it never looks complete by the lost worker's rows.
+
 `updates_duplicated`: a learner version recorded more than once, from the store's
 `update` events (subject: role, data.version), and from metrics.jsonl (a version
 logged twice or skipped, `fault_cases.updates_duplicated`); the larger of the two
@@ -40,6 +52,10 @@ from cua_rl.runtime.fault_cases import metrics_records
 from cua_rl.runtime.fault_cases import updates_duplicated as metrics_duplicates
 from cua_rl.store.run_store import RunStore
 from cua_rl.store.schema import GAVE_UP, UPDATE
+
+WORKER_LOST = "worker_lost"
+ROUTED_AFTER_LOSS = "group_after_worker_lost"
+"""Events of a Ray run's driver (runtime/ray_fleet.py)."""
 
 ROUTED_COUNTERS = ("groups_original", "groups_accepted", "candidate_groups_rejected",
                    "groups_empty")
@@ -94,6 +110,33 @@ def group_ledger(records: list[dict[str, Any]], gave_up: list[dict[str, Any]],
     return dict(groups)
 
 
+def node_losses(records: list[dict[str, Any]], lost: list[dict[str, Any]],
+                routed_after: list[dict[str, Any]]) -> dict[str, Any]:
+    """What lost fleet workers took along (module doc): figures, and per group the
+    good rows that are not its members (`not_members`)."""
+    requeued: Counter[str] = Counter()
+    for event in lost:
+        for group_id, _slot in event["data"].get("requeued", []):
+            requeued[group_id] += 1
+    members = {e["data"]["group_id"]: set(e["data"]["trajectories"]) for e in routed_after}
+    not_members: Counter[str] = Counter()
+    superseded = 0
+    for r in records:
+        group_id = r["group_id"]
+        if (group_id in members and r["status"] not in BAD
+                and r["trajectory_id"] not in members[group_id]):
+            not_members[group_id] += 1
+            superseded += 1
+    open_at_stop = [g for g in requeued if g not in members]
+    for group_id in open_at_stop:
+        not_members[group_id] += requeued[group_id]
+    return {"not_members": not_members, "figures": {
+        "workers_lost": len(lost), "rollouts_requeued_with_node": sum(requeued.values()),
+        "groups_requeued_with_node": len(requeued),
+        "groups_requeued_open_at_stop": len(open_at_stop),
+        "trajectories_lost_with_node": superseded}}
+
+
 def lost_from(groups: dict[str, dict[str, Any]], routed: int, stops: Sequence[float],
               grace_s: float) -> dict[str, int]:
     """`unrouted` trajectories and groups, groups cut by a stop and in flight.
@@ -127,15 +170,22 @@ def trajectories_lost(run_dir: Path, *, group_size: int, stopped_at: float,
         records = store.trajectory_records()
         gave_up = store.events(GAVE_UP)
         counters = store.counters()
+        nodes = node_losses(records, store.events(WORKER_LOST), store.events(ROUTED_AFTER_LOSS))
     finally:
         store.close()
     good = sum(1 for r in records if r["status"] not in BAD)
+    groups = group_ledger(records, gave_up, group_size)
+    for group_id, extra in nodes["not_members"].items():
+        if group_id in groups:
+            g = groups[group_id]
+            g["good"] = max(0, g["good"] - extra)
+            g["complete"] = g["good"] + g["gave_up"] >= group_size
+    good -= nodes["figures"]["trajectories_lost_with_node"]
     reported = sum(int(r.get("trajectories", 0)) for r in metrics_records(run_dir)
                    if r.get("scope") == "rollout")
     routed = int(sum(counters.get(name, 0) for name in ROUTED_COUNTERS))
     out = {"reported_not_stored": max(0, reported - good), "orphan_steps": _orphan_steps(run_dir),
-           **lost_from(group_ledger(records, gave_up, group_size), routed,
-                       [*stops, stopped_at], grace_s),
-           "good_trajectories": good, "reported": reported}
+           **lost_from(groups, routed, [*stops, stopped_at], grace_s),
+           **nodes["figures"], "good_trajectories": good, "reported": reported}
     out["total"] = out["reported_not_stored"] + out["orphan_steps"] + out["unrouted"]
     return out

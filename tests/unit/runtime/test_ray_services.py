@@ -43,7 +43,7 @@ async def test_feed_draws_a_variant_only_when_the_scheduler_asks() -> None:
 
 async def test_remote_scheduler_runs_groups_and_the_driver_feeds_and_drains(handle) -> None:
     service = SchedulerService(2, max_groups=None, backlog=4)
-    remote = RemoteScheduler(handle(service))
+    remote = RemoteScheduler(handle(service), "w0")
     driver = handle(service)
 
     async def feed() -> None:
@@ -100,3 +100,48 @@ def test_run_config_selects_the_ray_runtime() -> None:
     cfg = RunConfig.model_validate({"runtime": "ray", "ray": {"fleet_workers": 4}})
     assert cfg.runtime == "ray" and cfg.ray.fleet_workers == 4
     assert RunConfig().runtime == "local"
+
+
+async def test_a_released_worker_gives_back_its_rollouts_and_owed_groups_once(handle) -> None:
+    """Worker w1 dies holding one rollout of an open group and owing the outbox a
+    group it completed: the rollout is re-queued (the completed slot stays), the
+    group is delivered by the service, and w1's late calls change nothing."""
+    service = SchedulerService(2, max_groups=None, backlog=4)
+    w0, w1 = RemoteScheduler(handle(service), "w0"), RemoteScheduler(handle(service), "w1")
+    driver = handle(service)
+
+    async def feed() -> None:
+        for variant in [_variant(0), _variant(1), None]:
+            await driver.wait_demand.remote()
+            await driver.supply.remote(variant)
+
+    feeding = asyncio.create_task(feed())
+    a0, a1 = await w1.next_ticket(), await w1.next_ticket()  # group A, both slots on w1
+    owed = await w1.complete(a0, _traj("a0"), [])
+    assert owed is None
+    owed = await w1.complete(a1, _traj("a1"), [])
+    assert owed is not None  # completed; w1 dies before its put_group
+    b0, b1 = await w0.next_ticket(), await w1.next_ticket()  # group B split over both
+    assert await w0.complete(b0, _traj("b0"), []) is None
+
+    release = await driver.release_worker.remote("w1")
+    assert release.requeued == [(b1.group_id, 1)]
+    assert release.groups_delivered == [a0.group_id]
+    assert await w1.complete(b1, _traj("late"), []) is None  # refused: on the wire too late
+    await w1.put_group(GroupReport("w1", owed))  # refused: delivered already
+    assert await w1.next_ticket() is None
+
+    retry = await w0.next_ticket()
+    assert (retry.group_id, retry.slot, retry.attempt) == (b1.group_id, 1, 1)
+    group_b = await w0.complete(retry, _traj("b1"), [])
+    assert group_b is not None and {t.id for t in group_b.trajectories} == {"b0", "b1"}
+    await w0.put_group(GroupReport("w0", group_b, {"episodes": 2}))
+    assert await w0.next_ticket() is None
+    await feeding
+    await driver.close_outbox.remote()
+    reports = []
+    while (report := await driver.next_group.remote()) is not None:
+        reports.append(report)
+    assert [(r.group.group_id, r.lost_worker) for r in reports] == [
+        (a0.group_id, True), (b0.group_id, False)]
+    assert (await driver.stats.remote())["workers_released"] == 1

@@ -15,10 +15,11 @@ import pytest
 from PIL import Image
 
 from cua_rl.config import RunConfig
+from cua_rl.errors import FleetLost
 from cua_rl.inference.base import ChatResult, Choice
 from cua_rl.rollout.fleet import Fleet
-from cua_rl.runtime import ray_workers
-from cua_rl.runtime.ray_fleet import WorkerFleet
+from cua_rl.runtime import ray_fleet, ray_workers
+from cua_rl.runtime.ray_fleet import WorkerFleet, WorkerSupervision
 from cua_rl.runtime.ray_services import GateService, SchedulerService
 from cua_rl.runtime.ray_workers import FleetWorker, WorkerParts, WorkerReport, WorkerSpec
 from cua_rl.store.run_store import AsyncRunStore, RunStore
@@ -165,3 +166,95 @@ async def test_stop_cancels_a_running_worker_and_its_parts_are_stopped(
     assert not running.done()
     await asyncio.wait_for(worker.stop(), 5)
     assert closed.is_set() and running.cancelled()
+
+
+class WorkerGone(Exception):
+    """Stands for Ray's RayActorError: the worker's node died."""
+
+
+class DyingWorker(FakedWorker):
+    """Takes one ticket, then its process dies: it never answers again."""
+
+    async def run(self) -> WorkerReport:
+        await self.scheduler.next_ticket()
+        raise WorkerGone(self.spec.worker_id)
+
+
+class DiesBeforeStart(FakedWorker):
+    async def ready(self) -> str:
+        raise WorkerGone(self.spec.worker_id)
+
+
+async def test_a_lost_worker_is_released_replaced_and_every_group_reaches_the_driver_once(
+        cfg: RunConfig, tmp_path: Path, handle, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ray_fleet, "RESPAWN_DELAY_S", 0.0)  # fakes finish in milliseconds
+    RunStore(tmp_path).close()
+    service = SchedulerService(3, max_groups=4, backlog=2)
+    scheduler, gate = handle(service), handle(GateService(eta=2))
+
+    def spec(worker_id: str) -> WorkerSpec:
+        return WorkerSpec(worker_id, cfg, tmp_path, ["http://x"], [], actors=2, desktops=1)
+
+    spawned: list[str] = []
+    killed: list[Any] = []
+    events: list[tuple[str, dict[str, Any]]] = []
+
+    def spawn(index: int, worker_id: str) -> Any:
+        spawned.append(worker_id)
+        if len(spawned) == 1:  # placed on the dead node before Ray declared it dead
+            return handle(DiesBeforeStart(spec(worker_id), scheduler, gate))
+        return handle(FakedWorker(spec(worker_id), scheduler, gate))
+
+    async def on_event(kind: str, data: dict[str, Any]) -> None:
+        events.append((kind, data))
+
+    asked = iter([_variant(i) for i in range(10)])
+    received: list[GroupRecord] = []
+
+    async def source() -> TaskVariant | None:
+        return next(asked)
+
+    async def on_group(finished: GroupRecord) -> None:
+        received.append(finished)
+
+    workers = [handle(FakedWorker(spec("w0"), scheduler, gate)),
+               handle(DyingWorker(spec("w1"), scheduler, gate))]
+    fleet = WorkerFleet(scheduler, workers, source, on_group, WorkerSupervision(
+        spawn=spawn, kill=killed.append, lost_errors=(WorkerGone,), on_event=on_event))
+    counts = await asyncio.wait_for(fleet.run(), 30)
+
+    assert [g.group_id for g in received] == list(dict.fromkeys(g.group_id for g in received))
+    assert len(received) == 4 and all(len(g.trajectories) == 3 for g in received)
+    assert spawned == ["w1.1", "w1.1"] and len(killed) == 2  # the lost one, the stillborn
+    assert fleet.replaced == ["w1.1"] and len(fleet.lost) == 1
+    assert [kind for kind, _ in events][0] == "worker_lost"
+    assert events[0][1]["worker"] == "w1" and len(events[0][1]["requeued"]) == 1
+    assert counts["workers_lost"] == 1 and counts["episodes"] == 12
+    assert (await scheduler.stats.remote())["requeued"] == 1
+
+
+async def test_with_no_worker_left_and_none_placed_the_run_fails_in_time(
+        cfg: RunConfig, tmp_path: Path, handle) -> None:
+    scheduler, gate = handle(SchedulerService(3, max_groups=4, backlog=2)), handle(GateService(2))
+
+    class NeverPlaced:
+        """A replacement Ray never places (no node with room joins)."""
+
+        def __getattr__(self, name: str) -> Any:
+            return type("M", (), {"remote": lambda *a, **k: asyncio.Event().wait()})()
+
+    asked = iter([_variant(i) for i in range(10)])
+
+    async def source() -> TaskVariant | None:
+        return next(asked)
+
+    async def on_group(finished: GroupRecord) -> None:
+        return None
+
+    dying = handle(DyingWorker(WorkerSpec("w0", cfg, tmp_path, ["http://x"], [], actors=1,
+                                          desktops=1), scheduler, gate))
+    fleet = WorkerFleet(scheduler, [dying], source, on_group, WorkerSupervision(
+        spawn=lambda i, w: NeverPlaced(), lost_errors=(WorkerGone,), replace_timeout_s=0.2))
+    with pytest.raises(ExceptionGroup) as raised:  # from the fleet's task group
+        await asyncio.wait_for(fleet.run(), 10)
+    assert raised.group_contains(FleetLost, match="no fleet worker is running")

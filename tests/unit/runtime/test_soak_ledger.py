@@ -105,3 +105,30 @@ def test_a_version_stored_twice_is_duplicated(tmp_path: Path) -> None:
     dup = updates_duplicated(run)
     assert dup["store_events"] == 1 and dup["metrics_jsonl"] == 0 and dup["total"] == 1
     assert dup["policy_updates"] == 2 and dup["prm_updates"] == 2
+
+
+def test_episodes_in_flight_on_a_dead_node_are_counted_apart_not_lost(tmp_path: Path) -> None:
+    """A Ray fleet worker died holding g5 slot 1 (its episode "h" was stored, never
+    completed: the slot ran again as "i" elsewhere) and g6 slot 0 (its row "j" is
+    stored; the re-run is still going at the stop)."""
+    run, store = _store(tmp_path)
+    _save(store, "k", "g5", 500)
+    _save(store, "h", "g5", 505)
+    _save(store, "i", "g5", 540)
+    _save(store, "j", "g6", 600)
+    _save(store, "l", "g6", 610)
+    store.add_event("worker_lost", "w1", {"worker": "w1", "requeued": [["g5", 1], ["g6", 0]]})
+    store.add_event("group_after_worker_lost", "w0",
+                    {"worker": "w0", "group_id": "g5", "trajectories": ["k", "i"]})
+    for name in ("groups_original", "groups_accepted", "candidate_groups_rejected",
+                 "groups_original"):
+        store.incr(name)  # g1, g2, g3 and g5 routed
+    _metrics(run, [2, 2, 1, 2])
+    store.close()
+    lost = trajectories_lost(run, group_size=2, stopped_at=STOP)
+    assert lost["total"] == 0, lost
+    assert lost["trajectories_lost_with_node"] == 1  # "h"
+    assert (lost["workers_lost"], lost["rollouts_requeued_with_node"]) == (1, 2)
+    assert lost["groups_requeued_with_node"] == 2 and lost["groups_requeued_open_at_stop"] == 1
+    # g6 holds 2 good rows but one may be the lost worker's: in flight, not complete
+    assert lost["groups_complete"] == 4 and lost["groups_in_flight_at_stop"] == 2
