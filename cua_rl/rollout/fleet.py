@@ -44,7 +44,8 @@ GroupHandler = Callable[[GroupRecord], Awaitable[None]]
 
 
 class Fleet:
-    """Runs `cfg.actors` concurrent episodes until the scheduler is drained."""
+    """Runs `actors` (default `cfg.actors`) concurrent episodes until the scheduler is
+    drained; a Ray fleet worker runs its share of the run's actors."""
 
     def __init__(
         self,
@@ -59,8 +60,10 @@ class Fleet:
         gate: Gate | None = None,
         on_group: GroupHandler | None = None,
         horizon: HorizonSchedule | None = None,
+        actors: int | None = None,
     ) -> None:
         self.scheduler = scheduler
+        self.actors = cfg.actors if actors is None else actors
         self.desktops = desktops
         self.policy = policy
         self.store = store
@@ -83,10 +86,10 @@ class Fleet:
 
     async def run(self) -> Counter[str]:
         started = time.perf_counter()
-        spans.mark("fleet", actors=self.cfg.actors)
+        spans.mark("fleet", actors=self.actors)
         async with asyncio.TaskGroup() as finishing:
             async with asyncio.TaskGroup() as actors:
-                for k in range(self.cfg.actors):
+                for k in range(self.actors):
                     actors.create_task(self._actor(finishing, k), name=f"actor-{k}")
         self.counts["wall_s"] = time.perf_counter() - started
         return self.counts

@@ -102,11 +102,10 @@ class FleetWorker:
                         store: AsyncRunStore, *, judge: StreamingJudge | None = None
                         ) -> WorkerReport:
         """The fleet on given parts (tests give it fakes)."""
-        fleet_cfg = self.spec.cfg.fleet.model_copy(update={"actors": self.spec.actors})
         self.fleet = Fleet(self.scheduler, desktops, policy, store,  # type: ignore[arg-type]
-                           self.spec.cfg.episode, fleet_cfg, judge=judge,
+                           self.spec.cfg.episode, self.spec.cfg.fleet, judge=judge,
                            gate=self.gate, on_group=self._on_group,  # type: ignore[arg-type]
-                           horizon=self.spec.cfg.train.horizon)
+                           horizon=self.spec.cfg.train.horizon, actors=self.spec.actors)
         counts = await self.fleet.run()
         await store.incr(f"episodes/{self.spec.worker_id}", counts["episodes"])
         return WorkerReport(self.spec.worker_id, dict(counts), self.fleet.busy_s)
