@@ -89,6 +89,9 @@ class Injection:
     """None while pending; True/False once decided."""
     recover_s: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    run_pid: int = 0
+    """The run invocation it went into: a `sigterm_resume` since starts new replicas
+    on new ports."""
 
 
 def _replica_victims(role: str) -> Callable[[RunProcess], list[tuple[int, int | None]]]:
@@ -132,8 +135,13 @@ def recovered(run: RunProcess, fault: Injection, progress: float | None,
         return False
     if fault.port is None:
         return True
+    answers = healthy or serves_health
+    if fault.run_pid and fault.run_pid != run.pid:  # resumed since: a replica of the role
+        role = fault.kind.removesuffix("_replica_kill")
+        return any(port is not None and answers(port)
+                   for _, port in _replica_victims(role)(run))
     return (any(pid != fault.pid for pid in run.find(server_pattern(fault.port)))
-            and (healthy or serves_health)(fault.port))
+            and answers(fault.port))
 
 
 def serves_health(port: int) -> bool:
@@ -217,7 +225,8 @@ class Chaos:
             pid, port = self.victim_rng.choice(candidates)
             self.run.signal_pid(pid, signal.SIGKILL)
             fault = Injection(round(t, 1), kind, pid, f"SIGKILL pid {pid}"
-                              + (f" (port {port})" if port else ""), t, port)
+                              + (f" (port {port})" if port else ""), t, port,
+                              run_pid=self.run.pid)
             fault.extra["drawn"] = first
             self.injections.append(fault)
             self.log(f"chaos: t={t:.0f}s {kind}: {fault.detail}")
