@@ -126,11 +126,16 @@ class LocalCluster:
         return str(node.node_id)
 
     def watch(self) -> None:
-        """Remember every live descendant of this process (the nodes' processes, Ray
-        workers and what they started, a node that failed to start), for
-        `leftovers` after `shutdown`."""
-        self._remember(os.getpid(), descendants=True)
-        self.seen.pop(os.getpid(), None)
+        """Remember every live process of the nodes, with their descendants (Ray
+        workers and what they started), for `leftovers` after `shutdown`. Only the
+        nodes' trees: other children of this process are not the cluster's (a test
+        session's desktops, the run that joined it; a CI run counted a session
+        fixture's Xvfb as left by the cluster). A node that failed to start is
+        killed by `_kill_strays`."""
+        if self._cluster is None:
+            return
+        for pid in self._node_pids():
+            self._remember(pid, descendants=False)
 
     def _node_pids(self) -> set[int]:
         """Processes of the nodes that joined, with their descendants."""
