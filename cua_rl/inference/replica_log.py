@@ -18,7 +18,6 @@ than the new size reads it again from the start.
 from __future__ import annotations
 
 import re
-import shutil
 import time
 from pathlib import Path
 
@@ -44,7 +43,7 @@ def rotate_replica_log(path: Path, max_bytes: int) -> bool:
         return False
     starts = [m.group(0) for m in START_LINE.finditer(data)]
     backup = path.with_name(path.name + ".1")
-    shutil.copyfile(path, backup)
+    backup.write_bytes(data)  # the bytes just read: the log is read once
     with path.open("r+b") as log:
         log.truncate(0)
     note = (f"[cua-rl {time.strftime('%Y-%m-%d %H:%M:%S')}] log rotated at "

@@ -57,7 +57,7 @@ class ServerProcess:
 
     async def spawn(self) -> None:
         """Start the process (not waiting for it to be ready)."""
-        self._check_log()
+        await asyncio.to_thread(self._check_log)  # may copy a log of 32 MB: not in the loop
         # Opened once per start; the child keeps the descriptor (O_APPEND: see
         # replica_log.py for why the log is rotated by copy and truncate).
         with open(self.log_path, "ab") as log:  # noqa: ASYNC230 - a local file, once
