@@ -59,19 +59,21 @@ RECOVER_DEADLINE_S = 300.0
 
 def store_progress(run_dir: Path) -> tuple[int, float | None]:
     """Good trajectories in the store and when the newest-started of them started
-    (epoch seconds; (0, None) while there is no store or it is busy)."""
+    (epoch seconds; (0, None) while there is no store or it is busy). One aggregate
+    query: the driver asks every tick for the whole soak."""
     try:
         store = RunStore.read_only(run_dir)
     except Exception:  # noqa: BLE001 - no store yet
         return 0, None
     try:
-        good = [r["started_at"] for r in store.trajectory_records()
-                if r["status"] not in ("aborted", "setup_failed")]
+        good, newest = store.query(lambda db: db.execute(
+            "SELECT COUNT(*), MAX(started_at) FROM trajectories "
+            "WHERE status NOT IN ('aborted', 'setup_failed')").fetchone())
     except Exception:  # noqa: BLE001 - busy: read again at the next tick
         return 0, None
     finally:
         store.close()
-    return len(good), max(good, default=None)
+    return int(good), newest
 
 
 @dataclass
