@@ -313,7 +313,7 @@ async def _activate_window(run: StepRun[ActivateWindowParams]) -> None:
                 if windows is None or windows == seen or now >= cap:
                     raise
                 if seen is not None:
-                    log.info("%s: windows still changing while waiting for %r: %s",
+                    log.info("%s: windows still changing while waiting for %r: %.300s",
                              run.where, p.window_name, windows)
                 seen, end = windows, min(cap, now + wait_s)
         await asyncio.sleep(0.3)

@@ -180,10 +180,12 @@ async def test_activate_window_waits_while_windows_still_change(
     """An app that is slow to show its window (a loaded machine) but visibly starting
     (windows appear and go) is waited for past `window_wait_s`; a desktop where
     nothing changes fails after about `window_wait_s`, not at the cap."""
-    starting = ("for i in 1 2 3 4 5 6; do xmessage -title splash-$i splash & p=$!; "
+    # a change every 0.5 s, four times within each 2 s wait even on a loaded machine;
+    # the app's window comes after 6 s, past the old 2 s deadline
+    starting = ("for i in $(seq 12); do xmessage -title splash-$i splash & p=$!; "
                 "sleep 0.5; kill $p; done; exec xmessage -title late-app ready")
     context = SetupContext(screen_width=WIDTH, screen_height=HEIGHT, strict=True,
-                           window_wait_s=1.0, window_wait_cap=20.0)
+                           window_wait_s=2.0, window_wait_cap=30.0)
     cache = FileCache(tmp_path / "cache")
     config = [step("launch", command=starting, shell=True),
               step("activate_window", window_name="late-app")]
@@ -196,4 +198,4 @@ async def test_activate_window_waits_while_windows_still_change(
     with pytest.raises(Exception, match="activate_window"):
         await run_setup_steps(client, [step("activate_window", window_name="never-there")],
                               task_id="still", cache=cache, context=context)
-    assert time.monotonic() - began < 10.0  # the cap would be 20 s
+    assert time.monotonic() - began < 30.0  # about 2 s; the cap would be 60 s
