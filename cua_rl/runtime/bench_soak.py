@@ -200,7 +200,8 @@ def _plot(out: Path, samples: list[dict[str, Any]], result: dict[str, Any], t0: 
               show_default=True, help="Seconds between two resource samples.")
 @click.option("--faults", "kinds", default="",
               help="Comma-separated fault kinds to draw from (default: all of "
-              "policy_replica_kill, prm_replica_kill, guest_kill, xvfb_kill, "
+              "policy_replica_kill, prm_replica_kill, policy_replica_hang, "
+              "prm_replica_hang, guest_kill, xvfb_kill, "
               "corrupt_screenshot, fork_loop, disk_fill, memory_hog, sigterm_resume).")
 @click.option("--stop-deadline", "stop_deadline_s", type=click.FloatRange(min=5), default=60.0,
               show_default=True, help="Seconds the run has to exit after SIGTERM.")

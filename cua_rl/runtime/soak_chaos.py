@@ -8,6 +8,12 @@ signals it from outside (`RunProcess.signal_pid`), like the catalog's kills:
 - `policy_replica_kill`, `prm_replica_kill`: SIGKILL a model-server replica; the
   run's supervision restarts it on the same port (docs/faults.md). Recovered: a
   new process on that port answers /health and the run made progress (below);
+- `policy_replica_hang`, `prm_replica_hang`: SIGSTOP a model-server replica for
+  HANG_S, then SIGCONT it: a server that takes requests and never answers. HANG_S
+  is longer than the supervision's `unresponsive_after_s` (60 s by default), so the
+  run is expected to find it unresponsive by /health and restart it; the requests
+  it held fail and are retried. Recovered: a process on that port answers /health
+  (the restarted one, or the stopped one once continued) and the run made progress;
 - `guest_kill`: SIGKILL a desktop's guest server; the episode on it aborts and the
   desktop is reset. Recovered: the run made progress;
 - `xvfb_kill`: SIGKILL a desktop's X server; the same recovery;
@@ -55,6 +61,8 @@ from cua_rl.store.run_store import RunStore
 
 RECOVER_DEADLINE_S = 300.0
 """A fault not recovered this long after its injection counts as not recovered."""
+HANG_S = 90.0
+"""How long a `*_replica_hang` keeps its replica stopped (SIGSTOP, then SIGCONT)."""
 
 
 def store_progress(run_dir: Path) -> tuple[int, float | None]:
@@ -117,6 +125,8 @@ VICTIMS: dict[str, Callable[[RunProcess], list[tuple[int, int | None]]]] = {
     "xvfb_kill": _matching(r"(^|/)Xvfb\s"),
 }
 """Every injector that kills a process: the live candidates (pid, port) of a run."""
+HANG = {"policy_replica_hang": "policy", "prm_replica_hang": "prm"}
+"""Injectors that stop a replica (SIGSTOP) for HANG_S and continue it."""
 CORRUPT = "corrupt_screenshot"
 HOSTILE = tuple(PROGRAMS)
 RESTART = "sigterm_resume"
@@ -138,8 +148,10 @@ def recovered(run: RunProcess, fault: Injection, progress: float | None,
     if fault.port is None:
         return True
     answers = healthy or serves_health
+    if fault.kind in HANG:  # the stopped process may come back itself
+        return fault.extra.get("continued") is not None and answers(fault.port)
     if fault.run_pid and fault.run_pid != run.pid:  # resumed since: a replica of the role
-        role = fault.kind.removesuffix("_replica_kill")
+        role = fault.kind.removesuffix("_replica_kill").removesuffix("_replica_hang")
         return any(port is not None and answers(port)
                    for _, port in _replica_victims(role)(run))
     return (any(pid != fault.pid for pid in run.find(server_pattern(fault.port)))
@@ -168,7 +180,7 @@ class Chaos:
                  healthy: Callable[[int], bool] = serves_health) -> None:
         """`healthy(port)`: whether a model server answers there (tests stand in)."""
         self.run, self.rate, self.restart, self.healthy = run, rate_per_min, restart, healthy
-        known = {*VICTIMS, CORRUPT, *HOSTILE, *([RESTART] if restart else [])}
+        known = {*VICTIMS, *HANG, CORRUPT, *HOSTILE, *([RESTART] if restart else [])}
         self.kinds = sorted(kinds or known)
         unknown = set(self.kinds) - known
         if unknown:
@@ -188,6 +200,7 @@ class Chaos:
         has made progress and the quiet end of the soak has not begun). `t`, `progress`:
         seconds since the run started, now and when the newest-started good
         trajectory started."""
+        self._continue_hung(t)
         for fault in self.injections:
             if fault.recovered is None:
                 if recovered(self.run, fault, progress, self.healthy):
@@ -221,20 +234,42 @@ class Chaos:
                 if self._in_desktop(t, kind, first):
                     return
                 continue
-            candidates = sorted(VICTIMS[kind](self.run))
+            find = _replica_victims(HANG[kind]) if kind in HANG else VICTIMS[kind]
+            candidates = sorted(find(self.run))
             if not candidates:
                 continue
             pid, port = self.victim_rng.choice(candidates)
-            self.run.signal_pid(pid, signal.SIGKILL)
-            fault = Injection(round(t, 1), kind, pid, f"SIGKILL pid {pid}"
+            sig = signal.SIGSTOP if kind in HANG else signal.SIGKILL
+            self.run.signal_pid(pid, sig)
+            fault = Injection(round(t, 1), kind, pid, f"{sig.name} pid {pid}"
                               + (f" (port {port})" if port else ""), t, port,
                               run_pid=self.run.pid)
+            if kind in HANG:
+                fault.extra["continued"] = None
             fault.extra["drawn"] = first
             self.injections.append(fault)
             self.log(f"chaos: t={t:.0f}s {kind}: {fault.detail}")
             return
         self.skipped.append({"t": round(t, 1), "drawn": first,
                              "why": "every kind pending or without a live target"})
+
+    def _continue_hung(self, t: float, *, now: bool = False) -> None:
+        """SIGCONT each replica stopped HANG_S ago (every one, `now`), unless the run
+        has replaced it meanwhile (its pid is no longer the server on that port)."""
+        for fault in self.injections:
+            if (fault.kind not in HANG or fault.extra.get("continued") is not None
+                    or (not now and t < fault.t + HANG_S)):
+                continue
+            assert fault.port is not None
+            live = fault.run_pid == self.run.pid and fault.pid in self.run.find(
+                server_pattern(fault.port))
+            if live:
+                self.run.signal_pid(fault.pid, signal.SIGCONT)
+            fault.extra["continued"] = round(t, 1)
+            fault.extra["replaced_while_stopped"] = not live
+            self.log(f"chaos: t={t:.0f}s {fault.kind}: " + (
+                f"SIGCONT pid {fault.pid}" if live else
+                f"pid {fault.pid} was replaced while stopped"))
 
     def _in_desktop(self, t: float, kind: str, drawn: str) -> bool:
         """A corrupt screenshot or a hostile program in a live desktop of the run;
@@ -268,6 +303,7 @@ class Chaos:
 
     def _restart(self, t: float, drawn: str) -> None:
         assert self.restart is not None
+        self._continue_hung(t, now=True)  # a stopped replica would hold up the stop
         old = self.run.pid
         self.log(f"chaos: t={t:.0f}s {RESTART}: SIGTERM pid {old}, then --resume")
         began = time.monotonic()
@@ -282,6 +318,7 @@ class Chaos:
         """Decide what is still pending (at the end of the soak): recovered now or not.
         Hostile programs still running are waited for (each has a deadline)."""
         self.hostile.close()
+        self._continue_hung(t, now=True)
         for fault in self.injections:
             if fault.recovered is None:
                 fault.recovered = recovered(self.run, fault, progress, self.healthy)

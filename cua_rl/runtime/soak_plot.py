@@ -19,7 +19,8 @@ from cua_rl.runtime.soak_windows import latest_names, process_key
 TOP_PROCESSES = 6
 FAULT_COLORS = {"policy_replica_kill": "#C44E52", "prm_replica_kill": "#8172B3",
                 "guest_kill": "#55A868", "xvfb_kill": "#937860", "sigterm_resume": "#000000",
-                "corrupt_screenshot": "#DA8BC3"}
+                "corrupt_screenshot": "#DA8BC3", "policy_replica_hang": "#DD8452",
+                "prm_replica_hang": "#4C72B0"}
 
 
 def _style(ax: Any) -> None:

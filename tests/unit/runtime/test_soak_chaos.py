@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from cua_rl.runtime.soak_chaos import Chaos, serves_health
+from cua_rl.runtime.soak_chaos import HANG_S, Chaos, serves_health
 
 
 @dataclass
@@ -27,6 +27,7 @@ class FakeRun:
         21: "/opt/cua-guest/bin/python -m cua_guest --listen-fd 3",
         30: "Xvfb :200 -screen 0 1920x1080x24"})
     killed: list[int] = field(default_factory=list)
+    signals: list[tuple[int, signal.Signals]] = field(default_factory=list)
     pid: int = 1
 
     def find(self, pattern: str) -> list[int]:
@@ -38,8 +39,9 @@ class FakeRun:
         return self.find(rf" serve .*--port {port}\b")
 
     def signal_pid(self, pid: int, sig: signal.Signals) -> None:
-        assert sig == signal.SIGKILL
-        self.killed.append(pid)
+        self.signals.append((pid, sig))
+        if sig == signal.SIGKILL:
+            self.killed.append(pid)
 
 
 def _chaos(*args: Any, **kwargs: Any) -> Chaos:
@@ -67,6 +69,7 @@ def test_a_seed_replays_the_same_schedule() -> None:
     assert first == _schedule(7) and first != _schedule(8)
     assert 10 <= len(first) <= 30  # about 2 per minute over 10 minutes
     assert {kind for _, kind in first} == {"policy_replica_kill", "prm_replica_kill",
+                                           "policy_replica_hang", "prm_replica_hang",
                                            "guest_kill", "xvfb_kill"}
 
 
@@ -205,3 +208,34 @@ def test_a_replica_killed_before_a_resume_recovers_with_the_resumed_runs_replica
     chaos.run = resumed  # type: ignore[assignment]
     chaos.tick(30.0, 25.0, inject=False)
     assert fault.recovered is True
+
+
+def test_a_hung_replica_is_continued_after_its_stop_and_then_recovers() -> None:
+    """A replica stopped (SIGSTOP) is continued HANG_S later; progress and a served
+    port before then are not recovery (the stop has not ended)."""
+    run = FakeRun()
+    chaos = _chaos(run, 60.0, 0, kinds=["prm_replica_hang"], log=lambda _: None)
+    for t in range(10):
+        chaos.tick(float(t), 0.0, inject=True)
+    [fault] = chaos.injections
+    assert run.signals == [(11, signal.SIGSTOP)] and fault.port == 5001
+    chaos.tick(fault.t + HANG_S - 1, fault.t + HANG_S - 2, inject=False)
+    assert fault.recovered is None and len(run.signals) == 1
+    chaos.tick(fault.t + HANG_S, fault.t + HANG_S - 1, inject=False)
+    assert run.signals[-1] == (11, signal.SIGCONT)
+    assert fault.recovered and fault.extra["replaced_while_stopped"] is False
+
+
+def test_a_hung_replica_the_run_replaced_is_not_continued() -> None:
+    """The run found the stopped replica unresponsive and restarted it: the new
+    server on the port is the recovery, and the old pid gets no SIGCONT."""
+    run = FakeRun()
+    chaos = _chaos(run, 60.0, 0, kinds=["policy_replica_hang"], log=lambda _: None)
+    for t in range(10):
+        chaos.tick(float(t), 0.0, inject=True)
+    [fault] = chaos.injections
+    run.killed.append(10)  # the supervision killed it ...
+    run.seen[99] = run.seen[10]  # ... and started a new one on the port
+    chaos.finish(fault.t + 30, fault.t + 20)  # the soak ends before HANG_S: continue now
+    assert run.signals == [(10, signal.SIGSTOP)]
+    assert fault.recovered and fault.extra["replaced_while_stopped"] is True
