@@ -220,11 +220,11 @@ def bench_soak(minutes: float, chaos: float, seed: int, out: Path | None, engine
                overrides: tuple[str, ...]) -> None:
     """A training run for M minutes under a stream of faults: steady throughput, flat
     memory, nothing lost, nothing left running? OVERRIDES (key=value) go to the run."""
-    from cua_rl.runtime.soak_chaos import CORRUPT, HOSTILE, RESTART, VICTIMS
+    from cua_rl.runtime.soak_chaos import LOCAL_KINDS
     from cua_rl.runtime.soak_report import summary_lines
 
     chosen = [k.strip() for k in kinds.split(",") if k.strip()] or None
-    known = ["node_kill"] if runtime == "ray" else [*VICTIMS, CORRUPT, *HOSTILE, RESTART]
+    known = ["node_kill"] if runtime == "ray" else LOCAL_KINDS
     unknown = sorted(set(chosen or ()) - set(known))
     if unknown:
         raise click.BadParameter(f"unknown fault(s) {unknown}; known: {', '.join(known)}",

@@ -130,6 +130,8 @@ HANG = {"policy_replica_hang": "policy", "prm_replica_hang": "prm"}
 CORRUPT = "corrupt_screenshot"
 HOSTILE = tuple(PROGRAMS)
 RESTART = "sigterm_resume"
+LOCAL_KINDS = [*VICTIMS, *HANG, CORRUPT, *HOSTILE, RESTART]
+"""Every kind a soak on local desktops draws from (`--faults`)."""
 Restart = Callable[[float], tuple[RunProcess, dict[str, Any]]]
 """Stops the run (SIGTERM) at soak time t and resumes it: the resumed run and what
 the stop took (exit status, seconds, processes left)."""
