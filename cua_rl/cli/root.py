@@ -1,22 +1,23 @@
-"""The `cua-rl` command.
+"""The `cua-rl` root group: subcommands imported only when run, and the one place
+where errors become messages.
 
-Subcommands live next to the code they drive and are imported only when run,
-so `cua-rl --help` stays fast and never imports torch.
+Each top-level verb has its module in this package (`COMMANDS`), imported only
+when that verb runs, so `cua-rl --help` stays fast and never imports torch.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 
 import click
 
+from cua_rl.cli.lazy_group import LazyGroup
 from cua_rl.run_logging import LEVELS, configure
 
 # name -> "module:attribute" of a click command or group.
 COMMANDS: dict[str, str] = {
     "vm": "cua_rl.desktop.commands:vm",
-    "bench": "cua_rl.cli:bench",
+    "bench": "cua_rl.cli.bench:bench",
     "tasks": "cua_rl.tasks.commands:tasks",
     "templates": "cua_rl.tasks.commands:templates",
     "tiny-model": "cua_rl.inference.commands:tiny_model",
@@ -33,39 +34,11 @@ COMMANDS: dict[str, str] = {
     "export": "cua_rl.export.commands:export",
 }
 
-BENCH_COMMANDS: dict[str, str] = {
-    "guest": "cua_rl.desktop.bench:bench_guest",
-    "desktops": "cua_rl.desktop.bench_desktops:bench_desktops",
-    "learn": "cua_rl.learner.bench_learn:bench_learn",
-    "fleet": "cua_rl.rollout.bench_fleet:bench_fleet",
-    "inference": "cua_rl.inference.bench_inference:bench_inference",
-    "faults": "cua_rl.runtime.bench_faults:bench_faults",
-    "sync": "cua_rl.learner.bench_sync:bench_sync",
-    "loop": "cua_rl.runtime.bench_loop:bench_loop",
-    "soak": "cua_rl.runtime.bench_soak:bench_soak",
-}
 
 
 OWN_JSON_WRITERS: frozenset[str] = frozenset()
 """Commands that print their --json result themselves (none now: every one goes
 through `command_output.emit_json`); the root group leaves their stdout alone."""
-
-
-class LazyGroup(click.Group):
-    """A click group whose subcommands are imported on first use."""
-
-    def __init__(self, *args, lazy: dict[str, str], **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.lazy = lazy
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*super().list_commands(ctx), *self.lazy})
-
-    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        if name in self.lazy:
-            module, attr = self.lazy[name].split(":")
-            return getattr(importlib.import_module(module), attr)
-        return super().get_command(ctx, name)
 
 
 class RootGroup(LazyGroup):
@@ -116,14 +89,5 @@ def cli(log_level: str) -> None:
     configure(log_level)
 
 
-@click.group(cls=LazyGroup, lazy=BENCH_COMMANDS)
-def bench() -> None:
-    """Benchmarks that print figures (timing goals live here, not in tests)."""
-
-
 def main() -> None:
     cli()
-
-
-if __name__ == "__main__":
-    main()
