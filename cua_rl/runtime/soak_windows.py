@@ -16,7 +16,10 @@ Definitions (docs/soak.md):
 - growth of a process between the reference window (the second, or the first when
   there are fewer than 3) and the last: the median of its samples in each, for
   processes alive in both (the same pid: a restarted replica is a new process);
-  the rates per hour divide by the time between the two windows' middles.
+  the rates per hour divide by the time between the two windows' middles. Open
+  fds and threads also come as each window's floor (its smallest sample): requests
+  in flight to a replica that is coming back, or a transfer waiting out its timeout,
+  raise the median for minutes and then drain, while a leak raises the floor too.
 """
 
 from __future__ import annotations
@@ -108,7 +111,8 @@ def latest_names(samples: list[dict[str, Any]]) -> dict[tuple[int, float], str]:
 
 def _medians(samples: list[dict[str, Any]], bound: tuple[float, float]
              ) -> dict[tuple[int, float], dict[str, float]]:
-    """process -> median rss_mb, fds, threads of its samples inside `bound`."""
+    """process -> median rss_mb, fds, threads of its samples inside `bound`, and the
+    floors (smallest samples) of fds and threads."""
     values: dict[tuple[int, float], dict[str, list[float]]] = {}
     for sample in samples:
         if not bound[0] <= sample["t"] <= bound[1]:
@@ -118,7 +122,8 @@ def _medians(samples: list[dict[str, Any]], bound: tuple[float, float]
                                       {"rss_mb": [], "fds": [], "threads": []})
             for key in entry:
                 entry[key].append(float(proc[key]))
-    return {key: {k: statistics.median(v) for k, v in entry.items()}
+    return {key: {**{k: statistics.median(v) for k, v in entry.items()},
+                  "fds_floor": min(entry["fds"]), "threads_floor": min(entry["threads"])}
             for key, entry in values.items()}
 
 
@@ -150,6 +155,9 @@ def process_growth(samples: list[dict[str, Any]], bounds: list[tuple[float, floa
             "fds_per_h": round((b["fds"] - a["fds"]) / hours, 1),
             "threads_first": a["threads"], "threads_last": b["threads"],
             "threads_per_h": round((b["threads"] - a["threads"]) / hours, 1),
+            "fds_floor_first": a["fds_floor"], "fds_floor_last": b["fds_floor"],
+            "threads_floor_first": a["threads_floor"],
+            "threads_floor_last": b["threads_floor"],
         }
     return out
 

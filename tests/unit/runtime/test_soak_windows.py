@@ -72,8 +72,9 @@ def test_growth_is_between_the_second_and_the_last_window_per_process() -> None:
     bounds = window_bounds(3600, 1200)  # three 20-min windows
     samples = []
     for t in range(0, 3601, 60):
-        procs = {"run#1": (100 + t / 36, 50, 10),  # +100 MB per hour
-                 "guest#7": (40.0, 12, 3)}
+        busy = 30 if t % 600 == 0 else 0  # requests in flight now and then
+        procs = {"run#1": (100 + t / 36, 50 + busy, 10),  # +100 MB per hour
+                 "guest#7": (40.0, 12 + t // 600, 3)}  # one fd more every 10 min
         if t < 1300:
             procs["model-server:policy-0#5"] = (500.0, 30, 8)  # killed in window 2
         else:
@@ -86,7 +87,12 @@ def test_growth_is_between_the_second_and_the_last_window_per_process() -> None:
     assert run["rss_mb_first"] == pytest.approx(100 + 1800 / 36, abs=1)
     assert run["rss_growth_mb"] == pytest.approx(1200 / 36, abs=1)
     assert run["rss_mb_per_h"] == pytest.approx(100, abs=2)
-    assert growth["guest#7"]["rss_growth_mb"] == 0 and growth["guest#7"]["fds_per_h"] == 0
+    assert growth["guest#7"]["rss_growth_mb"] == 0
+    # the floors: the run's bursts leave its floor flat, the guest's leak raises its own
+    assert (run["fds_floor_first"], run["fds_floor_last"]) == (50, 50)
+    guest = growth["guest#7"]
+    assert (guest["fds_floor_first"], guest["fds_floor_last"]) == (14, 16)
+    assert guest["threads_floor_last"] == guest["threads_floor_first"] == 3
     rates = dir_growth(samples, bounds)
     assert rates["total"] == pytest.approx(60, abs=1)  # 1 MB per minute
     assert rates["store"] == pytest.approx(30, abs=1)
