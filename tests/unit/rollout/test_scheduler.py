@@ -2,8 +2,9 @@ import asyncio
 
 import pytest
 
-from cua_rl.rollout.scheduler import GroupScheduler, VersionGate
+from cua_rl.rollout.scheduler import GroupScheduler
 from cua_rl.types import TaskVariant, Trajectory, TrajectoryStatus
+from cua_rl.version_gate import VersionGate
 
 
 def _variant(i: int) -> TaskVariant:
