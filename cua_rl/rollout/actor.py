@@ -30,7 +30,8 @@ from cua_rl.errors import (
     ModelResponseError,
     SetupStepError,
 )
-from cua_rl.rollout.base import ChatBackend, EpisodeDesktop
+from cua_rl.inference.base import ChatBackend
+from cua_rl.rollout.base import EpisodeDesktop
 from cua_rl.rollout.config import EpisodeConfig
 from cua_rl.rollout.context import history_line, model_image_size, step_messages
 from cua_rl.rollout.episode_recording import EpisodeRecording, recording_path

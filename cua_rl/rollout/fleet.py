@@ -23,9 +23,10 @@ from typing import Protocol
 
 from cua_rl import spans
 from cua_rl.errors import EpisodeAborted
+from cua_rl.inference.base import ChatBackend
 from cua_rl.reward.judge import StreamingJudge
 from cua_rl.rollout.actor import run_episode
-from cua_rl.rollout.base import ChatBackend, EpisodeDesktop
+from cua_rl.rollout.base import EpisodeDesktop
 from cua_rl.rollout.config import EpisodeConfig, FleetConfig, HorizonSchedule
 from cua_rl.rollout.scheduler import GroupScheduler, RolloutTicket
 from cua_rl.store.run_events import GAVE_UP, SET_ASIDE
