@@ -27,7 +27,8 @@ from cua_rl.desktop.providers.config import ProviderConfig
 from cua_rl.desktop.providers.local_config import LocalProviderConfig
 from cua_rl.errors import ConfigError
 from cua_rl.inference.config import ModelServersConfig
-from cua_rl.rollout.config import EpisodeConfig, FleetConfig, JudgeConfig
+from cua_rl.reward.config import JudgeConfig
+from cua_rl.rollout.config import EpisodeConfig, FleetConfig
 from cua_rl.runtime.demo_config import DemoConfig
 from cua_rl.runtime.ray_config import RayConfig
 from cua_rl.runtime.train_config import MetricsConfig, TrainConfig

@@ -26,9 +26,10 @@ from cua_rl.report.loop_profile import (
     profile,
     update_windows,
 )
+from cua_rl.reward.config import JudgeConfig
 from cua_rl.reward.judge import StreamingJudge
 from cua_rl.rollout.bench_fleet import VARIANTS
-from cua_rl.rollout.config import EpisodeConfig, FleetConfig, JudgeConfig
+from cua_rl.rollout.config import EpisodeConfig, FleetConfig
 from cua_rl.rollout.fleet import Fleet
 from cua_rl.rollout.latency import Dist, LatencyModel
 from cua_rl.rollout.scheduler import GroupScheduler
