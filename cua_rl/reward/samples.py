@@ -26,6 +26,7 @@ from functools import partial
 
 from cua_rl.adapt.acceptance import AdaptBand
 from cua_rl.agent import prm_messages
+from cua_rl.agent.context import ContextSettings, history_line, step_messages
 from cua_rl.agent.images import encode_image
 from cua_rl.reward.advantages import (
     EPS,
@@ -34,8 +35,6 @@ from cua_rl.reward.advantages import (
     prm_vote_advantages,
     step_rewards,
 )
-from cua_rl.rollout.config import EpisodeConfig
-from cua_rl.rollout.context import history_line, step_messages
 from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.types import GroupRecord, StepSample, StepVerdict, Trajectory
 
@@ -53,7 +52,7 @@ class GroupSamples:
 class _Screens:
     """Data URLs of stored screenshots, encoded once per group off the loop."""
 
-    def __init__(self, store: AsyncRunStore, cfg: EpisodeConfig) -> None:
+    def __init__(self, store: AsyncRunStore, cfg: ContextSettings) -> None:
         self.store, self.cfg = store, cfg
         self._urls: dict[str, str] = {}
 
@@ -76,7 +75,7 @@ def _votes_by_step(traj: Trajectory, verdicts: tuple[StepVerdict, ...]) -> list[
 async def group_samples(
     group: GroupRecord,
     store: AsyncRunStore,
-    episode: EpisodeConfig,
+    episode: ContextSettings,
     *,
     lam: float = 1.0,
     band: AdaptBand | None = None,

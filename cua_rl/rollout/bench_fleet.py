@@ -31,12 +31,12 @@ from typing import Any
 
 import click
 
+from cua_rl.agent.context import history_line
 from cua_rl.agent.images import encode_image
 from cua_rl.command_output import emit_json
 from cua_rl.reward.config import JudgeConfig
 from cua_rl.reward.judge import StreamingJudge
 from cua_rl.rollout.config import EpisodeConfig, FleetConfig
-from cua_rl.rollout.context import history_line
 from cua_rl.rollout.fleet import Fleet, GroupHandler
 from cua_rl.rollout.latency import LatencyModel
 from cua_rl.rollout.scheduler import GroupScheduler
