@@ -34,8 +34,7 @@ import click
 from cua_rl.agent.context import history_line
 from cua_rl.agent.images import encode_image
 from cua_rl.command_output import emit_json
-from cua_rl.reward.config import JudgeConfig
-from cua_rl.reward.judge import StreamingJudge
+from cua_rl.reward.judge import JudgeConfig, StreamingJudge  # JudgeConfig: reward/config.py
 from cua_rl.rollout.config import EpisodeConfig, FleetConfig
 from cua_rl.rollout.fleet import Fleet, GroupHandler
 from cua_rl.rollout.latency import LatencyModel

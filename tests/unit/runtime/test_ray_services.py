@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 from cua_rl.config import RunConfig
+from cua_rl.config.ray_cluster import RayConfig
 from cua_rl.inference.config import ModelServersConfig
-from cua_rl.runtime.ray_config import RayConfig
 from cua_rl.runtime.ray_placement import replica_bundles, service_options, worker_bundles
 from cua_rl.runtime.ray_services import (
     GateService,
