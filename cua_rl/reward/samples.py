@@ -23,8 +23,8 @@ import asyncio
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Protocol
 
-from cua_rl.adapt.acceptance import AdaptBand
 from cua_rl.agent import prm_messages
 from cua_rl.agent.context import ContextSettings, history_line, step_messages
 from cua_rl.agent.images import encode_image
@@ -37,6 +37,15 @@ from cua_rl.reward.advantages import (
 )
 from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.types import GroupRecord, StepSample, StepVerdict, Trajectory
+
+
+class AccuracyBand(Protocol):
+    """The group-accuracy band whose tasks give reward-model samples (adapt's
+    `AdaptBand` and `train.prm_sample_band` have this shape): a protocol, so the reward
+    package needs nothing of adapt."""
+
+    alpha_low: float
+    alpha_high: float
 
 
 @dataclass
@@ -78,7 +87,7 @@ async def group_samples(
     episode: ContextSettings,
     *,
     lam: float = 1.0,
-    band: AdaptBand | None = None,
+    band: AccuracyBand,
     keep_zero_advantage: bool = False,
     replayed: frozenset[str] = frozenset(),
 ) -> GroupSamples:
@@ -95,7 +104,6 @@ async def group_samples(
     to their own group: `prm/replayed`), and the band is judged on the group's own
     rollouts, so replay changes nothing of the reward model's samples.
     """
-    band = band or AdaptBand()
     variant = group.variant
     trajs = {t.id: t for t in group.trajectories if t.outcome is not None}
     out = GroupSamples()
