@@ -23,7 +23,7 @@ from cua_rl.agent.messages import (
     critique_trajectory_messages,
 )
 from cua_rl.errors import InferenceError
-from cua_rl.rollout.base import ChatBackend
+from cua_rl.inference.base import ChatBackend
 from cua_rl.types import StepVerdict, TaskVariant, Trajectory
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")

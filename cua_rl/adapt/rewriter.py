@@ -27,7 +27,7 @@ from cua_rl.adapt.acceptance import Direction
 from cua_rl.adapt.config import RewriterConfig
 from cua_rl.agent.messages import parse_rewrite, rewrite_messages
 from cua_rl.errors import InferenceError, TaskFormatError
-from cua_rl.rollout.base import ChatBackend
+from cua_rl.inference.base import ChatBackend
 from cua_rl.types import TaskVariant
 
 

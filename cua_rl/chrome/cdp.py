@@ -30,7 +30,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -43,8 +43,31 @@ from cua_rl.errors import (
 )
 from cua_rl.eval_extra import EXTRA_HINT
 
-if TYPE_CHECKING:
-    from cua_rl.desktop.client import GuestClient
+
+class ExecOutput(Protocol):
+    """A command's result as the guest reports it (`desktop.client.ExecResult`)."""
+
+    output: str
+
+    @property
+    def ok(self) -> bool: ...
+
+
+class ChromeGuest(Protocol):
+    """What these helpers use of a desktop's guest client (`desktop.client.GuestClient`
+    has it): a protocol, so chrome/ sits below desktop/, whose setup steps use it."""
+
+    url: str
+
+    async def execute(self, command: list[str] | str, *, shell: bool = False,
+                      timeout: float = 120.0) -> ExecOutput: ...
+
+    async def launch(self, command: list[str] | str, *, shell: bool = False) -> None: ...
+
+    async def accessibility_tree(self) -> str | None: ...
+
+    async def get_file(self, path: str) -> bytes | None: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +97,7 @@ def import_playwright(what: str) -> ModuleType:
 # endpoint ----------------------------------------------------------------------
 
 
-def cdp_port(setup: Any = None, client: GuestClient | None = None) -> int:
+def cdp_port(setup: Any = None, client: ChromeGuest | None = None) -> int:
     for port in (getattr(setup, "chromium_port", None), getattr(client, "cdp_port", None)):
         if isinstance(port, int) and port > 0:
             return port
@@ -82,7 +105,7 @@ def cdp_port(setup: Any = None, client: GuestClient | None = None) -> int:
     return int(env) if env else DEFAULT_CDP_PORT
 
 
-def cdp_url(client: GuestClient, setup: Any = None) -> str:
+def cdp_url(client: ChromeGuest, setup: Any = None) -> str:
     """`http://<desktop host>:<port>`, the endpoint Playwright's connect_over_cdp takes."""
     host = urlsplit(client.url).hostname or "127.0.0.1"
     if ":" in host:
@@ -100,7 +123,7 @@ async def list_targets(endpoint: str, timeout: float = 5.0) -> list[dict[str, An
     return [t for t in data if isinstance(t, dict) and t.get("type") == "page"]
 
 
-async def _relaunch(client: GuestClient) -> None:
+async def _relaunch(client: ChromeGuest) -> None:
     """Start Chrome again as OSWorld does when the agent closed it."""
     for command in RELAUNCH_COMMANDS:
         probe = await client.execute(["which", command[0]], timeout=10.0)
@@ -112,7 +135,7 @@ async def _relaunch(client: GuestClient) -> None:
                 "desktop's PATH")
 
 
-async def connect(playwright: Any, client: GuestClient, setup: Any = None, *,
+async def connect(playwright: Any, client: ChromeGuest, setup: Any = None, *,
                   relaunch: bool = True, deadline_s: float = CONNECT_DEADLINE_S) -> Any:
     """A Playwright Browser connected over CDP, polling until `deadline_s`.
 
@@ -149,7 +172,7 @@ async def connect(playwright: Any, client: GuestClient, setup: Any = None, *,
 
 
 @asynccontextmanager
-async def browser_session(client: GuestClient, setup: Any = None, *, what: str,
+async def browser_session(client: ChromeGuest, setup: Any = None, *, what: str,
                           relaunch: bool = True) -> AsyncIterator[Any]:
     """Connected Browser for the block; only the CDP connection is closed after it
     (Chrome and its tabs stay, as with OSWorld)."""
@@ -226,7 +249,7 @@ class ActiveUrl:
     """True when read from the address bar (OSWorld's way), False from CDP."""
 
 
-async def active_url(client: GuestClient, setup: Any, config: dict[str, Any]) -> ActiveUrl | None:
+async def active_url(client: ChromeGuest, setup: Any, config: dict[str, Any]) -> ActiveUrl | None:
     """The active tab's URL, or None when neither the tree nor CDP shows one."""
     try:
         tree = await client.accessibility_tree()
@@ -267,7 +290,7 @@ print(json.dumps({'home': home, 'found': found}))
 """
 
 
-async def profile_root(client: GuestClient) -> str:
+async def profile_root(client: ChromeGuest) -> str:
     """The browser's user-data folder on the desktop (it holds `Default/` and
     `Local State`); Google Chrome's default path when no profile exists yet."""
     result = await client.execute(["python3", "-c", _PROFILE_PROBE], timeout=30.0)
@@ -281,13 +304,13 @@ async def profile_root(client: GuestClient) -> str:
     return f"{data['home']}/.config/google-chrome"
 
 
-async def read_profile_file(client: GuestClient, relative: str) -> bytes | None:
+async def read_profile_file(client: ChromeGuest, relative: str) -> bytes | None:
     """A file under the profile root (e.g. `Default/Preferences`), None if missing."""
     root = await profile_root(client)
     return await client.get_file(f"{root}/{relative}")
 
 
-async def read_profile_json(client: GuestClient, relative: str) -> dict[str, Any] | None:
+async def read_profile_json(client: ChromeGuest, relative: str) -> dict[str, Any] | None:
     data = await read_profile_file(client, relative)
     if data is None:
         return None

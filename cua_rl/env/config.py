@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from cua_rl.config import local_by_default
 from cua_rl.desktop.providers.config import ProviderConfig
 from cua_rl.desktop.providers.local_config import LocalProviderConfig
-from cua_rl.rollout.config import JudgeConfig
+from cua_rl.reward.config import JudgeConfig
 
 
 class EnvConfig(BaseModel):

@@ -26,10 +26,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from cua_rl.agent.context import step_messages
 from cua_rl.errors import RunDirError, StoreError, naming_path
 from cua_rl.reward.advantages import step_rewards
 from cua_rl.rollout.config import EpisodeConfig
-from cua_rl.rollout.context import step_messages
 from cua_rl.store.run_store import DB_NAME, RunStore
 from cua_rl.types import Step, StepVerdict, Trajectory, TrajectoryStatus
 

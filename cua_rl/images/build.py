@@ -23,10 +23,10 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from cua_rl.desktop.providers.local_home import default_apps_list
 from cua_rl.errors import DesktopError
 from cua_rl.images import layers
 from cua_rl.images import recipe as rc
+from cua_rl.images.default_apps import default_apps_list
 from cua_rl.images.docker import docker_import
 from cua_rl.images.qcow2 import make_qcow2
 

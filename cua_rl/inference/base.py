@@ -1,7 +1,9 @@
 """What callers of the inference protocol see: typed results and errors.
 
 Depends on nothing heavy, so actors, the PRM and the learner can import it
-without torch. Errors split by what the caller should do: `InferenceUnavailable`
+without torch; `ChatBackend` is the shape of a model pool they are written
+against (the judge and the rewriter live above rollout, so it is here, not there).
+Errors split by what the caller should do: `InferenceUnavailable`
 is the replica's fault (connection error, timeout, 5xx) and is retried on
 another replica; `InferenceRequestError` is the request's fault (4xx) and is not.
 """
@@ -9,10 +11,12 @@ another replica; `InferenceRequestError` is the request's fault (4xx) and is not
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from cua_rl.errors import InferenceError, InferenceRequestError, InferenceUnavailable
 
 __all__ = [
+    "ChatBackend",
     "ChatResult",
     "Choice",
     "InferenceError",
@@ -42,3 +46,13 @@ class ChatResult:
     prompt_token_ids: tuple[int, ...] = ()
     url: str = ""
     """The replica that served the request."""
+
+
+class ChatBackend(Protocol):
+    """A pool of model replicas (InferencePool has this shape)."""
+
+    async def chat(
+        self, messages: list[dict[str, Any]], *, session_key: str | None = None, **kwargs: Any
+    ) -> ChatResult: ...
+
+    def end_session(self, session_key: str) -> None: ...

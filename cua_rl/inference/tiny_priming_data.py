@@ -171,7 +171,8 @@ def _policy(rng: random.Random, min_pixels: int, k: int) -> PrimingExample:
 
 
 def _history_line(response: str) -> str:
-    """As rollout.context.history_line writes it (not imported: rollout pulls in the store)."""
+    """A history line as agent.context.history_line writes one, from a response alone
+    (the priming data has no `Step`)."""
     return action_sentence(response) or prompts.NO_OP_ACTION
 
 

@@ -78,9 +78,9 @@ async def run_bench(model_dir: Path, work: Path, *, updates: int, group: int, ac
     from cua_rl.learner.service import LearnerService
     from cua_rl.learner.weight_sync import WeightSync
     from cua_rl.reward.advantages import standardize
-    from cua_rl.rollout.scheduler import VersionGate
     from cua_rl.store.run_store import AsyncRunStore
     from cua_rl.types import StepSample
+    from cua_rl.version_gate import VersionGate
 
     if seed is not None:
         torch.manual_seed(seed)

@@ -49,10 +49,10 @@ from cua_rl import spans
 from cua_rl.learner.base import TrainEngine
 from cua_rl.learner.config import LearnerLoopConfig
 from cua_rl.learner.weight_sync import WeightSync
-from cua_rl.rollout.scheduler import Gate
 from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.store.schema import UPDATE
 from cua_rl.types import StepSample
+from cua_rl.version_gate import Gate
 
 Role = Literal["policy", "prm"]
 MetricsHook = Callable[[str, dict[str, float], int], None]

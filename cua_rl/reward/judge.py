@@ -21,8 +21,8 @@ from collections import Counter
 from cua_rl import spans
 from cua_rl.agent import parse_prm_vote, prm_messages
 from cua_rl.errors import InferenceError
-from cua_rl.rollout.base import ChatBackend
-from cua_rl.rollout.config import JudgeConfig
+from cua_rl.inference.base import ChatBackend
+from cua_rl.reward.config import JudgeConfig
 from cua_rl.store.run_events import JUDGE_FAILURE
 from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.types import Step, StepVerdict, TaskVariant, Vote

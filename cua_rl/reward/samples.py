@@ -23,9 +23,10 @@ import asyncio
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Protocol
 
-from cua_rl.adapt.acceptance import AdaptBand
 from cua_rl.agent import prm_messages
+from cua_rl.agent.context import ContextSettings, history_line, step_messages
 from cua_rl.agent.images import encode_image
 from cua_rl.reward.advantages import (
     EPS,
@@ -34,10 +35,17 @@ from cua_rl.reward.advantages import (
     prm_vote_advantages,
     step_rewards,
 )
-from cua_rl.rollout.config import EpisodeConfig
-from cua_rl.rollout.context import history_line, step_messages
 from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.types import GroupRecord, StepSample, StepVerdict, Trajectory
+
+
+class AccuracyBand(Protocol):
+    """The group-accuracy band whose tasks give reward-model samples (adapt's
+    `AdaptBand` and `train.prm_sample_band` have this shape): a protocol, so the reward
+    package needs nothing of adapt."""
+
+    alpha_low: float
+    alpha_high: float
 
 
 @dataclass
@@ -53,7 +61,7 @@ class GroupSamples:
 class _Screens:
     """Data URLs of stored screenshots, encoded once per group off the loop."""
 
-    def __init__(self, store: AsyncRunStore, cfg: EpisodeConfig) -> None:
+    def __init__(self, store: AsyncRunStore, cfg: ContextSettings) -> None:
         self.store, self.cfg = store, cfg
         self._urls: dict[str, str] = {}
 
@@ -76,10 +84,10 @@ def _votes_by_step(traj: Trajectory, verdicts: tuple[StepVerdict, ...]) -> list[
 async def group_samples(
     group: GroupRecord,
     store: AsyncRunStore,
-    episode: EpisodeConfig,
+    episode: ContextSettings,
     *,
     lam: float = 1.0,
-    band: AdaptBand | None = None,
+    band: AccuracyBand,
     keep_zero_advantage: bool = False,
     replayed: frozenset[str] = frozenset(),
 ) -> GroupSamples:
@@ -96,7 +104,6 @@ async def group_samples(
     to their own group: `prm/replayed`), and the band is judged on the group's own
     rollouts, so replay changes nothing of the reward model's samples.
     """
-    band = band or AdaptBand()
     variant = group.variant
     trajs = {t.id: t for t in group.trajectories if t.outcome is not None}
     out = GroupSamples()

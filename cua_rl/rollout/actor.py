@@ -21,6 +21,7 @@ from typing import Protocol
 
 from cua_rl import spans
 from cua_rl.agent import parse_response, to_pyautogui
+from cua_rl.agent.context import history_line, model_image_size, step_messages
 from cua_rl.agent.images import encode_image, png_passthrough_url
 from cua_rl.errors import (
     DesktopError,
@@ -30,9 +31,9 @@ from cua_rl.errors import (
     ModelResponseError,
     SetupStepError,
 )
-from cua_rl.rollout.base import ChatBackend, EpisodeDesktop
+from cua_rl.inference.base import ChatBackend
+from cua_rl.rollout.base import EpisodeDesktop
 from cua_rl.rollout.config import EpisodeConfig
-from cua_rl.rollout.context import history_line, model_image_size, step_messages
 from cua_rl.rollout.episode_recording import EpisodeRecording, recording_path
 from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.types import (

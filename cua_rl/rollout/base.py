@@ -1,26 +1,15 @@
-"""What an episode needs from the outside world, as small protocols.
+"""What an episode needs from a desktop, as a small protocol.
 
-The actor, the fleet and the judge depend only on these, so the same code runs
-against real desktops and model servers and against the simulated ones of
-`cua-rl bench fleet`.
+The actor and the fleet depend only on it (and on `inference.base.ChatBackend` for
+the model), so the same code runs against real desktops and model servers and
+against the simulated ones of `cua-rl bench fleet`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
-from cua_rl.inference.base import ChatResult
 from cua_rl.types import Action, TaskVariant
-
-
-class ChatBackend(Protocol):
-    """A pool of model replicas (InferencePool has this shape)."""
-
-    async def chat(
-        self, messages: list[dict[str, Any]], *, session_key: str | None = None, **kwargs: Any
-    ) -> ChatResult: ...
-
-    def end_session(self, session_key: str) -> None: ...
 
 
 class EpisodeDesktop(Protocol):

@@ -31,11 +31,11 @@ from typing import Any
 
 import click
 
+from cua_rl.agent.context import history_line
 from cua_rl.agent.images import encode_image
 from cua_rl.command_output import emit_json
-from cua_rl.reward.judge import StreamingJudge
-from cua_rl.rollout.config import EpisodeConfig, FleetConfig, JudgeConfig
-from cua_rl.rollout.context import history_line
+from cua_rl.reward.judge import JudgeConfig, StreamingJudge  # JudgeConfig: reward/config.py
+from cua_rl.rollout.config import EpisodeConfig, FleetConfig
 from cua_rl.rollout.fleet import Fleet, GroupHandler
 from cua_rl.rollout.latency import LatencyModel
 from cua_rl.rollout.scheduler import GroupScheduler

@@ -1,4 +1,4 @@
-"""Typed settings of actors, the fleet and the streaming reward-model judge."""
+"""Typed settings of actors and the fleet (the judge's are in reward/config.py)."""
 
 from __future__ import annotations
 
@@ -48,23 +48,6 @@ class EpisodeConfig(BaseModel):
     """Record each episode's screen (the guest's /start_recording) into
     RUN_DIR/recordings/<trajectory id>.mp4; a failed recording never fails the
     episode. Off in training (it costs guest CPU); an eval may turn it on."""
-
-
-class JudgeConfig(BaseModel):
-    """The streaming process reward model."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    enabled: bool = True
-    """Judge every step; off for evaluation runs."""
-    votes: int = Field(3, ge=1, le=16)
-    """m: votes per step, sampled with `n` in one request."""
-    temperature: float = Field(0.8, ge=0.0)
-    """Sampling temperature of the m votes (paper: 0.8; votes must differ to carry signal)."""
-    max_tokens: int = Field(512, ge=1)
-    """Tokens per vote; a truncated vote is unparseable (score 0, PRM reward -2)."""
-    max_in_flight: int = Field(1024, ge=1)
-    """Cap on concurrent judge requests of one process (backpressure)."""
 
 
 class FleetConfig(BaseModel):

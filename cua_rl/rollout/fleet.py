@@ -23,14 +23,16 @@ from typing import Protocol
 
 from cua_rl import spans
 from cua_rl.errors import EpisodeAborted
+from cua_rl.inference.base import ChatBackend
 from cua_rl.reward.judge import StreamingJudge
 from cua_rl.rollout.actor import run_episode
-from cua_rl.rollout.base import ChatBackend, EpisodeDesktop
+from cua_rl.rollout.base import EpisodeDesktop
 from cua_rl.rollout.config import EpisodeConfig, FleetConfig, HorizonSchedule
-from cua_rl.rollout.scheduler import Gate, GroupScheduler, RolloutTicket, VersionGate
+from cua_rl.rollout.scheduler import GroupScheduler, RolloutTicket
 from cua_rl.store.run_events import GAVE_UP, SET_ASIDE
 from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.types import GroupRecord, Trajectory
+from cua_rl.version_gate import Gate, VersionGate
 
 
 class DesktopSource(Protocol):

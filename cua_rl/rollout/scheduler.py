@@ -8,7 +8,7 @@ Invariants:
   been given up (a group whose every rollout was given up is emitted empty, so
   a candidate task's group is always decided);
 - a rollout starts only while the serving policy is fresh enough
-  (`VersionGate`, docs/architecture.md, concurrency).
+  (`cua_rl.version_gate`, docs/architecture.md, concurrency).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import itertools
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
 
 from cua_rl.types import GroupRecord, StepVerdict, TaskVariant, Trajectory
 
@@ -42,55 +41,6 @@ class GroupBudget:
 
 BudgetOf = Callable[[TaskVariant], GroupBudget]
 """Per-task budgets (`runtime/task_budgets.py`), asked once per group as it opens."""
-
-
-@runtime_checkable
-class Gate(Protocol):
-    """What the fleet, the learner and the training loop use of a version gate:
-    a `VersionGate` in this process or `runtime.ray_services.RemoteGate`, which
-    speaks to one in another process with the same methods."""
-
-    eta: int
-    learner_version: int
-    serving_version: int
-
-    def fresh(self, version: int) -> bool: ...
-
-    async def wait_fresh(self) -> int: ...
-
-    async def set_versions(self, *, learner: int | None = None,
-                           serving: int | None = None) -> None: ...
-
-
-class VersionGate:
-    """Staleness control between the learner and the serving policy.
-
-    A rollout may start only while `serving >= learner - eta`; samples whose
-    policy version is older than `learner - eta` when consumed are stale.
-    """
-
-    def __init__(self, eta: int = 2) -> None:
-        self.eta = eta
-        self.learner_version = 0
-        self.serving_version = 0
-        self._changed = asyncio.Condition()
-
-    def fresh(self, version: int) -> bool:
-        return version >= self.learner_version - self.eta
-
-    async def wait_fresh(self) -> int:
-        """Block until the serving version may start a rollout; return it."""
-        async with self._changed:
-            await self._changed.wait_for(lambda: self.fresh(self.serving_version))
-            return self.serving_version
-
-    async def set_versions(self, *, learner: int | None = None, serving: int | None = None) -> None:
-        async with self._changed:
-            if learner is not None:
-                self.learner_version = learner
-            if serving is not None:
-                self.serving_version = serving
-            self._changed.notify_all()
 
 
 @dataclass(frozen=True, slots=True)

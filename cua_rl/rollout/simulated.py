@@ -25,8 +25,8 @@ from typing import Any
 from cua_rl import spans
 from cua_rl.inference.base import ChatResult, Choice
 from cua_rl.rollout.latency import Dist, LatencyModel
-from cua_rl.rollout.scheduler import VersionGate
 from cua_rl.types import Action, TaskVariant
+from cua_rl.version_gate import VersionGate
 
 SCREEN = (256, 256)
 """65,536 pixels = Qwen3-VL's min_pixels, a multiple of 32: `encode_image` passes

@@ -37,12 +37,12 @@ from typing import Any
 
 from cua_rl.adapt.config import AdaptConfig
 from cua_rl.adapt.selector import TRAINS, GroupUse, TemplateSelector
+from cua_rl.config.train import TrainConfig
 from cua_rl.learner.service import LearnerService
 from cua_rl.reward.samples import GroupSamples, group_samples
 from cua_rl.rollout.config import EpisodeConfig
 from cua_rl.runtime.success_replay import ReplayedGroup, SuccessReplay
 from cua_rl.runtime.task_budgets import TaskBudgets
-from cua_rl.runtime.train_config import TrainConfig
 from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.store.upkeep import StoreUpkeep
 from cua_rl.types import GroupRecord

@@ -12,8 +12,8 @@ from typing import Any
 from rich.live import Live
 from rich.table import Table
 
+from cua_rl.config.train import MetricsConfig
 from cua_rl.runtime.progress import ProgressSnapshot, RunProgress, duration
-from cua_rl.runtime.train_config import MetricsConfig
 
 status_log = logging.getLogger("cua_rl.status")
 

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cua_rl.runtime.train_config import MetricsConfig
+from cua_rl.config.train import MetricsConfig
 
 log = logging.getLogger(__name__)
 

@@ -29,10 +29,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from cua_rl.config.ray_cluster import RayConfig
 from cua_rl.errors import ConfigError
 from cua_rl.inference.config import ModelServersConfig
 from cua_rl.learner.config import LearnerConfig
-from cua_rl.runtime.ray_config import RayConfig
 
 Bundle = dict[str, float]
 

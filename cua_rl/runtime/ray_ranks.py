@@ -24,10 +24,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from cua_rl.config.ray_cluster import RayConfig
 from cua_rl.errors import LearnerRankError
 from cua_rl.learner.config import LearnerConfig
 from cua_rl.runtime import ray_placement as placement
-from cua_rl.runtime.ray_config import RayConfig
 
 POLL_S = 1.0
 CALL_GRACE_S = 1.0

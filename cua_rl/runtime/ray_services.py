@@ -30,8 +30,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from cua_rl.rollout.scheduler import GroupScheduler, RolloutTicket, VersionGate
+from cua_rl.rollout.scheduler import GroupScheduler, RolloutTicket
 from cua_rl.types import GroupRecord, StepVerdict, TaskVariant, Trajectory
+from cua_rl.version_gate import VersionGate
 
 
 @dataclass(frozen=True)

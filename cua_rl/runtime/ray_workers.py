@@ -29,9 +29,9 @@ from cua_rl.config import RunConfig
 from cua_rl.desktop.file_cache import FileCache
 from cua_rl.desktop.pool import DesktopPool
 from cua_rl.desktop.providers.factory import make_provider
+from cua_rl.inference.base import ChatBackend
 from cua_rl.inference.pool import InferencePool
 from cua_rl.reward.judge import StreamingJudge
-from cua_rl.rollout.base import ChatBackend
 from cua_rl.rollout.fleet import DesktopSource, Fleet
 from cua_rl.rollout.guest_desktop import PoolDesktops
 from cua_rl.runtime.local import host_cache_dir

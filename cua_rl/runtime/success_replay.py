@@ -36,7 +36,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from cua_rl.runtime.train_config import ReplayConfig
+from cua_rl.config.train import ReplayConfig
 from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.types import GroupRecord, Trajectory
 

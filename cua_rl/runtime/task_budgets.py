@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from cua_rl.config import RunConfig
+from cua_rl.config.train import TaskBudgetConfig
 from cua_rl.rollout.scheduler import GroupBudget
-from cua_rl.runtime.train_config import TaskBudgetConfig
 from cua_rl.types import GroupRecord, TaskVariant
 
 

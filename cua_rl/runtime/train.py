@@ -48,7 +48,7 @@ from cua_rl.learner.service import LearnerService, Role, latest_checkpoint
 from cua_rl.learner.weight_sync import WeightSync
 from cua_rl.reward.samples import GroupSamples
 from cua_rl.rollout.fleet import Fleet, GroupHandler
-from cua_rl.rollout.scheduler import Gate, GroupScheduler, TaskSource, VersionGate
+from cua_rl.rollout.scheduler import GroupScheduler, TaskSource
 from cua_rl.runtime.group_metrics import group_metrics
 from cua_rl.runtime.group_router import GroupRouter
 from cua_rl.runtime.live import live_summary
@@ -63,6 +63,7 @@ from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.store.upkeep import StoreUpkeep
 from cua_rl.tasks.sources import difficulty_file
 from cua_rl.types import GroupRecord, TaskVariant
+from cua_rl.version_gate import Gate, VersionGate
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from PIL import Image
 
+from cua_rl.agent.context import step_messages
 from cua_rl.export.trajectories import image_parts, run_prompting
-from cua_rl.rollout.context import step_messages
 from cua_rl.store.run_store import RunStore
 
 SCORED = ("finished", "step_limit")

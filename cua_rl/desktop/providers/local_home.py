@@ -3,8 +3,9 @@ state dir and copied over a desktop's /home/user on every reset.
 
 It holds what OSWorld's Ubuntu image has in a fresh home that the apps would not
 make themselves: the XDG folders, LibreOffice past its first-run dialogs, the
-image's default apps (`DEFAULT_APPS`), VS Code's user directory and PulseAudio's starting volume
-(`PULSE_DEFAULT_PA`). A template built by an older version gains what it lacks.
+image's default apps (`images.default_apps`), VS Code's user directory and
+PulseAudio's starting volume (`PULSE_DEFAULT_PA`). A template built by an older
+version gains what it lacks.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import os
 import secrets
 import shutil
 from pathlib import Path
+
+from cua_rl.images.default_apps import DEFAULT_GROUP, default_apps_list
 
 # Home directories every desktop starts with (XDG names apps and OSWorld tasks use).
 TEMPLATE_DIRS = ("Desktop", "Documents", "Downloads", "Music", "Pictures", "Public",
@@ -46,35 +49,6 @@ PULSE_DEFAULT_PA = (".include /etc/pulse/default.pa\n"
                     "set-sink-volume auto_null 26214\n")
 """PulseAudio reads ~/.config/pulse/default.pa instead of the system's when it exists:
 the system's, then the starting volume of `module-always-sink`'s null sink."""
-
-APPLICATIONS = Path("/usr/share/applications")
-DEFAULT_GROUP = "[Default Applications]"
-DEFAULT_APPS = (("org.gnome.Totem.desktop", "video/"), ("org.gnome.Evince.desktop",
-                                                       "application/pdf"),
-                ("org.gnome.gedit.desktop", "text/plain"))
-"""(desktop file, MIME type prefix) of the defaults on OSWorld's Ubuntu image: GNOME's
-video player ("Videos") for every video type it handles, Evince for PDFs, gedit for
-plain text (a task opens a .txt and waits for its "<file> (~/Desktop) - gedit" window)."""
-
-
-def default_apps_list(applications: Path = APPLICATIONS) -> str | None:
-    """A mimeapps.list making OSWorld's default apps the defaults here (`DEFAULT_APPS`).
-
-    Without it, VLC was the only video player and so the default, and a task that
-    asks the agent to make VLC the default passed untouched; PDFs opened in whatever
-    claimed them first. An app that is not installed is left out (xdg-mime skips
-    defaults whose desktop file does not exist); None when none is."""
-    lines = []
-    for desktop, prefix in DEFAULT_APPS:
-        try:
-            text = (applications / desktop).read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
-        types = next((line.partition("=")[2] for line in text.splitlines()
-                      if line.startswith("MimeType=")), "")
-        lines += [f"{t}={desktop}\n" for t in types.split(";") if t.startswith(prefix)]
-    return f"{DEFAULT_GROUP}\n" + "".join(lines) if lines else None
-
 
 def merged_apps_list(existing: str | None, ours: str) -> str | None:
     """`existing` plus our defaults for the types it does not set (a user's choice

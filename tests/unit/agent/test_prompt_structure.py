@@ -206,9 +206,9 @@ def test_rewrite_infers_the_current_evaluator_and_says_none_without_summaries() 
 
 
 def test_actor_context_lists_every_step_and_replays_the_last_two() -> None:
-    """rollout.context.step_messages, as actors and the learner build the policy prompt."""
+    """agent.context.step_messages, as actors and the learner build the policy prompt."""
+    from cua_rl.agent.context import history_line, step_messages
     from cua_rl.rollout.config import EpisodeConfig
-    from cua_rl.rollout.context import history_line, step_messages
     from cua_rl.types import ParseError, Step
 
     def step(i: int, response: str, error: ParseError | None = None) -> Step:

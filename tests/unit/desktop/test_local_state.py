@@ -17,6 +17,7 @@ from cua_rl.desktop.providers.base import DesktopHandle
 from cua_rl.desktop.providers.config import ProviderConfig
 from cua_rl.desktop.providers.factory import make_provider
 from cua_rl.desktop.providers.local_config import LocalProviderConfig
+from cua_rl.images.default_apps import default_apps_list
 
 
 @pytest.fixture(autouse=True)
@@ -188,18 +189,18 @@ def test_totem_and_evince_are_the_defaults_as_on_osworlds_image(tmp_path: Path) 
     (tmp_path / "org.gnome.Totem.desktop").write_text(
         "[Desktop Entry]\nName=Videos\n"
         "MimeType=application/ogg;video/mp4;audio/x-wav;video/x-matroska;\n")
-    assert lh.default_apps_list(tmp_path) == (
+    assert default_apps_list(tmp_path) == (
         "[Default Applications]\nvideo/mp4=org.gnome.Totem.desktop\n"
         "video/x-matroska=org.gnome.Totem.desktop\n")
     (tmp_path / "org.gnome.Evince.desktop").write_text(
         "[Desktop Entry]\nMimeType=application/pdf;image/tiff;application/x-bzpdf;\n")
-    assert lh.default_apps_list(tmp_path).endswith(
+    assert default_apps_list(tmp_path).endswith(
         "video/x-matroska=org.gnome.Totem.desktop\napplication/pdf=org.gnome.Evince.desktop\n")
     (tmp_path / "org.gnome.gedit.desktop").write_text(
         "[Desktop Entry]\nMimeType=text/plain;application/x-zerosize;\n")
-    assert lh.default_apps_list(tmp_path).endswith(
+    assert default_apps_list(tmp_path).endswith(
         "application/pdf=org.gnome.Evince.desktop\ntext/plain=org.gnome.gedit.desktop\n")
-    assert lh.default_apps_list(tmp_path / "absent") is None
+    assert default_apps_list(tmp_path / "absent") is None
 
 
 def test_an_existing_list_gains_only_the_defaults_it_lacks() -> None:
@@ -215,7 +216,7 @@ def test_an_existing_list_gains_only_the_defaults_it_lacks() -> None:
 
 
 def test_home_template_gains_the_default_apps_list_once(tmp_path: Path) -> None:
-    if lh.default_apps_list() is None:
+    if default_apps_list() is None:
         pytest.skip("Totem is not installed (setup.sh installs it)")
     template = lh.ensure_home_template(tmp_path / "home-template")
     mimeapps = template / ".config" / "mimeapps.list"

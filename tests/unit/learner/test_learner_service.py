@@ -13,9 +13,9 @@ from tests_support.recording_engine import RecordingEngine
 
 from cua_rl.learner.config import LearnerLoopConfig
 from cua_rl.learner.service import LearnerService
-from cua_rl.rollout.scheduler import VersionGate
 from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.types import StepSample
+from cua_rl.version_gate import VersionGate
 
 
 def _group(gid: str, trajectories: int, steps: int, version: int = 0) -> list[StepSample]:

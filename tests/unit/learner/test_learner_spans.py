@@ -19,9 +19,9 @@ from cua_rl.learner.config import LearnerLoopConfig, WeightSyncConfig
 from cua_rl.learner.service import LearnerService
 from cua_rl.learner.weight_sync import WeightSync
 from cua_rl.report.loop_profile import load_spans, profile, sync_windows
-from cua_rl.rollout.scheduler import VersionGate
 from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.types import StepSample
+from cua_rl.version_gate import VersionGate
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 

@@ -12,9 +12,10 @@ from tests_support.bad_model_server import BadModelServer
 from cua_rl.errors import CorruptImageError, EpisodeAborted, SetupStepError
 from cua_rl.inference.config import InferencePoolConfig
 from cua_rl.inference.pool import InferencePool
+from cua_rl.reward.config import JudgeConfig
 from cua_rl.reward.judge import StreamingJudge
 from cua_rl.rollout.actor import run_episode
-from cua_rl.rollout.config import EpisodeConfig, JudgeConfig
+from cua_rl.rollout.config import EpisodeConfig
 from cua_rl.rollout.latency import Dist, LatencyModel
 from cua_rl.rollout.simulated import SimClock, SimulatedDesktop, SimulatedDesktops
 from cua_rl.store.run_store import AsyncRunStore, RunStore

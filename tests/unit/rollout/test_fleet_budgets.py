@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+from cua_rl.config.train import TaskBudgetConfig
 from cua_rl.rollout.config import EpisodeConfig, FleetConfig, HorizonSchedule
 from cua_rl.rollout.fleet import Fleet
 from cua_rl.rollout.latency import Dist, LatencyModel
@@ -17,7 +18,6 @@ from cua_rl.rollout.scheduler import GroupScheduler
 from cua_rl.rollout.simulated import SimClock, SimulatedDesktop, SimulatedDesktops
 from cua_rl.rollout.simulated import SimulatedModelPool as Pool
 from cua_rl.runtime.task_budgets import TaskBudgets
-from cua_rl.runtime.train_config import TaskBudgetConfig
 from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.types import Action, GroupRecord, TaskVariant
 

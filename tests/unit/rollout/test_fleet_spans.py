@@ -26,15 +26,17 @@ from cua_rl.report.loop_profile import (
     profile,
     update_windows,
 )
+from cua_rl.reward.config import JudgeConfig
 from cua_rl.reward.judge import StreamingJudge
 from cua_rl.rollout.bench_fleet import VARIANTS
-from cua_rl.rollout.config import EpisodeConfig, FleetConfig, JudgeConfig
+from cua_rl.rollout.config import EpisodeConfig, FleetConfig
 from cua_rl.rollout.fleet import Fleet
 from cua_rl.rollout.latency import Dist, LatencyModel
-from cua_rl.rollout.scheduler import GroupScheduler, VersionGate
+from cua_rl.rollout.scheduler import GroupScheduler
 from cua_rl.rollout.simulated import SimClock, SimulatedDesktops, SimulatedModelPool
 from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.types import GroupRecord, StepSample, TaskVariant
+from cua_rl.version_gate import VersionGate
 
 ACTORS = 6
 

@@ -2,8 +2,9 @@ import asyncio
 
 import pytest
 
-from cua_rl.rollout.scheduler import GroupScheduler, VersionGate
+from cua_rl.rollout.scheduler import GroupScheduler
 from cua_rl.types import TaskVariant, Trajectory, TrajectoryStatus
+from cua_rl.version_gate import VersionGate
 
 
 def _variant(i: int) -> TaskVariant:
@@ -95,8 +96,8 @@ async def test_give_up_shrinks_group() -> None:
 async def test_groups_of_a_budgeted_task_have_the_budgeted_size_and_step_limit() -> None:
     """`train.budgets`: a solved task's next group has `min_rollouts` tickets, each with
     the task's step limit (kept by a re-queued attempt); another task keeps G."""
+    from cua_rl.config.train import TaskBudgetConfig
     from cua_rl.runtime.task_budgets import TaskBudgets
-    from cua_rl.runtime.train_config import TaskBudgetConfig
     from cua_rl.types import GroupRecord, Step
 
     budgets = TaskBudgets(TaskBudgetConfig(enabled=True, min_scored=1), group_size=4,

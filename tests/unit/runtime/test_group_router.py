@@ -17,12 +17,12 @@ from cua_rl.adapt.acceptance import AdaptBand
 from cua_rl.adapt.config import AdaptConfig
 from cua_rl.adapt.rewriter import RuleRewriter, TaskTemplate
 from cua_rl.adapt.selector import TemplateSelector
+from cua_rl.config.train import TrainConfig
 from cua_rl.learner.config import LearnerLoopConfig
 from cua_rl.learner.service import LearnerService
 from cua_rl.rollout.config import EpisodeConfig
 from cua_rl.rollout.scheduler import GroupScheduler
 from cua_rl.runtime.group_router import GroupRouter
-from cua_rl.runtime.train_config import TrainConfig
 from cua_rl.store.config import StoreConfig
 from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.store.upkeep import StoreUpkeep

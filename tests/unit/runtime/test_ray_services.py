@@ -5,9 +5,8 @@ from __future__ import annotations
 import asyncio
 
 from cua_rl.config import RunConfig
+from cua_rl.config.ray_cluster import RayConfig
 from cua_rl.inference.config import ModelServersConfig
-from cua_rl.rollout.scheduler import Gate, VersionGate
-from cua_rl.runtime.ray_config import RayConfig
 from cua_rl.runtime.ray_placement import replica_bundles, service_options, worker_bundles
 from cua_rl.runtime.ray_services import (
     GateService,
@@ -18,6 +17,7 @@ from cua_rl.runtime.ray_services import (
     VariantFeed,
 )
 from cua_rl.types import TaskVariant, Trajectory, TrajectoryStatus
+from cua_rl.version_gate import Gate, VersionGate
 
 
 def _variant(i: int) -> TaskVariant:

@@ -16,13 +16,13 @@ from cua_rl.adapt.acceptance import AdaptBand
 from cua_rl.adapt.config import AdaptConfig
 from cua_rl.adapt.rewriter import RuleRewriter, TaskTemplate
 from cua_rl.adapt.selector import TemplateSelector
+from cua_rl.config.train import PrmSampleBand, TrainConfig
 from cua_rl.learner.config import LearnerLoopConfig
 from cua_rl.learner.service import LearnerService
 from cua_rl.rollout.config import EpisodeConfig
 from cua_rl.rollout.scheduler import GroupScheduler, RolloutTicket
 from cua_rl.runtime.group_router import GroupRouter
 from cua_rl.runtime.sync_batches import SyncBatches
-from cua_rl.runtime.train_config import PrmSampleBand, TrainConfig
 from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.types import TaskVariant
 

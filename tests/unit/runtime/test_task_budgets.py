@@ -19,13 +19,13 @@ from cua_rl.adapt.config import AdaptConfig
 from cua_rl.adapt.rewriter import RuleRewriter, TaskTemplate
 from cua_rl.adapt.selector import TemplateSelector
 from cua_rl.config import RunConfig, load_config
+from cua_rl.config.train import TaskBudgetConfig, TrainConfig
 from cua_rl.errors import ConfigError
 from cua_rl.learner.config import LearnerLoopConfig
 from cua_rl.learner.service import LearnerService
 from cua_rl.rollout.config import EpisodeConfig
 from cua_rl.runtime.group_router import GroupRouter
 from cua_rl.runtime.task_budgets import TaskBudgets
-from cua_rl.runtime.train_config import TaskBudgetConfig, TrainConfig
 from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.types import (
     GroupRecord,

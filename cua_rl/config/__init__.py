@@ -3,6 +3,11 @@
 A run is described by one YAML file (or a preset shipped in `cua_rl/configs/`)
 and `a.b.c=value` overrides from the command line, applied in that order.
 Validation errors name the source (file or override) and the dotted field.
+
+Each package keeps the model of its own settings (`*/config.py`); this package
+composes them into `RunConfig` and holds the run-level models no single package
+owns (`train`, `ray_cluster`, `demo`), so it sits below the runtime that reads
+them and above every package it composes (docs/architecture.md, "Layers").
 """
 
 from __future__ import annotations
@@ -23,14 +28,15 @@ from pydantic import (
 )
 
 from cua_rl.adapt.config import AdaptConfig
+from cua_rl.config.demo import DemoConfig
+from cua_rl.config.ray_cluster import RayConfig
+from cua_rl.config.train import MetricsConfig, TrainConfig
 from cua_rl.desktop.providers.config import ProviderConfig
 from cua_rl.desktop.providers.local_config import LocalProviderConfig
 from cua_rl.errors import ConfigError
 from cua_rl.inference.config import ModelServersConfig
-from cua_rl.rollout.config import EpisodeConfig, FleetConfig, JudgeConfig
-from cua_rl.runtime.demo_config import DemoConfig
-from cua_rl.runtime.ray_config import RayConfig
-from cua_rl.runtime.train_config import MetricsConfig, TrainConfig
+from cua_rl.reward.config import JudgeConfig
+from cua_rl.rollout.config import EpisodeConfig, FleetConfig
 from cua_rl.store.config import StoreConfig
 
 M = TypeVar("M", bound=BaseModel)
