@@ -1,4 +1,4 @@
-"""`cua-rl bench sync`: what a weight sync costs the requests that meet it.
+"""`cua-rl bench sync` (cli/bench/sync.py): what a weight sync costs the requests that meet it.
 
 Real hf replicas of the tiny model behind an `InferencePool`, a few clients sending
 chat requests through it without pause, and a `WeightSync` pushing perturbed
@@ -18,8 +18,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import click
 
 from cua_rl.inference.client import InferenceClient
 
@@ -147,18 +145,12 @@ async def run_bench_sync(model_dir: Path, work: Path, *, replicas: int = 2, sync
             "requests_per_s": round(len(requests) / wall, 2), **summarize(requests, windows)}
 
 
-@click.command("sync")
-@click.option("--replicas", default=2, show_default=True)
-@click.option("--syncs", default=3, show_default=True)
-@click.option("--clients", default=4, show_default=True)
-@click.option("--staggered/--no-staggered", default=True, show_default=True,
-              help="train.sync.staggered: take the replica under update out of routing")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def bench_sync(replicas: int, syncs: int, clients: int, staggered: bool, as_json: bool) -> None:
-    """How long requests routed to a replica under update wait (real hf replicas, tiny model)."""
+def measure(*, replicas: int = 2, syncs: int = 3, clients: int = 4,
+            staggered: bool = True) -> dict[str, Any]:
+    """`run_bench_sync` on the cached format-primed tiny model (built when missing),
+    in a temporary work folder."""
     import tempfile
 
-    from cua_rl.command_output import emit_json
     from cua_rl.inference.launcher import default_tiny_dir, ensure_tiny_model
 
     async def main() -> dict[str, Any]:
@@ -167,9 +159,4 @@ def bench_sync(replicas: int, syncs: int, clients: int, staggered: bool, as_json
             return await run_bench_sync(model, Path(work), replicas=replicas, syncs=syncs,
                                         clients=clients, staggered=staggered)
 
-    result = asyncio.run(main())
-    if as_json:
-        emit_json(result)
-        return
-    for key, value in result.items():
-        click.echo(f"{key:>20}: {value}")
+    return asyncio.run(main())

@@ -1,4 +1,4 @@
-"""`cua-rl bench fleet --simulated`: asynchronous fleet vs a synchronous batch
+"""`cua-rl bench fleet --simulated` (cli/bench/fleet.py): asynchronous fleet vs a synchronous batch
 baseline, on simulated desktops and model servers with the same capacities.
 
 Both modes run the real Fleet, GroupScheduler, run_episode (real prompt
@@ -29,12 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import click
-
 from cua_rl.agent.context import history_line
 from cua_rl.agent.images import encode_image
-from cua_rl.command_output import emit_json
-from cua_rl.reward.judge import JudgeConfig, StreamingJudge  # JudgeConfig: reward/config.py
+from cua_rl.errors import ConfigError
+from cua_rl.reward.config import JudgeConfig
+from cua_rl.reward.judge import StreamingJudge
 from cua_rl.rollout.config import EpisodeConfig, FleetConfig
 from cua_rl.rollout.fleet import Fleet, GroupHandler
 from cua_rl.rollout.latency import LatencyModel
@@ -78,7 +77,7 @@ def make_plan(model: LatencyModel, actors: int, group_size: int, eta: int,
     all modes into `duration_s` unless the host could not keep up, in which case the
     run takes longer."""
     if actors < group_size:
-        raise click.BadParameter(f"--actors {actors} < --group-size {group_size}")
+        raise ConfigError(f"{actors} actors < a group size of {group_size}: no group can run")
     groups = actors // group_size
     t_ep = model.episode_s(model.episode_steps.mean())
     cap = model.capacity
@@ -361,40 +360,3 @@ async def bench(model: LatencyModel, actors: int, *, group_size: int = 8, eta: i
         "policy_replicas": cap.policy_replicas(actors), "prm_replicas": cap.prm_replicas(actors),
         "learner_nodes": cap.learner_nodes(actors), "wall_s": time.perf_counter() - started,
     }
-
-
-@click.command("fleet")
-@click.option("--simulated", is_flag=True, help="Simulated desktops and model servers.")
-@click.option("--actors", type=click.IntRange(1), default=100, show_default=True)
-@click.option("--group-size", type=click.IntRange(1), default=8, show_default=True)
-@click.option("--eta", type=click.IntRange(0), default=2, show_default=True)
-@click.option("--latency", "latency_file", type=click.Path(exists=True, dir_okay=False),
-              help="YAML/JSON overriding the latency model's defaults.")
-@click.option("--duration-s", type=click.FloatRange(min=1.0), default=60.0, show_default=True,
-              help="Target wall time of both modes together.")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
-def bench_fleet(simulated: bool, actors: int, group_size: int, eta: int,
-                latency_file: str | None, duration_s: float, seed: int, as_json: bool) -> None:
-    """Fleet throughput: async actors vs a synchronous batch baseline."""
-    if not simulated:
-        raise click.UsageError("only --simulated is implemented: pass --simulated")
-    model = LatencyModel.load(latency_file)
-    figures = asyncio.run(bench(model, actors, group_size=group_size, eta=eta,
-                                duration_s=duration_s, seed=seed))
-    if figures["host_bound"]:
-        click.echo("warning: the event loop lagged (loop_lag_ms_p99); the host is loaded or "
-                   "the time scale too small, so these figures understate the cluster",
-                   err=True)
-    if as_json:
-        emit_json({k: round(v, 4) if isinstance(v, float) else v for k, v in figures.items()})
-        return
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"simulated fleet, {actors} desktops (steps per simulated second)")
-    table.add_column("figure")
-    table.add_column("value", justify="right")
-    for key, value in figures.items():
-        table.add_row(key, f"{value:.3f}" if isinstance(value, float) else str(value))
-    Console().print(table)

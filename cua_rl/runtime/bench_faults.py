@@ -1,9 +1,10 @@
-"""`cua-rl bench faults`: inject each fault class into a real short run and print
-what the run made of it (figures and their meaning: runtime/fault_cases.py).
+"""`cua-rl bench faults` (cli/bench/faults.py): inject each fault class into a real
+short run and report what the run made of it (figures and their meaning:
+runtime/fault_cases.py).
 
 Runs are quickstart-sized (local desktops, the tiny model, hf engines), one per
 fault, one after another (they would disturb each other's figures). Progress
-goes to stderr, the figures to stdout; every run is bounded by `--deadline`.
+goes to `log`, the figures are returned; every run is bounded by the deadline.
 """
 
 from __future__ import annotations
@@ -11,48 +12,31 @@ from __future__ import annotations
 import json
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-
-import click
-
-from cua_rl.command_output import emit_json
+from typing import Any
 
 
-@click.command("faults")
-@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
-@click.option("--only", default="", help="Comma-separated fault names (default: all).")
-@click.option("--deadline", type=click.FloatRange(min=30), default=300.0, show_default=True,
-              help="Seconds one run may take before it counts as hung (and is killed).")
-@click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Where the runs go (default: a fresh temporary directory, kept).")
-def bench_faults(as_json: bool, only: str, deadline: float, work_dir: Path | None) -> None:
-    """Kill replicas and guests, answer badly, hang, SIGKILL/SIGTERM, fill the disk:
-    does a real run survive each, and what does it lose?"""
+def run_faults(names: list[str], deadline_s: float, work_dir: Path | None = None, *,
+               log: Callable[[str], None] = print) -> tuple[Path, list[dict[str, Any]]]:
+    """One run per fault of `names` (keys of `fault_catalog.FAULTS`) in `work_dir`
+    (default: a fresh temporary directory, kept); returns it and the figures of each
+    run. Each result is also appended to WORK_DIR/results.jsonl as soon as it is
+    known, so a bench cut short keeps what it measured."""
     from cua_rl.runtime.fault_cases import FaultBench
     from cua_rl.runtime.fault_catalog import FAULTS
 
-    names = [n.strip() for n in only.split(",") if n.strip()] or list(FAULTS)
-    unknown = sorted(set(names) - set(FAULTS))
-    if unknown:
-        raise click.BadParameter(f"unknown fault(s) {unknown}; known: {', '.join(FAULTS)}",
-                                 param_hint="--only")
     work_dir = work_dir or Path(tempfile.mkdtemp(prefix="cua-rl-faults-"))
     work_dir.mkdir(parents=True, exist_ok=True)
-    bench = FaultBench(work_dir, deadline, log=lambda line: click.echo(line, err=True))
+    bench = FaultBench(work_dir, deadline_s, log=log)
     results = []
     for name in names:
         t0 = time.monotonic()
         result = FAULTS[name](bench)
         result["bench_s"] = round(time.monotonic() - t0, 1)
-        click.echo(f"[{name}] survived={result['survived']} in {result['bench_s']} s"
-                   + (f": {result['why']}" if "why" in result else ""), err=True)
+        log(f"[{name}] survived={result['survived']} in {result['bench_s']} s"
+            + (f": {result['why']}" if "why" in result else ""))
         results.append(result)
         with (work_dir / "results.jsonl").open("a") as out:  # kept if the bench is cut short
             out.write(json.dumps(result) + "\n")
-    if as_json:
-        emit_json({"faults": results, "work_dir": str(work_dir)})
-        return
-    for r in results:
-        click.echo(f"{r['name']:32} survived={r['survived']!s:5} lost={r['trajectories_lost']} "
-                   f"dup_updates={r['updates_duplicated']} aborted={r['episodes_aborted']} "
-                   f"recover_s={r['recover_s']}" + (f"  ({r['why']})" if "why" in r else ""))
+    return work_dir, results

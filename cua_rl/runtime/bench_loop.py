@@ -1,4 +1,5 @@
-"""`cua-rl bench loop`: the real training loop, asynchronous and synchronous, side by side.
+"""`cua-rl bench loop` (cli/bench/loop.py): the real training loop, asynchronous and
+synchronous, side by side.
 
 Each mode is one `cua-rl train` run of the same preset, seed and update budget
 (real local desktops, the model pools, both learners with weight sync,
@@ -25,13 +26,12 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import click
-
-from cua_rl.command_output import emit_json
 from cua_rl.config import RunConfig, load_config
+from cua_rl.errors import RunFailed
 from cua_rl.store.run_store import RunStore
 
 MODES: dict[str, tuple[str, ...]] = {
@@ -62,7 +62,7 @@ def run_mode(preset: str, run_dir: Path, overrides: list[str], timeout_s: float)
            "--out", str(run_dir), *overrides]
     done = subprocess.run(cmd, stdout=sys.stderr, timeout=timeout_s, check=False)
     if done.returncode != 0:
-        raise click.ClickException(
+        raise RunFailed(
             f"the {run_dir.name} run failed (exit {done.returncode}); its log: "
             f"{run_dir / 'logs' / 'run.log'}")
 
@@ -100,7 +100,7 @@ def measured_window(run_dir: Path) -> tuple[float, float]:
     records = RunStore.read_only(run_dir).trajectory_records()
     updates = update_windows(run_dir)
     if not records or not updates:
-        raise click.ClickException(f"{run_dir}: no rollout or no update was stored")
+        raise RunFailed(f"{run_dir}: no rollout or no update was stored")
     return min(r["started_at"] for r in records), updates[-1]["end"]
 
 
@@ -231,45 +231,14 @@ def simulate(latency: dict[str, Any], cfg: RunConfig, seed: int) -> dict[str, An
     return {**mean, "host_bound": any(r["host_bound"] for r in runs)}
 
 
-@click.command("loop")
-@click.option("--preset", default="quickstart", show_default=True,
-              help="The run every mode starts from (its desktops, tasks, group size).")
-@click.option("--engine", type=click.Choice(["vllm", "hf"]), default="vllm",
-              show_default=True, help="Both model pools' engine.")
-@click.option("--updates", type=click.IntRange(1), default=6, show_default=True,
-              help="Policy updates per mode (train.max_policy_updates).")
-@click.option("--modes", default="async,sync,async_global_pause", show_default=True,
-              help="Comma-separated subset of async, sync, async_global_pause.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
-              help="Folder for the runs (one per mode), latency.json and loop.json.")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--tiny-model-dir", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path),
-              help="desktops.provider.state_dir of every run.")
-@click.option("--timeout-s", type=click.FloatRange(min=60), default=3600.0, show_default=True,
-              help="Per mode.")
-@click.option("--reuse", is_flag=True,
-              help="Analyse the runs already in OUT again instead of running a mode whose "
-              "run finished there (its update events are stored).")
-@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
-def bench_loop(preset: str, engine: str, updates: int, modes: str, out: Path, seed: int,
-               tiny_model_dir: Path | None, state_dir: Path | None, timeout_s: float,
-               reuse: bool, as_json: bool) -> None:
-    """The real loop in its async and sync modes: throughput, busy fractions, where
-    an episode's time goes, and the simulator's prediction for this machine."""
-    chosen = [m.strip() for m in modes.split(",") if m.strip()]
-    unknown = sorted(set(chosen) - set(MODES))
-    if unknown or not {"async", "sync"} <= set(chosen):
-        raise click.BadParameter(f"modes must include async and sync, from {sorted(MODES)}; "
-                                 f"got {modes!r}", param_hint="--modes")
-    if engine == "vllm":
-        from cua_rl.errors import ConfigError
-        from cua_rl.inference.vllm_engine import resolve_vllm_python
-
-        try:
-            resolve_vllm_python()
-        except ConfigError as exc:
-            raise click.ClickException(f"{exc} (or pass --engine hf)") from None
+def run_loop_bench(preset: str, engine: str, updates: int, modes: list[str], out: Path, *,
+                   seed: int = 0, tiny_model_dir: Path | None = None,
+                   state_dir: Path | None = None, timeout_s: float = 3600.0,
+                   reuse: bool = False, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """One `train` run per mode of `modes` (keys of MODES, async and sync among them)
+    in OUT/<mode>, their figures, and the simulator's predictions for this machine;
+    all of it also written to OUT/loop.json. `reuse`: a mode whose run already
+    finished in OUT is analysed again instead of run again."""
     cfg = load_config(RunConfig, preset=preset)
     shared = shared_overrides(engine, updates, seed, tiny_model_dir, state_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -278,22 +247,19 @@ def bench_loop(preset: str, engine: str, updates: int, modes: str, out: Path, se
                               "group_size": cfg.fleet.group_size,
                               "tasks_per_update": cfg.train.tasks_per_update}
     started = time.monotonic()
-    for k, mode in enumerate(chosen, 1):
-        click.echo(f"bench loop: {mode} ({k}/{len(chosen)})", err=True)
+    for k, mode in enumerate(modes, 1):
+        log(f"bench loop: {mode} ({k}/{len(modes)})")
         run_dir = out / mode
         if not (reuse and (run_dir / "run.sqlite").is_file() and update_windows(run_dir)):
             run_mode(preset, run_dir, [*shared, *MODES[mode]], timeout_s)
         result[mode] = mode_figures(run_dir, cfg.desktops.count)
     result["ratio"] = result["async"]["steps_per_min"] / result["sync"]["steps_per_min"]
-    click.echo("bench loop: the simulator on the measured latencies", err=True)
+    log("bench loop: the simulator on the measured latencies")
     result["simulated"] = predictions(out, cfg, seed, result["ratio"])
     result["machine_after"] = machine()
     result["wall_s"] = time.monotonic() - started
     (out / "loop.json").write_text(json.dumps(result, indent=2))
-    if as_json:
-        emit_json(result)
-        return
-    click.echo(summary_lines(result))
+    return result
 
 
 def summary_lines(result: dict[str, Any]) -> str:

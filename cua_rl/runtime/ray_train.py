@@ -114,7 +114,7 @@ async def run_training_ray(cfg: RunConfig, run_dir: Path, *, resume: bool = Fals
 def sigterm_kept() -> Iterator[None]:
     """Keep this process's SIGTERM handling across `ray.init`, which replaces it (with
     `sys.exit`, and Ray's core worker with a handler that aborts the process): a
-    SIGTERMed run must unwind like Ctrl-C (`options.run_stoppable`) and stop what it
+    SIGTERMed run must unwind like Ctrl-C (`stoppable.run_stoppable`) and stop what it
     started, leaving a store `--resume` continues, not die by SIGABRT."""
     if threading.current_thread() is not threading.main_thread():
         yield  # signal handlers belong to the main thread; ray.init sets none here

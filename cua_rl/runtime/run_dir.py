@@ -12,12 +12,19 @@ its `--out` on purpose, to resume scoring.
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 from cua_rl.errors import RunDirError
 
 RUN_MARKERS = ("config.yaml", "run.sqlite")
 """Files whose presence makes a directory a cua-rl run."""
+
+
+def new_run_dir(kind: str) -> Path:
+    """The default run directory of a `kind` run (train, rollout, eval) started now:
+    `runs/<kind>-<time>`, so that runs without `--out` never share one."""
+    return Path("runs") / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
 def prepare_new_run_dir(run_dir: Path, overwrite: bool, *, resumable: bool = True) -> None:

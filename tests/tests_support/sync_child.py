@@ -19,7 +19,7 @@ from aiohttp import web
 
 from cua_rl.learner.config import WeightSyncConfig
 from cua_rl.learner.weight_sync import WeightSync
-from cua_rl.runtime.options import run_stoppable
+from cua_rl.runtime.stoppable import run_stoppable
 
 
 class _Source:

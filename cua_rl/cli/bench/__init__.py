@@ -10,13 +10,13 @@ from cua_rl.cli.lazy_group import LazyGroup
 BENCH_COMMANDS: dict[str, str] = {
     "guest": "cua_rl.desktop.bench:bench_guest",
     "desktops": "cua_rl.desktop.bench_desktops:bench_desktops",
-    "learn": "cua_rl.learner.bench_learn:bench_learn",
-    "fleet": "cua_rl.rollout.bench_fleet:bench_fleet",
-    "inference": "cua_rl.inference.bench_inference:bench_inference",
-    "faults": "cua_rl.runtime.bench_faults:bench_faults",
-    "sync": "cua_rl.learner.bench_sync:bench_sync",
-    "loop": "cua_rl.runtime.bench_loop:bench_loop",
-    "soak": "cua_rl.runtime.bench_soak:bench_soak",
+    "learn": "cua_rl.cli.bench.learn:bench_learn",
+    "fleet": "cua_rl.cli.bench.fleet:bench_fleet",
+    "inference": "cua_rl.cli.bench.inference:bench_inference",
+    "faults": "cua_rl.cli.bench.faults:bench_faults",
+    "sync": "cua_rl.cli.bench.sync:bench_sync",
+    "loop": "cua_rl.cli.bench.loop:bench_loop",
+    "soak": "cua_rl.cli.bench.soak:bench_soak",
 }
 
 

@@ -5,10 +5,10 @@ import json
 from click.testing import CliRunner
 
 from cua_rl.agent.images import encode_image
+from cua_rl.cli.bench.fleet import bench_fleet
 from cua_rl.reward.config import JudgeConfig
 from cua_rl.reward.judge import StreamingJudge
 from cua_rl.rollout.actor import run_episode
-from cua_rl.rollout.bench_fleet import bench_fleet
 from cua_rl.rollout.config import EpisodeConfig
 from cua_rl.rollout.latency import Dist, LatencyModel
 from cua_rl.rollout.simulated import (

@@ -74,7 +74,7 @@ def test_a_pair_without_a_base_task_is_one_problem(pair_dir: Path) -> None:
 def test_the_pairs_flag_is_the_source_and_clears_a_presets_ids(pair_dir: Path) -> None:
     result = CliRunner().invoke(cli, ["config", "show", "--preset", "quickstart", "--json"])
     assert json.loads(result.stdout)["tasks"]["ids"]  # quickstart names two local tasks
-    from cua_rl.runtime.options import flag_overrides
+    from cua_rl.runtime.run_config import flag_overrides
 
     cfg = load_config(RunConfig, preset="quickstart", overrides=flag_overrides(pairs=pair_dir))
     assert (cfg.tasks.source, cfg.tasks.ids) == (f"pairs:{pair_dir}", [])

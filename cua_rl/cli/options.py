@@ -1,21 +1,23 @@
-"""Options shared by the commands that run something (rollout, train, eval)."""
+"""Options shared by the commands that run something (rollout, train, eval, config
+show). What the flags mean as config (`flag_overrides`, `resolve_run_config`) is in
+runtime/run_config.py; this module only parses them."""
 
 from __future__ import annotations
 
-import asyncio
 import difflib
 import functools
-import json
 import os
-import signal
-import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from cua_rl.errors import ConfigError
+from cua_rl.runtime.run_config import flag_overrides
+
+if TYPE_CHECKING:
+    from cua_rl.config import RunConfig
 
 OVERRIDES_HELP = """Overrides: dotted.key=value after the options, applied after the preset and
 CONFIG (`cua-rl config show ...` prints the result). Common ones:
@@ -121,26 +123,6 @@ cache_option = click.option(
 """`--cache`: the same flag on every command that reads the asset cache."""
 
 
-def flag_overrides(*, osworld: Path | None = None, pairs: Path | None = None,
-                   split: str | None = None, model: str | None = None,
-                   provider: str | None = None) -> list[str]:
-    """The dotted overrides the shared run flags stand for."""
-    out = []  # values JSON-quoted: a path may hold YAML syntax (": ", "#")
-    if osworld is not None:
-        out += [f"tasks.source={json.dumps(f'osworld:{osworld}')}", "tasks.ids=[]"]
-    if pairs is not None:
-        out += [f"tasks.source={json.dumps(f'pairs:{pairs}')}", "tasks.ids=[]"]
-        if split is None:  # a preset's split (eval: osworld-verified) names OSWorld ids
-            out.append("tasks.split=null")
-    if split is not None:
-        out.append(f"tasks.split={json.dumps(split)}")
-    if model is not None:
-        out.append(f"policy.model={json.dumps(model)}")
-    if provider is not None:  # a new type starts from that provider's defaults
-        out.append(f"desktops.provider={{type: {provider}}}")
-    return out
-
-
 overwrite_option = click.option(
     "--overwrite", is_flag=True,
     help="With --out: delete the run already there and start a fresh one.")
@@ -148,22 +130,18 @@ overwrite_option = click.option(
 
 
 def load_run_config(config: str | None, preset: str | None, overrides: tuple[str, ...], *,
-                    under: str | None = None, fixed: tuple[str, ...] = ()):
-    """The RunConfig of a command line (defaults when neither CONFIG nor --preset
-    is given); a bad file or override is reported, not raised as a traceback.
-    `under` is a preset below --preset (eval's protocol preset), `fixed` are
-    settings applied after CONFIG and before the overrides (eval's protocol).
-    A mistyped option (`--ouput`) is a usage error with a "did you mean", not a
-    config file that cannot be read: these commands pass unknown options through
-    as overrides, so they are caught here."""
-    from cua_rl.config import RunConfig, load_config
+                    under: str | None = None, fixed: tuple[str, ...] = ()) -> RunConfig:
+    """The RunConfig of a command line (`run_config.resolve_run_config`: defaults
+    when neither CONFIG nor --preset is given, `under` a preset below --preset,
+    `fixed` settings after CONFIG); a bad file or override is reported, not raised
+    as a traceback. A mistyped option (`--ouput`) is a usage error with a "did you
+    mean", not a config file that cannot be read: these commands pass unknown
+    options through as overrides, so they are caught here."""
+    from cua_rl.runtime.run_config import resolve_run_config
 
     reject_unknown_options((config, *overrides))
-    if config and "=" in config:  # an override given without a config file
-        overrides, config = (config, *overrides), None
-    presets = [p for p in (under, preset) if p]
     try:
-        return load_config(RunConfig, config, preset=presets, overrides=overrides, fixed=fixed)
+        return resolve_run_config(config, preset, overrides, under=under, fixed=fixed)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from exc
 
@@ -181,34 +159,3 @@ def reject_unknown_options(words: tuple[str | None, ...]) -> None:
              for opt in (*param.opts, *param.secondary_opts)})
         close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
         raise click.NoSuchOption(name, possibilities=close, ctx=ctx)
-
-
-T = TypeVar("T")
-
-
-def run_stoppable(coro: Coroutine[Any, Any, T]) -> T:
-    """asyncio.run, with SIGTERM cancelling the run like Ctrl-C does: cancellation
-    unwinds every context manager, so model servers and desktops are stopped and
-    everything stored so far stays usable for `--resume`."""
-
-    async def main() -> T:
-        task = asyncio.current_task()
-        assert task is not None
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
-        return await coro
-
-    try:
-        return asyncio.run(main())
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        raise RunInterrupted("interrupted; run the same command with --resume "
-                             "(train) or again (eval) to continue") from None
-
-
-class RunInterrupted(click.ClickException):
-    """Ctrl-C or SIGTERM stopped the run (not a failure: the store records it so)."""
-
-    interrupted = True
-
-
-def new_run_dir(kind: str) -> Path:
-    return Path("runs") / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}"

@@ -1,73 +1,16 @@
 """`cua-rl eval`: the OSWorld evaluation protocol over a task set, resumable, with a
-per-domain report (report.json, report.md, report.png) in the run directory."""
+per-domain report (report.json, report.md, report.png) in the run directory
+(runtime/evaluation_run.py runs it, report/eval_progress.py shows its progress)."""
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import time
-from collections.abc import Sequence
 from pathlib import Path
-from statistics import fmean
-from typing import Any
 
 import click
 
+from cua_rl.cli.options import OVERRIDES_HELP, load_run_config, run_options
 from cua_rl.command_output import emit_json
 from cua_rl.report.eval_protocol import EVAL_PRESET
-from cua_rl.runtime.options import OVERRIDES_HELP, run_options
-
-status_log = logging.getLogger("cua_rl.status")
-
-
-class ProgressBar:
-    """A rich progress bar: task runs scored / in scope and the mean score so far
-    (stored runs included, so a resumed evaluation starts where it stopped)."""
-
-    def __init__(self, console: Any) -> None:
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        self.progress = Progress(
-            TextColumn("[bold]eval[/] task runs"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("mean score {task.fields[mean]}"), TimeElapsedColumn(),
-            TimeRemainingColumn(), console=console,
-        )
-        self.scores: list[float] = []
-        self.task_id: Any = None
-        self.total = 0
-        self.lines = not console.is_terminal
-        """Off a terminal the bar shows nothing until the end: log a status line per
-        scored task run instead."""
-        self.started = time.monotonic()
-        self.resumed = 0
-
-    def _mean(self) -> str:
-        return f"{fmean(self.scores):.3f}" if self.scores else "–"
-
-    def start(self, total: int, done_scores: Sequence[float]) -> None:
-        self.scores = list(done_scores)
-        self.total, self.resumed, self.started = total, len(self.scores), time.monotonic()
-        self.task_id = self.progress.add_task("eval", total=total, completed=len(self.scores),
-                                              mean=self._mean())
-
-    def advance(self, group_id: str, score: float) -> None:
-        self.scores.append(score)
-        self.progress.update(self.task_id, advance=1, mean=self._mean())
-        if self.lines:
-            from cua_rl.runtime.progress import duration
-
-            done, elapsed = len(self.scores), time.monotonic() - self.started
-            now = done - self.resumed
-            eta = elapsed / now * (self.total - done) if now else None
-            status_log.info("[eval] %d/%d task runs scored, mean score %s, %s elapsed, eta=%s",
-                            done, self.total, self._mean(), duration(elapsed), duration(eta))
 
 
 @click.command("eval", context_settings={"ignore_unknown_options": True},
@@ -95,12 +38,11 @@ def eval_command(config: str | None, preset: str | None, out: Path | None,
     from rich.console import Console
 
     from cua_rl.errors import ConfigError, TaskFormatError
+    from cua_rl.report.eval_progress import ProgressBar
     from cua_rl.report.eval_protocol import deviations, protocol_overrides, replaced_values
     from cua_rl.report.eval_report import render_counts
-    from cua_rl.run_logging import run_log
-    from cua_rl.runtime.evaluation_run import run_evaluation
-    from cua_rl.runtime.options import load_run_config, new_run_dir
-    from cua_rl.store.run_events import run_lifecycle
+    from cua_rl.runtime.run_dir import new_run_dir
+    from cua_rl.runtime.run_launch import launch_eval
 
     cfg = load_run_config(config, preset, overrides, under=EVAL_PRESET,
                           fixed=protocol_overrides())
@@ -114,9 +56,8 @@ def eval_command(config: str | None, preset: str | None, out: Path | None,
     run_dir = out or new_run_dir("eval")
     bar = ProgressBar(Console(stderr=True))
     try:
-        with run_log(run_dir), bar.progress, run_lifecycle(run_dir, "eval"):
-            result = asyncio.run(run_evaluation(cfg, run_dir, runs, progress=bar,
-                                                check=preflight))
+        with bar.progress:
+            result = launch_eval(cfg, run_dir, runs, progress=bar, check=preflight)
     except (ConfigError, TaskFormatError) as exc:  # raised before anything starts
         raise click.ClickException(str(exc)) from exc
     except KeyboardInterrupt:

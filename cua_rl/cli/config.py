@@ -13,7 +13,7 @@ from __future__ import annotations
 import click
 import yaml
 
-from cua_rl.runtime.options import shared_run_flags
+from cua_rl.cli.options import load_run_config, shared_run_flags
 
 
 @click.group("config")
@@ -41,7 +41,6 @@ def show(config_file: str | None, preset: str | None, as_json: bool, command: st
     [k=v ...], exactly as `train`, `rollout` or (`--for eval`) `eval` would run it
     (or, with --plan, where it would run and what each learner rank needs)."""
     from cua_rl.command_output import emit_json
-    from cua_rl.runtime.options import load_run_config
 
     if command == "eval":
         from cua_rl.report.eval_protocol import EVAL_PRESET, protocol_overrides
