@@ -1,6 +1,6 @@
 """`cua-rl eval`: the OSWorld evaluation protocol over a task set, resumable, with a
 per-domain report (report.json, report.md, report.png) in the run directory
-(runtime/evaluation_run.py runs it, report/eval_progress.py shows its progress)."""
+(runtime/evaluation_run.py runs it, runtime/eval_progress.py shows its progress)."""
 
 from __future__ import annotations
 
@@ -38,9 +38,9 @@ def eval_command(config: str | None, preset: str | None, out: Path | None,
     from rich.console import Console
 
     from cua_rl.errors import ConfigError, TaskFormatError
-    from cua_rl.report.eval_progress import ProgressBar
     from cua_rl.report.eval_protocol import deviations, protocol_overrides, replaced_values
     from cua_rl.report.eval_report import render_counts
+    from cua_rl.runtime.eval_progress import ProgressBar
     from cua_rl.runtime.run_dir import new_run_dir
     from cua_rl.runtime.run_launch import launch_eval
 

@@ -1,2 +1,2 @@
-"""Evaluation reports: aggregation (eval_report), figures (plots), the progress of
-`cua-rl eval` (eval_progress); the command itself is cua_rl/cli/eval.py."""
+"""Evaluation reports: aggregation (eval_report) and figures (plots); the command is
+cua_rl/cli/eval.py and its progress bar runtime/eval_progress.py."""

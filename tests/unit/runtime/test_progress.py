@@ -66,7 +66,7 @@ def test_eval_progress_off_a_terminal_logs_a_line_per_scored_task_run(caplog) ->
 
     from rich.console import Console
 
-    from cua_rl.report.eval_progress import ProgressBar
+    from cua_rl.runtime.eval_progress import ProgressBar
 
     bar = ProgressBar(Console(file=io.StringIO()))  # a file: not a terminal
     with caplog.at_level(logging.INFO, logger="cua_rl.status"), bar.progress:
