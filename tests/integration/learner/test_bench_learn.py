@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cua_rl.learner.bench_learn import run_bench
+from cua_rl.runtime.bench_learn import run_bench
 
 pytestmark = pytest.mark.model
 

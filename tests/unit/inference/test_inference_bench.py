@@ -3,7 +3,7 @@
 from click.testing import CliRunner
 
 from cua_rl.cli.bench.inference import bench_inference
-from cua_rl.inference.bench_inference import summarize
+from cua_rl.runtime.bench_inference import summarize
 
 
 def test_summary_figures() -> None:
