@@ -16,7 +16,7 @@ from cua_rl.run_logging import LEVELS, configure
 
 # name -> "module:attribute" of a click command or group.
 COMMANDS: dict[str, str] = {
-    "vm": "cua_rl.desktop.commands:vm",
+    "vm": "cua_rl.cli.vm:vm",
     "bench": "cua_rl.cli.bench:bench",
     "tasks": "cua_rl.tasks.commands:tasks",
     "templates": "cua_rl.tasks.commands:templates",
