@@ -18,8 +18,8 @@ from cua_rl.run_logging import LEVELS, configure
 COMMANDS: dict[str, str] = {
     "vm": "cua_rl.cli.vm:vm",
     "bench": "cua_rl.cli.bench:bench",
-    "tasks": "cua_rl.tasks.commands:tasks",
-    "templates": "cua_rl.tasks.commands:templates",
+    "tasks": "cua_rl.cli.tasks:tasks",
+    "templates": "cua_rl.cli.templates:templates",
     "tiny-model": "cua_rl.inference.commands:tiny_model",
     "serve": "cua_rl.inference.commands:serve",
     "runs": "cua_rl.cli.runs:runs",
