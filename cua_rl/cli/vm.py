@@ -33,6 +33,9 @@ from cua_rl.errors import CuaRlError
 
 T = TypeVar("T")
 
+REGION_KEY = "cua_rl.region"
+"""Where --region waits in the click context (it is not a parameter of the commands)."""
+
 
 def _provider(name: str, state_dir: Path | None, settings: tuple[str, ...] = ()
               ) -> DesktopProvider:
@@ -54,9 +57,6 @@ def _run(coro_fn: Callable[[DesktopProvider], Awaitable[T]], provider: DesktopPr
         return run_closing(coro_fn, provider)
     except CuaRlError as exc:
         raise click.ClickException(str(exc)) from exc
-
-
-REGION_KEY = "cua_rl.region"
 
 
 def _keep_region(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:

@@ -14,7 +14,7 @@ import secrets
 import typing
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -22,6 +22,9 @@ from cua_rl.desktop.client import ExecResult
 from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider
 from cua_rl.desktop.providers.config import ProviderConfig
 from cua_rl.errors import ConfigError
+
+if TYPE_CHECKING:
+    from cua_rl.desktop.providers.local_state import DesktopState
 
 T = TypeVar("T")
 
@@ -94,7 +97,7 @@ async def start_desktops(provider: DesktopProvider, count: int) -> list[DesktopH
     return handles
 
 
-def desktop_states(provider: DesktopProvider) -> list:
+def desktop_states(provider: DesktopProvider) -> list[DesktopState]:
     """Every desktop dir of a local provider, with owner and staleness (other
     providers keep no host state dirs: none)."""
     from cua_rl.desktop.providers import local_state as st
