@@ -16,21 +16,21 @@ from cua_rl.run_logging import LEVELS, configure
 
 # name -> "module:attribute" of a click command or group.
 COMMANDS: dict[str, str] = {
-    "vm": "cua_rl.desktop.commands:vm",
+    "vm": "cua_rl.cli.vm:vm",
     "bench": "cua_rl.cli.bench:bench",
-    "tasks": "cua_rl.tasks.commands:tasks",
-    "templates": "cua_rl.tasks.commands:templates",
+    "tasks": "cua_rl.cli.tasks:tasks",
+    "templates": "cua_rl.cli.templates:templates",
     "tiny-model": "cua_rl.cli.tiny_model:tiny_model",
     "serve": "cua_rl.cli.serve:serve",
-    "runs": "cua_rl.store.commands:runs",
+    "runs": "cua_rl.cli.runs:runs",
     "rollout": "cua_rl.cli.rollout:rollout",
     "train": "cua_rl.cli.train:train",
     "eval": "cua_rl.cli.eval:eval_command",
-    "view": "cua_rl.viewer.commands:view",
+    "view": "cua_rl.cli.view:view",
     "plot": "cua_rl.cli.plot:plot",
     "config": "cua_rl.cli.config:config",
-    "cache": "cua_rl.desktop.cache_command:cache",
-    "image": "cua_rl.images.command:image",
+    "cache": "cua_rl.cli.cache:cache",
+    "image": "cua_rl.cli.image:image",
     "export": "cua_rl.cli.export:export",
 }
 

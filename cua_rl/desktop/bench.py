@@ -1,4 +1,4 @@
-"""`cua-rl bench guest`: guest-server latency with real content on screen.
+"""Guest-server latency with real content on screen (`cua-rl bench guest`).
 
 Figures (docs/architecture.md, numbers; medians over `--calls` calls after a warm-up):
 `screenshot_ms` (default host transport: JPEG q90), `screenshot_png_ms`, and
@@ -18,11 +18,8 @@ import statistics
 import time
 from collections.abc import Awaitable, Callable
 
-import click
-
-from cua_rl.command_output import emit_json
 from cua_rl.desktop.client import GuestClient
-from cua_rl.errors import CuaRlError, DesktopError
+from cua_rl.errors import DesktopError
 
 SHEET_PATH = "/home/user/Documents/bench_data.csv"
 # CSV import options (comma, double quote, UTF-8, from row 1): skips the import dialog.
@@ -151,37 +148,10 @@ async def bench_local(calls: int, rows: int, cols: int) -> dict[str, float | int
         await provider.close()
 
 
-@click.command(name="guest")
-@click.option("--url", default=None, help="Measure this guest instead of starting a desktop.")
-@click.option("--token", default=None, help="Bearer token of --url.")
-@click.option("--tls-fingerprint", default=None,
-              help="SHA-256 of an https --url's certificate, pinned (docs/security.md).")
-@click.option("--calls", type=click.IntRange(min=20), default=20, show_default=True,
-              help="Calls per figure (medians).")
-@click.option("--rows", type=click.IntRange(min=1), default=200, show_default=True)
-@click.option("--cols", type=click.IntRange(min=1), default=12, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
-def bench_guest(url: str | None, token: str | None, tls_fingerprint: str | None, calls: int,
-                rows: int, cols: int, as_json: bool) -> None:
-    """Screenshot and action latency of a guest server (docs/architecture.md, numbers)."""
-
-    async def remote() -> dict[str, float | int]:
-        async with GuestClient(url, token,  # type: ignore[arg-type]
-                               tls_fingerprint=tls_fingerprint) as client:
-            await client.wait_ready(30)
-            return await measure_guest(client, calls)
-
-    try:
-        figures = asyncio.run(remote() if url else bench_local(calls, rows, cols))
-    except CuaRlError as exc:
-        raise click.ClickException(str(exc)) from exc
-    if as_json:
-        emit_json(figures)
-        return
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table("figure", "value", title=f"guest {url or '(local desktop + Calc)'}")
-    for key, value in figures.items():
-        table.add_row(key, str(value))
-    Console().print(table)
+async def bench_remote(url: str, token: str | None, tls_fingerprint: str | None,
+                       calls: int) -> dict[str, float | int]:
+    """Measure a running guest at `url` as it is (whatever is on its screen)."""
+    async with GuestClient(url, token,  # type: ignore[arg-type]
+                           tls_fingerprint=tls_fingerprint) as client:
+        await client.wait_ready(30)
+        return await measure_guest(client, calls)

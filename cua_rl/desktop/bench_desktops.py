@@ -1,5 +1,5 @@
-"""`cua-rl bench desktops`: start, reset and screenshot times and memory per
-desktop, side by side for each provider, plus how many local desktops this
+"""Start, reset and screenshot times and memory per desktop (`cua-rl bench
+desktops`), side by side for each provider, plus how many local desktops this
 machine holds with p99 screenshot latency within budget.
 
 Memory is the resident set of the desktop's processes: for `local` the
@@ -22,9 +22,6 @@ import subprocess
 import time
 from typing import Any
 
-import click
-
-from cua_rl.command_output import emit_json
 from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider
 
 SCREENSHOT_BUDGET_MS = 100.0
@@ -40,19 +37,6 @@ def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     rank = max(1, min(len(ordered), math.ceil(q * len(ordered) / 100)))
     return ordered[rank - 1]
-
-
-def parse_providers(text: str) -> list[str]:
-    """`--provider local, qemu,local` -> ["local", "qemu"]: a comma list in the order
-    given, each once. An unknown or missing name is one usage error naming the
-    valid ones, before any desktop starts (a typo must not cost a 3-minute boot)."""
-    names = list(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
-    unknown = [n for n in names if n not in ALL_PROVIDERS]
-    if unknown or not names:
-        what = f"unknown provider(s) {', '.join(unknown)}" if unknown else "no provider"
-        raise click.BadParameter(f"{what}; expected a comma list of {', '.join(ALL_PROVIDERS)}",
-                                 param_hint="--provider")
-    return names
 
 
 def provider_figures(start_s: float, reset_s: float, shots_ms: list[float],
@@ -181,37 +165,21 @@ async def max_local_desktops(limit: int, calls: int) -> dict[str, Any]:
             "max_desktops_limit": limit}
 
 
-@click.command(name="desktops")
-@click.option("--provider", "providers", default=",".join(ALL_PROVIDERS), show_default=True,
-              help="Comma list of providers to measure.")
-@click.option("--calls", type=click.IntRange(min=5), default=50, show_default=True,
-              help="Screenshots per figure.")
-@click.option("--max-limit", type=click.IntRange(min=0, max=64), default=8, show_default=True,
-              help="Largest number of local desktops tried for max_desktops (0: skip; "
-              "skipped too when --provider has no `local`).")
-@click.option("--container-image", default="cua-rl-desktop:full", show_default=True,
-              help="Image of the container desktops (`cua-rl image build --format docker`).")
-@click.option("--qemu-image", type=click.Path(dir_okay=False), default=None,
-              help="disk.qcow2 of `cua-rl image build --format qcow2` (default: the "
-              "provider's configured image).")
-@click.option("--qemu-memory-mb", type=click.IntRange(min=512), default=1024, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
-def bench_desktops(providers: str, calls: int, max_limit: int, container_image: str,
-                   qemu_image: str | None, qemu_memory_mb: int, as_json: bool) -> None:
-    """Start/reset/screenshot times and memory per desktop, per provider.
-
-    The reset is each provider's default: for qemu the snapshot restore; qemu also
-    reports `reboot_reset_s`, a reset by reboot (one more VM boot)."""
+def measure(names: list[str], calls: int, max_limit: int, container_image: str,
+            qemu_image: str | None, qemu_memory_mb: int) -> dict[str, Any]:
+    """The figures of every provider in `names` (a provider that fails is one error
+    line in its entry, the others go on), `local` and `container` each followed by
+    the same desktop without its limits (the limits' cost, side by side: issue 29),
+    and, when `max_limit` and `local` is measured, how many local desktops fit."""
     from cua_rl.errors import CuaRlError
 
-    names = parse_providers(providers)
     fields: dict[str, dict[str, Any]] = {
         "local": {}, "container": {"image": container_image},
         "qemu": {"memory_mb": qemu_memory_mb, "vnc": False, "firmware": None,
                  **({"image": qemu_image} if qemu_image else {})}}
     figures: dict[str, Any] = {}
     runs = [(name, name, fields[name]) for name in names]
-    for name in ("local", "container"):  # the limits' cost, side by side (issue 29)
+    for name in ("local", "container"):
         if name in names:
             at = next(i for i, run in enumerate(runs) if run[0] == name)
             runs.insert(at + 1, (f"{name}_no_limits", name,
@@ -223,4 +191,4 @@ def bench_desktops(providers: str, calls: int, max_limit: int, container_image: 
             figures[key] = {"error": str(exc).splitlines()[0]}
     if max_limit and "local" in names:  # a search of local desktops only when asked for
         figures.update(asyncio.run(max_local_desktops(max_limit, max(5, calls // 5))))
-    emit_json(figures)
+    return figures

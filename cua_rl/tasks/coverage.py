@@ -5,13 +5,8 @@ set are comparable with published OSWorld numbers."""
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
-import click
-
-from cua_rl.command_output import emit_json
-from cua_rl.errors import TaskFormatError
 from cua_rl.tasks.sources import load_source
 
 
@@ -36,33 +31,3 @@ def coverage(source: str, split: str | None = None) -> dict[str, Any]:
         "missing": dict(missing.most_common()),
         "malformed": len(load.problems),
     }
-
-
-@click.command("coverage")
-@click.option("--osworld", "checkout", type=click.Path(exists=True, path_type=Path),
-              help="An OSWorld checkout (or its evaluation_examples folder).")
-@click.option("--source", help="Instead of --osworld: osworld:PATH or local.")
-@click.option("--split", help="A shipped split name or a split file.")
-@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
-def coverage_command(checkout: Path | None, source: str | None, split: str | None,
-                     as_json: bool) -> None:
-    """How many tasks have every evaluator name implemented, per domain."""
-    if (checkout is None) == (source is None):
-        raise click.UsageError("give exactly one of --osworld PATH or --source")
-    try:
-        data = coverage(source or f"osworld:{checkout}", split)
-    except TaskFormatError as exc:
-        raise click.ClickException(str(exc)) from exc
-    if as_json:
-        emit_json(data)
-        return
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table("domain", "resolved", "total", title="evaluator coverage")
-    for domain, row in data["per_domain"].items():
-        table.add_row(domain, str(row["resolved"]), str(row["total"]))
-    table.add_row("all", str(data["resolved"]), str(data["total"]), style="bold")
-    Console().print(table)
-    for name, count in data["missing"].items():
-        click.echo(f"missing: {name} ({count} tasks)")

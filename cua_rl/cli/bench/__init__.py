@@ -8,8 +8,8 @@ import click
 from cua_rl.cli.lazy_group import LazyGroup
 
 BENCH_COMMANDS: dict[str, str] = {
-    "guest": "cua_rl.desktop.bench:bench_guest",
-    "desktops": "cua_rl.desktop.bench_desktops:bench_desktops",
+    "guest": "cua_rl.cli.bench.guest:bench_guest",
+    "desktops": "cua_rl.cli.bench.desktops:bench_desktops",
     "learn": "cua_rl.cli.bench.learn:bench_learn",
     "fleet": "cua_rl.cli.bench.fleet:bench_fleet",
     "inference": "cua_rl.cli.bench.inference:bench_inference",

@@ -1,4 +1,4 @@
-"""`cua-rl vm sweep --provider aws`: terminate EC2 desktops nobody will stop.
+"""Terminating EC2 desktops nobody will stop (`cua-rl vm sweep --provider aws`).
 
 Two cases leak instances: a run that is over (finished or crashed) and an
 instance past its `cua-rl:expires-at`. `sweep(api, run_id)` terminates every
@@ -10,15 +10,11 @@ without `cua-rl:run` are never touched. Run it from cron or after `ray down`.
 
 from __future__ import annotations
 
-import asyncio
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import click
-
 from cua_rl.desktop.providers.aws_config import TAG_DESKTOP, TAG_EXPIRES, TAG_RUN
-from cua_rl.errors import CuaRlError
 
 LIVE_STATES = ["pending", "running", "stopping", "stopped"]
 
@@ -82,43 +78,15 @@ async def sweep(api: Any, run_id: str | None, *, now: datetime | None = None,
     return swept
 
 
-@click.command(name="sweep")
-@click.option("--provider", "provider_name", type=click.Choice(["aws"]), default="aws",
-              show_default=True, help="Provider whose leaked desktops to terminate.")
-@click.option("--run", "run_id", default=None,
-              help="Terminate every instance of this (finished or dead) run; without it, "
-                   "only instances past their cua-rl:expires-at.")
-@click.option("--region", default="us-east-1", show_default=True)
-@click.option("--profile", default=None, help="AWS credentials profile.")
-@click.option("--endpoint-url", default=None, help="EC2 endpoint (moto, LocalStack).")
-@click.option("--dry-run", is_flag=True, help="List what would be terminated; change nothing.")
-@click.option("--json", "as_json", is_flag=True)
-def sweep_command(provider_name: str, run_id: str | None, region: str, profile: str | None,
-                  endpoint_url: str | None, dry_run: bool, as_json: bool) -> None:
-    """Terminate cloud desktops of dead runs or past their time-to-live."""
+async def sweep_account(region: str, profile: str | None, endpoint_url: str | None,
+                        run_id: str | None, *, dry_run: bool = False) -> list[SweptInstance]:
+    """`sweep` over the EC2 instances one credentials profile sees in `region`
+    (`endpoint_url`: moto, LocalStack), the API client closed afterwards."""
     from cua_rl.desktop.providers.aws_api import Ec2Api
     from cua_rl.desktop.providers.aws_config import AwsProviderConfig
 
-    config = AwsProviderConfig(region=region, profile=profile, endpoint_url=endpoint_url)
-
-    async def go() -> list[SweptInstance]:
-        api = Ec2Api(config)
-        try:
-            return await sweep(api, run_id, dry_run=dry_run)
-        finally:
-            await api.close()
-
+    api = Ec2Api(AwsProviderConfig(region=region, profile=profile, endpoint_url=endpoint_url))
     try:
-        swept = asyncio.run(go())
-    except CuaRlError as exc:
-        raise click.ClickException(str(exc)) from exc
-    if as_json:
-        from cua_rl.command_output import emit_json
-
-        emit_json([asdict(s) for s in swept])
-        return
-    verb = "would terminate" if dry_run else "terminated"
-    for s in swept:
-        click.echo(f"{verb} {s.instance_id}  run={s.run}  desktop={s.desktop}  ({s.reason})")
-    if not swept:
-        click.echo("nothing to sweep")
+        return await sweep(api, run_id, dry_run=dry_run)
+    finally:
+        await api.close()

@@ -10,6 +10,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from cua_rl.cli.bench.desktops import bench_desktops, parse_providers
 from cua_rl.desktop import bench_desktops as bd
 from cua_rl.errors import CuaRlError
 
@@ -17,14 +18,14 @@ FIGURE_KEYS = {"start_s", "reset_s", "screenshot_p50_ms", "screenshot_p99_ms", "
 
 
 def test_a_comma_list_keeps_its_order_once_each() -> None:
-    assert bd.parse_providers(" qemu, local,,qemu ") == ["qemu", "local"]
-    assert bd.parse_providers(",".join(bd.ALL_PROVIDERS)) == list(bd.ALL_PROVIDERS)
+    assert parse_providers(" qemu, local,,qemu ") == ["qemu", "local"]
+    assert parse_providers(",".join(bd.ALL_PROVIDERS)) == list(bd.ALL_PROVIDERS)
 
 
 @pytest.mark.parametrize("text", ["local,dokcer", "", " , "])
 def test_an_unknown_or_missing_provider_is_a_usage_error(text: str) -> None:
     with pytest.raises(click.BadParameter, match="expected a comma list of local, container"):
-        bd.parse_providers(text)
+        parse_providers(text)
 
 
 def test_figures_are_the_median_and_p99_of_the_samples() -> None:
@@ -64,7 +65,7 @@ def measured(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict[str, Any]]
 
 
 def test_the_default_benches_every_provider_side_by_side(measured: list) -> None:
-    result = CliRunner().invoke(bd.bench_desktops, ["--json", "--max-limit", "4"])
+    result = CliRunner().invoke(bench_desktops, ["--json", "--max-limit", "4"])
     assert result.exit_code == 0, result.output
     out = json.loads(result.output)
     # local and container twice: with their limits, then without (their cost, issue 29)
@@ -83,7 +84,7 @@ def test_the_default_benches_every_provider_side_by_side(measured: list) -> None
 
 def test_a_provider_list_benches_only_those_and_max_limit_0_skips_the_search(
         measured: list) -> None:
-    result = CliRunner().invoke(bd.bench_desktops,
+    result = CliRunner().invoke(bench_desktops,
                                 ["--provider", "container", "--max-limit", "0", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output).keys() == {"container", "container_no_limits"}
@@ -91,7 +92,7 @@ def test_a_provider_list_benches_only_those_and_max_limit_0_skips_the_search(
 
 
 def test_an_unknown_provider_fails_before_anything_starts(measured: list) -> None:
-    result = CliRunner().invoke(bd.bench_desktops, ["--provider", "local,kvm"])
+    result = CliRunner().invoke(bench_desktops, ["--provider", "local,kvm"])
     assert result.exit_code == 2
     assert "Invalid value for --provider: unknown provider(s) kvm" in result.output
     assert measured == []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from cua_rl.tasks.check_command import _exit_on_offenders, check_tasks
+from cua_rl.cli.tasks import _exit_on_offenders, check_tasks
 
 
 def test_offenders_exit_with_status_1_naming_them(capsys: pytest.CaptureFixture[str]) -> None:

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cua_rl.tasks.coverage import coverage_command
+from cua_rl.cli.tasks import coverage_command
 
 OSWORLD = Path(__file__).resolve().parents[3].parent / "shared" / "osworld"
 

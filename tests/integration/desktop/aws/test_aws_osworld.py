@@ -130,7 +130,7 @@ async def test_sweep_terminates_expired_and_dead_runs_only(network: dict[str, An
 def test_vm_sweep_command_dry_run_lists_without_terminating(network: dict[str, Any]) -> None:
     from click.testing import CliRunner
 
-    from cua_rl.desktop.providers.aws_sweep import sweep_command
+    from cua_rl.cli.vm import sweep_command
 
     ec2 = network["ec2"]
     spec = [{"ResourceType": "instance", "Tags": [

@@ -1,6 +1,7 @@
 """`cua-rl vm ...`: start, list, drive and stop desktops by hand.
 
-Thin on purpose: every command builds a provider, calls it, prints. Desktops
+Thin on purpose: every command builds a provider, calls `cua_rl.desktop.manage`
+(or, for `vm sweep`, `cua_rl.desktop.providers.aws_sweep`), prints. Desktops
 outlive the command (`vm up` returns while they run); later commands find them
 through the provider's state dir.
 """
@@ -8,48 +9,62 @@ through the provider's state dir.
 from __future__ import annotations
 
 import asyncio
-import secrets
 import sys
-import typing
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
-from pydantic import BaseModel
 
 from cua_rl.command_output import emit_json
-from cua_rl.desktop.client import GuestClient
-from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider
-from cua_rl.desktop.providers.config import ProviderConfig
+from cua_rl.desktop.manage import (
+    act_on,
+    list_desktops,
+    provider_configs,
+    run_closing,
+    screenshot_of,
+    start_desktops,
+    stop_desktops,
+)
+from cua_rl.desktop.providers.base import DesktopProvider
 from cua_rl.errors import ConfigError, CuaRlError
 
+T = TypeVar("T")
 
-def provider_configs() -> dict[str, type[BaseModel]]:
-    """type -> config model of every provider (the members of `ProviderConfig`), so a
-    new provider is offered here as soon as it joins the union."""
-    union = typing.get_args(ProviderConfig)[0]
-    return {typing.get_args(m.model_fields["type"].annotation)[0]: m
-            for m in typing.get_args(union)}
+REGION_KEY = "cua_rl.region"
+"""Where --region waits in the click context (it is not a parameter of the commands)."""
 
 
 def _provider(name: str, state_dir: Path | None, settings: tuple[str, ...] = ()
               ) -> DesktopProvider:
-    """The provider `name` configured by its defaults, --state-dir and --set k=v."""
+    """The provider `name` configured by its defaults, --state-dir, --region and
+    --set k=v; a flag the provider has no field for is a usage error."""
+    model = provider_configs()[name]
+    if state_dir is not None and "state_dir" not in model.model_fields:
+        raise click.UsageError(f"--state-dir: the {name} provider keeps no state dir")
+    ctx = click.get_current_context(silent=True)
+    region = ctx.meta.get(REGION_KEY) if ctx is not None else None
+    if region is not None and "region" not in model.model_fields:
+        raise click.UsageError(f"--region: the {name} provider has no region (aws has)")
+    return build_provider(name, state_dir, region, settings)
+
+
+def build_provider(name: str, state_dir: Path | None = None, region: str | None = None,
+                   settings: tuple[str, ...] = ()) -> DesktopProvider:
+    """The provider `name` configured by its defaults, a state dir, a region and
+    `key=value` settings (its config, docs/providers.md). The caller checks that the
+    provider has a state dir or a region before passing one."""
     from pydantic import ValidationError
 
     from cua_rl.config import apply_override, describe_validation_error
     from cua_rl.desktop.providers.factory import make_provider
 
     model = provider_configs()[name]
-    data: dict = {"type": name}
+    data: dict[str, Any] = {"type": name}
     if state_dir is not None:
-        if "state_dir" not in model.model_fields:
-            raise click.UsageError(f"--state-dir: the {name} provider keeps no state dir")
         data["state_dir"] = state_dir
-    ctx = click.get_current_context(silent=True)
-    region = ctx.meta.get(REGION_KEY) if ctx is not None else None
     if region is not None:
-        if "region" not in model.model_fields:
-            raise click.UsageError(f"--region: the {name} provider has no region (aws has)")
         data["region"] = region
     for setting in settings:
         apply_override(data, setting)
@@ -61,27 +76,12 @@ def _provider(name: str, state_dir: Path | None, settings: tuple[str, ...] = ()
     return make_provider(config)  # type: ignore[arg-type]
 
 
-def _run(coro_fn, provider: DesktopProvider):
+def _run(coro_fn: Callable[[DesktopProvider], Awaitable[T]], provider: DesktopProvider) -> T:
     """Run one async command and always close the provider; CuaRlError -> exit 1."""
-
-    async def main():
-        try:
-            return await coro_fn(provider)
-        finally:
-            await provider.close()
-
     try:
-        return asyncio.run(main())
+        return run_closing(coro_fn, provider)
     except CuaRlError as exc:
         raise click.ClickException(str(exc)) from exc
-
-
-def _as_dict(handle: DesktopHandle) -> dict:
-    return {"id": handle.id, "url": handle.url, "token": handle.token,
-            "tls_fingerprint": handle.tls_fingerprint, **handle.info}
-
-
-REGION_KEY = "cua_rl.region"
 
 
 def _keep_region(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
@@ -124,20 +124,8 @@ def vm() -> None:
 def up(provider_name: str, settings: tuple[str, ...], state_dir: Path | None, count: int,
        as_json: bool) -> None:
     """Start COUNT desktops and leave them running."""
-    prefix = f"vm-{secrets.token_hex(3)}"
-
-    async def go(provider: DesktopProvider) -> list[DesktopHandle]:
-        results = await asyncio.gather(
-            *(provider.start(f"{prefix}-{i}") for i in range(count)), return_exceptions=True
-        )
-        handles = [r for r in results if isinstance(r, DesktopHandle)]
-        failed = [r for r in results if isinstance(r, BaseException)]
-        if failed:  # all or nothing: a half-started fleet is harder to clean up
-            await asyncio.gather(*(provider.stop(h) for h in handles))
-            raise failed[0]
-        return handles
-
-    handles = _run(go, _provider(provider_name, state_dir, settings))
+    handles = _run(lambda provider: start_desktops(provider, count),
+                   _provider(provider_name, state_dir, settings))
     if as_json:
         emit_json([{"id": h.id, "url": h.url, "token": h.token,
                     "tls_fingerprint": h.tls_fingerprint,
@@ -148,17 +136,6 @@ def up(provider_name: str, settings: tuple[str, ...], state_dir: Path | None, co
             click.echo(f"{h.id}  {h.url}  token={h.token}  {details}")
 
 
-def _states(provider: DesktopProvider) -> list:
-    """Every desktop dir of a local provider, with owner and staleness (other
-    providers keep no host state dirs: none)."""
-    from cua_rl.desktop.providers import local_state as st
-    from cua_rl.desktop.providers.local import LocalProvider, record_alive
-
-    if not isinstance(provider, LocalProvider):
-        return []
-    return st.desktop_states(provider.state_dir, record_alive)
-
-
 @vm.command(name="list")
 @provider_option
 @state_option
@@ -167,16 +144,7 @@ def list_(provider_name: str, settings: tuple[str, ...], state_dir: Path | None,
           as_json: bool) -> None:
     """List desktops (also ones started by earlier commands). A local desktop is
     `stale` when its run or its session is gone; `vm down --stale` cleans those up."""
-
-    async def go(provider: DesktopProvider) -> list[dict]:
-        handles = {h.id: _as_dict(h) for h in await provider.list()}
-        rows = []
-        for state in _states(provider):
-            row = handles.pop(state.id, None) or {"id": state.id, "url": None, "alive": False}
-            rows.append({**row, "owner_pid": state.owner_pid, "stale": state.stale})
-        return rows + list(handles.values())
-
-    rows = _run(go, _provider(provider_name, state_dir, settings))
+    rows = _run(list_desktops, _provider(provider_name, state_dir, settings))
     if as_json:
         emit_json(rows)
         return
@@ -211,27 +179,10 @@ def down(provider_name: str, settings: tuple[str, ...], state_dir: Path | None,
     if not desktop_ids and not all_ and not stale:
         raise click.UsageError("give desktop IDs, --all or --stale")
 
-    async def go(provider: DesktopProvider) -> tuple[list[str], list[str]]:
-        states = {s.id: s for s in _states(provider)}
-        if all_:
-            ids = [h.id for h in await provider.list()]
-        elif stale:
-            ids = [i for i, s in states.items() if s.stale]
-        else:
-            ids = list(desktop_ids)
-        kept = [] if force else [
-            f"kept {i}: owned by the live run pid {states[i].owner_pid} (--force stops it)"
-            for i in ids if i in states and states[i].owner_alive]
-        ids = [i for i in ids if force or i not in states or not states[i].owner_alive]
-        if not stale:  # named or listed desktops must exist (a typo is an error)
-            handles = [await provider.get(i) for i in ids]
-        if hasattr(provider, "stop_id"):  # local: also removes a stale desktop's state
-            await asyncio.gather(*(provider.stop_id(i) for i in ids))
-        else:
-            await asyncio.gather(*(provider.stop(h) for h in handles))
-        return ids, kept
-
-    stopped, kept = _run(go, _provider(provider_name, state_dir, settings))
+    stopped, kept = _run(
+        lambda provider: stop_desktops(provider, desktop_ids, all_=all_, stale=stale,
+                                       force=force),
+        _provider(provider_name, state_dir, settings))
     if as_json:
         emit_json({"stopped": stopped, "kept": kept})
         return
@@ -239,11 +190,6 @@ def down(provider_name: str, settings: tuple[str, ...], state_dir: Path | None,
         click.echo(f"stopped {desktop_id}")
     for line in kept:
         click.echo(line, err=True)
-
-
-async def _client(provider: DesktopProvider, desktop_id: str) -> GuestClient:
-    handle = await provider.get(desktop_id)
-    return handle.guest_client()
 
 
 @vm.command(name="exec")
@@ -257,12 +203,8 @@ async def _client(provider: DesktopProvider, desktop_id: str) -> GuestClient:
 def exec_(provider_name: str, settings: tuple[str, ...], state_dir: Path | None,
           desktop_id: str, code: str, timeout: float, as_json: bool) -> None:
     """Run pyautogui CODE on a desktop (through /act) and print the result."""
-
-    async def go(provider: DesktopProvider):
-        async with await _client(provider, desktop_id) as client:
-            return await client.act(code, timeout=timeout)
-
-    result = _run(go, _provider(provider_name, state_dir, settings))
+    result = _run(lambda provider: act_on(provider, desktop_id, code, timeout),
+                  _provider(provider_name, state_dir, settings))
     emit_json({"status": result.status, "output": result.output,
                "error": result.error, "returncode": result.returncode})
     if not result.ok:
@@ -278,12 +220,8 @@ def exec_(provider_name: str, settings: tuple[str, ...], state_dir: Path | None,
 def screenshot(provider_name: str, settings: tuple[str, ...], state_dir: Path | None,
                desktop_id: str, out: Path, as_json: bool) -> None:
     """Save a PNG screenshot of a desktop to OUT."""
-
-    async def go(provider: DesktopProvider) -> bytes:
-        async with await _client(provider, desktop_id) as client:
-            return await client.screenshot("png")
-
-    data = _run(go, _provider(provider_name, state_dir, settings))
+    data = _run(lambda provider: screenshot_of(provider, desktop_id),
+                _provider(provider_name, state_dir, settings))
     out.write_bytes(data)
     if as_json:
         emit_json({"path": str(out), "bytes": len(data)})
@@ -291,6 +229,32 @@ def screenshot(provider_name: str, settings: tuple[str, ...], state_dir: Path | 
         click.echo(f"wrote {out}")
 
 
-from cua_rl.desktop.providers.aws_sweep import sweep_command  # noqa: E402
+@vm.command(name="sweep")
+@click.option("--provider", "provider_name", type=click.Choice(["aws"]), default="aws",
+              show_default=True, help="Provider whose leaked desktops to terminate.")
+@click.option("--run", "run_id", default=None,
+              help="Terminate every instance of this (finished or dead) run; without it, "
+                   "only instances past their cua-rl:expires-at.")
+@click.option("--region", default="us-east-1", show_default=True)
+@click.option("--profile", default=None, help="AWS credentials profile.")
+@click.option("--endpoint-url", default=None, help="EC2 endpoint (moto, LocalStack).")
+@click.option("--dry-run", is_flag=True, help="List what would be terminated; change nothing.")
+@click.option("--json", "as_json", is_flag=True)
+def sweep_command(provider_name: str, run_id: str | None, region: str, profile: str | None,
+                  endpoint_url: str | None, dry_run: bool, as_json: bool) -> None:
+    """Terminate cloud desktops of dead runs or past their time-to-live."""
+    from cua_rl.desktop.providers.aws_sweep import sweep_account
 
-vm.add_command(sweep_command)
+    try:
+        swept = asyncio.run(sweep_account(region, profile, endpoint_url, run_id,
+                                          dry_run=dry_run))
+    except CuaRlError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if as_json:
+        emit_json([asdict(s) for s in swept])
+        return
+    verb = "would terminate" if dry_run else "terminated"
+    for s in swept:
+        click.echo(f"{verb} {s.instance_id}  run={s.run}  desktop={s.desktop}  ({s.reason})")
+    if not swept:
+        click.echo("nothing to sweep")
