@@ -150,12 +150,12 @@ def recovered(run: RunProcess, fault: Injection, progress: float | None,
     if fault.port is None:
         return True
     answers = healthy or serves_health
-    if fault.kind in HANG:  # the stopped process may come back itself
-        return fault.extra.get("continued") is not None and answers(fault.port)
     if fault.run_pid and fault.run_pid != run.pid:  # resumed since: a replica of the role
         role = fault.kind.removesuffix("_replica_kill").removesuffix("_replica_hang")
         return any(port is not None and answers(port)
                    for _, port in _replica_victims(role)(run))
+    if fault.kind in HANG:  # the stopped process may come back itself
+        return fault.extra.get("continued") is not None and answers(fault.port)
     return (any(pid != fault.pid for pid in run.find(server_pattern(fault.port)))
             and answers(fault.port))
 

@@ -13,6 +13,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+
 from cua_rl.runtime.soak_chaos import HANG_S, Chaos, serves_health
 
 
@@ -193,18 +195,22 @@ def test_a_replica_is_back_only_once_it_answers_health() -> None:
     assert fault.recovered is None
 
 
-def test_a_replica_killed_before_a_resume_recovers_with_the_resumed_runs_replica() -> None:
-    """A `sigterm_resume` while a replica kill is pending: the resumed run serves that
-    pool from new processes on new ports, which is the replica back (an hour-long soak
-    counted two such kills not recovered)."""
+@pytest.mark.parametrize("kind", ["policy_replica_kill", "policy_replica_hang"])
+def test_a_replica_fault_before_a_resume_recovers_with_the_resumed_runs_replica(
+        kind: str) -> None:
+    """A `sigterm_resume` while a replica kill or hang is pending: the resumed run serves
+    that pool from new processes on new ports, which is the replica back (an hour-long
+    soak counted two such kills not recovered)."""
     first = FakeRun()
     resumed = FakeRun(seen={50: "python -m cua_rl.cli serve --engine hf --port 6000"}, pid=2)
     resumed.replica_pids = lambda role: resumed.find(r" serve .*--port 6000\b")  # type: ignore[method-assign]
-    chaos = _chaos(first, 60.0, 0, kinds=["policy_replica_kill"], log=lambda _: None)
+    chaos = Chaos(first, 60.0, 0, kinds=[kind], log=lambda _: None,  # type: ignore[arg-type]
+                  healthy=lambda port: port == 6000)  # the old port serves nothing now
     for t in range(10):
         chaos.tick(float(t), 0.0, inject=True)
     [fault] = chaos.injections
     assert fault.run_pid == first.pid and fault.port == 5000
+    chaos._continue_hung(10.0, now=True)  # what a restart does first
     chaos.run = resumed  # type: ignore[assignment]
     chaos.tick(30.0, 25.0, inject=False)
     assert fault.recovered is True
