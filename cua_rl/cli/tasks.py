@@ -161,22 +161,30 @@ def validate_tasks(source: str, split: str | None, templates_root: Path, as_json
     found = validate_load(load, templates_root)
     problem_lines += found.problems
     unknown_lines = found.unknown_names
-    if as_json:
-        emit_json({"tasks": len(load.tasks), "variants": found.variants,
-                   "problems": problem_lines, "unknown_names": unknown_lines,
-                   "names_checked": found.names_checked})
-    else:
-        for line in (*problem_lines, *unknown_lines):
-            click.echo(line)
-    click.echo(
+    if report_validation(
+        {"tasks": len(load.tasks), "variants": found.variants, "problems": problem_lines,
+         "unknown_names": unknown_lines, "names_checked": found.names_checked},
+        [*problem_lines, *unknown_lines],
         f"{len(load.tasks)} tasks loaded ({found.variants} variants), {len(problem_lines)} "
         f"structural problem(s), {len(unknown_lines)} unknown metric/getter/setup-step name(s)",
-        err=True,
-    )
-    if not found.names_checked:
-        click.echo(NAMES_UNCHECKED, err=True)
-    if problem_lines or unknown_lines:
+        as_json=as_json):
         raise SystemExit(1)
+
+
+def report_validation(result: dict[str, Any], lines: list[str], summary: str, *,
+                      as_json: bool) -> bool:
+    """Print what a `validate` found: the result as JSON or one line per finding on
+    stdout, the summary (and, without the evaluation extra, the hint that names
+    went unchecked) on stderr. True when there was a finding (the command exits 1)."""
+    if as_json:
+        emit_json(result)
+    else:
+        for line in lines:
+            click.echo(line)
+    click.echo(summary, err=True)
+    if not result["names_checked"]:
+        click.echo(NAMES_UNCHECKED, err=True)
+    return bool(lines)
 
 
 @tasks.command("check")

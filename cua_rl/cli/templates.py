@@ -12,11 +12,12 @@ from pathlib import Path
 
 import click
 
+from cua_rl.cli.tasks import report_validation
 from cua_rl.command_output import emit_json
 from cua_rl.errors import TaskFormatError
 from cua_rl.tasks.authoring import AuthoringRoot, authoring_groups, scaffold_pair
 from cua_rl.tasks.sources import PROJECT_ROOT
-from cua_rl.tasks.validation import NAMES_UNCHECKED, NotAPairPath, pair_targets, validate_pairs
+from cua_rl.tasks.validation import NotAPairPath, pair_targets, validate_pairs
 
 
 @click.group()
@@ -64,20 +65,13 @@ def validate_templates(
         click.echo(f"nothing to check: no templates/ or evaluators/ under {root or PROJECT_ROOT}")
         return
     found = validate_pairs(targets)
-    if as_json:
-        emit_json({"tasks": len(targets), "variants": found.variants,
-                   "problems": found.problems, "names_checked": found.names_checked})
-    else:
-        for line in found.problems:
-            click.echo(line)
-    click.echo(
+    if report_validation(
+        {"tasks": len(targets), "variants": found.variants, "problems": found.problems,
+         "names_checked": found.names_checked},
+        found.problems,
         f"checked {len(targets)} task(s): {found.variants} valid variant(s), "
         f"{len(found.problems)} problem(s)",
-        err=True,
-    )
-    if not found.names_checked:
-        click.echo(NAMES_UNCHECKED, err=True)
-    if found.problems:
+        as_json=as_json):
         raise SystemExit(1)
     if on_desktop:
         _validate_on_desktop(targets if paths else None, AuthoringRoot.of(root), desktops)
