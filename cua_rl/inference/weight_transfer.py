@@ -7,10 +7,18 @@ one link per replica, one replica at a time. The learner is rank 0 and
 broadcasts every tensor of the manifest in order; the replica receives them
 into fresh buffers and swaps them in only when all have arrived, so no request
 ever sees a half-updated model.
+
+The receiver sets `JOINED_KEY` in the store as soon as it connects, and the
+learner waits for that key in short steps before it builds the group: a replica
+that never comes (it died or hung before joining) is given up when its update
+request fails, instead of holding the learner's store and sender thread for the
+link's whole timeout.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
@@ -18,6 +26,10 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+STORE_PREFIX = "cua-rl-weights"
+JOINED_KEY = f"{STORE_PREFIX}/joined"
+"""Set by the receiver on connecting (the vLLM side sets the same key)."""
+_PEER_POLL_S = 0.2
 _DTYPES = {str(t).removeprefix("torch."): t for t in
            (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int64)}
 
@@ -29,12 +41,34 @@ def manifest(named: Iterable[tuple[str, torch.Tensor]]) -> list[dict[str, Any]]:
 
 
 def open_link(host: str, port: int, rank: int, timeout_s: float = 300.0,
-              store: dist.TCPStore | None = None) -> dist.ProcessGroup:
-    """The two-party gloo group; rank 0 (the learner) passes the store it hosts."""
+              store: dist.TCPStore | None = None,
+              abandoned: threading.Event | None = None) -> dist.ProcessGroup:
+    """The two-party gloo group; rank 0 (the learner) passes the store it hosts and may
+    pass `abandoned`, which ends its wait for the receiver early (`LinkAbandoned`)."""
     timeout = timedelta(seconds=timeout_s)
     if store is None:
         store = dist.TCPStore(host, port, world_size=2, is_master=False, timeout=timeout)
-    return dist.ProcessGroupGloo(dist.PrefixStore("cua-rl-weights", store), rank, 2, timeout)
+        store.set(JOINED_KEY, "1")
+    else:
+        wait_for_peer(store, timeout_s, abandoned)
+    return dist.ProcessGroupGloo(dist.PrefixStore(STORE_PREFIX, store), rank, 2, timeout)
+
+
+class LinkAbandoned(RuntimeError):
+    """The sender stopped waiting for a receiver that will not come."""
+
+
+def wait_for_peer(store: dist.TCPStore, timeout_s: float,
+                  abandoned: threading.Event | None = None) -> None:
+    """Block until the receiver has connected to `store`, `abandoned` is set
+    (`LinkAbandoned`) or `timeout_s` passes (`TimeoutError`)."""
+    deadline = time.monotonic() + timeout_s
+    abandoned = abandoned or threading.Event()
+    while not store.check([JOINED_KEY]):
+        if abandoned.wait(_PEER_POLL_S):
+            raise LinkAbandoned("the weight link was abandoned before the receiver joined")
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"no receiver joined the weight link within {timeout_s:.0f} s")
 
 
 def host_store(host: str, port: int, timeout_s: float = 300.0) -> dist.TCPStore:

@@ -178,9 +178,11 @@ class WeightSync:
         request = asyncio.create_task(client.update_weights_collective(
             version, self.cfg.host, port, wt.manifest(named), self.cfg.timeout_s))
 
+        abandoned = threading.Event()
+
         def send() -> None:
             group = wt.open_link(self.cfg.host, port, rank=0, timeout_s=self.cfg.timeout_s,
-                                 store=store)
+                                 store=store, abandoned=abandoned)
             wt.send(group, (p for _, p in named))
 
         # A daemon thread, not the loop's executor: a replica that died mid-transfer
@@ -191,8 +193,8 @@ class WeightSync:
             done, _ = await asyncio.wait({request, sending},
                                          return_when=asyncio.FIRST_EXCEPTION)
             if request in done and request.exception() is not None:
-                # The replica refused or died: nobody will join the link, so the
-                # sender thread ends at its connect timeout, on its own.
+                # The replica refused or died: nobody will join the link; the
+                # `finally` below ends the sender's wait for it.
                 raise request.exception()  # type: ignore[misc]
             try:
                 await sending
@@ -201,6 +203,7 @@ class WeightSync:
                     f"weight broadcast to {client.base_url} failed: {exc}") from exc
             return await request
         finally:
+            abandoned.set()  # a sender still waiting for the replica stops (no effect once linked)
             request.cancel()
             # the sender's late error (after the request's) is expected, not news
             sending.add_done_callback(lambda f: f.cancelled() or f.exception())

@@ -17,12 +17,14 @@ from tests_support.loopback_app import start_on_loopback
 
 class UpdatingModelServer:
     """`update_s`: how long an update takes; `hold`: when set, an update also waits
-    for this event (a test decides when the update ends)."""
+    for this event (a test decides when the update ends); `refuse_updates`: an update
+    answers 503 after `update_s`, without joining a weight link (a dying replica)."""
 
     def __init__(self, update_s: float = 0.3, chat_s: float = 0.01) -> None:
         self.update_s = update_s
         self.chat_s = chat_s
         self.hold: asyncio.Event | None = None
+        self.refuse_updates = False
         self.version = 0
         self.requests = 0
         self.during_update = 0
@@ -57,6 +59,8 @@ class UpdatingModelServer:
             await asyncio.sleep(self.update_s)  # the transfer
             if self.hold is not None:
                 await self.hold.wait()
+            if self.refuse_updates:
+                return web.json_response({"error": "shutting down"}, status=503)
             self.version = int(body["version"])
             self.updates += 1
         finally:

@@ -46,7 +46,8 @@ ADMIN_ROUTES = frozenset({"/update_weights", "/reset_prefix_cache", "/sleep", "/
                           "/collective_rpc", "/start_profile", "/stop_profile"})
 """Routes that change the server's state (ours and vLLM's development ones)."""
 STORE_PREFIX = "cua-rl-weights"
-"""Must equal the prefix of cua_rl/inference/weight_transfer.py."""
+"""Must equal STORE_PREFIX of cua_rl/inference/weight_transfer.py, whose sender waits
+for the `joined` key under it."""
 _DTYPES = ("float32", "float16", "bfloat16", "float64", "int64")
 
 
@@ -71,6 +72,7 @@ def receive_tensors(host: str, port: int, manifest: list[dict[str, Any]],
 
     timeout = timedelta(seconds=timeout_s)
     store = dist.TCPStore(host, port, world_size=2, is_master=False, timeout=timeout)
+    store.set(f"{STORE_PREFIX}/joined", "1")  # the learner waits for this before linking
     group = dist.ProcessGroupGloo(dist.PrefixStore(STORE_PREFIX, store), 1, 2, timeout)
     opts = dist.BroadcastOptions()
     opts.rootRank = 0

@@ -1,0 +1,48 @@
+"""A collective weight sync to a replica that fails before joining the link lets go
+of the link at once: the sender thread and its store do not wait out the link's
+timeout (a soak showed them held for 10 minutes after a replica fault)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+import torch
+from tests_support.updating_server import UpdatingModelServer
+
+from cua_rl.inference.replica_set import ReplicaSet
+from cua_rl.learner.config import WeightSyncConfig
+from cua_rl.learner.weight_sync import WeightSync
+
+LINK_TIMEOUT_S = 600.0
+
+
+class Source:
+    def named_parameters(self):  # noqa: ANN201 - the shape a TrainEngine offers
+        return iter([("w", torch.ones(4))])
+
+    def export_weights(self, path: Path) -> Path:
+        raise AssertionError("a collective sync exports nothing")
+
+
+def _senders() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("weight-send")]
+
+
+async def test_a_replica_that_fails_its_update_does_not_hold_the_sender(tmp_path: Path) -> None:
+    server = UpdatingModelServer(update_s=0.2)
+    server.refuse_updates = True
+    await server.start()
+    replicas = ReplicaSet.from_urls([server.url], timeout_s=10.0)
+    sync = WeightSync(replicas, WeightSyncConfig(mode="collective", timeout_s=LINK_TIMEOUT_S),
+                      tmp_path / "exports")
+    try:
+        assert await sync.push(Source(), 1) == []  # the replica is taken out, not the sync
+        assert not replicas.serving()
+        for sender in _senders():  # the link's timeout is 600 s; giving up takes < 1 s
+            await asyncio.to_thread(sender.join, 10.0)
+        assert not _senders(), "the sender still waits for a replica that will not join"
+    finally:
+        await sync.close()
+        await server.stop()
