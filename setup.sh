@@ -79,7 +79,7 @@ apt_setup() {
     # GNOME Shell's settings schema (its data only): a task edits org.gnome.shell's favourites
     gnome-shell-common
     # tools OSWorld's setups install with `sudo apt install` (the desktop's rootless sudo
-    # succeeds only for packages the host has: cua_rl/desktop/providers/local_sudo.py)
+    # succeeds only for packages the host has: cua_rl/desktop/providers/local/sudo.py)
     jq unzip sysstat xsel
     # sound without hardware: PulseAudio's null sink (a task turns the volume up with pactl)
     pulseaudio pulseaudio-utils
@@ -113,7 +113,7 @@ apt_setup() {
 # what they do: install VS Code's server dependencies, compile the native modules
 # with node-gyp against that Node's headers, link Debian's rg. Built in a temporary
 # directory and renamed when it works; keep the versions and the directory equal to
-# cua_rl/desktop/providers/local_vscode.py.
+# cua_rl/desktop/providers/local/vscode.py.
 CODE_SERVER_VERSION="4.100.3"
 CODE_SERVER_NODE="20.20.2"
 CODE_SERVER_DIR="/opt/cua-rl/code-server-$CODE_SERVER_VERSION"
@@ -188,7 +188,7 @@ python_setup() {
   # The guest's interpreter for local desktops (Debian's python3, non-editable guest);
   # it lives under /opt/cua-rl, so it needs root (as local desktops do).
   if [ "$(id -u)" -eq 0 ]; then
-    .venv/bin/python -m cua_rl.desktop.providers.local_guest_env ./vm/guest
+    .venv/bin/python -m cua_rl.desktop.providers.local.guest_env ./vm/guest
   else
     echo "guest venv skipped (not root): the local provider builds it on first use"
   fi

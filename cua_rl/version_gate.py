@@ -14,7 +14,7 @@ from typing import Protocol, runtime_checkable
 @runtime_checkable
 class Gate(Protocol):
     """What the fleet, the learner and the training loop use of a version gate:
-    a `VersionGate` in this process or `runtime.ray_services.RemoteGate`, which
+    a `VersionGate` in this process or `runtime.ray.services.RemoteGate`, which
     speaks to one in another process with the same methods."""
 
     eta: int

@@ -1,6 +1,6 @@
 """`cua-rl eval`: the OSWorld evaluation protocol over a task set, resumable, with a
 per-domain report (report.json, report.md, report.png) in the run directory
-(runtime/evaluation_run.py runs it, runtime/eval_progress.py shows its progress)."""
+(runtime/evaluation_run.py runs it, runtime/telemetry/eval_progress.py shows its progress)."""
 
 from __future__ import annotations
 
@@ -40,9 +40,9 @@ def eval_command(config: str | None, preset: str | None, out: Path | None,
     from cua_rl.errors import ConfigError, TaskFormatError
     from cua_rl.report.eval_protocol import deviations, protocol_overrides, replaced_values
     from cua_rl.report.eval_report import render_counts
-    from cua_rl.runtime.eval_progress import ProgressBar
     from cua_rl.runtime.run_dir import new_run_dir
     from cua_rl.runtime.run_launch import launch_eval
+    from cua_rl.runtime.telemetry.eval_progress import ProgressBar
 
     cfg = load_run_config(config, preset, overrides, under=EVAL_PRESET,
                           fixed=protocol_overrides())

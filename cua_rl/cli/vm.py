@@ -1,7 +1,7 @@
 """`cua-rl vm ...`: start, list, drive and stop desktops by hand.
 
 Thin on purpose: every command builds a provider, calls `cua_rl.desktop.manage`
-(or, for `vm sweep`, `cua_rl.desktop.providers.aws_sweep`), prints. Desktops
+(or, for `vm sweep`, `cua_rl.desktop.providers.aws.sweep`), prints. Desktops
 outlive the command (`vm up` returns while they run); later commands find them
 through the provider's state dir.
 """
@@ -243,7 +243,7 @@ def screenshot(provider_name: str, settings: tuple[str, ...], state_dir: Path | 
 def sweep_command(provider_name: str, run_id: str | None, region: str, profile: str | None,
                   endpoint_url: str | None, dry_run: bool, as_json: bool) -> None:
     """Terminate cloud desktops of dead runs or past their time-to-live."""
-    from cua_rl.desktop.providers.aws_sweep import sweep_account
+    from cua_rl.desktop.providers.aws.sweep import sweep_account
 
     try:
         swept = asyncio.run(sweep_account(region, profile, endpoint_url, run_id,

@@ -32,7 +32,7 @@ from cua_rl.config.demo import DemoConfig
 from cua_rl.config.ray_cluster import RayConfig
 from cua_rl.config.train import MetricsConfig, TrainConfig
 from cua_rl.desktop.providers.config import ProviderConfig
-from cua_rl.desktop.providers.local_config import LocalProviderConfig
+from cua_rl.desktop.providers.local.config import LocalProviderConfig
 from cua_rl.errors import ConfigError
 from cua_rl.inference.config import ModelServersConfig
 from cua_rl.reward.config import JudgeConfig

@@ -22,7 +22,7 @@ from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider
 from cua_rl.desktop.providers.config import ProviderConfig
 
 if TYPE_CHECKING:
-    from cua_rl.desktop.providers.local_state import DesktopState
+    from cua_rl.desktop.providers.local.state import DesktopState
 
 T = TypeVar("T")
 
@@ -72,8 +72,8 @@ async def start_desktops(provider: DesktopProvider, count: int) -> list[DesktopH
 def desktop_states(provider: DesktopProvider) -> list[DesktopState]:
     """Every desktop dir of a local provider, with owner and staleness (other
     providers keep no host state dirs: none)."""
-    from cua_rl.desktop.providers import local_state as st
-    from cua_rl.desktop.providers.local import LocalProvider, record_alive
+    from cua_rl.desktop.providers.local import state as st
+    from cua_rl.desktop.providers.local.provider import LocalProvider, record_alive
 
     if not isinstance(provider, LocalProvider):
         return []

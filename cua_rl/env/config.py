@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cua_rl.config import local_by_default
 from cua_rl.desktop.providers.config import ProviderConfig
-from cua_rl.desktop.providers.local_config import LocalProviderConfig
+from cua_rl.desktop.providers.local.config import LocalProviderConfig
 from cua_rl.reward.config import JudgeConfig
 
 

@@ -1,7 +1,7 @@
 """The default apps of OSWorld's Ubuntu image, as a mimeapps.list.
 
 Both a built image (`build`) and a local desktop's home template
-(`desktop.providers.local_home`) get it, so it lives here, below desktop/
+(`desktop.providers.local.home`) get it, so it lives here, below desktop/
 (docs/architecture.md, "Layers"): the image's contents are data the providers read.
 """
 

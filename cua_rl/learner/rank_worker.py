@@ -1,7 +1,7 @@
 """One rank of a learner's rank group: a plain class around a `DeepSpeedTrainEngine`.
 
 It lives in a rank process (rank_process.py, `runtime: local`) or a Ray actor
-(runtime/ray_ranks.py); the driver's `RankGroupEngine` calls the same method on
+(runtime/ray/ranks.py); the driver's `RankGroupEngine` calls the same method on
 every rank at once, since every DeepSpeed call is collective. The class is built
 cheaply and `start` joins the torch.distributed group, so that a Ray actor can be
 asked for its node's address before the group's rendezvous address is known.

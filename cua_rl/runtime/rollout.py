@@ -9,9 +9,9 @@ from pathlib import Path
 from cua_rl.config import RunConfig
 from cua_rl.rollout.fleet import Fleet
 from cua_rl.rollout.scheduler import GroupScheduler
-from cua_rl.runtime.live import status_lines
 from cua_rl.runtime.local import local_components, task_cycle
-from cua_rl.runtime.progress import RunProgress
+from cua_rl.runtime.telemetry.live import status_lines
+from cua_rl.runtime.telemetry.progress import RunProgress
 
 
 async def run_rollouts(cfg: RunConfig, run_dir: Path) -> Counter[str]:

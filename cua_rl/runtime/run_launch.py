@@ -55,7 +55,7 @@ def launch_train(cfg: RunConfig, run_dir: Path, *, resume: bool,
             summary = run_stoppable(run_learn_demo(cfg, run_dir))
         else:
             if cfg.runtime == "ray":
-                from cua_rl.runtime.ray_train import run_training_ray as run_training
+                from cua_rl.runtime.ray.train import run_training_ray as run_training
             else:
                 from cua_rl.runtime.train import run_training
             summary = run_stoppable(run_training(cfg, run_dir, resume=resume))

@@ -49,16 +49,16 @@ from cua_rl.learner.weight_sync import WeightSync
 from cua_rl.reward.samples import GroupSamples
 from cua_rl.rollout.fleet import Fleet, GroupHandler
 from cua_rl.rollout.scheduler import GroupScheduler, TaskSource
-from cua_rl.runtime.group_metrics import group_metrics
 from cua_rl.runtime.group_router import GroupRouter
-from cua_rl.runtime.live import live_summary
 from cua_rl.runtime.local import Components, local_components
-from cua_rl.runtime.metrics import MetricsLogger
-from cua_rl.runtime.progress import RunProgress
 from cua_rl.runtime.run_dir import drop_older_resume_exports
 from cua_rl.runtime.success_replay import SuccessReplay
 from cua_rl.runtime.sync_batches import SyncBatches
 from cua_rl.runtime.task_budgets import TaskBudgets
+from cua_rl.runtime.telemetry.group_metrics import group_metrics
+from cua_rl.runtime.telemetry.live import live_summary
+from cua_rl.runtime.telemetry.metrics import MetricsLogger
+from cua_rl.runtime.telemetry.progress import RunProgress
 from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.store.upkeep import StoreUpkeep
 from cua_rl.tasks.sources import difficulty_file
@@ -103,7 +103,7 @@ def _templates(cfg: RunConfig, task_set: list[list[TaskVariant]]
 async def run_training(cfg: RunConfig, run_dir: Path, *, resume: bool = False
                        ) -> dict[str, Any]:
     """A training run with every component on this machine (`runtime: local`);
-    `runtime: ray` is `ray_train.run_training_ray`, which reuses `train` below."""
+    `runtime: ray` is `ray.train.run_training_ray`, which reuses `train` below."""
     async with start_engines(cfg, run_dir, resume) as (engines, served):
         versions = {role: engine.version for role, engine in engines.items()}
         async with local_components(served, run_dir, versions=versions) as parts:

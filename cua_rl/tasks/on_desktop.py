@@ -268,7 +268,7 @@ async def run_jobs(jobs: Sequence[Job], desktops: int = 1, provider_config: Any 
     from cua_rl.desktop.file_cache import FileCache
     from cua_rl.desktop.pool import DesktopPool
     from cua_rl.desktop.providers.factory import make_provider
-    from cua_rl.desktop.providers.local_config import LocalProviderConfig
+    from cua_rl.desktop.providers.local.config import LocalProviderConfig
 
     provider = make_provider(provider_config or LocalProviderConfig(), owner_pid=os.getpid())
     queue: asyncio.Queue[tuple[int, Job]] = asyncio.Queue()

@@ -37,7 +37,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from cua_rl.desktop.file_cache import FileCache, local_path
-from cua_rl.desktop.providers import local_vscode
+from cua_rl.desktop.providers.local import vscode as local_vscode
 from cua_rl.desktop.setup_steps.chrome import EMPTY_HISTORY_URL
 from cua_rl.tasks.rootless_sudo import rootless_problem
 from cua_rl.types import TaskVariant
@@ -199,8 +199,8 @@ class HostCapabilities:
 
 def local_capabilities() -> HostCapabilities:
     """Local desktops: the host's executables (Chromium counts as `google-chrome`,
-    see `local_user.chrome_shim`), VS Code when setup.sh built code-server
-    (`local_vscode`), minus the apps that cannot be provided."""
+    see `local.user.chrome_shim`), VS Code when setup.sh built code-server
+    (`local.vscode`), minus the apps that cannot be provided."""
     why = {**LOCAL_INSTALLS, **UNSUPPORTED_LOCAL_APPS}
 
     def has_app(name: str) -> bool:

@@ -1,6 +1,6 @@
 """Which `sudo` commands a local desktop's rootless `sudo` carries out.
 
-Local desktops answer `sudo` with a script (`desktop/providers/local_sudo.py`):
+Local desktops answer `sudo` with a script (`desktop/providers/local/sudo.py`):
 `apt`/`apt-get update` does nothing, `install` succeeds when the host has the
 packages, and anything else runs as `user`. This module reads a task's command
 the same way, without starting anything, so `cua-rl tasks check` counts a task

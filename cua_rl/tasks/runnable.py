@@ -38,7 +38,7 @@ def check_on_desktop(tasks: Sequence[TaskVariant], cache: FileCache, desktops: i
     the outcomes (see `cua_rl.tasks.setup_check`)."""
     import asyncio
 
-    from cua_rl.desktop.providers.local import LocalProvider
+    from cua_rl.desktop.providers.local.provider import LocalProvider
     from cua_rl.tasks.noop_check import noop_report
     from cua_rl.tasks.setup_check import check_setups, stratified_sample
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from cua_rl.desktop.file_cache import FileCache
 from cua_rl.desktop.providers.base import DesktopHandle
-from cua_rl.desktop.providers.local import LocalProvider
+from cua_rl.desktop.providers.local.provider import LocalProvider
 from cua_rl.desktop.settle import OPENING_STEPS, is_blank, wait_until_settled
 from cua_rl.desktop.setup_steps import SetupContext, run_setup_steps
 from cua_rl.errors import DesktopError, GuestError, SetupStepError

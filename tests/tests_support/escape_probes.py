@@ -13,7 +13,7 @@ import psutil
 
 from cua_rl.desktop.client import GuestClient
 from cua_rl.desktop.providers.base import DesktopHandle
-from cua_rl.desktop.providers.local_sandbox import STAGE
+from cua_rl.desktop.providers.local.sandbox import STAGE
 
 
 async def host_root_process(handle: DesktopHandle) -> psutil.Process:

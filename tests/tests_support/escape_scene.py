@@ -21,12 +21,12 @@ from aiohttp import web
 import cua_rl
 from cua_rl.desktop.client import GuestClient
 from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider
-from cua_rl.desktop.providers.container import ContainerProvider
-from cua_rl.desktop.providers.container_config import ContainerProviderConfig
-from cua_rl.desktop.providers.local import LocalProvider
-from cua_rl.desktop.providers.local_config import LocalProviderConfig
-from cua_rl.desktop.providers.qemu import QemuProvider
-from cua_rl.desktop.providers.qemu_config import QemuProviderConfig
+from cua_rl.desktop.providers.container.config import ContainerProviderConfig
+from cua_rl.desktop.providers.container.provider import ContainerProvider
+from cua_rl.desktop.providers.local.config import LocalProviderConfig
+from cua_rl.desktop.providers.local.provider import LocalProvider
+from cua_rl.desktop.providers.qemu.config import QemuProviderConfig
+from cua_rl.desktop.providers.qemu.provider import QemuProvider
 from tests_support.desktops import local_desktops_unavailable
 
 CHECKOUT = Path(cua_rl.__file__).resolve().parent.parent

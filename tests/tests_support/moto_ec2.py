@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from cua_rl.desktop.providers.aws_config import AwsProviderConfig
+from cua_rl.desktop.providers.aws.config import AwsProviderConfig
 
 REGION = "us-east-1"
 FLEET_TOKEN = "fleet-run-token-" + "z" * 16
@@ -85,7 +85,7 @@ async def serve_fleet_host(user_data: dict[str, Any], root: Path, guest_port: in
     (pairs, control token, its config's initial leases) and, per slot, a guest stub on
     the slot's Unix socket that accepts only the slot's token from the user data. The
     desktop command records the slots it was asked to replace."""
-    from cua_rl.desktop.providers.aws_fleet_agent import serve
+    from cua_rl.desktop.providers.aws.fleet_agent import serve
 
     files = {f["path"]: f["content"] for f in user_data["write_files"]}
     tls = root / "tls"

@@ -112,6 +112,6 @@ def test_the_run_composition_copies_no_config_with_changes() -> None:
     compose a run do not derive settings by copying a config with updates."""
     root = Path(__file__).resolve().parents[2] / "cua_rl" / "runtime"
     composing = ["train.py", "local.py", "rollout.py", "evaluation_run.py", "group_router.py",
-                 "ray_train.py", "ray_workers.py", "ray_fleet.py", "learn_demo.py"]
+                 "ray/train.py", "ray/workers.py", "ray/fleet.py", "learn_demo.py"]
     found = [name for name in composing if "model_copy(update" in (root / name).read_text()]
     assert found == []

@@ -1,13 +1,13 @@
 """`cua-rl bench desktops`: start/reset/screenshot times and memory per desktop,
-per provider; the measuring is `cua_rl.desktop.bench_desktops`, this module
+per provider; the measuring is `cua_rl.bench.desktops`, this module
 parses the flags and prints the JSON."""
 
 from __future__ import annotations
 
 import click
 
+from cua_rl.bench.desktops import ALL_PROVIDERS, measure
 from cua_rl.command_output import emit_json
-from cua_rl.desktop.bench_desktops import ALL_PROVIDERS, measure
 
 
 def parse_providers(text: str) -> list[str]:

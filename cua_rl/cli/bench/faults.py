@@ -1,5 +1,5 @@
 """`cua-rl bench faults`: inject each fault class into a real short run and print
-what the run made of it (runtime/bench_faults.py runs them)."""
+what the run made of it (bench/faults/runner.py runs them)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from cua_rl.command_output import emit_json
 def bench_faults(as_json: bool, only: str, deadline: float, work_dir: Path | None) -> None:
     """Kill replicas and guests, answer badly, hang, SIGKILL/SIGTERM, fill the disk:
     does a real run survive each, and what does it lose?"""
-    from cua_rl.runtime.bench_faults import run_faults
-    from cua_rl.runtime.fault_catalog import FAULTS
+    from cua_rl.bench.faults.catalog import FAULTS
+    from cua_rl.bench.faults.runner import run_faults
 
     names = [n.strip() for n in only.split(",") if n.strip()] or list(FAULTS)
     unknown = sorted(set(names) - set(FAULTS))

@@ -1,5 +1,5 @@
 """`cua-rl bench fleet --simulated`: asynchronous fleet vs a synchronous batch
-baseline on simulated desktops and model servers (rollout/bench_fleet.py runs both)."""
+baseline on simulated desktops and model servers (bench/fleet.py runs both)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from cua_rl.command_output import emit_json
 def bench_fleet(simulated: bool, actors: int, group_size: int, eta: int,
                 latency_file: str | None, duration_s: float, seed: int, as_json: bool) -> None:
     """Fleet throughput: async actors vs a synchronous batch baseline."""
-    from cua_rl.rollout.bench_fleet import bench
+    from cua_rl.bench.fleet import bench
     from cua_rl.rollout.latency import LatencyModel
 
     if not simulated:

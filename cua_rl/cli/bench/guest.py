@@ -1,5 +1,5 @@
 """`cua-rl bench guest`: screenshot and action latency of a guest server; the
-measuring is `cua_rl.desktop.bench`, this module parses the flags and prints."""
+measuring is `cua_rl.bench.guest`, this module parses the flags and prints."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from cua_rl.errors import CuaRlError
 def bench_guest(url: str | None, token: str | None, tls_fingerprint: str | None, calls: int,
                 rows: int, cols: int, as_json: bool) -> None:
     """Screenshot and action latency of a guest server (docs/architecture.md, numbers)."""
-    from cua_rl.desktop.bench import bench_local, bench_remote
+    from cua_rl.bench.guest import bench_local, bench_remote
 
     try:
         figures = asyncio.run(bench_remote(url, token, tls_fingerprint, calls) if url

@@ -1,5 +1,5 @@
 """`cua-rl bench inference`: throughput and latency of the hf engine and vLLM, side
-by side (runtime/bench_inference.py measures them)."""
+by side (bench/inference.py measures them)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import click
 
+from cua_rl.bench.inference import ENGINES
 from cua_rl.command_output import emit_json
-from cua_rl.runtime.bench_inference import ENGINES
 
 
 @click.command("inference")
@@ -30,8 +30,8 @@ from cua_rl.runtime.bench_inference import ENGINES
 def bench_inference(engines: str, concurrency: str, seconds: float, max_tokens: int,
                     model_dir: Path | None, ready_timeout: float, as_json: bool) -> None:
     """Requests/s and p50/p99 latency of policy-shaped requests, hf and vLLM side by side."""
+    from cua_rl.bench.inference import run_bench
     from cua_rl.errors import ConfigError
-    from cua_rl.runtime.bench_inference import run_bench
 
     chosen = [e.strip() for e in engines.split(",") if e.strip()]
     if unknown := sorted(set(chosen) - set(ENGINES)):

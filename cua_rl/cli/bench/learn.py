@@ -1,5 +1,5 @@
 """`cua-rl bench learn`: the reward rise of the tiny model trained through the whole
-real stack (runtime/bench_learn.py measures it)."""
+real stack (bench/learn.py measures it)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def bench_learn(updates: int, group: int, actors: int, lr: float, model_dir: Pat
                 max_seconds: float, eta: int, batch_groups: int, aggregation: str,
                 seed: int | None, as_json: bool) -> None:
     """Reward rise of the tiny model trained through the whole real stack."""
-    from cua_rl.runtime.bench_learn import measure
+    from cua_rl.bench.learn import measure
 
     result = measure(model_dir, updates=updates, group=group, actors=actors, lr=lr,
                      max_wall_s=max_seconds, eta=eta, batch_groups=batch_groups,

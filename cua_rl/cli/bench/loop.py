@@ -1,5 +1,5 @@
 """`cua-rl bench loop`: the real training loop, asynchronous and synchronous, side by
-side, and the simulator's prediction for this machine (runtime/bench_loop.py runs
+side, and the simulator's prediction for this machine (bench/loop.py runs
 and analyses the runs)."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def bench_loop(preset: str, engine: str, updates: int, modes: str, out: Path, se
                reuse: bool, as_json: bool) -> None:
     """The real loop in its async and sync modes: throughput, busy fractions, where
     an episode's time goes, and the simulator's prediction for this machine."""
-    from cua_rl.runtime.bench_loop import MODES, run_loop_bench, summary_lines
+    from cua_rl.bench.loop import MODES, run_loop_bench, summary_lines
 
     chosen = [m.strip() for m in modes.split(",") if m.strip()]
     unknown = sorted(set(chosen) - set(MODES))

@@ -1,5 +1,5 @@
 """`cua-rl bench soak`: one training run for M minutes under a stream of faults,
-watched from outside (runtime/bench_soak.py drives it, docs/soak.md defines the
+watched from outside (bench/soak/runner.py drives it, docs/soak.md defines the
 figures)."""
 
 from __future__ import annotations
@@ -50,9 +50,9 @@ def bench_soak(minutes: float, chaos: float, seed: int, out: Path | None, engine
                overrides: tuple[str, ...]) -> None:
     """A training run for M minutes under a stream of faults: steady throughput, flat
     memory, nothing lost, nothing left running? OVERRIDES (key=value) go to the run."""
-    from cua_rl.runtime.bench_soak import SoakSpec, run_soak
-    from cua_rl.runtime.soak_chaos import LOCAL_KINDS
-    from cua_rl.runtime.soak_report import summary_lines
+    from cua_rl.bench.soak.chaos import LOCAL_KINDS
+    from cua_rl.bench.soak.report import summary_lines
+    from cua_rl.bench.soak.runner import SoakSpec, run_soak
 
     chosen = [k.strip() for k in kinds.split(",") if k.strip()] or None
     known = ["node_kill"] if runtime == "ray" else LOCAL_KINDS
@@ -72,7 +72,7 @@ def bench_soak(minutes: float, chaos: float, seed: int, out: Path | None, engine
     spec = SoakSpec(minutes, chaos, seed, out, engine, window_min, interval_s, stop_deadline_s,
                     tiny_model_dir, chosen, overrides)
     if runtime == "ray":
-        from cua_rl.runtime.soak_ray import run_ray_soak
+        from cua_rl.bench.soak.ray_nodes import run_ray_soak
 
         result = run_ray_soak(spec, nodes, run_soak, log=lambda line: click.echo(line, err=True))
     else:

@@ -1,5 +1,5 @@
 """`cua-rl bench sync`: what a weight sync costs the requests that meet it
-(learner/bench_sync.py measures it)."""
+(bench/sync.py measures it)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import click
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def bench_sync(replicas: int, syncs: int, clients: int, staggered: bool, as_json: bool) -> None:
     """How long requests routed to a replica under update wait (real hf replicas, tiny model)."""
+    from cua_rl.bench.sync import measure
     from cua_rl.command_output import emit_json
-    from cua_rl.learner.bench_sync import measure
 
     result = measure(replicas=replicas, syncs=syncs, clients=clients, staggered=staggered)
     if as_json:

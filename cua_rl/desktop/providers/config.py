@@ -10,11 +10,11 @@ from typing import Annotated
 
 from pydantic import Field
 
-from cua_rl.desktop.providers.aws_config import AwsProviderConfig
-from cua_rl.desktop.providers.container_config import ContainerProviderConfig
-from cua_rl.desktop.providers.docker_config import DockerProviderConfig
-from cua_rl.desktop.providers.local_config import LocalProviderConfig
-from cua_rl.desktop.providers.qemu_config import QemuProviderConfig
+from cua_rl.desktop.providers.aws.config import AwsProviderConfig
+from cua_rl.desktop.providers.container.config import ContainerProviderConfig
+from cua_rl.desktop.providers.container.docker_config import DockerProviderConfig
+from cua_rl.desktop.providers.local.config import LocalProviderConfig
+from cua_rl.desktop.providers.qemu.config import QemuProviderConfig
 
 # The union grows one member per provider; the
 # `type` field selects the member, so YAML reads `provider: {type: local, ...}`.

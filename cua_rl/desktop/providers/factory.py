@@ -10,11 +10,11 @@ from cua_rl.desktop.providers.config import ProviderConfig
 
 # type -> "module:class" so that a provider's heavy imports happen only when used.
 _PROVIDERS: dict[str, str] = {
-    "local": "cua_rl.desktop.providers.local:LocalProvider",
-    "container": "cua_rl.desktop.providers.container:ContainerProvider",
-    "docker": "cua_rl.desktop.providers.docker:DockerProvider",
-    "qemu": "cua_rl.desktop.providers.qemu:QemuProvider",
-    "aws": "cua_rl.desktop.providers.aws:AwsProvider",
+    "local": "cua_rl.desktop.providers.local.provider:LocalProvider",
+    "container": "cua_rl.desktop.providers.container.provider:ContainerProvider",
+    "docker": "cua_rl.desktop.providers.container.docker:DockerProvider",
+    "qemu": "cua_rl.desktop.providers.qemu.provider:QemuProvider",
+    "aws": "cua_rl.desktop.providers.aws.provider:AwsProvider",
 }
 
 

@@ -24,12 +24,12 @@ pytest.importorskip("botocore")
 
 from tests_support.servers import free_port_run  # noqa: E402
 
-from cua_rl.desktop.providers.aws import AwsProvider  # noqa: E402
-from cua_rl.desktop.providers.aws_config import AwsProviderConfig  # noqa: E402
-from cua_rl.desktop.providers.aws_fleet import FleetLaunch  # noqa: E402
-from cua_rl.desktop.providers.aws_fleet_hosts import FleetHosts  # noqa: E402
-from cua_rl.desktop.providers.aws_launch import launch_params  # noqa: E402
-from cua_rl.desktop.providers.aws_tls import instance_token, make_pair  # noqa: E402
+from cua_rl.desktop.providers.aws.config import AwsProviderConfig  # noqa: E402
+from cua_rl.desktop.providers.aws.fleet import FleetLaunch  # noqa: E402
+from cua_rl.desktop.providers.aws.fleet_hosts import FleetHosts  # noqa: E402
+from cua_rl.desktop.providers.aws.launch import launch_params  # noqa: E402
+from cua_rl.desktop.providers.aws.provider import AwsProvider  # noqa: E402
+from cua_rl.desktop.providers.aws.tls import instance_token, make_pair  # noqa: E402
 from cua_rl.desktop.providers.base import DesktopHandle  # noqa: E402
 
 pytestmark = pytest.mark.desktop

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from cua_rl.desktop.providers.container import ContainerProvider
-from cua_rl.desktop.providers.container_config import ContainerProviderConfig
+from cua_rl.desktop.providers.container.config import ContainerProviderConfig
+from cua_rl.desktop.providers.container.provider import ContainerProvider
 from cua_rl.images.recipe import UID
 
 pytestmark = pytest.mark.desktop
@@ -110,8 +110,8 @@ async def test_desktops_do_not_see_each_other(provider: ContainerProvider) -> No
 
 OWNER = """
 import asyncio, os, sys
-from cua_rl.desktop.providers.container import ContainerProvider
-from cua_rl.desktop.providers.container_config import ContainerProviderConfig
+from cua_rl.desktop.providers.container.provider import ContainerProvider
+from cua_rl.desktop.providers.container.config import ContainerProviderConfig
 async def main():
     prov = ContainerProvider(ContainerProviderConfig(image=sys.argv[1], state_dir=sys.argv[2],
                                                      engine="docker", name_prefix=sys.argv[3]))

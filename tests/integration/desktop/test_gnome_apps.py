@@ -1,7 +1,7 @@
 """GNOME Terminal, Nautilus and gedit in a local sandboxed desktop, as OSWorld's
 os and multi_apps tasks use them: each shows its window (gnome-terminal-server
 activated on the desktop's session bus), Ctrl+Alt+T opens a terminal (openbox's
-key, `local_sandbox.OPENBOX_KEYS`), and /terminal returns what a command typed
+key, `local.sandbox.OPENBOX_KEYS`), and /terminal returns what a command typed
 into it printed (AT-SPI of gnome-terminal-server). One desktop for the module."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import pytest_asyncio
 from tests_support.desktops import local_desktops_unavailable
 
 from cua_rl.desktop.client import GuestClient
-from cua_rl.desktop.providers.local import LocalProvider
-from cua_rl.desktop.providers.local_config import LocalProviderConfig
+from cua_rl.desktop.providers.local.config import LocalProviderConfig
+from cua_rl.desktop.providers.local.provider import LocalProvider
 
 pytestmark = [pytest.mark.desktop, pytest.mark.asyncio(loop_scope="module")]
 

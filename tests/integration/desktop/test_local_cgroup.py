@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from cua_rl.desktop import hostile
-from cua_rl.desktop.providers import local_cgroup
+from cua_rl.desktop.providers.local import cgroup as local_cgroup
 
 FOUND = local_cgroup.version()
 

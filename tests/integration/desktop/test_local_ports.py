@@ -12,9 +12,9 @@ import pytest
 from tests_support.desktops import local_desktops_unavailable
 from tests_support.ports import PortThief
 
-from cua_rl.desktop.providers import local as local_module
-from cua_rl.desktop.providers.local import LocalProvider
-from cua_rl.desktop.providers.local_config import LocalProviderConfig
+from cua_rl.desktop.providers.local import provider as local_module
+from cua_rl.desktop.providers.local.config import LocalProviderConfig
+from cua_rl.desktop.providers.local.provider import LocalProvider
 
 pytestmark = pytest.mark.desktop
 

@@ -17,12 +17,12 @@ import psutil
 import pytest
 from tests_support.desktops import local_desktops_unavailable  # noqa: E402
 
-from cua_rl.desktop.bench import measure_guest
+from cua_rl.bench.guest import measure_guest
 from cua_rl.desktop.pool import DesktopPool
-from cua_rl.desktop.providers import local_state as st
-from cua_rl.desktop.providers.local import LocalProvider
-from cua_rl.desktop.providers.local_config import LocalProviderConfig
-from cua_rl.desktop.providers.local_session import namespace_pids
+from cua_rl.desktop.providers.local import state as st
+from cua_rl.desktop.providers.local.config import LocalProviderConfig
+from cua_rl.desktop.providers.local.provider import LocalProvider
+from cua_rl.desktop.providers.local.session import namespace_pids
 
 pytestmark = pytest.mark.desktop
 
@@ -178,7 +178,7 @@ _OWNER = """
 import asyncio, os, sys
 from pathlib import Path
 from cua_rl.desktop.providers.factory import make_provider
-from cua_rl.desktop.providers.local_config import LocalProviderConfig
+from cua_rl.desktop.providers.local.config import LocalProviderConfig
 
 async def main():
     provider = make_provider(LocalProviderConfig(state_dir=Path(sys.argv[1])),

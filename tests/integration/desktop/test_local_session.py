@@ -18,13 +18,13 @@ from tests_support.desktops import local_desktops_unavailable
 from cua_rl.chrome.cdp import cdp_url
 from cua_rl.desktop.client import GuestClient
 from cua_rl.desktop.file_cache import FileCache
-from cua_rl.desktop.providers.local import LocalProvider
-from cua_rl.desktop.providers.local_config import LocalProviderConfig
-from cua_rl.desktop.providers.local_guest_env import (
+from cua_rl.desktop.providers.local.config import LocalProviderConfig
+from cua_rl.desktop.providers.local.guest_env import (
     content_hash,
     ensure_guest_venv,
     guest_source_dir,
 )
+from cua_rl.desktop.providers.local.provider import LocalProvider
 from cua_rl.desktop.settle import wait_until_settled
 from cua_rl.desktop.setup_steps import SetupContext, run_setup_steps
 from cua_rl.evaluation import GetterContext, get_getter
@@ -54,7 +54,7 @@ async def _sh(guest: GuestClient, script: str) -> str:
 async def test_session_is_osworlds_unprivileged_user(guest: GuestClient, tmp_path: Path) -> None:
     assert await _sh(guest, "id -un; echo $HOME; stat -c %U /home/user") == (
         "user\n/home/user\nuser")
-    # No way to root: the desktop's sudo runs the command as `user` (local_sudo); the
+    # No way to root: the desktop's sudo runs the command as `user` (local.sudo); the
     # host's /tmp is hidden.
     uid = await _sh(guest, "id -u")
     assert await _sh(guest, "echo password | sudo -S -n id -u 2>/dev/null || echo none") == uid

@@ -1,4 +1,4 @@
-"""The rootless `sudo` of a local desktop (`local_sudo`), as OSWorld's setups use
+"""The rootless `sudo` of a local desktop (`local.sudo`), as OSWorld's setups use
 it: `echo password | sudo -S apt install PKG -y` succeeds for a package the host
 has and fails with apt's 100 for one it lacks, `sudo mkdir ~/...` makes the folder
 as `user`, and root's own work fails as it would for `user`. One desktop."""
@@ -12,8 +12,8 @@ import pytest_asyncio
 from tests_support.desktops import local_desktops_unavailable
 
 from cua_rl.desktop.client import GuestClient
-from cua_rl.desktop.providers.local import LocalProvider
-from cua_rl.desktop.providers.local_config import LocalProviderConfig
+from cua_rl.desktop.providers.local.config import LocalProviderConfig
+from cua_rl.desktop.providers.local.provider import LocalProvider
 from cua_rl.tasks.rootless_sudo import host_has_package
 
 pytestmark = [pytest.mark.desktop, pytest.mark.asyncio(loop_scope="module")]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from cua_rl.desktop.providers.qemu import QemuProvider
-from cua_rl.desktop.providers.qemu_config import QemuProviderConfig
+from cua_rl.desktop.providers.qemu.config import QemuProviderConfig
+from cua_rl.desktop.providers.qemu.provider import QemuProvider
 
 pytestmark = pytest.mark.desktop
 

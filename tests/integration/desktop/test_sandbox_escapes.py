@@ -48,7 +48,7 @@ from tests_support.escape_scene import (
 )
 
 from cua_rl.desktop import hostile
-from cua_rl.desktop.providers.local_log import DESKTOP_OUTPUT_CAP
+from cua_rl.desktop.providers.local.log import DESKTOP_OUTPUT_CAP
 from cua_rl.errors import GuestError
 
 pytestmark = [pytest.mark.desktop, pytest.mark.asyncio(loop_scope="module")]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from tests_support.desktops import local_desktops_unavailable
 
-from cua_rl.desktop.providers import local_state as st
+from cua_rl.desktop.providers.local import state as st
 
 pytestmark = pytest.mark.desktop
 
@@ -25,7 +25,7 @@ OWNER = """
 import asyncio, os, sys
 from pathlib import Path
 from cua_rl.desktop.providers.factory import make_provider
-from cua_rl.desktop.providers.local_config import LocalProviderConfig
+from cua_rl.desktop.providers.local.config import LocalProviderConfig
 
 async def main():
     provider = make_provider(LocalProviderConfig(state_dir=Path(sys.argv[1])),

@@ -1,6 +1,6 @@
 """VS Code in a local sandboxed desktop, as OSWorld's vs_code tasks use it:
 `code ~/project` opens a window titled "project - Visual Studio Code"
-(code-server in a Chromium app window, `local_vscode`), and `code
+(code-server in a Chromium app window, `local.vscode`), and `code
 --list-extensions` answers without one. One desktop for the module; skipped
 unless ./setup.sh has built code-server."""
 
@@ -16,9 +16,9 @@ import pytest_asyncio
 from tests_support.desktops import local_desktops_unavailable
 
 from cua_rl.desktop.client import GuestClient
-from cua_rl.desktop.providers import local_vscode
-from cua_rl.desktop.providers.local import LocalProvider
-from cua_rl.desktop.providers.local_config import LocalProviderConfig
+from cua_rl.desktop.providers.local import vscode as local_vscode
+from cua_rl.desktop.providers.local.config import LocalProviderConfig
+from cua_rl.desktop.providers.local.provider import LocalProvider
 
 pytestmark = [pytest.mark.desktop, pytest.mark.asyncio(loop_scope="module")]
 

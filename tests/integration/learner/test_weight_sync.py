@@ -96,7 +96,7 @@ async def test_staggered_sync_on_real_hf_replicas_routes_nothing_to_the_one_upda
     """`cua-rl bench sync`'s run, small: 2 real hf replicas, clients without pause,
     collective syncs. Every request is answered (a lost one raises); with the switch
     on none started on a replica under update, with it off some did."""
-    from cua_rl.learner.bench_sync import run_bench_sync
+    from cua_rl.bench.sync import run_bench_sync
 
     result = await run_bench_sync(tiny_model_dir, tmp_path, replicas=2, syncs=3, clients=4,
                                   staggered=staggered)

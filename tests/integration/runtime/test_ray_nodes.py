@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from cua_rl.runtime.fault_cases import good_trajectories
-from cua_rl.runtime.fault_run import RunProcess, poll_until
-from cua_rl.runtime.ray_local_cluster import LocalCluster, cluster_overrides
-from cua_rl.runtime.soak_ledger import trajectories_lost, updates_duplicated
+from cua_rl.bench.faults.cases import good_trajectories
+from cua_rl.bench.faults.watched_run import RunProcess, poll_until
+from cua_rl.bench.soak.ledger import trajectories_lost, updates_duplicated
+from cua_rl.runtime.ray.local_cluster import LocalCluster, cluster_overrides
 from cua_rl.store.run_store import RunStore
 
 pytestmark = [pytest.mark.desktop, pytest.mark.model]

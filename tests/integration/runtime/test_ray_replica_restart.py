@@ -1,4 +1,4 @@
-"""A Ray replica actor's server is SIGKILLed: the driver's set (built by `ray_train`
+"""A Ray replica actor's server is SIGKILLed: the driver's set (built by `ray.train`
 as in a `ray.inference: ray` run, on a real local Ray cluster and the real hf server
 on the tiny model) takes it out, restarts it through the actor on the same URL,
 catches it up to the pool's weight version and routes to it again; at the end no
@@ -17,7 +17,7 @@ import pytest
 from cua_rl.config import RunConfig, load_config
 from cua_rl.inference.pool import InferencePool
 from cua_rl.inference.replica_set import Replica, ReplicaState
-from cua_rl.runtime.ray_train import replicas
+from cua_rl.runtime.ray.train import replicas
 
 pytestmark = pytest.mark.model
 

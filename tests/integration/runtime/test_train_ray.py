@@ -12,7 +12,7 @@ import pytest
 
 from cua_rl.config import RunConfig, load_config
 from cua_rl.learner.service import latest_checkpoint
-from cua_rl.runtime.ray_train import run_training_ray
+from cua_rl.runtime.ray.train import run_training_ray
 from cua_rl.store.run_store import RunStore
 
 pytestmark = [pytest.mark.desktop, pytest.mark.model]

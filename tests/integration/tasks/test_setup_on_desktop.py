@@ -15,8 +15,8 @@ import pytest
 from tests_support.asset_files import standin_cache
 from tests_support.desktops import local_desktops_unavailable
 
-from cua_rl.desktop.providers.local import LocalProvider
-from cua_rl.desktop.providers.local_config import LocalProviderConfig
+from cua_rl.desktop.providers.local.config import LocalProviderConfig
+from cua_rl.desktop.providers.local.provider import LocalProvider
 from cua_rl.tasks.preflight import local_capabilities, preflight
 from cua_rl.tasks.setup_check import check_setups, stratified_sample
 from cua_rl.tasks.sources import load_source

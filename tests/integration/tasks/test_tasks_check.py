@@ -13,7 +13,7 @@ from tests_support.asset_files import write_asset_tree
 
 from cua_rl.cli import cli
 from cua_rl.desktop.file_cache import FileCache
-from cua_rl.desktop.providers import local_vscode
+from cua_rl.desktop.providers.local import vscode as local_vscode
 from cua_rl.tasks.preflight import task_needs
 from cua_rl.tasks.sources import load_source
 from cua_rl.tasks.splits import read_split

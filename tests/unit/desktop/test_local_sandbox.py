@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from cua_rl.desktop.providers.local_guest_env import content_hash, venv_path
-from cua_rl.desktop.providers.local_sandbox import (
+from cua_rl.desktop.providers.local.guest_env import content_hash, venv_path
+from cua_rl.desktop.providers.local.sandbox import (
     CHROME_EXE,
     OPENBOX_KEYS,
     OSWORLD_BUS,
@@ -22,7 +22,7 @@ from cua_rl.desktop.providers.local_sandbox import (
     host_forwarder,
     sandbox_env,
 )
-from cua_rl.desktop.providers.local_user import chrome_shim
+from cua_rl.desktop.providers.local.user import chrome_shim
 
 SPEC = SandboxSpec(desktop_id="d1", display=201, width=800, height=600,
                    window_manager="openbox", uid=1001, gid=1001, user="user", guest_port=4321)
@@ -138,7 +138,7 @@ def test_limits_size_every_tmpfs_and_no_nested_user_namespace() -> None:
 def test_seccomp_program_denies_each_listed_call_and_other_abis() -> None:
     import struct
 
-    from cua_rl.desktop.providers.local_seccomp import DENIED_X86_64, program
+    from cua_rl.desktop.providers.local.seccomp import DENIED_X86_64, program
 
     code = program()
     insns = [struct.unpack("=HBBI", code[i:i + 8]) for i in range(0, len(code), 8)]

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from cua_rl.desktop.providers import local_home as lh
-from cua_rl.desktop.providers import local_state as st
 from cua_rl.desktop.providers.base import DesktopHandle
 from cua_rl.desktop.providers.config import ProviderConfig
 from cua_rl.desktop.providers.factory import make_provider
-from cua_rl.desktop.providers.local_config import LocalProviderConfig
+from cua_rl.desktop.providers.local import home as lh
+from cua_rl.desktop.providers.local import state as st
+from cua_rl.desktop.providers.local.config import LocalProviderConfig
 from cua_rl.images.default_apps import default_apps_list
 
 
@@ -163,7 +163,7 @@ def test_handle_is_frozen() -> None:
 def test_missing_namespace_permission_is_a_clear_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cua_rl.desktop.providers import local
+    from cua_rl.desktop.providers.local import provider as local
     from cua_rl.errors import DesktopError
 
     failing = ["sh", "-c", "echo 'unshare: unshare failed: Operation not permitted' >&2; exit 1",
@@ -178,7 +178,7 @@ def test_bench_spreadsheet_has_the_requested_shape() -> None:
     import csv
     import io
 
-    from cua_rl.desktop.bench import spreadsheet_csv
+    from cua_rl.bench.guest import spreadsheet_csv
 
     rows = list(csv.reader(io.StringIO(spreadsheet_csv(200, 12).decode())))
     assert len(rows) == 201 and {len(r) for r in rows} == {12}

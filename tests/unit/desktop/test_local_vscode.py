@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from cua_rl.desktop.providers import local_vscode
-from cua_rl.desktop.providers.local_sandbox import (
+from cua_rl.desktop.providers.local import vscode as local_vscode
+from cua_rl.desktop.providers.local.sandbox import (
     CODE_SERVER_MOUNT,
     SHIM_BIN,
     ListenFds,

@@ -17,12 +17,12 @@ from pydantic import ValidationError
 pytest.importorskip("botocore")
 from botocore.exceptions import ClientError  # noqa: E402
 
-from cua_rl.desktop.providers.aws import AwsProvider  # noqa: E402
-from cua_rl.desktop.providers.aws_api import Ec2Api, backoff_delay  # noqa: E402
-from cua_rl.desktop.providers.aws_config import AwsProviderConfig  # noqa: E402
-from cua_rl.desktop.providers.aws_launch import launch_params  # noqa: E402
-from cua_rl.desktop.providers.aws_sweep import sweep_reason  # noqa: E402
-from cua_rl.desktop.providers.aws_tls import instance_token, make_pair  # noqa: E402
+from cua_rl.desktop.providers.aws.api import Ec2Api, backoff_delay  # noqa: E402
+from cua_rl.desktop.providers.aws.config import AwsProviderConfig  # noqa: E402
+from cua_rl.desktop.providers.aws.launch import launch_params  # noqa: E402
+from cua_rl.desktop.providers.aws.provider import AwsProvider  # noqa: E402
+from cua_rl.desktop.providers.aws.sweep import sweep_reason  # noqa: E402
+from cua_rl.desktop.providers.aws.tls import instance_token, make_pair  # noqa: E402
 from cua_rl.desktop.providers.base import DesktopHandle, GuestClients  # noqa: E402
 from cua_rl.errors import DesktopError, Ec2Error  # noqa: E402
 

@@ -16,13 +16,13 @@ from pydantic import ValidationError
 
 pytest.importorskip("cryptography")
 
-from cua_rl.desktop.providers.aws_config import AwsProviderConfig  # noqa: E402
-from cua_rl.desktop.providers.aws_fleet import (  # noqa: E402
+from cua_rl.desktop.providers.aws.config import AwsProviderConfig  # noqa: E402
+from cua_rl.desktop.providers.aws.fleet import (  # noqa: E402
     FleetLaunch,
     agent_source,
 )
-from cua_rl.desktop.providers.aws_launch import launch_params  # noqa: E402
-from cua_rl.desktop.providers.aws_tls import instance_token, make_pair  # noqa: E402
+from cua_rl.desktop.providers.aws.launch import launch_params  # noqa: E402
+from cua_rl.desktop.providers.aws.tls import instance_token, make_pair  # noqa: E402
 from cua_rl.images.recipe import UID as IMAGE_UID  # noqa: E402
 
 NOW = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
@@ -124,7 +124,7 @@ def test_agent_leases_each_slot_once_keeps_them_across_restarts_and_closes(
     """The agent's lease book: a claim takes the lowest free slot, a repeated claim by
     the same desktop gets its own slot back, a full or closed host leases nothing, and
     a restarted agent reads the book back instead of its launch config."""
-    from cua_rl.desktop.providers.aws_fleet_agent import RETIRED, Leases
+    from cua_rl.desktop.providers.aws.fleet_agent import RETIRED, Leases
 
     book = tmp_path / "leases.json"
     leases = Leases(book, 3, {"0": "d-0"})
@@ -149,7 +149,7 @@ async def test_agent_never_follows_a_link_planted_for_a_slots_guest_socket(
     a dropped connection, not a connection to what the link names."""
     import asyncio
 
-    from cua_rl.desktop.providers.aws_fleet_agent import forwarder
+    from cua_rl.desktop.providers.aws.fleet_agent import forwarder
 
     reached: list[str] = []
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from cua_rl.desktop.providers.container import ContainerProvider
-from cua_rl.desktop.providers.container_config import ContainerProviderConfig
-from cua_rl.desktop.providers.container_limits import check_host_uid
+from cua_rl.desktop.providers.container.config import ContainerProviderConfig
+from cua_rl.desktop.providers.container.limits import check_host_uid
+from cua_rl.desktop.providers.container.provider import ContainerProvider
 from cua_rl.desktop.providers.factory import make_provider
 from cua_rl.errors import DesktopError
 from cua_rl.images.recipe import UID

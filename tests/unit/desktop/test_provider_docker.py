@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from cua_rl.desktop.providers import vm_host
-from cua_rl.desktop.providers.docker import DockerProvider, parse_ports
-from cua_rl.desktop.providers.docker_config import DockerProviderConfig
+from cua_rl.desktop.providers.container.docker import DockerProvider, parse_ports
+from cua_rl.desktop.providers.container.docker_config import DockerProviderConfig
 from cua_rl.errors import DesktopError
 
 FAKE_DOCKER = r'''

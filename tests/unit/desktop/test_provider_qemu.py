@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from cua_rl.desktop.providers.qemu import QemuProvider, QemuRecord, overlay_argv
-from cua_rl.desktop.providers.qemu_config import QemuProviderConfig
+from cua_rl.desktop.providers.qemu.config import QemuProviderConfig
+from cua_rl.desktop.providers.qemu.provider import QemuProvider, QemuRecord, overlay_argv
 from cua_rl.errors import DesktopError
 
 pytestmark = pytest.mark.skipif(
@@ -196,7 +196,7 @@ def test_qemu_started_as_root_drops_to_the_desktop_account(
     `-runas` (the `user` account with run_as auto, or the one named), never as others."""
     import pwd
 
-    from cua_rl.desktop.providers import qemu as qemu_module
+    from cua_rl.desktop.providers.qemu import provider as qemu_module
 
     accounts = {"user", "kiosk"}
 
@@ -227,7 +227,7 @@ def test_qemu_started_as_root_drops_to_the_desktop_account(
 def test_the_kvm_probe_runs_once_per_machine_boot(tmp_path: Path) -> None:
     """Where KVM hangs the probe costs its whole deadline; its answer is kept for the
     machine's boot, per kernel, so later processes do not pay it again."""
-    from cua_rl.desktop.providers.qemu_kvm import kvm_boots
+    from cua_rl.desktop.providers.qemu.kvm import kvm_boots
 
     runs = tmp_path / "runs"
     fake = tmp_path / "qemu-kvm"

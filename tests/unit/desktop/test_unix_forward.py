@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from cua_rl.desktop.providers.local_user import DesktopUser
+from cua_rl.desktop.providers.local.user import DesktopUser
 
 
 def _free_port() -> int:

@@ -13,7 +13,7 @@ import pytest
 from cua_rl.inference import replica_process
 from cua_rl.inference.replica_log import rotate_replica_log
 from cua_rl.inference.replica_process import ServerProcess
-from cua_rl.runtime.replica_logs import ReplicaLogs, replica_ports
+from cua_rl.runtime.telemetry.replica_logs import ReplicaLogs, replica_ports
 
 START = "hf engine serving tiny on 127.0.0.1:{port}"
 CHATTY = (  # a server that starts, then logs a weight update every few ms

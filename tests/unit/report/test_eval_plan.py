@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from cua_rl.cli import cli
 from cua_rl.config import RunConfig, load_config
-from cua_rl.desktop.providers import local_vscode
+from cua_rl.desktop.providers.local import vscode as local_vscode
 from cua_rl.report.eval_report import task_run_id
 from cua_rl.rollout.scheduler import GroupScheduler
 from cua_rl.runtime.evaluation_run import TaskRunQueue, plan_task_runs

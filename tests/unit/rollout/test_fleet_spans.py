@@ -16,6 +16,7 @@ import pytest
 from tests_support.recording_engine import RecordingEngine
 
 from cua_rl import spans
+from cua_rl.bench.fleet import VARIANTS
 from cua_rl.learner.config import LearnerLoopConfig
 from cua_rl.learner.service import LearnerService
 from cua_rl.report.loop_profile import (
@@ -28,7 +29,6 @@ from cua_rl.report.loop_profile import (
 )
 from cua_rl.reward.config import JudgeConfig
 from cua_rl.reward.judge import StreamingJudge
-from cua_rl.rollout.bench_fleet import VARIANTS
 from cua_rl.rollout.config import EpisodeConfig, FleetConfig
 from cua_rl.rollout.fleet import Fleet
 from cua_rl.rollout.latency import Dist, LatencyModel

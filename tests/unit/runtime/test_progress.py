@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cua_rl.run_logging import configure, run_log
-from cua_rl.runtime.progress import RunProgress
+from cua_rl.runtime.telemetry.progress import RunProgress
 
 
 @dataclass
@@ -66,7 +66,7 @@ def test_eval_progress_off_a_terminal_logs_a_line_per_scored_task_run(caplog) ->
 
     from rich.console import Console
 
-    from cua_rl.runtime.eval_progress import ProgressBar
+    from cua_rl.runtime.telemetry.eval_progress import ProgressBar
 
     bar = ProgressBar(Console(file=io.StringIO()))  # a file: not a terminal
     with caplog.at_level(logging.INFO, logger="cua_rl.status"), bar.progress:
@@ -82,7 +82,7 @@ def test_live_table_shows_rates_rewards_and_eta() -> None:
 
     from rich.console import Console
 
-    from cua_rl.runtime.live import _table
+    from cua_rl.runtime.telemetry.live import _table
 
     fleet, policy = _Fleet(), SimpleNamespace(role="policy", version=1, samples_used=4,
                                               samples_collected=6, stale_dropped=0)

@@ -21,8 +21,8 @@ from cua_rl.inference.config import ModelServersConfig
 from cua_rl.inference.replica_process import start_server
 from cua_rl.inference.replica_set import Replica, ReplicaSet, ReplicaState, SupervisionConfig
 from cua_rl.net_ports import reserve_port
-from cua_rl.runtime.ray_replica_handle import RemoteReplica
-from cua_rl.runtime.ray_replicas import ModelReplica, advertised_host
+from cua_rl.runtime.ray.replica_handle import RemoteReplica
+from cua_rl.runtime.ray.replicas import ModelReplica, advertised_host
 
 HEALTH_SERVER = """
 import sys

@@ -7,8 +7,8 @@ import asyncio
 from cua_rl.config import RunConfig
 from cua_rl.config.ray_cluster import RayConfig
 from cua_rl.inference.config import ModelServersConfig
-from cua_rl.runtime.ray_placement import replica_bundles, service_options, worker_bundles
-from cua_rl.runtime.ray_services import (
+from cua_rl.runtime.ray.placement import replica_bundles, service_options, worker_bundles
+from cua_rl.runtime.ray.services import (
     GateService,
     GroupReport,
     RemoteGate,

@@ -18,10 +18,11 @@ from cua_rl.config import RunConfig
 from cua_rl.errors import FleetLost
 from cua_rl.inference.base import ChatResult, Choice
 from cua_rl.rollout.fleet import Fleet
-from cua_rl.runtime import ray_fleet, ray_workers
-from cua_rl.runtime.ray_fleet import WorkerFleet, WorkerSupervision
-from cua_rl.runtime.ray_services import GateService, SchedulerService
-from cua_rl.runtime.ray_workers import FleetWorker, WorkerParts, WorkerReport, WorkerSpec
+from cua_rl.runtime.ray import fleet as ray_fleet
+from cua_rl.runtime.ray import workers as ray_workers
+from cua_rl.runtime.ray.fleet import WorkerFleet, WorkerSupervision
+from cua_rl.runtime.ray.services import GateService, SchedulerService
+from cua_rl.runtime.ray.workers import FleetWorker, WorkerParts, WorkerReport, WorkerSpec
 from cua_rl.store.run_store import AsyncRunStore, RunStore
 from cua_rl.types import Action, GroupRecord, TaskVariant
 

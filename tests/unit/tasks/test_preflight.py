@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from cua_rl.desktop.file_cache import FileCache
-from cua_rl.desktop.providers import local_vscode
+from cua_rl.desktop.providers.local import vscode as local_vscode
 from cua_rl.desktop.setup_steps.chrome import EMPTY_HISTORY_URL
 from cua_rl.tasks.preflight import (
     HostCapabilities,

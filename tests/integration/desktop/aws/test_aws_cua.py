@@ -20,8 +20,8 @@ from aiohttp import web  # noqa: E402
 from tests_support.moto_ec2 import describe, make_config, tags_of  # noqa: E402
 from tests_support.servers import free_port  # noqa: E402
 
-from cua_rl.desktop.providers.aws import AwsProvider  # noqa: E402
-from cua_rl.desktop.providers.aws_tls import make_pair  # noqa: E402
+from cua_rl.desktop.providers.aws.provider import AwsProvider  # noqa: E402
+from cua_rl.desktop.providers.aws.tls import make_pair  # noqa: E402
 from cua_rl.desktop.providers.base import GuestClients  # noqa: E402
 from cua_rl.errors import DesktopError, GuestError  # noqa: E402
 

@@ -26,8 +26,8 @@ from tests_support.moto_ec2 import (  # noqa: E402
 )
 from tests_support.servers import free_port_run  # noqa: E402
 
-from cua_rl.desktop.providers.aws import AwsProvider  # noqa: E402
-from cua_rl.desktop.providers.aws_tls import instance_token  # noqa: E402
+from cua_rl.desktop.providers.aws.provider import AwsProvider  # noqa: E402
+from cua_rl.desktop.providers.aws.tls import instance_token  # noqa: E402
 from cua_rl.errors import DesktopError  # noqa: E402
 
 

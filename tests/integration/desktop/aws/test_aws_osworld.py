@@ -16,9 +16,9 @@ from typing import Any  # noqa: E402
 from tests_support.moto_ec2 import REGION, describe, make_config, tags_of  # noqa: E402
 from tests_support.servers import free_port  # noqa: E402
 
-from cua_rl.desktop.providers.aws import AwsProvider  # noqa: E402
-from cua_rl.desktop.providers.aws_api import Ec2Api  # noqa: E402
-from cua_rl.desktop.providers.aws_sweep import sweep  # noqa: E402
+from cua_rl.desktop.providers.aws.api import Ec2Api  # noqa: E402
+from cua_rl.desktop.providers.aws.provider import AwsProvider  # noqa: E402
+from cua_rl.desktop.providers.aws.sweep import sweep  # noqa: E402
 from cua_rl.errors import DesktopError  # noqa: E402
 
 
