@@ -172,17 +172,20 @@ class WeightSync:
         named = await loop.run_in_executor(self._executor,
                                            lambda: list(source.named_parameters()))
         # Port 0: the store binds a port of the kernel's choice itself, before the
-        # replica is told it, so no other socket can take it in between.
-        store = wt.host_store(self.cfg.host, 0, self.cfg.timeout_s)
-        port = store.port
+        # replica is told it, so no other socket can take it in between. Only `link`
+        # holds it, and it is emptied on the way out: TCPStore has no close, its
+        # server thread and sockets end when the last reference goes, and a failed
+        # push leaves this frame in a reference cycle (the request task's error)
+        # that only a full garbage collection would free.
+        link = [wt.host_store(self.cfg.host, 0, self.cfg.timeout_s)]
+        port = link[0].port
         request = asyncio.create_task(client.update_weights_collective(
             version, self.cfg.host, port, wt.manifest(named), self.cfg.timeout_s))
-
         abandoned = threading.Event()
 
         def send() -> None:
             group = wt.open_link(self.cfg.host, port, rank=0, timeout_s=self.cfg.timeout_s,
-                                 store=store, abandoned=abandoned)
+                                 store=link[0], abandoned=abandoned)
             wt.send(group, (p for _, p in named))
 
         # A daemon thread, not the loop's executor: a replica that died mid-transfer
@@ -207,6 +210,8 @@ class WeightSync:
             request.cancel()
             # the sender's late error (after the request's) is expected, not news
             sending.add_done_callback(lambda f: f.cancelled() or f.exception())
+            link.clear()  # the store ends with the sender thread, not at a later gc
+            named.clear()  # the gathered weights (a full model's worth on a large one)
 
     async def close(self) -> None:
         """Close the replica set if it was made here (a pool's set is the pool's)."""
@@ -217,7 +222,8 @@ class WeightSync:
 def in_daemon_thread(fn: Callable[[], Any], name: str) -> asyncio.Future[Any]:
     """Run blocking `fn` in a daemon thread; its result or error lands in the future.
     Cancelling the future abandons the thread (it ends on its own timeouts) instead of
-    joining it, so process exit is never held by a stuck transfer."""
+    joining it, so process exit is never held by a stuck transfer. An error reaches
+    the future without its traceback (logged at debug level)."""
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Any] = loop.create_future()
 
@@ -233,7 +239,10 @@ def in_daemon_thread(fn: Callable[[], Any], name: str) -> asyncio.Future[Any]:
         try:
             result, error = fn(), None
         except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task
-            result, error = None, exc
+            # Without its traceback: the thread's frames (and what they hold, e.g. a
+            # TCPStore) die with the thread instead of living on in the future.
+            log.debug("%s failed", name, exc_info=True)
+            result, error = None, exc.with_traceback(None)
         with contextlib.suppress(RuntimeError):  # the loop closed: nobody is waiting
             loop.call_soon_threadsafe(settle, result, error)
 
