@@ -8,8 +8,9 @@ are stopped and the run directory stays resumable.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
 
 from cua_rl.errors import CuaRlError
@@ -40,3 +41,20 @@ def run_stoppable(coro: Coroutine[Any, Any, T]) -> T:
     except (KeyboardInterrupt, asyncio.CancelledError):
         raise RunInterrupted("interrupted; run the same command with --resume "
                              "(train) or again (eval) to continue") from None
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Within: SIGTERM raises KeyboardInterrupt, as Ctrl-C does, so the `finally`
+    blocks of synchronous code run. A bench that starts a run in a session of its own
+    (out of reach of the terminal's Ctrl-C) stops it in such a block; killed by the
+    default SIGTERM instead, it left the run, its model servers and desktops behind."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -22,14 +22,16 @@ def bench_faults(as_json: bool, only: str, deadline: float, work_dir: Path | Non
     does a real run survive each, and what does it lose?"""
     from cua_rl.bench.faults.catalog import FAULTS
     from cua_rl.bench.faults.runner import run_faults
+    from cua_rl.runtime.stoppable import sigterm_as_interrupt
 
     names = [n.strip() for n in only.split(",") if n.strip()] or list(FAULTS)
     unknown = sorted(set(names) - set(FAULTS))
     if unknown:
         raise click.BadParameter(f"unknown fault(s) {unknown}; known: {', '.join(FAULTS)}",
                                  param_hint="--only")
-    work_dir, results = run_faults(names, deadline, work_dir,
-                                   log=lambda line: click.echo(line, err=True))
+    with sigterm_as_interrupt():  # its cleanup (model servers, runs) runs on SIGTERM too
+        work_dir, results = run_faults(names, deadline, work_dir,
+                                       log=lambda line: click.echo(line, err=True))
     if as_json:
         emit_json({"faults": results, "work_dir": str(work_dir)})
         return

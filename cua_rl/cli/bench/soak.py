@@ -53,6 +53,7 @@ def bench_soak(minutes: float, chaos: float, seed: int, out: Path | None, engine
     from cua_rl.bench.soak.chaos import LOCAL_KINDS
     from cua_rl.bench.soak.report import summary_lines
     from cua_rl.bench.soak.runner import SoakSpec, run_soak
+    from cua_rl.runtime.stoppable import sigterm_as_interrupt
 
     chosen = [k.strip() for k in kinds.split(",") if k.strip()] or None
     known = ["node_kill"] if runtime == "ray" else LOCAL_KINDS
@@ -71,12 +72,14 @@ def bench_soak(minutes: float, chaos: float, seed: int, out: Path | None, engine
     out = out or Path(tempfile.mkdtemp(prefix="cua-rl-soak-"))
     spec = SoakSpec(minutes, chaos, seed, out, engine, window_min, interval_s, stop_deadline_s,
                     tiny_model_dir, chosen, overrides)
-    if runtime == "ray":
-        from cua_rl.bench.soak.ray_nodes import run_ray_soak
+    with sigterm_as_interrupt():  # the run is in its own session: stop it on the way out
+        if runtime == "ray":
+            from cua_rl.bench.soak.ray_nodes import run_ray_soak
 
-        result = run_ray_soak(spec, nodes, run_soak, log=lambda line: click.echo(line, err=True))
-    else:
-        result = run_soak(spec, log=lambda line: click.echo(line, err=True))
+            result = run_ray_soak(spec, nodes, run_soak,
+                                  log=lambda line: click.echo(line, err=True))
+        else:
+            result = run_soak(spec, log=lambda line: click.echo(line, err=True))
     if as_json:
         emit_json(result)
         return
