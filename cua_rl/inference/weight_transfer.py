@@ -17,6 +17,7 @@ link's whole timeout.
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Iterable
@@ -72,8 +73,19 @@ def wait_for_peer(store: dist.TCPStore, timeout_s: float,
 
 
 def host_store(host: str, port: int, timeout_s: float = 300.0) -> dist.TCPStore:
-    return dist.TCPStore(host, port, world_size=2, is_master=True,
-                         timeout=timedelta(seconds=timeout_s), wait_for_workers=False)
+    """The learner's store, listening on `host` only: torch's own listener binds every
+    interface, which would put the link on every network the learner's host is on."""
+    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    listener = socket.create_server((host, port), family=family, backlog=128)
+    try:
+        store = dist.TCPStore(host, listener.getsockname()[1], world_size=2, is_master=True,
+                              timeout=timedelta(seconds=timeout_s), wait_for_workers=False,
+                              master_listen_fd=listener.fileno())
+    except BaseException:
+        listener.close()
+        raise
+    listener.detach()  # the store owns the descriptor now (it closes it when it ends)
+    return store
 
 
 def send(group: dist.ProcessGroup, tensors: Iterable[torch.Tensor]) -> None:

@@ -85,3 +85,14 @@ def test_the_vllm_side_receiver_joins_the_learners_link() -> None:
                          abandoned=threading.Event()), tensors.values())
     thread.join(30)
     assert [n for n, _ in received] == ["w"] and torch.equal(received[0][1], tensors["w"])
+
+
+def test_the_learners_store_listens_on_the_given_address_only() -> None:
+    import os
+
+    import psutil
+
+    store = wt.host_store("127.0.0.1", 0, timeout_s=30)
+    listening = {c.laddr for c in psutil.Process(os.getpid()).net_connections("tcp")
+                 if c.status == psutil.CONN_LISTEN and c.laddr.port == store.port}
+    assert listening == {("127.0.0.1", store.port)}, listening  # not 0.0.0.0 or ::
