@@ -34,7 +34,9 @@ ROTATE_EVERY_S = 30.0
 
 def rotate_replica_log(path: Path, max_bytes: int) -> bool:
     """Copy-truncate `path` if it reached `max_bytes`; whether it did. The new file
-    starts with one line that carries the latest start line of the old one."""
+    starts with one line that carries the latest start line of the old one (second,
+    after a line the server appended between the truncate and the note: the reader
+    looks for it in every line)."""
     try:
         if path.stat().st_size < max_bytes:
             return False
