@@ -184,8 +184,11 @@ class WeightSync:
         abandoned = threading.Event()
 
         def send() -> None:
+            store = next(iter(link), None)  # None: given up before this thread ran
+            if store is None:
+                raise wt.LinkAbandoned("the weight link was given up before the sender ran")
             group = wt.open_link(self.cfg.host, port, rank=0, timeout_s=self.cfg.timeout_s,
-                                 store=link[0], abandoned=abandoned)
+                                 store=store, abandoned=abandoned)
             wt.send(group, (p for _, p in named))
 
         # A daemon thread, not the loop's executor: a replica that died mid-transfer

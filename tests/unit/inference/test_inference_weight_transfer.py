@@ -1,6 +1,7 @@
 import socket
 import threading
 
+import pytest
 import torch
 
 from cua_rl.inference import weight_transfer as wt
@@ -56,12 +57,8 @@ def test_the_sender_gives_up_on_a_receiver_that_never_joins_when_abandoned() -> 
 
 def test_waiting_for_a_receiver_ends_at_the_link_timeout() -> None:
     store = wt.host_store("127.0.0.1", 0, timeout_s=30)
-    try:
+    with pytest.raises(TimeoutError, match="no receiver joined"):
         wt.wait_for_peer(store, timeout_s=0.5)
-    except TimeoutError as exc:
-        assert "no receiver joined" in str(exc)
-    else:
-        raise AssertionError("waited without a receiver and returned")
 
 
 def test_the_vllm_side_receiver_joins_the_learners_link() -> None:
