@@ -10,8 +10,11 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
+from cua_rl.desktop.providers.local import state as st
+from cua_rl.desktop.providers.local.provider import record_alive
 from cua_rl.learner.service import latest_checkpoint
 from cua_rl.store.run_store import RunStore
 
@@ -33,8 +36,6 @@ RANKS = [f"train.{role}.{key}" for role in ("policy", "prm") for key in (
 
 
 def _rank_pids(proc: subprocess.Popen) -> list[int]:
-    import psutil
-
     return [p.pid for p in psutil.Process(proc.pid).children(recursive=True)
             if "cua_rl.learner.rank_process" in " ".join(p.cmdline())]
 
@@ -129,8 +130,8 @@ def test_killed_run_resumes_without_duplicated_or_missing_updates(
     tmp_path: Path, primed_tiny_model_dir: Path, local_desktops: None
 ) -> None:
     """Also the learner rank groups' run: both learners on two ZeRO-3 ranks, SIGKILLed
-    after a checkpoint (its rank processes stop by themselves) and resumed on two
-    ranks from it."""
+    after a checkpoint (only the main process: its ranks, model replicas and desktops
+    stop by themselves) and resumed on two ranks from it."""
     run = tmp_path / "run"
     args = _cli("train", "--preset", "quickstart", "--out", str(run),
                 *_overrides(tmp_path, primed_tiny_model_dir), "train.max_policy_updates=3",
@@ -148,18 +149,22 @@ def test_killed_run_resumes_without_duplicated_or_missing_updates(
         before = RunStore(run).summary()
         ranks = _rank_pids(proc)
         assert len(ranks) == 4, ranks  # two per learner
-        os.kill(proc.pid, signal.SIGKILL)  # only the run: its ranks must notice
+        children = psutil.Process(proc.pid).children(recursive=True)
+        os.kill(proc.pid, signal.SIGKILL)  # only the run: its children must notice
         assert proc.wait(120) != 0
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+    # ranks, model replicas and desktops each watch their owner and stop by themselves
     gone = time.monotonic() + 60
-    while [pid for pid in ranks if _alive(pid)] and time.monotonic() < gone:
-        time.sleep(0.2)  # poll interval: the ranks watch their owner's pidfd
-    assert [pid for pid in ranks if _alive(pid)] == []  # stopped with the run
+    while _left(children, tmp_path / "state") and time.monotonic() < gone:
+        time.sleep(0.2)  # poll interval: they watch their owner's pidfd
+    assert _left(children, tmp_path / "state") == ([], [])
     ckpt, _ = latest_checkpoint(run / "checkpoints", "policy")
     assert json.loads((ckpt / "ranks.json").read_text())["ranks"] == 2
     assert 1 <= before["policy_updates"] < 3
+    killed = _summary(run)
+    assert killed["finished"] is False and killed["end"] is None, killed
     resume = _cli("train", "--resume", str(run), *_overrides(tmp_path, primed_tiny_model_dir),
                   "--json")
     done = subprocess.run(resume, check=True, timeout=900, capture_output=True, text=True)
@@ -167,6 +172,7 @@ def test_killed_run_resumes_without_duplicated_or_missing_updates(
     after = _summary(run)
     path, version = latest_checkpoint(run / "checkpoints", "policy")
     assert after["policy_updates"] == version == 3
+    assert after["finished"] is True and after["invocations"] == 2, after
     assert after["trajectories"] >= before["trajectories"]
     updates = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()
                if '"scope": "policy"' in line]
@@ -180,10 +186,14 @@ def test_killed_run_resumes_without_duplicated_or_missing_updates(
         assert max(tokens) - min(tokens) <= 8192, record  # train.*.micro_batch_tokens
 
 
-def _alive(pid: int) -> bool:
-    import psutil
-
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
+def _left(children: list[psutil.Process], state_dir: Path) -> tuple[list[str], list[str]]:
+    """(command lines of the run's children still alive, desktops still alive)."""
+    alive = []
+    for child in children:
+        try:  # is_running() also tells a reused pid apart (creation time)
+            if child.is_running() and child.status() != psutil.STATUS_ZOMBIE:
+                alive.append(" ".join(child.cmdline())[:200])
+        except psutil.NoSuchProcess:
+            pass
+    desktops = [r.id for r in st.list_records(state_dir) if record_alive(r)]
+    return alive, desktops
