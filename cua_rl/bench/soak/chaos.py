@@ -41,7 +41,11 @@ so a seed replays the same schedule (the victims are drawn from a second stream
 seeded the same, among the live candidates sorted by pid). A kind whose last fault
 has not recovered yet is not injected again (another kind is drawn; none left:
 the slot is skipped and counted), so one slow recovery never piles up kills of
-the same part. Faults start once the run has stored its first good trajectory.
+the same part. A drawn kind with no live target at its slot (every desktop being
+reset after the replicas were killed, say) is tried again at each tick for up to
+TARGET_WAIT_S before another kind stands in, and the later slots move by the wait:
+substituting at once made a seed's kinds depend on how fast the machine resets its
+desktops. Faults start once the run has stored its first good trajectory.
 """
 
 from __future__ import annotations
@@ -63,6 +67,9 @@ RECOVER_DEADLINE_S = 300.0
 """A fault not recovered this long after its injection counts as not recovered."""
 HANG_S = 90.0
 """How long a `*_replica_hang` keeps its replica stopped (SIGSTOP, then SIGCONT)."""
+TARGET_WAIT_S = 30.0
+"""How long a drawn kind waits for a live target (a desktop, a replica) before another
+kind is injected in its place (the module docstring)."""
 
 
 def store_progress(run_dir: Path) -> tuple[int, float | None]:
@@ -179,9 +186,13 @@ class Chaos:
                  kinds: list[str] | None = None, *, log: Callable[[str], None] = print,
                  recover_deadline_s: float = RECOVER_DEADLINE_S,
                  restart: Restart | None = None,
-                 healthy: Callable[[int], bool] = serves_health) -> None:
+                 healthy: Callable[[int], bool] = serves_health,
+                 target_wait_s: float = TARGET_WAIT_S) -> None:
         """`healthy(port)`: whether a model server answers there (tests stand in)."""
         self.run, self.rate, self.restart, self.healthy = run, rate_per_min, restart, healthy
+        self.target_wait_s = target_wait_s
+        self.waiting: tuple[str, float] | None = None
+        """The drawn kind that has found no live target yet, and when it was drawn."""
         known = {*VICTIMS, *HANG, CORRUPT, *HOSTILE, *([RESTART] if restart else [])}
         self.kinds = sorted(kinds or known)
         unknown = set(self.kinds) - known
@@ -223,37 +234,51 @@ class Chaos:
         self._inject(t)
 
     def _inject(self, t: float) -> None:
-        first = self.schedule_rng.choice(self.kinds)
+        """The due slot's fault: the drawn kind, once it has a live target (for up to
+        `target_wait_s`), else another kind that is not pending and has one."""
+        if self.waiting is None:
+            self.waiting = (self.schedule_rng.choice(self.kinds), t)
+        first, drawn_at = self.waiting
         pending = {f.kind for f in self.injections if f.recovered is None}
-        order = [first, *(k for k in self.kinds if k != first)]
-        for kind in order:
-            if kind in pending:
-                continue
-            if kind == RESTART:
-                self._restart(t, first)
-                return
-            if kind == CORRUPT or kind in HOSTILE:
-                if self._in_desktop(t, kind, first):
-                    return
-                continue
-            find = _replica_victims(HANG[kind]) if kind in HANG else VICTIMS[kind]
-            candidates = sorted(find(self.run))
-            if not candidates:
-                continue
-            pid, port = self.victim_rng.choice(candidates)
-            sig = signal.SIGSTOP if kind in HANG else signal.SIGKILL
-            self.run.signal_pid(pid, sig)
-            fault = Injection(round(t, 1), kind, pid, f"{sig.name} pid {pid}"
-                              + (f" (port {port})" if port else ""), t, port,
-                              run_pid=self.run.pid)
-            if kind in HANG:
-                fault.extra["continued"] = None
-            fault.extra["drawn"] = first
-            self.injections.append(fault)
-            self.log(f"chaos: t={t:.0f}s {kind}: {fault.detail}")
-            return
-        self.skipped.append({"t": round(t, 1), "drawn": first,
+        injected = first not in pending and self._try(first, t, first)
+        if not injected and first not in pending and t - drawn_at < self.target_wait_s:
+            return  # no live target yet: again at the next tick
+        others = [k for k in self.kinds if k != first and k not in pending]
+        if not injected and not any(self._try(kind, t, first) for kind in others):
+            self._skip(t, first)
+        # the slot is decided: later slots move by the time it waited for a target
+        self.waiting = None
+        if self.next_t is not None:
+            self.next_t += t - drawn_at
+
+    def _skip(self, t: float, drawn: str) -> None:
+        self.skipped.append({"t": round(t, 1), "drawn": drawn,
                              "why": "every kind pending or without a live target"})
+
+    def _try(self, kind: str, t: float, first: str) -> bool:
+        """Inject `kind` now (`first`: the kind the slot drew); False when it has no
+        live target."""
+        if kind == RESTART:
+            self._restart(t, first)
+            return True
+        if kind == CORRUPT or kind in HOSTILE:
+            return self._in_desktop(t, kind, first)
+        find = _replica_victims(HANG[kind]) if kind in HANG else VICTIMS[kind]
+        candidates = sorted(find(self.run))
+        if not candidates:
+            return False
+        pid, port = self.victim_rng.choice(candidates)
+        sig = signal.SIGSTOP if kind in HANG else signal.SIGKILL
+        self.run.signal_pid(pid, sig)
+        fault = Injection(round(t, 1), kind, pid, f"{sig.name} pid {pid}"
+                          + (f" (port {port})" if port else ""), t, port,
+                          run_pid=self.run.pid)
+        if kind in HANG:
+            fault.extra["continued"] = None
+        fault.extra["drawn"] = first
+        self.injections.append(fault)
+        self.log(f"chaos: t={t:.0f}s {kind}: {fault.detail}")
+        return True
 
     def _continue_hung(self, t: float, *, now: bool = False) -> None:
         """SIGCONT each replica stopped HANG_S ago (every one, `now`), unless the run
@@ -321,6 +346,9 @@ class Chaos:
         Hostile programs still running are waited for (each has a deadline)."""
         self.hostile.close()
         self._continue_hung(t, now=True)
+        if self.waiting is not None:  # the quiet end came while it waited for a target
+            self._skip(t, self.waiting[0])
+            self.waiting = None
         for fault in self.injections:
             if fault.recovered is None:
                 fault.recovered = recovered(self.run, fault, progress, self.healthy)

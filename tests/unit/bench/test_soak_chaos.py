@@ -46,6 +46,11 @@ class FakeRun:
             self.killed.append(pid)
 
 
+PROCESS_KINDS = ["policy_replica_kill", "prm_replica_kill", "policy_replica_hang",
+                 "prm_replica_hang", "guest_kill", "xvfb_kill"]
+"""The kinds the stand-in run has targets for (it has no desktop records)."""
+
+
 def _chaos(*args: Any, **kwargs: Any) -> Chaos:
     """A schedule whose restarted replicas answer /health as soon as they exist."""
     return Chaos(*args, healthy=lambda port: True, **kwargs)
@@ -55,13 +60,13 @@ def _drive(chaos: Chaos, run: FakeRun, seconds: int, armed_at: int = 0) -> None:
     for t in range(seconds):
         chaos.tick(float(t), t - 3.0, inject=t >= armed_at)  # an episode lasts 3 s
         for fault in chaos.injections:  # every victim comes back 5 s later
-            if fault.port and t == int(fault.t) + 5:
+            if t == int(fault.t) + 5:
                 run.seen[1000 + fault.pid] = run.seen[fault.pid]
 
 
 def _schedule(seed: int) -> list[tuple[float, str]]:
     run = FakeRun()
-    chaos = _chaos(run, 2.0, seed, log=lambda _: None)
+    chaos = _chaos(run, 2.0, seed, kinds=PROCESS_KINDS, log=lambda _: None)
     _drive(chaos, run, 600)
     return [(f.t, f.kind) for f in chaos.injections]
 
@@ -70,14 +75,12 @@ def test_a_seed_replays_the_same_schedule() -> None:
     first = _schedule(7)
     assert first == _schedule(7) and first != _schedule(8)
     assert 10 <= len(first) <= 30  # about 2 per minute over 10 minutes
-    assert {kind for _, kind in first} == {"policy_replica_kill", "prm_replica_kill",
-                                           "policy_replica_hang", "prm_replica_hang",
-                                           "guest_kill", "xvfb_kill"}
+    assert {kind for _, kind in first} == set(PROCESS_KINDS)
 
 
 def test_nothing_is_injected_before_the_run_works() -> None:
     run = FakeRun()
-    chaos = _chaos(run, 5.0, 1, log=lambda _: None)
+    chaos = _chaos(run, 5.0, 1, kinds=PROCESS_KINDS, log=lambda _: None)
     _drive(chaos, run, 120, armed_at=100)
     assert chaos.injections and min(f.t for f in chaos.injections) >= 100
 
@@ -245,3 +248,41 @@ def test_a_hung_replica_the_run_replaced_is_not_continued() -> None:
     chaos.finish(fault.t + 30, fault.t + 20)  # the soak ends before HANG_S: continue now
     assert run.signals == [(10, signal.SIGSTOP)]
     assert fault.recovered and fault.extra["replaced_while_stopped"] is True
+
+
+def test_a_drawn_kind_waits_for_a_target_before_another_stands_in() -> None:
+    """Both guests gone (their desktops being reset, say): a drawn `guest_kill` waits
+    for one for up to `target_wait_s`, and lands when a guest comes back; with none
+    back by then, the other kind stands in. A seed's kinds then do not depend on how
+    fast the machine resets its desktops."""
+    run = FakeRun()
+    run.killed += [20, 21]
+    chaos = _chaos(run, 60.0, 0, kinds=["guest_kill", "xvfb_kill"], log=lambda _: None,
+                   target_wait_s=10)
+    t = 0
+    while chaos.waiting is None and t < 60:
+        chaos.tick(float(t), 0.0, inject=True)
+        t += 1
+    while chaos.waiting is not None and chaos.waiting[0] != "guest_kill" and t < 60:
+        chaos.tick(float(t), 0.0, inject=True)  # an xvfb_kill drawn first lands at once
+        t += 1
+    assert chaos.waiting is not None and chaos.waiting[0] == "guest_kill"
+    drawn_at = chaos.waiting[1]
+    chaos.tick(drawn_at + 5, 0.0, inject=True)
+    assert chaos.waiting and all(f.kind != "guest_kill" for f in chaos.injections)
+    run.seen[22] = run.seen[20]  # a desktop is back
+    chaos.tick(drawn_at + 6, 0.0, inject=True)
+    assert chaos.waiting is None and chaos.injections[-1].kind == "guest_kill"
+    assert chaos.injections[-1].pid == 22 and chaos.injections[-1].extra["drawn"] == "guest_kill"
+
+
+def test_a_kind_without_a_target_for_too_long_is_replaced_or_skipped() -> None:
+    run = FakeRun()
+    run.killed += [20, 21]  # no guest, ever
+    chaos = _chaos(run, 60.0, 0, kinds=["guest_kill"], log=lambda _: None, target_wait_s=10)
+    for t in range(30):
+        chaos.tick(float(t), 0.0, inject=True)
+    assert not chaos.injections and chaos.skipped  # after its wait, nothing stood in
+    assert all(b["t"] - a["t"] >= 10 for a, b in zip(chaos.skipped, chaos.skipped[1:]))
+    chaos.finish(31.0, 0.0)  # one waiting at the end is skipped, not left undecided
+    assert chaos.waiting is None
