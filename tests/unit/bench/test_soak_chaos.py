@@ -7,6 +7,7 @@ trajectory started, in seconds since the run started."""
 
 from __future__ import annotations
 
+import itertools
 import re
 import signal
 import time
@@ -283,6 +284,6 @@ def test_a_kind_without_a_target_for_too_long_is_replaced_or_skipped() -> None:
     for t in range(30):
         chaos.tick(float(t), 0.0, inject=True)
     assert not chaos.injections and chaos.skipped  # after its wait, nothing stood in
-    assert all(b["t"] - a["t"] >= 10 for a, b in zip(chaos.skipped, chaos.skipped[1:]))
+    assert all(b["t"] - a["t"] >= 10 for a, b in itertools.pairwise(chaos.skipped))
     chaos.finish(31.0, 0.0)  # one waiting at the end is skipped, not left undecided
     assert chaos.waiting is None
