@@ -74,4 +74,5 @@ async def test_a_replica_that_fails_its_update_does_not_hold_the_sender(tmp_path
             assert _store_threads() == stores_before, "the link's store outlived the sync"
     finally:
         await sync.close()
+        await replicas.close()  # the test's set, not the sync's: its clients' sessions
         await server.stop()
