@@ -64,14 +64,17 @@ async def test_killed_replica_is_routed_around_restarted_and_caught_up(
         sync.attach(source, None)
         victim = replicas.replicas[replicas.urls[0]]
         results: list[tuple[ChatResult, float]] = []
+        """Each answer and when its request was sent: an answer the victim wrote just
+        before its kill can be read after it, so the time it arrived says nothing."""
         stop = asyncio.Event()
 
         async def load(worker: int) -> None:
             i = 0
             while not stop.is_set():
+                sent = time.monotonic()
                 result = await pool.chat(MESSAGES, session_key=f"episode-{worker}-{i // 3}",
                                          max_tokens=8, seed=i)
-                results.append((result, time.monotonic()))
+                results.append((result, sent))
                 i += 1
 
         async with asyncio.timeout(300), asyncio.TaskGroup() as tasks:
@@ -89,7 +92,8 @@ async def test_killed_replica_is_routed_around_restarted_and_caught_up(
             stop.set()
         assert victim.restarts == 1 and victim.version == 1
         after = [r for r, t in results if t > killed_at and r.url == victim.url]
-        assert after and {r.model_version for r in after} == {1}  # never the old weights
+        assert after and {r.model_version for r in after} == {1}, [  # never the old weights
+            (r.model_version, round(t - killed_at, 3)) for r, t in results if r.url == victim.url]
 
         async with aiohttp.ClientSession() as session:
             body = {"version": 9, "path": str(tmp_path / "exports" / "v000001")}
