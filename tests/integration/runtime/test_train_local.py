@@ -36,8 +36,16 @@ RANKS = [f"train.{role}.{key}" for role in ("policy", "prm") for key in (
 
 
 def _rank_pids(proc: subprocess.Popen) -> list[int]:
-    return [p.pid for p in psutil.Process(proc.pid).children(recursive=True)
-            if "cua_rl.learner.rank_process" in " ".join(p.cmdline())]
+    """The run's rank processes; a child that exited while they were listed (a zombie
+    its parent has not reaped yet, or gone) is none of them."""
+    ranks = []
+    for child in psutil.Process(proc.pid).children(recursive=True):
+        try:
+            if "cua_rl.learner.rank_process" in " ".join(child.cmdline()):
+                ranks.append(child.pid)
+        except psutil.NoSuchProcess:  # ZombieProcess too
+            continue
+    return ranks
 
 
 def _summary(run: Path) -> dict:

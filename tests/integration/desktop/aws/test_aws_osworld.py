@@ -141,7 +141,8 @@ def test_vm_sweep_command_dry_run_lists_without_terminating(network: dict[str, A
     args = ["--run", "dead", "--endpoint-url", network["url"], "--region", REGION]
     result = CliRunner().invoke(sweep_command, [*args, "--dry-run", "--json"])
     assert result.exit_code == 0, result.output
-    assert [s["instance_id"] for s in json.loads(result.output)] == [instance_id]
+    # stdout alone: a log handler an earlier test installed may write to stderr
+    assert [s["instance_id"] for s in json.loads(result.stdout)] == [instance_id]
     assert describe(ec2, instance_id)["State"]["Name"] == "running"
     result = CliRunner().invoke(sweep_command, args)
     assert result.exit_code == 0 and f"terminated {instance_id}" in result.output
