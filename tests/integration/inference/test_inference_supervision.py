@@ -63,9 +63,9 @@ async def test_killed_replica_is_routed_around_restarted_and_caught_up(
         sync = WeightSync(replicas, WeightSyncConfig(timeout_s=120), tmp_path / "exports")
         sync.attach(source, None)
         victim = replicas.replicas[replicas.urls[0]]
+        # Each answer and when its request was sent: an answer the victim wrote just
+        # before its kill can be read after it, so the time it arrived says nothing.
         results: list[tuple[ChatResult, float]] = []
-        """Each answer and when its request was sent: an answer the victim wrote just
-        before its kill can be read after it, so the time it arrived says nothing."""
         stop = asyncio.Event()
 
         async def load(worker: int) -> None:
