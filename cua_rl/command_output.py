@@ -47,14 +47,19 @@ def stdout_to_stderr() -> Iterator[None]:
 
 
 def _retarget_handlers(old: object, new: object) -> list[logging.StreamHandler]:
-    loggers = [logging.getLogger(), *(
-        item for item in logging.Logger.manager.loggerDict.values()
-        if isinstance(item, logging.Logger))]
+    loggers = [
+        logging.getLogger(),
+        *(
+            item
+            for item in logging.Logger.manager.loggerDict.values()
+            if isinstance(item, logging.Logger)
+        ),
+    ]
     moved = []
     for logger in loggers:
         for handler in logger.handlers:
             if isinstance(handler, logging.StreamHandler) and handler.stream is old:
-                handler.setStream(new)  # type: ignore[arg-type]
+                handler.setStream(new)
                 moved.append(handler)
     return moved
 
@@ -79,17 +84,17 @@ def emit_json(result: object) -> None:
     text = json.dumps(result, indent=2, ensure_ascii=False, default=str) + "\n"
     stream, saved_fd = _saved[0] if _saved else (sys.stdout, None)
     if saved_fd is None or _fileno(stream) != 1:  # not fd 1 (a test's captured stdout)
-        stream.write(text)  # type: ignore[attr-defined]
-        stream.flush()  # type: ignore[attr-defined]
+        stream.write(text)
+        stream.flush()
         return
     sys.stderr.flush()
     data = text.encode()
     while data:  # os.write may write less than asked (a pipe)
-        data = data[os.write(saved_fd, data):]
+        data = data[os.write(saved_fd, data) :]
 
 
 def _fileno(stream: object) -> int | None:
     try:
-        return stream.fileno()  # type: ignore[attr-defined]
+        return stream.fileno()  # type: ignore[attr-defined]  # any stream; a missing fileno is caught below
     except (AttributeError, OSError, ValueError):
         return None

@@ -2,11 +2,16 @@
 
 Every message names the file, field or request that was wrong and what was
 expected, so that a user can fix the input without reading our code.
+
+The end of the module is how every `cua-rl` command shows such an error: one line
+(`user_message`, used by the CLI's root group).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -44,8 +49,10 @@ class PortInUse(CuaRlError):
     the pick and the bind (cua_rl/net_ports.py retries the start on another port)."""
 
     def __init__(self, host: str, port: int, detail: str = "") -> None:
-        super().__init__(f"port {host}:{port} is in use (another socket bound it after it "
-                         f"was picked){': ' + detail if detail else ''}")
+        super().__init__(
+            f"port {host}:{port} is in use (another socket bound it after it "
+            f"was picked){': ' + detail if detail else ''}"
+        )
         self.host = host
         self.port = port
 
@@ -60,6 +67,11 @@ class InferenceError(CuaRlError):
 
 class InferenceUnavailable(InferenceError):
     """The replica failed (connection, timeout, 5xx) or no replica came back in time."""
+
+
+class WeightTransferError(InferenceError):
+    """A weight link delivered other tensors than were sent, or its receiver answered
+    outside the protocol (`bench weight-sync` checks both)."""
 
 
 class InferenceRequestError(InferenceError):
@@ -168,3 +180,72 @@ class LearnerRankError(CuaRlError):
 
     The group is unusable afterwards (its other ranks may wait in a collective), so
     the run stops; it resumes from the last checkpoint."""
+
+
+# How a command shows an error the user can act on: one line. The root command group
+# (cli/root.py) passes whatever a command raises through `user_message`: our own errors
+# (`CuaRlError`, also when a task group wrapped them in an ExceptionGroup) and the
+# operating system refusing a file or a port (full disk, read-only file system,
+# permission denied, address in use) become one message naming the path or port;
+# anything else is a bug and keeps its traceback. CUA_RL_TRACEBACK=1 shows the traceback
+# of a translated error too.
+
+OS_ERRORS: dict[int, str] = {
+    errno.ENOSPC: "no space left on device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EROFS: "read-only file system",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.EADDRINUSE: "address already in use",
+    errno.EADDRNOTAVAIL: "address not available on this machine",
+    errno.ENOTDIR: "a path component is a file, not a directory",
+}
+"""errno -> what the user reads; the errors a user fixes outside cua-rl."""
+
+_ADDRESS = re.compile(r"\('?([\w.:\[\]-]*)'?, (\d+)\)")
+
+
+def user_message(exc: BaseException) -> str | None:
+    """The one-line (for task files: one line per problem) message for `exc`, or
+    None when it is not an error a user can act on (then it is a bug: traceback)."""
+    found = _find(exc)
+    if found is None:
+        return None
+    if isinstance(found, CuaRlError):
+        return str(found)
+    return describe_os_error(found)  # type: ignore[arg-type]  # every other error reaching here is an OSError
+
+
+def describe_os_error(exc: OSError) -> str:
+    """`PATH: no space left on device` / `port 8000 on 127.0.0.1: address already in use`."""
+    what = OS_ERRORS.get(exc.errno or 0) or exc.strerror or str(exc)
+    if exc.filename is not None:
+        target = str(exc.filename)
+        if exc.filename2 is not None:
+            target += f" -> {exc.filename2}"
+        return f"{target}: {what}"
+    address = _ADDRESS.search(str(exc))
+    if address is not None:
+        return f"port {address.group(2)} on {address.group(1) or 'all addresses'}: {what}"
+    return f"{what} ({exc})"
+
+
+def _find(exc: BaseException) -> BaseException | None:
+    """The first translatable error in `exc`, its causes and, for exception groups,
+    its members (task groups wrap what failed; the user should read the message)."""
+    seen: set[int] = set()
+    todo = [exc]
+    while todo:
+        current = todo.pop(0)
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, CuaRlError):
+            return current
+        if isinstance(current, OSError) and current.errno in OS_ERRORS:
+            return current
+        if isinstance(current, BaseExceptionGroup):
+            todo.extend(current.exceptions)
+        if current.__cause__ is not None:
+            todo.append(current.__cause__)
+    return None

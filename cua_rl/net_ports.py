@@ -94,10 +94,6 @@ class PortReservation:
         """Let the port go (idempotent)."""
         self._sock.close()
 
-    @property
-    def released(self) -> bool:
-        return self._sock.fileno() == -1
-
     def __enter__(self) -> PortReservation:
         return self
 
@@ -125,9 +121,14 @@ def _bind(host: str, port: int, *, exclusive: bool) -> socket.socket:
     return sock
 
 
-def reserve_port(host: str = "127.0.0.1", *, prefer: int | None = None,
-                 avoid: Collection[int] = (), ephemeral: tuple[int, int] | None = None,
-                 rng: random.Random | None = None) -> PortReservation:
+def reserve_port(
+    host: str = "127.0.0.1",
+    *,
+    prefer: int | None = None,
+    avoid: Collection[int] = (),
+    ephemeral: tuple[int, int] | None = None,
+    rng: random.Random | None = None,
+) -> PortReservation:
     """Reserve a port on `host` for a server to bind later.
 
     `prefer` (a server's previous port, e.g. a desktop being reset) is taken when it
@@ -153,12 +154,15 @@ def reserve_port(host: str = "127.0.0.1", *, prefer: int | None = None,
         except OSError as exc:
             if exc.errno not in (errno.EADDRINUSE, errno.EACCES):
                 raise
-    raise OSError(errno.EADDRINUSE, f"no free port on {host} in {span[0]}..{span[1] - 1} "
-                                    f"after {_PICK_TRIES} tries")
+    raise OSError(
+        errno.EADDRINUSE,
+        f"no free port on {host} in {span[0]}..{span[1] - 1} after {_PICK_TRIES} tries",
+    )
 
 
-def pick_port(host: str = "127.0.0.1", *, prefer: int | None = None,
-              avoid: Collection[int] = ()) -> int:
+def pick_port(
+    host: str = "127.0.0.1", *, prefer: int | None = None, avoid: Collection[int] = ()
+) -> int:
     """A port number for a caller that cannot hold a reservation (the port is free now,
     outside the ephemeral range; nothing keeps it free: retry on `port_taken`)."""
     with reserve_port(host, prefer=prefer, avoid=avoid) as reservation:
@@ -188,9 +192,15 @@ def port_taken(exc: BaseException) -> bool:
     return False
 
 
-async def on_free_port(start: Callable[[PortReservation], Awaitable[T]], what: str, *,
-                       host: str = "127.0.0.1", prefer: int | None = None,
-                       avoid: Collection[int] = (), attempts: int = START_ATTEMPTS) -> T:
+async def on_free_port(
+    start: Callable[[PortReservation], Awaitable[T]],
+    what: str,
+    *,
+    host: str = "127.0.0.1",
+    prefer: int | None = None,
+    avoid: Collection[int] = (),
+    attempts: int = START_ATTEMPTS,
+) -> T:
     """`start(reservation)` on a reserved port; run again on a fresh port while it fails
     with `port_taken` (at most `attempts` runs, one log line per retry).
 
@@ -198,11 +208,13 @@ async def on_free_port(start: Callable[[PortReservation], Awaitable[T]], what: s
     stops); on any failure it is released here. `prefer` is tried on the first run only.
     """
     tried: list[int] = []
-    async for attempt in retrying(what, attempts=attempts, retry_on=port_taken,
-                                  delay=lambda _i: 0.0):
+    async for attempt in retrying(
+        what, attempts=attempts, retry_on=port_taken, delay=lambda _i: 0.0
+    ):
         with attempt:
-            reservation = reserve_port(host, prefer=None if tried else prefer,
-                                       avoid={*avoid, *tried})
+            reservation = reserve_port(
+                host, prefer=None if tried else prefer, avoid={*avoid, *tried}
+            )
             tried.append(reservation.port)
             try:
                 return await start(reservation)
@@ -212,8 +224,13 @@ async def on_free_port(start: Callable[[PortReservation], Awaitable[T]], what: s
     raise AssertionError("unreachable: retrying re-raises the last error")
 
 
-def on_free_port_sync(start: Callable[[PortReservation], T], what: str, *,
-                      host: str = "127.0.0.1", attempts: int = START_ATTEMPTS) -> T:
+def on_free_port_sync(
+    start: Callable[[PortReservation], T],
+    what: str,
+    *,
+    host: str = "127.0.0.1",
+    attempts: int = START_ATTEMPTS,
+) -> T:
     """`on_free_port` for synchronous callers (same policy, same log line)."""
     tried: list[int] = []
 
@@ -228,9 +245,18 @@ def on_free_port_sync(start: Callable[[PortReservation], T], what: str, *,
 
     def before_sleep(state: RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome else None
-        log.warning("%s failed (%s); retry %d/%d on another port", what, exc,
-                    state.attempt_number, attempts - 1)
+        log.warning(
+            "%s failed (%s); retry %d/%d on another port",
+            what,
+            exc,
+            state.attempt_number,
+            attempts - 1,
+        )
 
-    retrying_sync = Retrying(stop=stop_after_attempt(attempts), retry=retry_if_exception(
-        port_taken), before_sleep=before_sleep, reraise=True)
+    retrying_sync = Retrying(
+        stop=stop_after_attempt(attempts),
+        retry=retry_if_exception(port_taken),
+        before_sleep=before_sleep,
+        reraise=True,
+    )
     return retrying_sync(once)

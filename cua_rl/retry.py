@@ -51,8 +51,14 @@ def retrying(
     def before_sleep(state: RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome else None
         delay = state.next_action.sleep if state.next_action else 0.0
-        log.warning("%s failed (%s); retry %d/%d in %.2f s", what, _describe(exc),
-                    state.attempt_number, attempts - 1, delay)
+        log.warning(
+            "%s failed (%s); retry %d/%d in %.2f s",
+            what,
+            _describe(exc),
+            state.attempt_number,
+            attempts - 1,
+            delay,
+        )
 
     kwargs: dict[str, Any] = {}
     if sleep is not None:

@@ -37,7 +37,7 @@ class _OwnHandler(logging.StreamHandler):
     a redirection (click's test runner, pytest's capture) never leaves it on a
     closed stream."""
 
-    @property  # type: ignore[override]
+    @property
     def stream(self):  # noqa: ANN201 - logging's own attribute
         return sys.stderr
 

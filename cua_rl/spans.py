@@ -74,15 +74,17 @@ class Span:
     def __enter__(self) -> Span:
         return self.begin()
 
-    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.end(et)
 
     async def __aenter__(self) -> Span:
         return self.begin()
 
-    async def __aexit__(self, et: type[BaseException] | None, ev: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.end(et)
 
 
@@ -107,8 +109,9 @@ _NULL = _NullSpan("", {})
 class _Recorder:
     """The buffer and file of this process (see module doc)."""
 
-    def __init__(self, path: Path, flush_lines: int, flush_s: float,
-                 max_bytes: int = MAX_BYTES) -> None:
+    def __init__(
+        self, path: Path, flush_lines: int, flush_s: float, max_bytes: int = MAX_BYTES
+    ) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self.max_bytes = max_bytes
@@ -143,9 +146,11 @@ class _Recorder:
         if not self._buffer or self._file.closed:
             return
         pid = self.pid
-        lines = [json.dumps({"kind": kind, "start": start, "end": end, "pid": pid, **attrs},
-                            default=str) + "\n"
-                 for kind, start, end, attrs in self._buffer]
+        lines = [
+            json.dumps({"kind": kind, "start": start, "end": end, "pid": pid, **attrs}, default=str)
+            + "\n"
+            for kind, start, end, attrs in self._buffer
+        ]
         self._buffer.clear()
         self._file.write("".join(lines))
         self._file.flush()
@@ -158,8 +163,12 @@ class _Recorder:
         old = self.path.with_name(self.path.stem + ".1.jsonl")
         os.replace(self.path, old)
         self._file = self.path.open("a", encoding="utf-8")
-        _log.info("spans: %s reached %.0f MB; moved to %s (the one before is dropped)",
-                  self.path.name, self.max_bytes / 1e6, old.name)
+        _log.info(
+            "spans: %s reached %.0f MB; moved to %s (the one before is dropped)",
+            self.path.name,
+            self.max_bytes / 1e6,
+            old.name,
+        )
 
     def close(self) -> None:
         with self._lock:
@@ -170,8 +179,13 @@ class _Recorder:
 _recorder: _Recorder | None = None
 
 
-def configure(run_dir: Path | None, *, flush_lines: int = 256, flush_s: float = 2.0,
-              max_bytes: int = MAX_BYTES) -> None:
+def configure(
+    run_dir: Path | None,
+    *,
+    flush_lines: int = 256,
+    flush_s: float = 2.0,
+    max_bytes: int = MAX_BYTES,
+) -> None:
     """Record this process's spans under `run_dir/spans/` (None: stop recording), in
     files of at most about `max_bytes`. A recorder already on is closed first (its
     lines are kept)."""

@@ -145,6 +145,11 @@ class TaskVariant:
     revision: int = 0
     """Bumped by task adaptation when it rewrites the instruction of the same
     evaluator (hints added or removed), so every distinct variant has its own id."""
+    step_progress: dict[str, Any] | None = None
+    """A task's own progress probe (its JSON's `step_progress`, not OSWorld's): a
+    command whose output is the number of sub-goals done so far, read after setup
+    and after each step; the steps that raised it are labelled good, the others bad,
+    as `step_labels` of the trajectory (rollout/step_progress.py). None: no labels."""
 
     @property
     def variant_id(self) -> str:

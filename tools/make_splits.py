@@ -1,4 +1,4 @@
-"""Regenerate the shipped split lists (cua_rl/tasks/splits/*.txt) from an OSWorld checkout.
+"""Regenerate the shipped split lists (cua_rl/tasks/data/splits/*.txt) from an OSWorld checkout.
 
 Usage: python tools/make_splits.py PATH_TO_OSWORLD_OR_EVALUATION_EXAMPLES
 """

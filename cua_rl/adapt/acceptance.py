@@ -28,8 +28,9 @@ class AdaptBand(BaseModel):
     @model_validator(mode="after")
     def _ordered(self) -> AdaptBand:
         if self.alpha_low >= self.alpha_high:
-            raise ValueError(f"alpha_low ({self.alpha_low}) must be < alpha_high "
-                             f"({self.alpha_high})")
+            raise ValueError(
+                f"alpha_low ({self.alpha_low}) must be < alpha_high ({self.alpha_high})"
+            )
         return self
 
     def goal(self, accuracy: float) -> Direction | None:

@@ -17,13 +17,10 @@ import re
 from collections import Counter
 
 from cua_rl.adapt.config import CritiqueConfig
-from cua_rl.agent.messages import (
-    boxed_answer,
-    critique_step_messages,
-    critique_trajectory_messages,
-)
+from cua_rl.agent.messages import boxed_answer, critique_step_messages, critique_trajectory_messages
 from cua_rl.errors import InferenceError
 from cua_rl.inference.base import ChatBackend
+from cua_rl.seeds import SeedSequence
 from cua_rl.types import StepVerdict, TaskVariant, Trajectory
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -37,15 +34,23 @@ def at_most_two_sentences(text: str) -> str:
 class Critic:
     """Writes step and trajectory summaries through a model pool (default: the PRM's)."""
 
-    def __init__(self, model: ChatBackend, cfg: CritiqueConfig | None = None) -> None:
+    def __init__(
+        self, model: ChatBackend, cfg: CritiqueConfig | None = None, seed: int | None = None
+    ) -> None:
         self.model = model
         self.cfg = cfg or CritiqueConfig()
         self.counts: Counter[str] = Counter()
+        self._seeds = SeedSequence(seed, "critique")
+        """Request seeds from the run's `seed` (None: unseeded)."""
 
     async def _ask(self, messages: list[dict]) -> str | None:
         try:
-            result = await self.model.chat(messages, temperature=self.cfg.temperature,
-                                           max_tokens=self.cfg.max_tokens)
+            result = await self.model.chat(
+                messages,
+                temperature=self.cfg.temperature,
+                max_tokens=self.cfg.max_tokens,
+                seed=self._seeds.next(),
+            )
         except InferenceError:
             self.counts["critique_failures"] += 1
             return None
@@ -63,14 +68,21 @@ class Critic:
         `variant` is not shown to the critic (the method's critique prompts carry only
         the votes and summaries); it stays in the signature for the callers."""
         flagged = [v for v in verdicts if any(vote.score == -1 for vote in v.votes)]
-        flagged = flagged[-self.cfg.max_flagged_steps:]
+        flagged = flagged[-self.cfg.max_flagged_steps :]
         if not flagged:
             return None
-        step_summaries = await asyncio.gather(*(
-            self._ask(critique_step_messages(
-                v.step_index, [vote.text for vote in v.votes], [vote.score for vote in v.votes]))
-            for v in flagged
-        ))
+        step_summaries = await asyncio.gather(
+            *(
+                self._ask(
+                    critique_step_messages(
+                        v.step_index,
+                        [vote.text for vote in v.votes],
+                        [vote.score for vote in v.votes],
+                    )
+                )
+                for v in flagged
+            )
+        )
         usable = [s for s in step_summaries if s]
         if not usable:
             return None
@@ -81,10 +93,12 @@ class Critic:
         return summary
 
     async def summarize_group(
-        self, variant: TaskVariant, trajectories: list[Trajectory],
+        self,
+        variant: TaskVariant,
+        trajectories: list[Trajectory],
         verdicts: dict[str, list[StepVerdict]],
     ) -> list[str]:
-        summaries = await asyncio.gather(*(
-            self.summarize(variant, t, verdicts.get(t.id, [])) for t in trajectories
-        ))
+        summaries = await asyncio.gather(
+            *(self.summarize(variant, t, verdicts.get(t.id, [])) for t in trajectories)
+        )
         return [s for s in summaries if s]

@@ -28,6 +28,7 @@ from cua_rl.adapt.config import RewriterConfig
 from cua_rl.agent.messages import parse_rewrite, rewrite_messages
 from cua_rl.errors import InferenceError, TaskFormatError
 from cua_rl.inference.base import ChatBackend
+from cua_rl.seeds import SeedSequence
 from cua_rl.types import TaskVariant
 
 
@@ -54,7 +55,8 @@ class TaskTemplate:
             raise TaskFormatError(
                 f"difficulty entry of task {variants[0].task_id}: expected an order of exactly "
                 f"the template names {sorted(by_name)}, got order {order} and hints for "
-                f"{sorted(hints)}")
+                f"{sorted(hints)}"
+            )
         return cls(by_name, list(order), {k: list(v) for k, v in hints.items()})
 
     @property
@@ -102,36 +104,59 @@ class Rewrite:
 class Rewriter(Protocol):
     counts: Counter[str]
 
-    def reads_summaries(self, current: TaskVariant, template: TaskTemplate,
-                        direction: Direction) -> bool:
+    def reads_summaries(
+        self, current: TaskVariant, template: TaskTemplate, direction: Direction
+    ) -> bool:
         """Whether critique summaries would change the proposal (they cost reward-model
         calls, so the selector asks for them only then)."""
         ...
 
-    async def propose(self, current: TaskVariant, template: TaskTemplate,
-                      summaries: list[str], direction: Direction,
-                      exclude: frozenset[Key] = frozenset()) -> Rewrite: ...
+    async def propose(
+        self,
+        current: TaskVariant,
+        template: TaskTemplate,
+        summaries: list[str],
+        direction: Direction,
+        exclude: frozenset[Key] = frozenset(),
+    ) -> Rewrite: ...
 
 
 class ModelRewriter:
-    def __init__(self, model: ChatBackend, cfg: RewriterConfig) -> None:
+    def __init__(self, model: ChatBackend, cfg: RewriterConfig, seed: int | None = None) -> None:
         self.model = model
         self.cfg = cfg
         self.counts: Counter[str] = Counter()
+        self._seeds = SeedSequence(seed, "rewrite")
+        """Request seeds from the run's `seed` (None: unseeded)."""
 
-    def reads_summaries(self, current: TaskVariant, template: TaskTemplate,
-                        direction: Direction) -> bool:
+    def reads_summaries(
+        self, current: TaskVariant, template: TaskTemplate, direction: Direction
+    ) -> bool:
         return True
 
-    async def propose(self, current: TaskVariant, template: TaskTemplate,
-                      summaries: list[str], direction: Direction,
-                      exclude: frozenset[Key] = frozenset()) -> Rewrite:
-        messages = rewrite_messages(current.instruction, template.instructions, summaries,
-                                    direction, evaluator=current.evaluator_name)
+    async def propose(
+        self,
+        current: TaskVariant,
+        template: TaskTemplate,
+        summaries: list[str],
+        direction: Direction,
+        exclude: frozenset[Key] = frozenset(),
+    ) -> Rewrite:
+        messages = rewrite_messages(
+            current.instruction,
+            template.instructions,
+            summaries,
+            direction,
+            evaluator=current.evaluator_name,
+        )
         try:
-            result = await self.model.chat(messages, n=self.cfg.candidates,
-                                           temperature=self.cfg.temperature,
-                                           max_tokens=self.cfg.max_tokens)
+            result = await self.model.chat(
+                messages,
+                n=self.cfg.candidates,
+                temperature=self.cfg.temperature,
+                max_tokens=self.cfg.max_tokens,
+                seed=self._seeds.next(),
+            )
         except InferenceError as exc:
             self.counts["rewrite_failures"] += 1
             return Rewrite(None, f"rewriter model failed: {exc}")
@@ -156,27 +181,40 @@ class RuleRewriter:
     def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
 
-    def reads_summaries(self, current: TaskVariant, template: TaskTemplate,
-                        direction: Direction) -> bool:
+    def reads_summaries(
+        self, current: TaskVariant, template: TaskTemplate, direction: Direction
+    ) -> bool:
         # Only when going easier with a choice of hints to add.
         return direction == "easier" and len(_remaining_hints(current, template)) > 1
 
-    async def propose(self, current: TaskVariant, template: TaskTemplate,
-                      summaries: list[str], direction: Direction,
-                      exclude: frozenset[Key] = frozenset()) -> Rewrite:
+    async def propose(
+        self,
+        current: TaskVariant,
+        template: TaskTemplate,
+        summaries: list[str],
+        direction: Direction,
+        exclude: frozenset[Key] = frozenset(),
+    ) -> Rewrite:
         if not template.adaptable_by_rules:
-            return Rewrite(None, "one variant and no recorded hints: rules cannot adapt this "
-                                 "task (adapt.rewriter.type=model can)")
-        options = (self._easier(current, template, summaries) if direction == "easier"
-                   else self._harder(current, template))
+            return Rewrite(
+                None,
+                "one variant and no recorded hints: rules cannot adapt this "
+                "task (adapt.rewriter.type=model can)",
+            )
+        options = (
+            self._easier(current, template, summaries)
+            if direction == "easier"
+            else self._harder(current, template)
+        )
         seen = exclude | {variant_key(current)}
         for candidate, note in options:
             if variant_key(candidate) not in seen:
                 return Rewrite(candidate, note)
         return Rewrite(None, f"no {direction} variant or hint left that was not rejected before")
 
-    def _easier(self, current: TaskVariant, template: TaskTemplate,
-                summaries: list[str]) -> list[tuple[TaskVariant, str]]:
+    def _easier(
+        self, current: TaskVariant, template: TaskTemplate, summaries: list[str]
+    ) -> list[tuple[TaskVariant, str]]:
         """Add one hint (the one closest to the critique's failure modes), else go
         down the difficulty order."""
         name = current.evaluator_name
@@ -186,28 +224,39 @@ class RuleRewriter:
         ranked = sorted(remaining, key=lambda h: -_overlap(h, summaries))  # stable on ties
         options = []
         for hint in ranked:
-            why = (f"hint closest to the critique (overlap {_overlap(hint, summaries):.2f})"
-                   if summaries and len(remaining) > 1 else "next recorded hint")
+            why = (
+                f"hint closest to the critique (overlap {_overlap(hint, summaries):.2f})"
+                if summaries and len(remaining) > 1
+                else "next recorded hint"
+            )
             options.append((template.make(name, _with_hints(canonical, [*added, hint])), why))
         rank = template.order.index(name)
-        options += [(template.variants[n], "easier variant in the difficulty order "
-                                           "(the critique cannot rank variants)")
-                    for n in reversed(template.order[:rank])]
+        options += [
+            (
+                template.variants[n],
+                "easier variant in the difficulty order (the critique cannot rank variants)",
+            )
+            for n in reversed(template.order[:rank])
+        ]
         return options
 
-    def _harder(self, current: TaskVariant,
-                template: TaskTemplate) -> list[tuple[TaskVariant, str]]:
+    def _harder(
+        self, current: TaskVariant, template: TaskTemplate
+    ) -> list[tuple[TaskVariant, str]]:
         """Remove the last added hint, else go up the difficulty order."""
         name = current.evaluator_name
         canonical = template.variants[name].instruction
         added = _added_hints(current.instruction, canonical, template.hints.get(name, []))
         options = []
         if added:
-            options.append((template.make(name, _with_hints(canonical, added[:-1])),
-                            "last added hint removed"))
+            options.append(
+                (template.make(name, _with_hints(canonical, added[:-1])), "last added hint removed")
+            )
         rank = template.order.index(name)
-        options += [(template.variants[n], "harder variant in the difficulty order")
-                    for n in template.order[rank + 1:]]
+        options += [
+            (template.variants[n], "harder variant in the difficulty order")
+            for n in template.order[rank + 1 :]
+        ]
         return options
 
 
@@ -235,13 +284,16 @@ def _with_hints(canonical: str, hints: list[str]) -> str:
 def _added_hints(instruction: str, canonical: str, hints: list[str]) -> list[str]:
     if not instruction.startswith(canonical):
         return []
-    lines = instruction[len(canonical):].strip("\n").splitlines()
+    lines = instruction[len(canonical) :].strip("\n").splitlines()
     return [line for line in lines if line in hints]
 
 
-def make_rewriter(cfg: RewriterConfig, model: ChatBackend | None) -> Rewriter:
+def make_rewriter(
+    cfg: RewriterConfig, model: ChatBackend | None, seed: int | None = None
+) -> Rewriter:
+    """The configured rewriter; `seed` (the run's) seeds a model rewriter's requests."""
     if cfg.type == "model":
         if model is None:
             raise TaskFormatError("rewriter type `model` needs a model pool")
-        return ModelRewriter(model, cfg)
+        return ModelRewriter(model, cfg, seed)
     return RuleRewriter()

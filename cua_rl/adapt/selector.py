@@ -33,7 +33,7 @@ from typing import Any, Literal
 from cua_rl.adapt.acceptance import AdaptBand, Direction
 from cua_rl.adapt.critique import Critic
 from cua_rl.adapt.rewriter import Key, Rewrite, Rewriter, TaskTemplate, variant_key
-from cua_rl.store.run_store import AsyncRunStore
+from cua_rl.store.async_run_store import AsyncRunStore
 from cua_rl.types import GroupRecord, TaskVariant
 
 log = logging.getLogger(__name__)
@@ -96,6 +96,16 @@ class TemplateSelector:
         self._turn += 1
         return self.current[task_id]
 
+    def upcoming(self, groups: int) -> list[TaskVariant]:
+        """What `next_variant` would give for the next `groups` groups as things stand
+        (queued candidates first, then the round-robin), without giving them: the
+        scheduler's look-ahead for spare desktops (`scheduler.Forecast`)."""
+        out = list(self._queue)[:groups]
+        task_ids = list(self.current)
+        for k in range(groups - len(out) if task_ids else 0):
+            out.append(self.current[task_ids[(self._turn + k) % len(task_ids)]])
+        return out
+
     # decisions ---------------------------------------------------------------
 
     async def on_group(self, group: GroupRecord) -> GroupUse:
@@ -105,8 +115,12 @@ class TemplateSelector:
         if proposal is not None and proposal.candidate.variant_id == variant.variant_id:
             return await self._decide(proposal, group)
         if variant.variant_id not in self._trainable:
-            log.warning("group %s of %s: neither a version of its task nor its pending "
-                        "candidate; not training data", group.group_id, variant.variant_id)
+            log.warning(
+                "group %s of %s: neither a version of its task nor its pending "
+                "candidate; not training data",
+                group.group_id,
+                variant.variant_id,
+            )
             return "rejected"
         if group.empty:
             return "empty"
@@ -122,22 +136,26 @@ class TemplateSelector:
         variant, acc = group.variant, group.accuracy
         template = self.templates[variant.task_id]
         summaries: list[str] = []
-        if self.critic is not None and self.rewriter.reads_summaries(variant, template,
-                                                                     direction):
+        if self.critic is not None and self.rewriter.reads_summaries(variant, template, direction):
             summaries = await self.critic.summarize_group(
-                variant, list(group.trajectories), {k: list(v) for k, v in group.verdicts.items()})
+                variant, list(group.trajectories), {k: list(v) for k, v in group.verdicts.items()}
+            )
         # never again: a rejected candidate, nor the current or an earlier version
         known = self._rejected.get(variant.task_id, set()) | set(self._versions[variant.task_id])
-        rewrite = await self.rewriter.propose(variant, template, summaries, direction,
-                                              exclude=frozenset(known))
+        rewrite = await self.rewriter.propose(
+            variant, template, summaries, direction, exclude=frozenset(known)
+        )
         note = rewrite.note
         if rewrite.candidate is not None and variant_key(rewrite.candidate) in known:
-            note = (f"rewrite {variant_key(rewrite.candidate)} equals a version or a rejected "
-                    f"candidate of the task; skipped ({note})")
+            note = (
+                f"rewrite {variant_key(rewrite.candidate)} equals a version or a rejected "
+                f"candidate of the task; skipped ({note})"
+            )
             rewrite = Rewrite(None, note)
         if rewrite.candidate is None:
-            await self._event("adapt_no_candidate", variant, direction=direction, acc=acc,
-                              note=note)
+            await self._event(
+                "adapt_no_candidate", variant, direction=direction, acc=acc, note=note
+            )
             return
         candidate = self._numbered(rewrite.candidate, template)
         self._ids.add(candidate.variant_id)
@@ -145,9 +163,16 @@ class TemplateSelector:
         self._queue.append(candidate)
         await self.store.add_variant(candidate)
         await self.store.incr("adapt_proposals")
-        await self._event("adapt_proposal", variant, direction=direction, acc_parent=acc,
-                          candidate=candidate.variant_id, instruction=candidate.instruction,
-                          summaries=summaries, note=note)
+        await self._event(
+            "adapt_proposal",
+            variant,
+            direction=direction,
+            acc_parent=acc,
+            candidate=candidate.variant_id,
+            instruction=candidate.instruction,
+            summaries=summaries,
+            note=note,
+        )
 
     async def _decide(self, proposal: Proposal, group: GroupRecord) -> GroupUse:
         """Accept or reject the candidate on its group (acc(q) is the parent's
@@ -171,10 +196,16 @@ class TemplateSelector:
         else:
             self._rejected.setdefault(task_id, set()).add(variant_key(proposal.candidate))
         await self._event(
-            "adapt_decision", proposal.parent, accepted=accepted, direction=proposal.direction,
-            parent=proposal.parent.variant_id, candidate=proposal.candidate.variant_id,
-            acc_parent=proposal.acc_parent, acc_candidate=None if group.empty else acc,
-            summaries=proposal.summaries, reason=reason,
+            "adapt_decision",
+            proposal.parent,
+            accepted=accepted,
+            direction=proposal.direction,
+            parent=proposal.parent.variant_id,
+            candidate=proposal.candidate.variant_id,
+            acc_parent=proposal.acc_parent,
+            acc_candidate=None if group.empty else acc,
+            summaries=proposal.summaries,
+            reason=reason,
             gave_up_reasons=list(group.gave_up_reasons),
         )
         if group.empty:
@@ -186,8 +217,11 @@ class TemplateSelector:
         instruction keeps revision 0 unless that id was handed out before; any other
         instruction gets the task's next revision."""
         canonical = template.variants[candidate.evaluator_name].instruction
-        if candidate.instruction == canonical and candidate.revision == 0 \
-                and candidate.variant_id not in self._ids:
+        if (
+            candidate.instruction == canonical
+            and candidate.revision == 0
+            and candidate.variant_id not in self._ids
+        ):
             return candidate
         while True:
             rev = self._revisions.get(candidate.task_id, 0) + 1
@@ -205,8 +239,10 @@ class TemplateSelector:
     def state_dict(self) -> dict[str, Any]:
         return {
             "current": {k: asdict(v) for k, v in self.current.items()},
-            "pending": {k: {**asdict(p), "candidate": asdict(p.candidate),
-                            "parent": asdict(p.parent)} for k, p in self.pending.items()},
+            "pending": {
+                k: {**asdict(p), "candidate": asdict(p.candidate), "parent": asdict(p.parent)}
+                for k, p in self.pending.items()
+            },
             "queue": [asdict(v) for v in self._queue],
             "accuracy": dict(self.accuracy),
             "turn": self._turn,
@@ -220,22 +256,28 @@ class TemplateSelector:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.current = {k: _variant(v) for k, v in state["current"].items()}
         self.pending = {
-            k: Proposal(**{**p, "candidate": _variant(p["candidate"]),
-                           "parent": _variant(p["parent"])})
+            k: Proposal(
+                **{**p, "candidate": _variant(p["candidate"]), "parent": _variant(p["parent"])}
+            )
             for k, p in state["pending"].items()
         }
         self._queue = deque(_variant(v) for v in state["queue"])
         self.accuracy = dict(state["accuracy"])
         self._turn = state["turn"]
         self._revisions = dict(state["revisions"])
-        self._trainable = set(state.get("trainable", [v.variant_id
-                                                       for v in self.current.values()]))
-        self._rejected = {k: {(n, i) for n, i in v}
-                          for k, v in state.get("rejected", {}).items()}
-        self._versions = {k: [(n, i) for n, i in v] for k, v in state.get(
-            "versions", {k: [variant_key(v)] for k, v in self.current.items()}).items()}
-        self._ids = set(state.get("ids", ())) | self._trainable | {
-            p.candidate.variant_id for p in self.pending.values()}
+        self._trainable = set(state.get("trainable", [v.variant_id for v in self.current.values()]))
+        self._rejected = {k: {(n, i) for n, i in v} for k, v in state.get("rejected", {}).items()}
+        self._versions = {
+            k: [(n, i) for n, i in v]
+            for k, v in state.get(
+                "versions", {k: [variant_key(v)] for k, v in self.current.items()}
+            ).items()
+        }
+        self._ids = (
+            set(state.get("ids", ()))
+            | self._trainable
+            | {p.candidate.variant_id for p in self.pending.values()}
+        )
         # A candidate handed out before a crash has no group coming: serve it again.
         queued = {v.variant_id for v in self._queue}
         for proposal in self.pending.values():
@@ -244,5 +286,6 @@ class TemplateSelector:
 
 
 def _variant(data: dict[str, Any]) -> TaskVariant:
-    return TaskVariant(**{**data, "config": tuple(data["config"]),
-                          "related_apps": tuple(data["related_apps"])})
+    return TaskVariant(
+        **{**data, "config": tuple(data["config"]), "related_apps": tuple(data["related_apps"])}
+    )

@@ -54,8 +54,12 @@ def step_messages(
     is a `Step k:` line; the last `cfg.history_images - 1` are also replayed as
     screenshot + full-response turns."""
     return policy_messages(
-        instruction, [history_line(s) for s in prior_steps],
-        list(screenshot_urls)[-cfg.history_images:], screen, cfg.coords,
-        responses=[s.response for s in prior_steps], image_size=model_image_size(screen, cfg),
+        instruction,
+        [history_line(s) for s in prior_steps],
+        list(screenshot_urls)[-cfg.history_images :],
+        screen,
+        cfg.coords,
+        responses=[s.response for s in prior_steps],
+        image_size=model_image_size(screen, cfg),
         max_images=cfg.history_images,
     )

@@ -152,11 +152,13 @@ def check_complete(data: bytes) -> None:
     """Raise `CorruptImageError` if PNG/JPEG bytes lack their end marker (a truncated
     transfer) without decoding them: what we pass through undecoded is checked here."""
     if data[:8] == b"\x89PNG\r\n\x1a\n" and not data.endswith(_PNG_END):
-        raise CorruptImageError(f"screenshot PNG of {len(data)} bytes is truncated "
-                                "(no IEND chunk at the end)")
+        raise CorruptImageError(
+            f"screenshot PNG of {len(data)} bytes is truncated (no IEND chunk at the end)"
+        )
     if data[:2] == b"\xff\xd8" and not data.rstrip(b"\x00").endswith(_JPEG_END):
-        raise CorruptImageError(f"screenshot JPEG of {len(data)} bytes is truncated "
-                                "(no end-of-image marker)")
+        raise CorruptImageError(
+            f"screenshot JPEG of {len(data)} bytes is truncated (no end-of-image marker)"
+        )
 
 
 def _data_url(data: bytes, fmt: str) -> str:

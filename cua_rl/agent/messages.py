@@ -83,7 +83,7 @@ def policy_messages(
     shown = list(screenshots[-max_images:])
     first_shown_step = n - (len(shown) - 1)
     messages: list[Message] = [
-        {"role": "system", "content": system_prompt(screen, coords, image_size)},
+        {"role": "system", "content": system_prompt(screen, coords, image_size)}
     ]
     for offset, url in enumerate(shown[:-1]):
         step = first_shown_step + offset
@@ -198,8 +198,10 @@ def _current_evaluator(instruction: str, template: Mapping[str, str]) -> str:
     contained = [name for name, canonical in template.items() if canonical in instruction]
     if contained:
         return max(contained, key=lambda name: len(template[name]))
-    return max(template, key=lambda name: SequenceMatcher(None, template[name], instruction,
-                                                          autojunk=False).ratio())
+    return max(
+        template,
+        key=lambda name: SequenceMatcher(None, template[name], instruction, autojunk=False).ratio(),
+    )
 
 
 def dedupe(items: Sequence[str]) -> list[str]:

@@ -39,14 +39,18 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[rank - 1]
 
 
-def provider_figures(start_s: float, reset_s: float, shots_ms: list[float],
-                     rss: float | None) -> dict[str, Any]:
+def provider_figures(
+    start_s: float, reset_s: float, shots_ms: list[float], rss: float | None
+) -> dict[str, Any]:
     """One provider's entry of the JSON: the measured samples reduced to the
     figures docs/figures.md quotes (times rounded to what the machine can resolve)."""
-    return {"start_s": round(start_s, 2), "reset_s": round(reset_s, 2),
-            "screenshot_p50_ms": round(statistics.median(shots_ms), 1),
-            "screenshot_p99_ms": round(percentile(shots_ms, 99), 1),
-            "rss_mb": rss}
+    return {
+        "start_s": round(start_s, 2),
+        "reset_s": round(reset_s, 2),
+        "screenshot_p50_ms": round(statistics.median(shots_ms), 1),
+        "screenshot_p99_ms": round(percentile(shots_ms, 99), 1),
+        "rss_mb": rss,
+    }
 
 
 def _rss_mb_of_pids(pids: list[int]) -> float:
@@ -73,10 +77,20 @@ async def rss_mb(provider: DesktopProvider, handle: DesktopHandle) -> float | No
     if provider.type == "qemu":
         return _rss_mb_of_pids([int(handle.info["pid"])])
     if provider.type == "container":
-        out = await asyncio.to_thread(subprocess.run, [
-            getattr(provider, "engine", "docker"), "stats", "--no-stream", "--format",
-            "{{.MemUsage}}", handle.info["container"]], capture_output=True, text=True,
-            timeout=60)
+        out = await asyncio.to_thread(
+            subprocess.run,
+            [
+                getattr(provider, "engine", "docker"),
+                "stats",
+                "--no-stream",
+                "--format",
+                "{{.MemUsage}}",
+                handle.info["container"],
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         used = out.stdout.split("/")[0].strip()
         units = {"KiB": 1 / 1024, "MiB": 1.0, "GiB": 1024.0, "B": 1 / 2**20}
         for unit, factor in units.items():
@@ -85,9 +99,10 @@ async def rss_mb(provider: DesktopProvider, handle: DesktopHandle) -> float | No
     return None
 
 
-async def screenshot_ms(provider: DesktopProvider, handle: DesktopHandle,
-                        calls: int) -> list[float]:
-    client = provider.client(handle)  # type: ignore[attr-defined]
+async def screenshot_ms(
+    provider: DesktopProvider, handle: DesktopHandle, calls: int
+) -> list[float]:
+    client = provider.client(handle)  # type: ignore[attr-defined]  # every provider of this bench has client()
     await client.screenshot(SCREENSHOT_FORMAT)  # warm-up
     times = []
     for _ in range(calls):
@@ -124,8 +139,12 @@ async def bench_provider(name: str, calls: int, **fields: Any) -> dict[str, Any]
             await provider.stop(handle)
         await provider.close()
     if name == "qemu":  # the reset a snapshot saves us from, measured beside it
-        figures["reboot_reset_s"] = round(await reset_seconds(
-            make(name, **{**fields, "snapshot_reset": False}), "bench-qemu-reboot"), 2)
+        figures["reboot_reset_s"] = round(
+            await reset_seconds(
+                make(name, **{**fields, "snapshot_reset": False}), "bench-qemu-reboot"
+            ),
+            2,
+        )
     return figures
 
 
@@ -161,29 +180,53 @@ async def max_local_desktops(limit: int, calls: int) -> dict[str, Any]:
     finally:
         await asyncio.gather(*(provider.stop(h) for h in handles), return_exceptions=True)
         await provider.close()
-    return {"max_desktops": best, "max_desktops_p99_ms": curve,
-            "max_desktops_limit": limit}
+    return {"max_desktops": best, "max_desktops_p99_ms": curve, "max_desktops_limit": limit}
 
 
-def measure(names: list[str], calls: int, max_limit: int, container_image: str,
-            qemu_image: str | None, qemu_memory_mb: int) -> dict[str, Any]:
+def machine() -> dict[str, Any]:
+    """Cores and the 1-minute load beside the figures (the machine is shared)."""
+    return {"cores": os.cpu_count(), "load_1m": round(os.getloadavg()[0], 2)}
+
+
+def provider_fields(
+    container_image: str, qemu_image: str | None, qemu_memory_mb: int
+) -> dict[str, dict[str, Any]]:
+    """Each provider's settings in this bench (small VMs, no VNC)."""
+    return {
+        "local": {},
+        "container": {"image": container_image},
+        "qemu": {
+            "memory_mb": qemu_memory_mb,
+            "vnc": False,
+            "firmware": None,
+            **({"image": qemu_image} if qemu_image else {}),
+        },
+    }
+
+
+def measure(
+    names: list[str],
+    calls: int,
+    max_limit: int,
+    container_image: str,
+    qemu_image: str | None,
+    qemu_memory_mb: int,
+) -> dict[str, Any]:
     """The figures of every provider in `names` (a provider that fails is one error
     line in its entry, the others go on), `local` and `container` each followed by
     the same desktop without its limits (the limits' cost, side by side: issue 29),
     and, when `max_limit` and `local` is measured, how many local desktops fit."""
     from cua_rl.errors import CuaRlError
 
-    fields: dict[str, dict[str, Any]] = {
-        "local": {}, "container": {"image": container_image},
-        "qemu": {"memory_mb": qemu_memory_mb, "vnc": False, "firmware": None,
-                 **({"image": qemu_image} if qemu_image else {})}}
+    fields = provider_fields(container_image, qemu_image, qemu_memory_mb)
     figures: dict[str, Any] = {}
     runs = [(name, name, fields[name]) for name in names]
     for name in ("local", "container"):
         if name in names:
             at = next(i for i, run in enumerate(runs) if run[0] == name)
-            runs.insert(at + 1, (f"{name}_no_limits", name,
-                                 {**fields[name], "limits": {"enabled": False}}))
+            runs.insert(
+                at + 1, (f"{name}_no_limits", name, {**fields[name], "limits": {"enabled": False}})
+            )
     for key, name, extra in runs:
         try:
             figures[key] = asyncio.run(bench_provider(name, calls, **extra))

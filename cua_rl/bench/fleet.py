@@ -17,157 +17,27 @@ is simulated (`simulated.py`, `latency.py`).
 
 Throughput counts steps whose episode finished and were judged, per simulated
 second; async over a window after a warm-up, sync over whole cycles.
+
+The plan and the simulated cluster each mode runs on are in fleet_cluster.py; this
+module runs the modes on them and compares them.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cua_rl.agent.context import history_line
 from cua_rl.agent.images import encode_image
-from cua_rl.errors import ConfigError
-from cua_rl.reward.config import JudgeConfig
-from cua_rl.reward.judge import StreamingJudge
-from cua_rl.rollout.config import EpisodeConfig, FleetConfig
-from cua_rl.rollout.fleet import Fleet, GroupHandler
+from cua_rl.bench.fleet_cluster import Cluster, make_plan
+from cua_rl.rollout.fleet import GroupHandler
 from cua_rl.rollout.latency import LatencyModel
 from cua_rl.rollout.scheduler import GroupScheduler
-from cua_rl.rollout.simulated import (
-    CountingGate,
-    LoopLag,
-    SimClock,
-    SimulatedDesktops,
-    SimulatedModelPool,
-)
-from cua_rl.store.run_store import AsyncRunStore
-from cua_rl.types import GroupRecord, TaskVariant
-
-VARIANTS = tuple(
-    TaskVariant(task_id=f"sim-{i:02d}", domain="simulated", evaluator_name="default",
-                instruction=f"Open the report of quarter {i % 4 + 1} and fill in the totals.",
-                config=(), evaluator={"func": "simulated"})
-    for i in range(16)
-)
-
-
-@dataclass(frozen=True)
-class Plan:
-    """How long each mode runs, in simulated seconds, and the clock's scale."""
-
-    actors: int
-    group_size: int
-    eta: int
-    groups_per_update: int
-    scale: float
-    warmup_s: float
-    window_s: float
-
-
-def make_plan(model: LatencyModel, actors: int, group_size: int, eta: int,
-              duration_s: float) -> Plan:
-    """Warm-up and window span several mean episodes and at least three updates:
-    groups complete only when their slowest rollout does (~2 episodes for the first
-    ones), so the window holds several updates and weight-sync pauses. The scale fits
-    all modes into `duration_s` unless the host could not keep up, in which case the
-    run takes longer."""
-    if actors < group_size:
-        raise ConfigError(f"{actors} actors < a group size of {group_size}: no group can run")
-    groups = actors // group_size
-    t_ep = model.episode_s(model.episode_steps.mean())
-    cap = model.capacity
-    # a small fleet with a slow learner updates less often than once per episode:
-    # the window still holds three updates (a real machine's `bench loop` fleet)
-    update_s = (groups * model.learner_s_per_group / cap.learner_nodes(actors)
-                + model.weight_sync_s.mean_s)
-    warmup, window = max(2.0 * t_ep, 2.0 * update_s), max(3.0 * t_ep, 3.0 * update_s)
-    cycle = (model.episode_s(model.episode_steps.max)
-             + actors * model.episode_steps.mean() * model.prm_s.mean_s
-             / (cap.prm_replicas(actors) * cap.prm_batch)
-             + groups * model.learner_s_per_group / cap.learner_nodes(actors)
-             + model.weight_sync_s.mean_s)
-    # two async runs, two sync ones
-    fit = duration_s / (2 * (warmup + window) + 2 * max(window, cycle))
-    cpu = model.expected_steps_per_s(actors) / model.max_sim_steps_per_s
-    scale = model.time_scale or min(1.0, max(fit, cpu, 1e-3))
-    return Plan(actors, group_size, eta, groups, scale, warmup, window)
-
-
-class Cluster:
-    """One mode's world: desktops, policy and PRM pools, learner, store, judge."""
-
-    def __init__(self, model: LatencyModel, plan: Plan, run_dir: Path, seed: int, *,
-                 staggered: bool = True) -> None:
-        """`staggered`: a weight sync takes the policy replicas out of routing one at a
-        time (`train.sync.staggered`, each for its share of the sync) instead of
-        pausing the whole policy pool for all of it."""
-        self.model = model
-        self.staggered = staggered
-        self.plan = plan
-        self.clock = SimClock(plan.scale, seed)
-        self.gate = CountingGate(plan.eta)
-        cap, n = model.capacity, plan.actors
-        self.policy = SimulatedModelPool(
-            cap.policy_replicas(n), cap.policy_batch, model.policy_s, self.clock,
-            slowdown=model.batch_slowdown, tokens=model.policy_tokens,
-            version=lambda: self.gate.serving_version, episode_length=model.episode_steps.draw,
-            name="policy")
-        self.prm = SimulatedModelPool(
-            cap.prm_replicas(n), cap.prm_batch, model.prm_s, self.clock,
-            slowdown=model.batch_slowdown, tokens=model.prm_tokens, version=lambda: 0, name="prm")
-        self.learner_nodes = cap.learner_nodes(n)
-        self.store = AsyncRunStore.open(run_dir)
-        self.judge = StreamingJudge(self.prm, self.store,
-                                    JudgeConfig(max_in_flight=self.prm.capacity))
-        self.desktops = SimulatedDesktops(n, model, self.clock)
-        self.episode = EpisodeConfig(max_steps=model.episode_steps.max)
-        self.fleet_cfg = FleetConfig(actors=n, group_size=plan.group_size, eta=plan.eta)
-        cycle = itertools.cycle(VARIANTS)
-
-        async def next_variant() -> TaskVariant:
-            return next(cycle)
-
-        self.tasks = next_variant
-
-    def fleet(self, scheduler: GroupScheduler, *, judged: bool,
-              on_group: GroupHandler) -> Fleet:
-        return Fleet(scheduler, self.desktops, self.policy, self.store, self.episode,
-                     self.fleet_cfg, judge=self.judge if judged else None, gate=self.gate,
-                     on_group=on_group)
-
-    async def train_and_sync(self, groups: int, *, pause_policy: bool) -> float:
-        """One update on `groups` groups, then a weight sync; simulated seconds spent
-        syncing (the policy pauses meanwhile when it is serving actors)."""
-        await self.clock.sleep(groups * self.model.learner_s_per_group / self.learner_nodes)
-        version = self.gate.learner_version + 1
-        await self.gate.set_versions(learner=version)
-        t0 = time.perf_counter()
-        replicas = self.policy.replicas
-        if pause_policy and self.staggered and replicas > 1:
-            for index in range(replicas):  # one at a time; the others keep serving
-                self.policy.withhold(index)
-                try:
-                    await self.clock.spend(self.model.weight_sync_s, 1.0 / replicas)
-                finally:
-                    self.policy.withhold(index, False)
-        else:  # global pause (one replica: its requests wait, as they would staggered)
-            if pause_policy:
-                self.policy.pause()
-            try:
-                await self.clock.spend(self.model.weight_sync_s)
-            finally:
-                self.policy.resume()
-        await self.gate.set_versions(serving=version)
-        return (time.perf_counter() - t0) / self.plan.scale
-
-    async def close(self) -> None:
-        await self.judge.close()
-        await self.store.close()
+from cua_rl.rollout.simulated import LoopLag
+from cua_rl.types import GroupRecord
 
 
 class AsyncLearner:
@@ -201,8 +71,9 @@ class AsyncLearner:
 
 async def run_async(cluster: Cluster) -> dict[str, Any]:
     plan, learner, lag = cluster.plan, AsyncLearner(cluster), LoopLag()
-    fleet = cluster.fleet(GroupScheduler(cluster.tasks, plan.group_size), judged=True,
-                          on_group=learner.receive)
+    fleet = cluster.fleet(
+        GroupScheduler(cluster.tasks, plan.group_size), judged=True, on_group=learner.receive
+    )
     tasks = [asyncio.create_task(c) for c in (fleet.run(), learner.run(), lag.run())]
     await cluster.clock.sleep(plan.warmup_s)
     _raise_failed(tasks)
@@ -233,7 +104,8 @@ async def run_async(cluster: Cluster) -> dict[str, Any]:
         "cpu_utilization": cpu / wall,
         "loop_lag_ms_mean": lag_mean,
         "loop_lag_ms_p99": lag_p99,
-        "policy_queue_s_per_call": cluster.policy.queued_s / plan.scale
+        "policy_queue_s_per_call": cluster.policy.queued_s
+        / plan.scale
         / max(1, cluster.policy.calls),
     }
 
@@ -242,7 +114,7 @@ def _raise_failed(tasks: list[asyncio.Task[Any]]) -> None:
     """A component that died would silently stop the clock's work: fail loudly."""
     for task in tasks:
         if task.done() and not task.cancelled() and task.exception() is not None:
-            raise task.exception()  # type: ignore[misc]
+            raise task.exception()  # type: ignore[misc]  # checked not None in the same condition
 
 
 async def judge_batch(cluster: Cluster, groups: list[GroupRecord]) -> int:
@@ -253,8 +125,9 @@ async def judge_batch(cluster: Cluster, groups: list[GroupRecord]) -> int:
     def url(name: str) -> str:
         if name not in urls:
             data = cluster.store.screenshot_path(name).read_bytes()
-            urls[name] = encode_image(data, min_pixels=cluster.episode.min_pixels,
-                                      max_pixels=cluster.episode.max_pixels)
+            urls[name] = encode_image(
+                data, min_pixels=cluster.episode.min_pixels, max_pixels=cluster.episode.max_pixels
+            )
         return urls[name]
 
     tids = []
@@ -262,8 +135,14 @@ async def judge_batch(cluster: Cluster, groups: list[GroupRecord]) -> int:
         for traj in finished.trajectories:
             history: list[str] = []
             for step in traj.steps:
-                cluster.judge.submit(traj.id, finished.variant, step, list(history),
-                                     url(step.screenshot_before), url(step.screenshot_after))
+                cluster.judge.submit(
+                    traj.id,
+                    finished.variant,
+                    step,
+                    list(history),
+                    url(step.screenshot_before),
+                    url(step.screenshot_after),
+                )
                 history.append(history_line(step))
             tids.append(traj.id)
     verdicts = await asyncio.gather(*(cluster.judge.collect(t) for t in tids))
@@ -277,8 +156,9 @@ def _collect(into: list[GroupRecord]) -> GroupHandler:
     return keep
 
 
-async def run_sync(cluster: Cluster, budget_s: float, *, streaming: bool = False,
-                   prefix: str = "sync") -> dict[str, Any]:
+async def run_sync(
+    cluster: Cluster, budget_s: float, *, streaming: bool = False, prefix: str = "sync"
+) -> dict[str, Any]:
     """Batches of N rollouts, each trained on and synced before the next. `streaming`:
     the judge scores steps while the batch runs, as `train.mode: sync` of the real
     loop does; otherwise the whole batch is judged after its last rollout (the
@@ -291,8 +171,9 @@ async def run_sync(cluster: Cluster, budget_s: float, *, streaming: bool = False
     while cycles == 0 or (time.perf_counter() - wall0) / plan.scale < budget_s:
         groups: list[GroupRecord] = []
         t0 = time.perf_counter()
-        scheduler = GroupScheduler(cluster.tasks, plan.group_size,
-                                   max_groups=plan.groups_per_update)
+        scheduler = GroupScheduler(
+            cluster.tasks, plan.group_size, max_groups=plan.groups_per_update
+        )
         await cluster.fleet(scheduler, judged=streaming, on_group=_collect(groups)).run()
         t1 = time.perf_counter()
         if streaming:  # every verdict is in: a group is emitted only with all of them
@@ -310,8 +191,7 @@ async def run_sync(cluster: Cluster, budget_s: float, *, streaming: bool = False
     wall = time.perf_counter() - wall0
     out: dict[str, Any] = {
         "steps_per_s": steps / (wall / plan.scale),
-        "desktop_utilization": (cluster.desktops.busy_seconds() - busy0)
-        / (plan.actors * wall),
+        "desktop_utilization": (cluster.desktops.busy_seconds() - busy0) / (plan.actors * wall),
         "desktop_work_share": (cluster.desktops.work_s - work0) / (plan.actors * wall),
         "steps": steps,
         "cycles": cycles,
@@ -320,9 +200,16 @@ async def run_sync(cluster: Cluster, budget_s: float, *, streaming: bool = False
     return {f"{prefix}_{key}": value for key, value in out.items()}
 
 
-async def bench(model: LatencyModel, actors: int, *, group_size: int = 8, eta: int = 2,
-                duration_s: float = 60.0, seed: int = 0,
-                run_dir: Path | None = None) -> dict[str, Any]:
+async def bench(
+    model: LatencyModel,
+    actors: int,
+    *,
+    group_size: int = 8,
+    eta: int = 2,
+    duration_s: float = 60.0,
+    seed: int = 0,
+    run_dir: Path | None = None,
+) -> dict[str, Any]:
     """Both modes, one after the other, each in its own run store."""
     plan = make_plan(model, actors, group_size, eta, duration_s)
     started = time.perf_counter()
@@ -330,15 +217,18 @@ async def bench(model: LatencyModel, actors: int, *, group_size: int = 8, eta: i
         root = run_dir or Path(tmp)
         result: dict[str, Any] = {}
         for mode in ("async", "async_global_pause", "sync", "sync_streaming"):
-            cluster = Cluster(model, plan, root / mode, seed,
-                              staggered=mode != "async_global_pause")
+            cluster = Cluster(
+                model, plan, root / mode, seed, staggered=mode != "async_global_pause"
+            )
             try:
                 if mode == "async":
                     result.update(await run_async(cluster))
                 elif mode.startswith("sync"):
-                    result.update(await run_sync(cluster, plan.window_s,
-                                                 streaming=mode == "sync_streaming",
-                                                 prefix=mode))
+                    result.update(
+                        await run_sync(
+                            cluster, plan.window_s, streaming=mode == "sync_streaming", prefix=mode
+                        )
+                    )
                 else:  # the same async run with the old global pause: throughput only
                     paused = await run_async(cluster)
                     result["async_global_pause_steps_per_s"] = paused["async_steps_per_s"]
@@ -349,14 +239,19 @@ async def bench(model: LatencyModel, actors: int, *, group_size: int = 8, eta: i
     # of a policy call the figures describe this host, not the modelled cluster.
     host_bound = result["loop_lag_ms_p99"] / 1000 > 0.1 * model.policy_s.median_s * plan.scale
     return {
-        "actors": actors, "speedup": result["async_steps_per_s"] / result["sync_steps_per_s"],
+        "actors": actors,
+        "speedup": result["async_steps_per_s"] / result["sync_steps_per_s"],
         "speedup_global_pause": result["async_global_pause_steps_per_s"]
         / result["sync_steps_per_s"],
         # against the real loop's `train.mode: sync`, whose judge streams within a batch
-        "speedup_vs_sync_mode": result["async_steps_per_s"]
-        / result["sync_streaming_steps_per_s"],
+        "speedup_vs_sync_mode": result["async_steps_per_s"] / result["sync_streaming_steps_per_s"],
         "host_bound": host_bound,
-        **result, "group_size": group_size, "eta": eta, "time_scale": plan.scale,
-        "policy_replicas": cap.policy_replicas(actors), "prm_replicas": cap.prm_replicas(actors),
-        "learner_nodes": cap.learner_nodes(actors), "wall_s": time.perf_counter() - started,
+        **result,
+        "group_size": group_size,
+        "eta": eta,
+        "time_scale": plan.scale,
+        "policy_replicas": cap.policy_replicas(actors),
+        "prm_replicas": cap.prm_replicas(actors),
+        "learner_nodes": cap.learner_nodes(actors),
+        "wall_s": time.perf_counter() - started,
     }

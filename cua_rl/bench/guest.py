@@ -1,10 +1,14 @@
 """Guest-server latency with real content on screen (`cua-rl bench guest`).
 
-Figures (docs/architecture.md, numbers; medians over `--calls` calls after a warm-up):
-`screenshot_ms` (default host transport: JPEG q90), `screenshot_png_ms`, and
-`action_ms` (one pyautogui click through /act). Without `--url` it starts a
-local desktop, opens a spreadsheet full of data in LibreOffice Calc, measures
-and stops the desktop. Timing goals live here, never in tests.
+Figures (docs/figures.md, numbers; medians over `--calls` calls after a warm-up):
+`screenshot_ms` (default host transport: JPEG q90, the guest's default encoder),
+`screenshot_png_ms`, and `action_ms` (one pyautogui click through /act). The JPEG
+screenshot is measured with each of our guest's encoders in the same run (`jpeg`:
+per encoder, the round trip and the guest's own grab and encode times from its
+`Server-Timing`, and how far its pixels are from the other encoder's picture of the
+same screen). Without `--url` it starts a local desktop, opens a spreadsheet full of
+data in LibreOffice Calc, measures and stops the desktop. Timing goals live here,
+never in tests.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import secrets
 import statistics
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from cua_rl.desktop.client import GuestClient
 from cua_rl.errors import DesktopError
@@ -30,8 +35,24 @@ def spreadsheet_csv(rows: int = 200, cols: int = 12, seed: int = 0) -> bytes:
     """Mixed data (names, dates, integers, money, percentages, text) so that the
     screen has varied glyphs, like a real task's spreadsheet."""
     rng = random.Random(seed)
-    words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel",
-             "india", "juliet", "kilo", "lima", "mike", "november", "oscar", "papa"]
+    words = [
+        "alpha",
+        "bravo",
+        "charlie",
+        "delta",
+        "echo",
+        "foxtrot",
+        "golf",
+        "hotel",
+        "india",
+        "juliet",
+        "kilo",
+        "lima",
+        "mike",
+        "november",
+        "oscar",
+        "papa",
+    ]
     kinds = ["name", "date", "int", "money", "pct", "text"]
 
     def cell(kind: str) -> str:
@@ -60,8 +81,9 @@ async def wait_for_window(client: GuestClient, name: str, deadline_s: float) -> 
     """Poll `xdotool search --name` until a window matches; its id."""
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
-        result = await client.execute(["xdotool", "search", "--onlyvisible", "--name", name],
-                                      timeout=10)
+        result = await client.execute(
+            ["xdotool", "search", "--onlyvisible", "--name", name], timeout=10
+        )
         if result.ok and result.output.strip():
             return result.output.split()[0]
         await asyncio.sleep(0.5)
@@ -81,15 +103,17 @@ async def wait_screen_stable(client: GuestClient, deadline_s: float = 30.0) -> b
     return False
 
 
-async def open_spreadsheet(client: GuestClient, rows: int = 200, cols: int = 12,
-                           deadline_s: float = 180.0) -> None:
+async def open_spreadsheet(
+    client: GuestClient, rows: int = 200, cols: int = 12, deadline_s: float = 180.0
+) -> None:
     """Upload a generated CSV, open it in LibreOffice Calc, maximize it and wait
     until it is drawn."""
     await client.upload_file(SHEET_PATH, spreadsheet_csv(rows, cols))
     await client.launch(["libreoffice", "--calc", "--norestore", _CSV_FILTER, SHEET_PATH])
     window = await wait_for_window(client, "bench_data", deadline_s)
-    await client.execute(["wmctrl", "-i", "-r", window, "-b", "add,maximized_vert,maximized_horz"],
-                         timeout=10)
+    await client.execute(
+        ["wmctrl", "-i", "-r", window, "-b", "add,maximized_vert,maximized_horz"], timeout=10
+    )
     await wait_screen_stable(client)
 
 
@@ -104,7 +128,71 @@ async def _median_ms(call: Callable[[], Awaitable[object]], calls: int, warmup: 
     return round(statistics.median(times), 2)
 
 
-async def measure_guest(client: GuestClient, calls: int = 20) -> dict[str, float | int]:
+JPEG_ENCODERS = ("turbo", "pillow")
+"""Our guest's JPEG encoders (`cua_guest.capture`): the new path and the old one."""
+
+
+async def jpeg_encoders(
+    client: GuestClient, calls: int, quality: int = 90
+) -> dict[str, dict[str, float | int | str]]:
+    """Per encoder: the round-trip median, the guest's own grab and encode medians,
+    the bytes; and each one's largest and mean pixel difference from the other
+    encoder's picture of the same (unchanged) screen. An encoder the guest lacks (or
+    a guest without encoders: OSWorld's) is one `error` entry."""
+    from cua_rl.errors import GuestError
+
+    out: dict[str, dict[str, float | int | str]] = {}
+    pictures: dict[str, bytes] = {}
+    for encoder in JPEG_ENCODERS:
+        grab: list[float] = []
+        encode: list[float] = []
+
+        async def shot(
+            encoder: str = encoder, grab: list[float] = grab, encode: list[float] = encode
+        ) -> bytes:
+            data = await client.screenshot("jpeg", quality, encoder=encoder)
+            timing = client.server_timing
+            if f"encoder_{encoder}" not in timing:
+                raise GuestError(f"the guest did not encode with {encoder!r}: {timing}")
+            grab.append(timing.get("grab", 0.0))
+            encode.append(timing.get("encode", 0.0))
+            return data
+
+        try:
+            pictures[encoder] = await shot()
+            grab.clear()
+            encode.clear()
+            round_trip = await _median_ms(shot, calls)
+        except GuestError as exc:
+            out[encoder] = {"error": str(exc).splitlines()[0]}
+            continue
+        out[encoder] = {
+            "screenshot_ms": round_trip,
+            "guest_grab_ms": round(statistics.median(grab), 2),
+            "guest_encode_ms": round(statistics.median(encode), 2),
+            "guest_ms": round(
+                statistics.median([g + e for g, e in zip(grab, encode, strict=True)]), 2
+            ),
+            "bytes": len(pictures[encoder]),
+        }
+    if len(pictures) == 2:
+        largest, mean = pixel_difference(*pictures.values())
+        for encoder in pictures:
+            out[encoder].update(max_pixel_diff=largest, mean_pixel_diff=round(mean, 3))
+    return out
+
+
+def pixel_difference(a: bytes, b: bytes) -> tuple[int, float]:
+    """Largest and mean absolute difference of two images' RGB values (0-255)."""
+    from PIL import Image, ImageChops, ImageStat
+
+    with Image.open(io.BytesIO(a)) as one, Image.open(io.BytesIO(b)) as two:
+        diff = ImageChops.difference(one.convert("RGB"), two.convert("RGB"))
+    largest = max(high for _, high in diff.getextrema())
+    return int(largest), float(sum(ImageStat.Stat(diff).mean) / 3)
+
+
+async def measure_guest(client: GuestClient, calls: int = 20) -> dict[str, Any]:
     """Median latencies of the three calls an actor makes every step."""
     from PIL import Image
 
@@ -120,6 +208,8 @@ async def measure_guest(client: GuestClient, calls: int = 20) -> dict[str, float
             raise DesktopError(f"/act click failed: {result.error}")
 
     return {
+        "machine_before": machine(),
+        "jpeg": await jpeg_encoders(client, calls),
         "screenshot_ms": await _median_ms(lambda: client.screenshot("jpeg", 90), calls),
         "screenshot_png_ms": await _median_ms(lambda: client.screenshot("png"), calls),
         "action_ms": await _median_ms(click, calls),
@@ -128,10 +218,18 @@ async def measure_guest(client: GuestClient, calls: int = 20) -> dict[str, float
         "width": width,
         "height": height,
         "calls": calls,
+        "machine_after": machine(),
     }
 
 
-async def bench_local(calls: int, rows: int, cols: int) -> dict[str, float | int]:
+def machine() -> dict[str, float | int | None]:
+    """What the figures depend on besides the code: cores and load (1 min)."""
+    import os
+
+    return {"cores": os.cpu_count(), "load_1m": round(os.getloadavg()[0], 2)}
+
+
+async def bench_local(calls: int, rows: int, cols: int) -> dict[str, Any]:
     """Start a local desktop, put a spreadsheet on it, measure, stop it."""
     from cua_rl.desktop.providers.local.provider import LocalProvider
 
@@ -148,10 +246,10 @@ async def bench_local(calls: int, rows: int, cols: int) -> dict[str, float | int
         await provider.close()
 
 
-async def bench_remote(url: str, token: str | None, tls_fingerprint: str | None,
-                       calls: int) -> dict[str, float | int]:
+async def bench_remote(
+    url: str, token: str | None, tls_fingerprint: str | None, calls: int
+) -> dict[str, Any]:
     """Measure a running guest at `url` as it is (whatever is on its screen)."""
-    async with GuestClient(url, token,  # type: ignore[arg-type]
-                           tls_fingerprint=tls_fingerprint) as client:
+    async with GuestClient(url, token, tls_fingerprint=tls_fingerprint) as client:
         await client.wait_ready(30)
         return await measure_guest(client, calls)

@@ -44,15 +44,21 @@ def policy_requests(count: int) -> list[list[dict[str, Any]]]:
         shots = []
         for i, color in enumerate(("white", "lightgray", "beige")):
             image = Image.new("RGB", size, color)
-            ImageDraw.Draw(image).rectangle((100 + 7 * r, 80 + 40 * i, 700, 500),
-                                            fill=(40 + r % 200, 90, 160))
+            ImageDraw.Draw(image).rectangle(
+                (100 + 7 * r, 80 + 40 * i, 700, 500), fill=(40 + r % 200, 90, 160)
+            )
             buf = io.BytesIO()
             image.save(buf, format="JPEG", quality=episode.screenshot_quality)
-            shots.append(encode_image(buf.getvalue(), min_pixels=episode.min_pixels,
-                                      max_pixels=episode.max_pixels))
-        requests.append(policy_messages(f"Open menu number {r}.", ["Action: click",
-                                                                  "Action: type"], shots,
-                                         (1920, 1080)))
+            shots.append(
+                encode_image(
+                    buf.getvalue(), min_pixels=episode.min_pixels, max_pixels=episode.max_pixels
+                )
+            )
+        requests.append(
+            policy_messages(
+                f"Open menu number {r}.", ["Action: click", "Action: type"], shots, (1920, 1080)
+            )
+        )
     return requests
 
 
@@ -62,13 +68,22 @@ def summarize(latencies_s: list[float], wall_s: float) -> dict[str, float]:
         return {"rps": 0.0, "p50_ms": 0.0, "p99_ms": 0.0, "requests": 0}
     ordered = sorted(latencies_s)
     p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
-    return {"rps": round(len(ordered) / wall_s, 3),
-            "p50_ms": round(statistics.median(ordered) * 1000, 1),
-            "p99_ms": round(p99 * 1000, 1), "requests": len(ordered)}
+    return {
+        "rps": round(len(ordered) / wall_s, 3),
+        "p50_ms": round(statistics.median(ordered) * 1000, 1),
+        "p99_ms": round(p99 * 1000, 1),
+        "requests": len(ordered),
+    }
 
 
-async def run_level(url: str, requests: list[list[dict[str, Any]]], concurrency: int,
-                    seconds: float, max_tokens: int, timeout_s: float) -> dict[str, float]:
+async def run_level(
+    url: str,
+    requests: list[list[dict[str, Any]]],
+    concurrency: int,
+    seconds: float,
+    max_tokens: int,
+    timeout_s: float,
+) -> dict[str, float]:
     """`concurrency` clients send requests back to back until `seconds` have passed."""
     from cua_rl.inference.client import InferenceClient
 
@@ -95,24 +110,38 @@ async def run_level(url: str, requests: list[list[dict[str, Any]]], concurrency:
     return summarize(latencies, loop.time() - start)
 
 
-async def bench_engine(engine: str, model_dir: Path, work: Path, levels: list[int],
-                       seconds: float, max_tokens: int, ready_timeout_s: float
-                       ) -> dict[str, dict[str, float]]:
+async def bench_engine(
+    engine: str,
+    model_dir: Path,
+    work: Path,
+    levels: list[int],
+    seconds: float,
+    max_tokens: int,
+    ready_timeout_s: float,
+) -> dict[str, dict[str, float]]:
     from cua_rl.inference.config import ModelServersConfig
     from cua_rl.inference.launcher import model_servers
 
-    cfg = ModelServersConfig(engine=engine, model=str(model_dir), replicas=1, threads=2,
-                             ready_timeout_s=ready_timeout_s)
+    cfg = ModelServersConfig(
+        engine=engine, model=str(model_dir), replicas=1, threads=2, ready_timeout_s=ready_timeout_s
+    )
     requests = policy_requests(DISTINCT_REQUESTS)
     async with model_servers(cfg, name=engine, log_dir=work / "logs") as urls:
         await run_level(urls[0], requests[-1:], 1, 0.0, max_tokens, 600.0)  # warm-up
-        return {str(c): await run_level(urls[0], requests, c, seconds, max_tokens, 600.0)
-                for c in levels}
+        return {
+            str(c): await run_level(urls[0], requests, c, seconds, max_tokens, 600.0)
+            for c in levels
+        }
 
 
-async def run_bench(engines: list[str], model_dir: Path | None, levels: list[int],
-                    seconds: float, max_tokens: int,
-                    ready_timeout_s: float) -> dict[str, Any]:
+async def run_bench(
+    engines: list[str],
+    model_dir: Path | None,
+    levels: list[int],
+    seconds: float,
+    max_tokens: int,
+    ready_timeout_s: float,
+) -> dict[str, Any]:
     from cua_rl.inference.vllm_engine import resolve_vllm_python
 
     if "vllm" in engines:
@@ -123,5 +152,7 @@ async def run_bench(engines: list[str], model_dir: Path | None, levels: list[int
             from cua_rl.inference.tiny_model import build_tiny_model
 
             model_dir = build_tiny_model(work / "tiny", seed=0, primed=False).path
-        return {e: await bench_engine(e, model_dir, work, levels, seconds, max_tokens,
-                                      ready_timeout_s) for e in engines}
+        return {
+            e: await bench_engine(e, model_dir, work, levels, seconds, max_tokens, ready_timeout_s)
+            for e in engines
+        }

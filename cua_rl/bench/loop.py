@@ -14,12 +14,13 @@ budget are outside it. The simulator check: a latency model fitted to the async
 run's own spans (`latency.json`, per-call durations only) feeds `bench fleet
 --simulated` for this machine's fleet shape, and its predicted async/sync ratio is
 printed beside the measured one.
+
+The figures of each run, read back from its directory, are in loop_figures.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import bisect
 import json
 import os
 import statistics
@@ -30,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from cua_rl.bench.loop_figures import measured_window, median_or_zero, mode_figures, update_windows
 from cua_rl.config import RunConfig, load_config
 from cua_rl.errors import RunFailed
 from cua_rl.store.run_store import RunStore
@@ -38,17 +40,32 @@ MODES: dict[str, tuple[str, ...]] = {
     "async": ("train.mode=async",),
     "sync": ("train.mode=sync",),
     "async_global_pause": ("train.mode=async", "train.sync.staggered=false"),
+    # issue 51's switches, each against `async` (the defaults: no spares, no forks,
+    # screenshots by libjpeg-turbo from the capture buffer)
+    "async_spares": ("train.mode=async", "fleet.spare_desktops=2"),
+    "async_forks": ("train.mode=async", "fleet.fork_groups=true"),
+    "async_pillow": ("train.mode=async", "episode.screenshot_encoder=pillow"),
 }
 """Each mode's overrides on top of the shared ones."""
+SWITCH_MODES = ("async_spares", "async_forks", "async_pillow")
+"""Modes that turn one of issue 51's switches away from its default."""
 
 
-def shared_overrides(engine: str, updates: int, seed: int, tiny_model_dir: Path | None,
-                     state_dir: Path | None) -> list[str]:
+def shared_overrides(
+    engine: str, updates: int, seed: int, tiny_model_dir: Path | None, state_dir: Path | None
+) -> list[str]:
     """What every mode's run shares: the engines, the budget, the seed, spans on."""
-    out = [f"policy.engine={engine}", f"prm.engine={engine}",
-           f"train.max_policy_updates={updates}", f"train.policy.seed={seed}",
-           f"train.prm.seed={seed}", "metrics.spans=true",
-           "metrics.live=false", "metrics.tensorboard=false", "fleet.max_groups=1000"]
+    out = [
+        f"policy.engine={engine}",
+        f"prm.engine={engine}",
+        f"train.max_policy_updates={updates}",
+        f"train.policy.seed={seed}",
+        f"train.prm.seed={seed}",
+        "metrics.spans=true",
+        "metrics.live=false",
+        "metrics.tensorboard=false",
+        "fleet.max_groups=1000",
+    ]
     if tiny_model_dir is not None:
         out.append(f"tiny_model_dir={tiny_model_dir}")
     if state_dir is not None:
@@ -58,54 +75,23 @@ def shared_overrides(engine: str, updates: int, seed: int, tiny_model_dir: Path 
 
 def run_mode(preset: str, run_dir: Path, overrides: list[str], timeout_s: float) -> None:
     """One `cua-rl train` run; its output goes to stderr (stdout stays for --json)."""
-    cmd = [sys.executable, "-m", "cua_rl.cli", "train", "--preset", preset,
-           "--out", str(run_dir), *overrides]
+    cmd = [
+        sys.executable,
+        "-m",
+        "cua_rl.cli",
+        "train",
+        "--preset",
+        preset,
+        "--out",
+        str(run_dir),
+        *overrides,
+    ]
     done = subprocess.run(cmd, stdout=sys.stderr, timeout=timeout_s, check=False)
     if done.returncode != 0:
         raise RunFailed(
             f"the {run_dir.name} run failed (exit {done.returncode}); its log: "
-            f"{run_dir / 'logs' / 'run.log'}")
-
-
-def update_windows(run_dir: Path) -> list[dict[str, Any]]:
-    """Per policy update: when it started, when both learners had trained (and
-    checkpointed) and when both had synced, from the stored update events.
-
-    The reward model's update of the same step starts after the policy's (it follows
-    the policy step by step) and before the next policy update; its own version may
-    lag the policy's (a step without reward-model samples changes no weights), so the
-    two are paired by time, not by version."""
-    events = RunStore.read_only(run_dir).events("update")
-    policy = sorted((e["data"] for e in events if e["subject"] == "policy"),
-                    key=lambda d: d["started_at"])
-    out = [{"version": int(d["version"]), "start": d["started_at"],
-            "trained": d["trained_at"], "end": d.get("synced_at") or d["trained_at"]}
-           for d in policy]
-    starts = [u["start"] for u in out]
-    for event in events:
-        if event["subject"] == "policy":
-            continue
-        data = event["data"]
-        k = bisect.bisect_right(starts, data["started_at"]) - 1
-        if k < 0:
-            continue
-        out[k]["trained"] = max(out[k]["trained"], data["trained_at"])
-        out[k]["end"] = max(out[k]["end"], data.get("synced_at") or data["trained_at"])
-    return out
-
-
-def measured_window(run_dir: Path) -> tuple[float, float]:
-    """From the first rollout's start to the end of the last update (both learners
-    trained and synced), from the store."""
-    records = RunStore.read_only(run_dir).trajectory_records()
-    updates = update_windows(run_dir)
-    if not records or not updates:
-        raise RunFailed(f"{run_dir}: no rollout or no update was stored")
-    return min(r["started_at"] for r in records), updates[-1]["end"]
-
-
-def _median(values: list[float]) -> float:
-    return statistics.median(values) if values else 0.0
+            f"{run_dir / 'logs' / 'run.log'}"
+        )
 
 
 def machine() -> dict[str, Any]:
@@ -113,39 +99,19 @@ def machine() -> dict[str, Any]:
     return {"cores": os.cpu_count(), "load_1m": round(os.getloadavg()[0], 2)}
 
 
-def during_syncs(spans: list[dict[str, Any]]) -> dict[str, float]:
-    """Policy requests answered per second while a policy weight sync ran, and
-    outside syncs: what staggering the sync is for."""
-    from cua_rl.report.loop_profile import merged, sync_windows
-
-    syncs = merged((w.start, w.end) for w in sync_windows(spans, "policy"))
-    calls = [s["end"] for s in spans if s["kind"] == "replica_call"
-             and s.get("pool") == "policy" and "error" not in s]
-    if not syncs or not calls:
-        return {"policy_calls_per_s_in_sync": 0.0, "policy_calls_per_s_outside": 0.0,
-                "sync_s": 0.0}
-    lo, hi = min(calls), max(calls)
-    inside = sum(1 for t in calls if any(a <= t <= b for a, b in syncs))
-    sync_s = sum(b - a for a, b in syncs)
-    rest = max(1e-9, hi - lo - sync_s)
-    return {"policy_calls_per_s_in_sync": inside / max(1e-9, sync_s),
-            "policy_calls_per_s_outside": (len(calls) - inside) / rest, "sync_s": sync_s}
-
-
-def mode_figures(run_dir: Path, desktops: int) -> dict[str, Any]:
-    """One run's figures over its measured window (`report/loop_profile.py`)."""
-    from cua_rl.report.loop_profile import load_spans, profile
-
-    spans = load_spans(run_dir)
-    figures = profile(spans, desktops=desktops, window=measured_window(run_dir))
-    counters = RunStore.read_only(run_dir).counters()
-    updates = update_windows(run_dir)
-    figures["samples_used"] = {role: counters.get(f"{role}_samples_used", 0)
-                               for role in ("policy", "prm")}
-    figures["update_s_median"] = _median([u["trained"] - u["start"] for u in updates])
-    figures["sync_s_median"] = _median([u["end"] - u["trained"] for u in updates])
-    figures["during_syncs"] = during_syncs(spans)
-    return figures
+def order_agreement(result: dict[str, Any]) -> dict[str, Any]:
+    """Per switch mode: whether its groups' task order equals the `async` run's (same
+    seed), over the groups both opened, and the first place they part."""
+    base = result["async"]["task_order"]
+    out: dict[str, Any] = {}
+    for mode in SWITCH_MODES:
+        if mode not in result:
+            continue
+        order = result[mode]["task_order"]
+        common = min(len(base), len(order))
+        parted = next((k for k in range(common) if base[k] != order[k]), None)
+        out[mode] = {"equal": parted is None, "groups_compared": common, "parted_at": parted}
+    return out
 
 
 def latency_file(run_dir: Path, cfg: RunConfig, out: Path) -> dict[str, Any]:
@@ -160,14 +126,19 @@ def latency_file(run_dir: Path, cfg: RunConfig, out: Path) -> dict[str, Any]:
     # simulator has no field for: it goes with the screenshot
     images = [s["end"] - s["start"] for s in spans if s["kind"] == "images"]
     if images and "screenshot_s" in model:
-        model["screenshot_s"]["median_s"] += _median(images)
+        model["screenshot_s"]["median_s"] += median_or_zero(images)
     # The simulator trains every group it rolls out; a real run also rolls out
     # groups that train nothing (Algorithm 2's rejected candidates, empty groups).
     # Per group rolled out, the learners' time is what the run spent over all groups.
     updates = update_windows(run_dir)
     start, end = measured_window(run_dir)
-    groups = len({r["group_id"] for r in RunStore.read_only(run_dir).trajectory_records()
-                  if start <= r["started_at"] <= end})
+    groups = len(
+        {
+            r["group_id"]
+            for r in RunStore.read_only(run_dir).trajectory_records()
+            if start <= r["started_at"] <= end
+        }
+    )
     trained = sum(u["trained"] - u["start"] for u in updates)
     model["learner_s_per_group"] = max(1e-3, trained / max(1, groups))
     synced = sum(u["end"] - u["trained"] for u in updates)
@@ -179,10 +150,12 @@ def latency_file(run_dir: Path, cfg: RunConfig, out: Path) -> dict[str, Any]:
     desktops = cfg.desktops.count
     model["batch_slowdown"] = 0.0  # measured under this run's own load already
     model["capacity"] = {
-        "policy_batch": max(32, desktops), "prm_batch": max(32, desktops),
+        "policy_batch": max(32, desktops),
+        "prm_batch": max(32, desktops),
         "actors_per_policy_replica": desktops / cfg.policy.replicas,
         "actors_per_prm_replica": desktops / cfg.prm.replicas,
-        "actors_per_learner_node": float(desktops)}
+        "actors_per_learner_node": float(desktops),
+    }
     out.write_text(json.dumps(model, indent=2))
     return model
 
@@ -201,10 +174,13 @@ def predictions(out: Path, cfg: RunConfig, seed: int, measured: float) -> dict[s
     result: dict[str, Any] = {}
     for name, (fast, slow) in {"one_model": (one, one), "per_mode": (one, own)}.items():
         ratio = fast["async_steps_per_s"] / slow["sync_streaming_steps_per_s"]
-        result[name] = {"ratio": ratio, "vs_measured": ratio / measured,
-                        "async_steps_per_min": 60 * fast["async_steps_per_s"],
-                        "sync_steps_per_min": 60 * slow["sync_streaming_steps_per_s"],
-                        "host_bound": fast["host_bound"] or slow["host_bound"]}
+        result[name] = {
+            "ratio": ratio,
+            "vs_measured": ratio / measured,
+            "async_steps_per_min": 60 * fast["async_steps_per_s"],
+            "sync_steps_per_min": 60 * slow["sync_streaming_steps_per_s"],
+            "host_bound": fast["host_bound"] or slow["host_bound"],
+        }
     return result
 
 
@@ -223,39 +199,73 @@ def simulate(latency: dict[str, Any], cfg: RunConfig, seed: int) -> dict[str, An
     from cua_rl.rollout.latency import LatencyModel
 
     model = LatencyModel.model_validate({**latency, "time_scale": SIM_TIME_SCALE})
-    runs = [asyncio.run(bench(model, cfg.desktops.count, group_size=cfg.fleet.group_size,
-                              eta=cfg.fleet.eta, duration_s=60.0, seed=seed + k))
-            for k in range(SIM_SEEDS)]
-    mean = {key: statistics.fmean(r[key] for r in runs)
-            for key in ("async_steps_per_s", "sync_streaming_steps_per_s")}
+    runs = [
+        asyncio.run(
+            bench(
+                model,
+                cfg.desktops.count,
+                group_size=cfg.fleet.group_size,
+                eta=cfg.fleet.eta,
+                duration_s=60.0,
+                seed=seed + k,
+            )
+        )
+        for k in range(SIM_SEEDS)
+    ]
+    mean = {
+        key: statistics.fmean(r[key] for r in runs)
+        for key in ("async_steps_per_s", "sync_streaming_steps_per_s")
+    }
     return {**mean, "host_bound": any(r["host_bound"] for r in runs)}
 
 
-def run_loop_bench(preset: str, engine: str, updates: int, modes: list[str], out: Path, *,
-                   seed: int = 0, tiny_model_dir: Path | None = None,
-                   state_dir: Path | None = None, timeout_s: float = 3600.0,
-                   reuse: bool = False, log: Callable[[str], None] = print) -> dict[str, Any]:
-    """One `train` run per mode of `modes` (keys of MODES, async and sync among them)
-    in OUT/<mode>, their figures, and the simulator's predictions for this machine;
+def run_loop_bench(
+    preset: str,
+    engine: str,
+    updates: int,
+    modes: list[str],
+    out: Path,
+    *,
+    seed: int = 0,
+    spares: int = 2,
+    tiny_model_dir: Path | None = None,
+    state_dir: Path | None = None,
+    timeout_s: float = 3600.0,
+    reuse: bool = False,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """One `train` run per mode of `modes` (keys of MODES, async among them) in
+    OUT/<mode>, their figures (each with its episode breakdown and task order; the
+    switch modes' orders compared with async's) and, with sync among them, the
+    async/sync ratio and the simulator's predictions for this machine;
     all of it also written to OUT/loop.json. `reuse`: a mode whose run already
     finished in OUT is analysed again instead of run again."""
     cfg = load_config(RunConfig, preset=preset)
     shared = shared_overrides(engine, updates, seed, tiny_model_dir, state_dir)
     out.mkdir(parents=True, exist_ok=True)
-    result: dict[str, Any] = {"machine_before": machine(), "preset": preset, "engine": engine,
-                              "updates": updates, "desktops": cfg.desktops.count,
-                              "group_size": cfg.fleet.group_size,
-                              "tasks_per_update": cfg.train.tasks_per_update}
+    result: dict[str, Any] = {
+        "machine_before": machine(),
+        "preset": preset,
+        "engine": engine,
+        "spare_desktops": spares,
+        "updates": updates,
+        "desktops": cfg.desktops.count,
+        "group_size": cfg.fleet.group_size,
+        "tasks_per_update": cfg.train.tasks_per_update,
+    }
     started = time.monotonic()
     for k, mode in enumerate(modes, 1):
         log(f"bench loop: {mode} ({k}/{len(modes)})")
         run_dir = out / mode
         if not (reuse and (run_dir / "run.sqlite").is_file() and update_windows(run_dir)):
-            run_mode(preset, run_dir, [*shared, *MODES[mode]], timeout_s)
+            extra = [f"fleet.spare_desktops={spares}"] if mode == "async_spares" else []
+            run_mode(preset, run_dir, [*shared, *MODES[mode], *extra], timeout_s)
         result[mode] = mode_figures(run_dir, cfg.desktops.count)
-    result["ratio"] = result["async"]["steps_per_min"] / result["sync"]["steps_per_min"]
-    log("bench loop: the simulator on the measured latencies")
-    result["simulated"] = predictions(out, cfg, seed, result["ratio"])
+    result["task_order_vs_async"] = order_agreement(result)
+    if "sync" in result:
+        result["ratio"] = result["async"]["steps_per_min"] / result["sync"]["steps_per_min"]
+        log("bench loop: the simulator on the measured latencies")
+        result["simulated"] = predictions(out, cfg, seed, result["ratio"])
     result["machine_after"] = machine()
     result["wall_s"] = time.monotonic() - started
     (out / "loop.json").write_text(json.dumps(result, indent=2))
@@ -268,11 +278,23 @@ def summary_lines(result: dict[str, Any]) -> str:
     for mode in MODES:
         if mode in result:
             fig = result[mode]
-            lines.append(f"{mode:>20}: {fig['steps_per_min']:.1f} steps/min, "
-                         f"{fig['episodes_per_min']:.1f} episodes/min, desktops busy "
-                         f"{fig['desktop_busy']:.0%}, window {fig['window']['wall_s']:.0f} s")
+            lines.append(
+                f"{mode:>20}: {fig['steps_per_min']:.1f} steps/min, "
+                f"{fig['episodes_per_min']:.1f} episodes/min, desktops busy "
+                f"{fig['desktop_busy']:.0%}, setup wait {fig['setup_wait_share']:.0%} "
+                f"of episode time, window {fig['window']['wall_s']:.0f} s"
+            )
+    for mode, agreement in result.get("task_order_vs_async", {}).items():
+        lines.append(
+            f"{mode:>20}: task order {'equals' if agreement['equal'] else 'differs from'}"
+            f" async's over {agreement['groups_compared']} groups"
+        )
+    if "simulated" not in result:
+        return "\n".join(lines)
     sim = result["simulated"]
-    lines.append(f"async/sync measured {result['ratio']:.2f}x; simulated with the async "
-                 f"run's latencies {sim['one_model']['ratio']:.2f}x, with each mode's own "
-                 f"{sim['per_mode']['ratio']:.2f}x")
+    lines.append(
+        f"async/sync measured {result['ratio']:.2f}x; simulated with the async "
+        f"run's latencies {sim['one_model']['ratio']:.2f}x, with each mode's own "
+        f"{sim['per_mode']['ratio']:.2f}x"
+    )
     return "\n".join(lines)

@@ -35,8 +35,12 @@ class _TimedClient(InferenceClient):
     """A replica's client that notes when each of its weight updates ran."""
 
     def __init__(self, base: InferenceClient, windows: list[Timed]) -> None:
-        super().__init__(base.base_url, base.timeout_s, connect_timeout_s=base.connect_timeout_s,
-                         token=base.token)
+        super().__init__(
+            base.base_url,
+            base.timeout_s,
+            connect_timeout_s=base.connect_timeout_s,
+            token=base.token,
+        )
         self._windows = windows
 
     async def update_weights_collective(self, *args: Any, **kwargs: Any) -> int:
@@ -72,6 +76,7 @@ class _Source:
 
 def summarize(requests: list[Timed], windows: list[Timed]) -> dict[str, Any]:
     """Latencies of requests that started on a replica under update vs. the rest."""
+
     def under_update(r: Timed) -> bool:
         return any(w.url == r.url and w.start <= r.start < w.end for w in windows)
 
@@ -95,8 +100,15 @@ def summarize(requests: list[Timed], windows: list[Timed]) -> dict[str, Any]:
     }
 
 
-async def run_bench_sync(model_dir: Path, work: Path, *, replicas: int = 2, syncs: int = 3,
-                         clients: int = 4, staggered: bool = True) -> dict[str, Any]:
+async def run_bench_sync(
+    model_dir: Path,
+    work: Path,
+    *,
+    replicas: int = 2,
+    syncs: int = 3,
+    clients: int = 4,
+    staggered: bool = True,
+) -> dict[str, Any]:
     """Serve, sync `syncs` times under load, and summarize (see module doc)."""
     from cua_rl.inference.config import ModelServersConfig
     from cua_rl.inference.launcher import replica_set
@@ -113,8 +125,11 @@ async def run_bench_sync(model_dir: Path, work: Path, *, replicas: int = 2, sync
         for replica in replica_group.replicas.values():
             replica.client = _TimedClient(replica.client, windows)
         pool = InferencePool(replica_group)
-        sync = WeightSync(replica_group, WeightSyncConfig(mode="collective", staggered=staggered),
-                          work / "exports")
+        sync = WeightSync(
+            replica_group,
+            WeightSyncConfig(mode="collective", staggered=staggered),
+            work / "exports",
+        )
         done = asyncio.Event()
 
         async def client(k: int) -> None:
@@ -140,13 +155,20 @@ async def run_bench_sync(model_dir: Path, work: Path, *, replicas: int = 2, sync
             await sync.close()
     for task in senders:
         if task.exception() is not None:
-            raise task.exception()  # type: ignore[misc]
-    return {"replicas": replicas, "syncs": syncs, "clients": clients, "staggered": staggered,
-            "requests_per_s": round(len(requests) / wall, 2), **summarize(requests, windows)}
+            raise task.exception()  # type: ignore[misc]  # checked not None on the line above
+    return {
+        "replicas": replicas,
+        "syncs": syncs,
+        "clients": clients,
+        "staggered": staggered,
+        "requests_per_s": round(len(requests) / wall, 2),
+        **summarize(requests, windows),
+    }
 
 
-def measure(*, replicas: int = 2, syncs: int = 3, clients: int = 4,
-            staggered: bool = True) -> dict[str, Any]:
+def measure(
+    *, replicas: int = 2, syncs: int = 3, clients: int = 4, staggered: bool = True
+) -> dict[str, Any]:
     """`run_bench_sync` on the cached format-primed tiny model (built when missing),
     in a temporary work folder."""
     import tempfile
@@ -156,7 +178,13 @@ def measure(*, replicas: int = 2, syncs: int = 3, clients: int = 4,
     async def main() -> dict[str, Any]:
         model = await ensure_tiny_model(default_tiny_dir())
         with tempfile.TemporaryDirectory(prefix="cua-rl-bench-sync-") as work:
-            return await run_bench_sync(model, Path(work), replicas=replicas, syncs=syncs,
-                                        clients=clients, staggered=staggered)
+            return await run_bench_sync(
+                model,
+                Path(work),
+                replicas=replicas,
+                syncs=syncs,
+                clients=clients,
+                staggered=staggered,
+            )
 
     return asyncio.run(main())

@@ -35,17 +35,12 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from cua_rl.errors import (
-    ChromeRequirementMissing,
-    EvalExtraMissing,
-    GuestError,
-    GuestUnavailable,
-)
-from cua_rl.eval_extra import EXTRA_HINT
+from cua_rl.errors import ChromeRequirementMissing, EvalExtraMissing, GuestError, GuestUnavailable
+from cua_rl.eval_libraries import EXTRA_HINT
 
 
 class ExecOutput(Protocol):
-    """A command's result as the guest reports it (`desktop.client.ExecResult`)."""
+    """A command's result as the guest reports it (`desktop.exec_result.ExecResult`)."""
 
     output: str
 
@@ -59,8 +54,9 @@ class ChromeGuest(Protocol):
 
     url: str
 
-    async def execute(self, command: list[str] | str, *, shell: bool = False,
-                      timeout: float = 120.0) -> ExecOutput: ...
+    async def execute(
+        self, command: list[str] | str, *, shell: bool = False, timeout: float = 120.0
+    ) -> ExecOutput: ...
 
     async def launch(self, command: list[str] | str, *, shell: bool = False) -> None: ...
 
@@ -75,8 +71,10 @@ DEFAULT_CDP_PORT = 9222
 CDP_PORT_ENV = "CUA_RL_CHROME_CDP_PORT"
 CONNECT_DEADLINE_S = 15.0
 """How long a getter keeps trying to reach Chrome's DevTools endpoint."""
-RELAUNCH_COMMANDS = (["google-chrome", "--remote-debugging-port=1337"],
-                     ["chromium", "--remote-debugging-port=1337"])
+RELAUNCH_COMMANDS = (
+    ["google-chrome", "--remote-debugging-port=1337"],
+    ["chromium", "--remote-debugging-port=1337"],
+)
 """What OSWorld launches when Chrome is gone (its images forward 9222 to 1337)."""
 
 _APP_NAMES = ("Google Chrome", "Chromium")
@@ -116,8 +114,10 @@ def cdp_url(client: ChromeGuest, setup: Any = None) -> str:
 async def list_targets(endpoint: str, timeout: float = 5.0) -> list[dict[str, Any]]:
     """CDP's /json/list: page targets, the most recently active first."""
     limit = aiohttp.ClientTimeout(total=timeout)
-    async with aiohttp.ClientSession(timeout=limit) as http, \
-            http.get(f"{endpoint}/json/list") as resp:
+    async with (
+        aiohttp.ClientSession(timeout=limit) as http,
+        http.get(f"{endpoint}/json/list") as resp,
+    ):
         resp.raise_for_status()
         data = await resp.json(content_type=None)
     return [t for t in data if isinstance(t, dict) and t.get("type") == "page"]
@@ -131,12 +131,19 @@ async def _relaunch(client: ChromeGuest) -> None:
             await client.launch(command)
             log.info("Chrome was not reachable; launched %s on the desktop", command)
             return
-    log.warning("Chrome was not reachable and neither google-chrome nor chromium is on the "
-                "desktop's PATH")
+    log.warning(
+        "Chrome was not reachable and neither google-chrome nor chromium is on the desktop's PATH"
+    )
 
 
-async def connect(playwright: Any, client: ChromeGuest, setup: Any = None, *,
-                  relaunch: bool = True, deadline_s: float = CONNECT_DEADLINE_S) -> Any:
+async def connect(
+    playwright: Any,
+    client: ChromeGuest,
+    setup: Any = None,
+    *,
+    relaunch: bool = True,
+    deadline_s: float = CONNECT_DEADLINE_S,
+) -> Any:
     """A Playwright Browser connected over CDP, polling until `deadline_s`.
 
     With `relaunch`, a browser that does not answer at first is started on the
@@ -172,8 +179,9 @@ async def connect(playwright: Any, client: ChromeGuest, setup: Any = None, *,
 
 
 @asynccontextmanager
-async def browser_session(client: ChromeGuest, setup: Any = None, *, what: str,
-                          relaunch: bool = True) -> AsyncIterator[Any]:
+async def browser_session(
+    client: ChromeGuest, setup: Any = None, *, what: str, relaunch: bool = True
+) -> AsyncIterator[Any]:
     """Connected Browser for the block; only the CDP connection is closed after it
     (Chrome and its tabs stay, as with OSWorld)."""
     api = import_playwright(what)
@@ -188,8 +196,13 @@ async def browser_session(client: ChromeGuest, setup: Any = None, *, what: str,
                 log.debug("closing the CDP connection: %s", exc)
 
 
-TRANSIENT_NET_ERRORS = ("net::ERR_CONNECTION_", "net::ERR_TIMED_OUT", "net::ERR_EMPTY_RESPONSE",
-                        "net::ERR_NETWORK_CHANGED", "net::ERR_INTERNET_DISCONNECTED")
+TRANSIENT_NET_ERRORS = (
+    "net::ERR_CONNECTION_",
+    "net::ERR_TIMED_OUT",
+    "net::ERR_EMPTY_RESPONSE",
+    "net::ERR_NETWORK_CHANGED",
+    "net::ERR_INTERNET_DISCONNECTED",
+)
 """Chrome's navigation errors a second try can cure (a server or link that dropped
 the connection); an invalid URL, a missing file or a certificate error stays."""
 _CLOSED = ("has been closed", "Target closed", "Connection closed")
@@ -235,8 +248,10 @@ def address_bar_text(tree_xml: str | bytes) -> str | None:
         return None
     for app in _APP_NAMES:
         entries = root.xpath(
-            "//*[local-name()='application'][@name=$app]"
-            "//*[local-name()='entry'][@name=$bar]", app=app, bar=_ADDRESS_BAR)
+            "//*[local-name()='application'][@name=$app]//*[local-name()='entry'][@name=$bar]",
+            app=app,
+            bar=_ADDRESS_BAR,
+        )
         if entries:
             return entries[0].text if entries[-1].text else None
     return None

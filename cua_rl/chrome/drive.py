@@ -50,9 +50,12 @@ def drive_for(settings: Path, *, what: str) -> Any:
 
 def path_query(parts: list[str]) -> list[str]:
     """Drive search queries walking a folder path down to its last element."""
-    return [f"title = '{name}' and mimeType = '{FOLDER_MIME}' and trashed = false"
-            if i < len(parts) - 1 else f"title = '{name}' and trashed = false"
-            for i, name in enumerate(parts)]
+    return [
+        f"title = '{name}' and mimeType = '{FOLDER_MIME}' and trashed = false"
+        if i < len(parts) - 1
+        else f"title = '{name}' and trashed = false"
+        for i, name in enumerate(parts)
+    ]
 
 
 def download(drive: Any, queries: list[str], target: Path) -> str | None:

@@ -15,7 +15,7 @@ import re
 from typing import Any
 from urllib.parse import ParseResult, urlparse, urlunparse
 
-from cua_rl.eval_extra import require
+from cua_rl.eval_libraries import require
 
 _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+\-.]*://")
 
@@ -31,12 +31,16 @@ def normalize_url(url: str, *, full: bool = True) -> str:
     parts = _extractor()(parsed.netloc.lower())
     subdomain = "" if parts.subdomain == "www" else parts.subdomain
     netloc = f"{subdomain}.{parts.domain}" if subdomain else parts.domain
-    return urlunparse(ParseResult(
-        scheme=parsed.scheme.lower(), netloc=netloc,
-        path=parsed.path if parsed.path != "/" else "",
-        params=parsed.params if full else "", query=parsed.query if full else "",
-        fragment=parsed.fragment if full else "",
-    ))
+    return urlunparse(
+        ParseResult(
+            scheme=parsed.scheme.lower(),
+            netloc=netloc,
+            path=parsed.path if parsed.path != "/" else "",
+            params=parsed.params if full else "",
+            query=parsed.query if full else "",
+            fragment=parsed.fragment if full else "",
+        )
+    )
 
 
 def compare_urls(url1: str | None, url2: str | None, full: bool = True) -> bool:

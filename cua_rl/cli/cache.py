@@ -18,16 +18,27 @@ def cache() -> None:
 
 
 @cache.command("seed")
-@click.option("--from", "source", required=True,
-              type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="Directory with the files (a hub snapshot of the asset dataset, the URL "
-              "paths, or files by name).")
-@click.option("--osworld", required=True,
-              type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="OSWorld checkout whose tasks name the asset URLs.")
-@click.option("--cache", "cache_dir", type=click.Path(file_okay=False, path_type=Path),
-              default=None, help="Cache root [default: $CUA_RL_CACHE_DIR or "
-              "~/.cache/cua-rl/files].")
+@click.option(
+    "--from",
+    "source",
+    required=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Directory with the files (a hub snapshot of the asset dataset, the URL "
+    "paths, or files by name).",
+)
+@click.option(
+    "--osworld",
+    required=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="OSWorld checkout whose tasks name the asset URLs.",
+)
+@click.option(
+    "--cache",
+    "cache_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Cache root [default: $CUA_RL_CACHE_DIR or ~/.cache/cua-rl/files].",
+)
 @click.option("--json", "as_json", is_flag=True)
 def seed(source: Path, osworld: Path, cache_dir: Path | None, as_json: bool) -> None:
     """Copy every asset of the task set found under --from into the cache."""
@@ -41,8 +52,12 @@ def seed(source: Path, osworld: Path, cache_dir: Path | None, as_json: bool) -> 
     urls = [url for task in load.tasks for url in task_needs(task).assets]
     target = FileCache(cache_dir or default_cache_root())
     result = seed_from_dir(target, urls, source)
-    summary = {"cache": str(target.root), "seeded": len(result.seeded),
-               "already": len(result.already), "missing": len(result.missing)}
+    summary = {
+        "cache": str(target.root),
+        "seeded": len(result.seeded),
+        "already": len(result.already),
+        "missing": len(result.missing),
+    }
     if as_json:
         emit_json({**summary, "missing_urls": result.missing})
         return

@@ -53,14 +53,21 @@ def run_options(out_help: str) -> Callable[[Callable[..., Any]], Callable[..., A
 
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
         command = shared_run_flags(command)  # innermost: OVERRIDES is the last argument
-        for option in reversed([
-            click.argument("config", required=False),
-            click.option("--preset", help="A preset shipped with cua-rl (e.g. quickstart)."),
-            click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-                         help=out_help),
-            click.option("--json", "as_json", is_flag=True,
-                         help="Print the summary as JSON (the only thing on stdout)."),
-        ]):
+        for option in reversed(
+            [
+                click.argument("config", required=False),
+                click.option("--preset", help="A preset shipped with cua-rl (e.g. quickstart)."),
+                click.option(
+                    "--out", type=click.Path(file_okay=False, path_type=Path), help=out_help
+                ),
+                click.option(
+                    "--json",
+                    "as_json",
+                    is_flag=True,
+                    help="Print the summary as JSON (the only thing on stdout).",
+                ),
+            ]
+        ):
             command = option(command)
         return command
 
@@ -73,28 +80,43 @@ def shared_run_flags(command: Callable[..., Any]) -> Callable[..., Any]:
     the user's own, `--cache` as $CUA_RL_CACHE_DIR (see `run_options`)."""
 
     @functools.wraps(command)
-    def wrapped(*args: Any, osworld: Path | None, pairs: Path | None, split: str | None,
-                model: str | None, provider: str | None, cache: Path | None,
-                **kwargs: Any) -> Any:
+    def wrapped(
+        *args: Any,
+        osworld: Path | None,
+        pairs: Path | None,
+        split: str | None,
+        model: str | None,
+        provider: str | None,
+        cache: Path | None,
+        **kwargs: Any,
+    ) -> Any:
         if osworld is not None and pairs is not None:
             raise click.UsageError("give --osworld or --pairs, not both")
-        flags = flag_overrides(osworld=osworld, pairs=pairs, split=split, model=model,
-                               provider=provider)
+        flags = flag_overrides(
+            osworld=osworld, pairs=pairs, split=split, model=model, provider=provider
+        )
         if cache is not None:
             os.environ["CUA_RL_CACHE_DIR"] = str(cache.expanduser().resolve())
         kwargs["overrides"] = (*flags, *kwargs["overrides"])
         return command(*args, **kwargs)
 
-    for option in reversed([
-        *task_flags(),
-        click.option("--model", help="The policy model: a Hugging Face id, a local "
-                     "folder or `tiny` (sets policy.model)."),
-        click.option("--provider", type=click.Choice(PROVIDER_TYPES),
-                     help="Where desktops come from (sets desktops.provider.type; "
-                     "docs/providers.md)."),
-        cache_option,
-        click.argument("overrides", nargs=-1, type=click.UNPROCESSED),
-    ]):
+    for option in reversed(
+        [
+            *task_flags(),
+            click.option(
+                "--model",
+                help="The policy model: a Hugging Face id, a local "
+                "folder or `tiny` (sets policy.model).",
+            ),
+            click.option(
+                "--provider",
+                type=click.Choice(PROVIDER_TYPES),
+                help="Where desktops come from (sets desktops.provider.type; docs/providers.md).",
+            ),
+            cache_option,
+            click.argument("overrides", nargs=-1, type=click.UNPROCESSED),
+        ]
+    ):
         wrapped = option(wrapped)
     return wrapped
 
@@ -104,33 +126,51 @@ def task_flags() -> list[Callable[[Any], Any]]:
     run reads tasks. A source flag also clears tasks.ids: the ids a preset lists
     belong to its own source (an override `tasks.ids=[...]` still applies)."""
     return [
-        click.option("--osworld", type=click.Path(file_okay=False, path_type=Path),
-                     help="An OSWorld checkout (or its evaluation_examples): its tasks "
-                     "(sets tasks.source=osworld:PATH, tasks.ids=[])."),
-        click.option("--pairs", type=click.Path(file_okay=False, path_type=Path),
-                     help="A pair folder from `cua-rl templates new`: its tasks, variants "
-                     "and difficulty.json (sets tasks.source=pairs:DIR, tasks.ids=[] and, without "
-                     "--split, tasks.split=null; "
-                     "docs/pair-authoring.md)."),
-        click.option("--split", help="A shipped split name or a .txt/.json split file "
-                     "(sets tasks.split)."),
+        click.option(
+            "--osworld",
+            type=click.Path(file_okay=False, path_type=Path),
+            help="An OSWorld checkout (or its evaluation_examples): its tasks "
+            "(sets tasks.source=osworld:PATH, tasks.ids=[]).",
+        ),
+        click.option(
+            "--pairs",
+            type=click.Path(file_okay=False, path_type=Path),
+            help="A pair folder from `cua-rl templates new`: its tasks, variants "
+            "and difficulty.json (sets tasks.source=pairs:DIR, tasks.ids=[] and, without "
+            "--split, tasks.split=null; "
+            "docs/pair-authoring.md).",
+        ),
+        click.option(
+            "--split", help="A shipped split name or a .txt/.json split file (sets tasks.split)."
+        ),
     ]
 
 
 cache_option = click.option(
-    "--cache", type=click.Path(file_okay=False, path_type=Path), default=None,
-    help="Asset cache root [default: $CUA_RL_CACHE_DIR or ~/.cache/cua-rl/files].")
+    "--cache",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Asset cache root [default: $CUA_RL_CACHE_DIR or ~/.cache/cua-rl/files].",
+)
 """`--cache`: the same flag on every command that reads the asset cache."""
 
 
 overwrite_option = click.option(
-    "--overwrite", is_flag=True,
-    help="With --out: delete the run already there and start a fresh one.")
+    "--overwrite",
+    is_flag=True,
+    help="With --out: delete the run already there and start a fresh one.",
+)
 """`--overwrite` of the commands that refuse an existing run (run_dir.py)."""
 
 
-def load_run_config(config: str | None, preset: str | None, overrides: tuple[str, ...], *,
-                    under: str | None = None, fixed: tuple[str, ...] = ()) -> RunConfig:
+def load_run_config(
+    config: str | None,
+    preset: str | None,
+    overrides: tuple[str, ...],
+    *,
+    under: str | None = None,
+    fixed: tuple[str, ...] = (),
+) -> RunConfig:
     """The RunConfig of a command line (`run_config.resolve_run_config`: defaults
     when neither CONFIG nor --preset is given, `under` a preset below --preset,
     `fixed` settings after CONFIG); a bad file or override is reported, not raised
@@ -154,8 +194,46 @@ def reject_unknown_options(words: tuple[str | None, ...]) -> None:
         if not word or not word.startswith("-") or word == "-":
             continue
         name = word.split("=", 1)[0]
-        known = [] if ctx is None else sorted(
-            {opt for param in ctx.command.params if isinstance(param, click.Option)
-             for opt in (*param.opts, *param.secondary_opts)})
+        known = (
+            []
+            if ctx is None
+            else sorted(
+                {
+                    opt
+                    for param in ctx.command.params
+                    if isinstance(param, click.Option)
+                    for opt in (*param.opts, *param.secondary_opts)
+                }
+            )
+        )
         close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
         raise click.NoSuchOption(name, possibilities=close, ctx=ctx)
+
+
+def dry_run_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--dry-run and --nodes (runtime/launch_plan.py)."""
+    command = click.option(
+        "--nodes",
+        metavar="SPEC",
+        help="With --dry-run: the machines to lay the run out on, e.g. 1x8gpu, 3x8gpu, "
+        "1x8gpu,4xcpu:64cpu (first node: the driver's); default: this machine.",
+    )(command)
+    return click.option(
+        "--dry-run",
+        is_flag=True,
+        help="Print every process the run would start (role, node, GPUs, command, "
+        "environment) and start nothing.",
+    )(command)
+
+
+def print_dry_run(cfg: RunConfig, nodes: str | None, as_json: bool) -> None:
+    """The launch of `cfg` on `nodes` (runtime/launch_plan.py), as text or JSON."""
+    from cua_rl.command_output import emit_json
+    from cua_rl.runtime.launch_plan import dry_run, render_dry_run
+    from cua_rl.runtime.node_spec import parse_nodes
+
+    plan = dry_run(cfg, parse_nodes(nodes) if nodes else None)
+    if as_json:
+        emit_json(plan)
+    else:
+        click.echo(render_dry_run(plan), nl=False)

@@ -10,8 +10,13 @@ import click
 
 @click.command("plot")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
-              required=True, help="Directory for the PNG files (created if missing).")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="Directory for the PNG files (created if missing).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def plot(run_dir: Path, out_dir: Path, as_json: bool) -> None:
     """Plot success rate, step reward, PRM agreement, staleness and throughput."""
@@ -24,8 +29,9 @@ def plot(run_dir: Path, out_dir: Path, as_json: bool) -> None:
     if as_json:
         from cua_rl.command_output import emit_json
 
-        emit_json({"written": {k: str(v) for k, v in result.written.items()},
-                   "skipped": result.skipped})
+        emit_json(
+            {"written": {k: str(v) for k, v in result.written.items()}, "skipped": result.skipped}
+        )
         return
     for name, path in result.written.items():
         click.echo(f"wrote {name}: {path}")

@@ -16,13 +16,20 @@ from cua_rl.cli.options import OVERRIDES_HELP, load_run_config, overwrite_option
 from cua_rl.command_output import emit_json
 
 
-@click.command("rollout", context_settings={"ignore_unknown_options": True},
-               epilog=OVERRIDES_HELP)
-@run_options("New run directory (default: runs/rollout-<time>); one that holds a run is "
-             "refused unless --overwrite.")
+@click.command("rollout", context_settings={"ignore_unknown_options": True}, epilog=OVERRIDES_HELP)
+@run_options(
+    "New run directory (default: runs/rollout-<time>); one that holds a run is "
+    "refused unless --overwrite."
+)
 @overwrite_option
-def rollout(config: str | None, preset: str | None, out: Path | None,
-            overrides: tuple[str, ...], as_json: bool, overwrite: bool) -> None:
+def rollout(
+    config: str | None,
+    preset: str | None,
+    out: Path | None,
+    overrides: tuple[str, ...],
+    as_json: bool,
+    overwrite: bool,
+) -> None:
     """Run task groups on desktops with the policy and the streaming reward model."""
     from cua_rl.runtime.run_dir import new_run_dir
     from cua_rl.runtime.run_launch import launch_rollout

@@ -26,6 +26,8 @@ COMMANDS: dict[str, str] = {
     "rollout": "cua_rl.cli.rollout:rollout",
     "train": "cua_rl.cli.train:train",
     "eval": "cua_rl.cli.eval:eval_command",
+    "eval-prm": "cua_rl.cli.eval_prm:eval_prm",
+    "experiment": "cua_rl.cli.experiment:experiment",
     "view": "cua_rl.cli.view:view",
     "plot": "cua_rl.cli.plot:plot",
     "config": "cua_rl.cli.config:config",
@@ -33,7 +35,6 @@ COMMANDS: dict[str, str] = {
     "image": "cua_rl.cli.image:image",
     "export": "cua_rl.cli.export:export",
 }
-
 
 
 OWN_JSON_WRITERS: frozenset[str] = frozenset()
@@ -44,7 +45,7 @@ through `command_output.emit_json`); the root group leaves their stdout alone.""
 class RootGroup(LazyGroup):
     """The `cua-rl` group: the ONE place where errors become messages.
 
-    Whatever a subcommand raises passes through `command_errors.user_message`:
+    Whatever a subcommand raises passes through `errors.user_message`:
     our own errors and OS refusals (full disk, read-only, permission, port in use)
     become one `Error: ...` line and exit status 1; anything else is a bug and
     keeps its traceback. Commands therefore raise typed errors and never catch
@@ -62,11 +63,10 @@ class RootGroup(LazyGroup):
         try:
             with stdout_to_stderr() if wanted else contextlib.nullcontext():
                 return super().invoke(ctx)
-        except (click.exceptions.ClickException, click.exceptions.Exit,
-                click.exceptions.Abort):
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
         except Exception as exc:
-            from cua_rl.command_errors import user_message
+            from cua_rl.errors import user_message
 
             message = user_message(exc)
             if message is None or os.environ.get("CUA_RL_TRACEBACK"):
@@ -76,10 +76,15 @@ class RootGroup(LazyGroup):
 
 @click.group(cls=RootGroup, lazy=COMMANDS)
 @click.version_option(package_name="cua-rl")
-@click.option("--log-level", type=click.Choice(LEVELS, case_sensitive=False),
-              default="INFO", show_default=True, envvar="CUA_RL_LOG_LEVEL",
-              help="Level of cua-rl's messages on stderr (libraries log at WARNING); "
-              "RUN_DIR/logs/run.log of train, rollout and eval keeps INFO in any case.")
+@click.option(
+    "--log-level",
+    type=click.Choice(LEVELS, case_sensitive=False),
+    default="INFO",
+    show_default=True,
+    envvar="CUA_RL_LOG_LEVEL",
+    help="Level of cua-rl's messages on stderr (libraries log at WARNING); "
+    "RUN_DIR/logs/run.log of train, rollout and eval keeps INFO in any case.",
+)
 def cli(log_level: str) -> None:
     """Train and evaluate GUI computer-use agents with asynchronous RL.
 

@@ -1,4 +1,5 @@
-"""`cua-rl runs ...`: look at what a run directory holds."""
+"""`cua-rl runs ...`: look at what a run directory holds (`show`), and compare two
+evaluations (`compare`, in `cua_rl.report.compare`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from cua_rl.store.run_store import DB_NAME
 
 @click.group()
 def runs() -> None:
-    """Inspect run directories."""
+    """Inspect run directories and compare evaluations."""
 
 
 @runs.command("show")
@@ -55,7 +56,8 @@ def print_summary(summary: dict[str, Any]) -> None:
 
     console = Console(emoji=False)
     state = {True: "finished", None: "end not recorded"}.get(
-        summary["finished"], summary.get("end") or "not finished")
+        summary["finished"], summary.get("end") or "not finished"
+    )
     title = f"{summary['kind']} run {summary['run_id']} ({state})"
     counts = Table(title=title, show_header=False)
     for key, value in summary.items():
@@ -63,15 +65,22 @@ def print_summary(summary: dict[str, Any]) -> None:
             counts.add_row(key, "" if value is None else str(value))
     console.print(counts)
     switches = summary.get("switches") or {}
-    console.print("opt-in switches on (off in the paper): "
-                  + (", ".join(f"{k}={v}" for k, v in switches.items()) or "none"),
-                  markup=False, soft_wrap=True)
+    console.print(
+        "switches away from the paper: "
+        + (", ".join(f"{k}={v}" for k, v in switches.items()) or "none"),
+        markup=False,
+        soft_wrap=True,
+    )
     if summary["versions"]:
         versions = Table("policy version", "trajectories", "mean score", "success")
         for row in summary["versions"]:
             score = "" if row["mean_score"] is None else f"{row['mean_score']:.3f}"
-            versions.add_row(str(row["policy_version"]), str(row["trajectories"]), score,
-                             f"{row['success_rate']:.0%}")
+            versions.add_row(
+                str(row["policy_version"]),
+                str(row["trajectories"]),
+                score,
+                f"{row['success_rate']:.0%}",
+            )
         console.print(versions)
     if summary["tasks"]:
         tasks = Table("task variant", "trajectories", "success")
@@ -84,7 +93,44 @@ def print_summary(summary: dict[str, Any]) -> None:
     for what, reasons in summary["reasons"].items():
         for reason, entry in reasons.items():
             example = entry["examples"][0]
-            lost.add_row(what, str(entry["count"]), reason,
-                         f"{example['subject']}: {example['message']}"[:200])
+            lost.add_row(
+                what,
+                str(entry["count"]),
+                reason,
+                f"{example['subject']}: {example['message']}"[:200],
+            )
     if lost.row_count:
         console.print(lost)
+
+
+@runs.command("compare")
+@click.argument("a", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("b", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+@click.option(
+    "--png",
+    "png",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also draw B - A per domain and overall, with 95 % intervals, as a PNG.",
+)
+def compare(a: Path, b: Path, as_json: bool, png: Path | None) -> None:
+    """Whether evaluation B differs from evaluation A beyond noise. Each side is a
+    `cua-rl eval` run directory or an OSWorld results folder (ours, or anyone's
+    published one). First what differs in what ran beyond the model (from the
+    manifests), then the paired difference over the tasks both scored with its
+    bootstrap interval, the tasks that flipped either way, and McNemar's exact test
+    with one plain sentence (docs/evaluate-your-model.md)."""
+    from cua_rl.report.compare import compare as compare_sides
+    from cua_rl.report.compare import render_lines
+    from cua_rl.report.compare_sides import load_side
+
+    result = compare_sides(load_side(a), load_side(b))
+    if png is not None:
+        from cua_rl.report.compare_plot import plot_comparison
+
+        plot_comparison(result, png)
+    if as_json:
+        emit_json({**result.as_dict(), "png": str(png) if png else None})
+        return
+    click.echo("\n".join(render_lines(result)))

@@ -45,5 +45,13 @@ def serve(
     """Serve MODEL over the OpenAI-compatible inference protocol (docs/architecture.md)."""
     from cua_rl.inference.serve import serve_model
 
-    serve_model(engine, model_dir, host=host, port=port, version=version, threads=threads,
-                max_batch_rows=max_batch_rows, python=python)
+    serve_model(
+        engine,
+        model_dir,
+        host=host,
+        port=port,
+        version=version,
+        threads=threads,
+        max_batch_rows=max_batch_rows,
+        python=python,
+    )

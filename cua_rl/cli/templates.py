@@ -12,11 +12,11 @@ from pathlib import Path
 
 import click
 
-from cua_rl.cli.tasks import report_validation
+from cua_rl.cli.task_options import report_validation
 from cua_rl.command_output import emit_json
 from cua_rl.errors import TaskFormatError
 from cua_rl.tasks.authoring import AuthoringRoot, authoring_groups, scaffold_pair
-from cua_rl.tasks.sources import PROJECT_ROOT
+from cua_rl.tasks.sources import DATA_ROOT
 from cua_rl.tasks.validation import NotAPairPath, pair_targets, validate_pairs
 
 
@@ -31,21 +31,28 @@ def templates() -> None:
     "--root",
     type=click.Path(file_okay=False, path_type=Path),
     help="Authoring folder with templates/, evaluators/, golden/, difficulty.json and "
-         "optionally tasks/ (default: this project's; see docs/pair-authoring.md).",
+    "optionally tasks/ (default: this project's; see docs/pair-authoring.md).",
 )
 @click.option(
     "--on-desktop",
     is_flag=True,
     help="Also run each variant's golden solution (score 1) and initial state (0).",
 )
-@click.option("--desktops", default=1, show_default=True, type=click.IntRange(1, 8),
-              help="Local desktops used by --on-desktop.")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print {tasks, variants, problems, names_checked} only (not with "
-              "--on-desktop).")
+@click.option(
+    "--desktops",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 8),
+    help="Local desktops used by --on-desktop.",
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print {tasks, variants, problems, names_checked} only (not with --on-desktop).",
+)
 def validate_templates(
-    paths: tuple[Path, ...], root: Path | None, on_desktop: bool, desktops: int,
-    as_json: bool,
+    paths: tuple[Path, ...], root: Path | None, on_desktop: bool, desktops: int, as_json: bool
 ) -> None:
     """Check template/evaluator pairs: shape, pairing, metric/getter/step names
     (with a "did you mean"), the rule and option keys each metric reads, golden
@@ -62,27 +69,34 @@ def validate_templates(
     except NotAPairPath as exc:
         raise click.BadParameter(str(exc), param_hint="PATHS") from None
     if not targets and not on_desktop and not as_json:
-        click.echo(f"nothing to check: no templates/ or evaluators/ under {root or PROJECT_ROOT}")
+        click.echo(f"nothing to check: no templates/ or evaluators/ under {root or DATA_ROOT}")
         return
     found = validate_pairs(targets)
     if report_validation(
-        {"tasks": len(targets), "variants": found.variants, "problems": found.problems,
-         "names_checked": found.names_checked},
+        {
+            "tasks": len(targets),
+            "variants": found.variants,
+            "problems": found.problems,
+            "names_checked": found.names_checked,
+        },
         found.problems,
         f"checked {len(targets)} task(s): {found.variants} valid variant(s), "
         f"{len(found.problems)} problem(s)",
-        as_json=as_json):
+        as_json=as_json,
+    ):
         raise SystemExit(1)
     if on_desktop:
         _validate_on_desktop(targets if paths else None, AuthoringRoot.of(root), desktops)
 
 
-def _validate_on_desktop(targets: list[tuple[Path, str]] | None, layout: AuthoringRoot,
-                         desktops: int) -> None:
+def _validate_on_desktop(
+    targets: list[tuple[Path, str]] | None, layout: AuthoringRoot, desktops: int
+) -> None:
     """Golden solutions score 1 and initial states 0 for the tasks in scope (the
     project's local suite, or an authoring root's pairs and tasks), on local
     desktops; a wrong score names each metric and the values it compared."""
-    from cua_rl.tasks.on_desktop import print_report, validate_on_desktop
+    from cua_rl.tasks.check_jobs import print_report
+    from cua_rl.tasks.on_desktop import validate_on_desktop
 
     ids = None if targets is None else [task_id for _, task_id in targets]
     try:
@@ -97,18 +111,26 @@ def _validate_on_desktop(targets: list[tuple[Path, str]] | None, layout: Authori
 
 @templates.command("new")
 @click.argument("task_id")
-@click.option("--root", type=click.Path(file_okay=False, path_type=Path),
-              help="Authoring folder to write into (default: this project's).")
-@click.option("--domain", default="os", show_default=True,
-              help="Domain of a new base task (an existing task keeps its own).")
+@click.option(
+    "--root",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Authoring folder to write into (default: this project's).",
+)
+@click.option(
+    "--domain",
+    default="os",
+    show_default=True,
+    help="Domain of a new base task (an existing task keeps its own).",
+)
 @click.option("--instruction", help="The variant's instruction (default: the task's, or a TODO).")
 @click.option("--json", "as_json", is_flag=True, help="Print {written: [paths]}.")
-def new_template(task_id: str, root: Path | None, domain: str, instruction: str | None,
-                 as_json: bool) -> None:
+def new_template(
+    task_id: str, root: Path | None, domain: str, instruction: str | None, as_json: bool
+) -> None:
     """Scaffold a pair for TASK_ID: template, evaluator, golden stub, difficulty entry
     (and a base task under tasks/ when TASK_ID is not a known task)."""
     try:
-        written = scaffold_pair(root or PROJECT_ROOT, task_id, domain, instruction)
+        written = scaffold_pair(root or DATA_ROOT, task_id, domain, instruction)
     except TaskFormatError as exc:
         raise click.ClickException(str(exc)) from exc
     if as_json:
@@ -116,8 +138,9 @@ def new_template(task_id: str, root: Path | None, domain: str, instruction: str 
     for path in [] if as_json else written:
         click.echo(f"wrote {path}")
     where = f" --root {root}" if root else ""
-    click.echo(f"next: edit them, then: cua-rl templates validate{where} {task_id} --on-desktop",
-               err=True)
+    click.echo(
+        f"next: edit them, then: cua-rl templates validate{where} {task_id} --on-desktop", err=True
+    )
 
 
 @templates.command("import-openagentrl")
@@ -128,8 +151,7 @@ def new_template(task_id: str, root: Path | None, domain: str, instruction: str 
     type=click.Path(file_okay=False, path_type=Path),
     help="Folder to write templates/ and evaluators/ into.",
 )
-@click.option("--json", "as_json", is_flag=True,
-              help="Print {tasks, variants, skipped, out}.")
+@click.option("--json", "as_json", is_flag=True, help="Print {tasks, variants, skipped, out}.")
 def import_openagentrl_command(source: Path, out: Path, as_json: bool) -> None:
     """Convert the RLAnything release (new_examples or its parent) into pairs."""
     from cua_rl.tasks.openagentrl import import_openagentrl
@@ -139,8 +161,14 @@ def import_openagentrl_command(source: Path, out: Path, as_json: bool) -> None:
     except TaskFormatError as exc:
         raise click.ClickException(str(exc)) from exc
     if as_json:
-        emit_json({"tasks": summary.tasks, "variants": summary.variants,
-                   "skipped": summary.skipped, "out": str(out)})
+        emit_json(
+            {
+                "tasks": summary.tasks,
+                "variants": summary.variants,
+                "skipped": summary.skipped,
+                "out": str(out),
+            }
+        )
         return
     click.echo(
         f"wrote {summary.tasks} template file(s) and {summary.variants} evaluator "

@@ -18,12 +18,17 @@ import click
     help="Warm the weights up on the answer formats (tool calls, \\boxed votes) so that "
     "samples parse; --random keeps the plain random initialization.",
 )
-@click.option("--priming-steps", type=click.IntRange(min=1), envvar="CUA_RL_TINY_PRIMING_STEPS",
-              help="Priming budget in optimizer steps (default 1000, ~4 min); fewer build "
-              "faster and parse worse (tests set CUA_RL_TINY_PRIMING_STEPS).")
+@click.option(
+    "--priming-steps",
+    type=click.IntRange(min=1),
+    envvar="CUA_RL_TINY_PRIMING_STEPS",
+    help="Priming budget in optimizer steps (default 1000, ~4 min); fewer build "
+    "faster and parse worse (tests set CUA_RL_TINY_PRIMING_STEPS).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def tiny_model(out_dir: str, seed: int, primed: bool, priming_steps: int | None,
-               as_json: bool) -> None:
+def tiny_model(
+    out_dir: str, seed: int, primed: bool, priming_steps: int | None, as_json: bool
+) -> None:
     """Build the tiny Qwen3-VL checkpoint into OUT_DIR (no download)."""
     from cua_rl.inference.tiny_model import build_tiny_model
 
@@ -33,9 +38,15 @@ def tiny_model(out_dir: str, seed: int, primed: bool, priming_steps: int | None,
     if as_json:
         from cua_rl.command_output import emit_json
 
-        emit_json({"path": str(built.path), "kind": kind, "seed": seed,
-                   "parameters": built.num_parameters,
-                   "build_s": round(time.monotonic() - start, 1)})
+        emit_json(
+            {
+                "path": str(built.path),
+                "kind": kind,
+                "seed": seed,
+                "parameters": built.num_parameters,
+                "build_s": round(time.monotonic() - start, 1),
+            }
+        )
         return
     click.echo(
         f"tiny {kind} Qwen3-VL checkpoint ({built.num_parameters:,} parameters, seed {seed}) "

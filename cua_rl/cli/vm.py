@@ -36,8 +36,7 @@ REGION_KEY = "cua_rl.region"
 """Where --region waits in the click context (it is not a parameter of the commands)."""
 
 
-def _provider(name: str, state_dir: Path | None, settings: tuple[str, ...] = ()
-              ) -> DesktopProvider:
+def _provider(name: str, state_dir: Path | None, settings: tuple[str, ...] = ()) -> DesktopProvider:
     """The provider `name` configured by its defaults, --state-dir, --region and
     --set k=v; a flag the provider has no field for is a usage error."""
     model = provider_configs()[name]
@@ -50,8 +49,12 @@ def _provider(name: str, state_dir: Path | None, settings: tuple[str, ...] = ()
     return build_provider(name, state_dir, region, settings)
 
 
-def build_provider(name: str, state_dir: Path | None = None, region: str | None = None,
-                   settings: tuple[str, ...] = ()) -> DesktopProvider:
+def build_provider(
+    name: str,
+    state_dir: Path | None = None,
+    region: str | None = None,
+    settings: tuple[str, ...] = (),
+) -> DesktopProvider:
     """The provider `name` configured by its defaults, a state dir, a region and
     `key=value` settings (its config, docs/providers.md). The caller checks that the
     provider has a state dir or a region before passing one."""
@@ -71,9 +74,10 @@ def build_provider(name: str, state_dir: Path | None = None, region: str | None 
     try:
         config = model.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"--provider {name} --set: "
-                          f"{describe_validation_error(exc, model)}") from None
-    return make_provider(config)  # type: ignore[arg-type]
+        raise ConfigError(
+            f"--provider {name} --set: {describe_validation_error(exc, model)}"
+        ) from None
+    return make_provider(config)  # type: ignore[arg-type]  # the model validated above is one of the provider configs
 
 
 def _run(coro_fn: Callable[[DesktopProvider], Awaitable[T]], provider: DesktopProvider) -> T:
@@ -93,21 +97,36 @@ def provider_option(command):  # noqa: ANN001, ANN201 - a click decorator
     """--provider NAME, --region (aws: the name `vm sweep` uses) and --set KEY=VALUE
     (its config, docs/providers.md)."""
     command = click.option(
-        "--region", expose_value=False, callback=_keep_region,
-        help="Cloud region of the aws provider (the same as --set region=...).")(command)
+        "--region",
+        expose_value=False,
+        callback=_keep_region,
+        help="Cloud region of the aws provider (the same as --set region=...).",
+    )(command)
     command = click.option(
-        "--set", "settings", multiple=True, metavar="KEY=VALUE",
+        "--set",
+        "settings",
+        multiple=True,
+        metavar="KEY=VALUE",
         help="A provider config field (repeatable), e.g. --set region=eu-west-1; "
-             "the fields are desktops.provider.* in docs/configuration.md.")(command)
+        "the fields are desktops.provider.* in docs/configuration.md.",
+    )(command)
     return click.option(
-        "--provider", "provider_name", type=click.Choice(sorted(provider_configs())),
-        default="local", show_default=True,
-        help="Desktop provider (what each does: docs/providers.md).")(command)
+        "--provider",
+        "provider_name",
+        type=click.Choice(sorted(provider_configs())),
+        default="local",
+        show_default=True,
+        help="Desktop provider (what each does: docs/providers.md).",
+    )(command)
 
 
-state_option = click.option("--state-dir", type=click.Path(path_type=Path), default=None,
-                            help="State dir of the local, container and qemu providers "
-                                 "(default under $CUA_RL_STATE_DIR or ~/.cache/cua-rl).")
+state_option = click.option(
+    "--state-dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="State dir of the local, container and qemu providers "
+    "(default under $CUA_RL_STATE_DIR or ~/.cache/cua-rl).",
+)
 
 
 @click.group()
@@ -119,17 +138,33 @@ def vm() -> None:
 @provider_option
 @state_option
 @click.option("--count", "-n", type=click.IntRange(min=1), default=1, show_default=True)
-@click.option("--json", "as_json", is_flag=True,
-              help="Print a JSON list of {id, url, token, tls_fingerprint, limits}.")
-def up(provider_name: str, settings: tuple[str, ...], state_dir: Path | None, count: int,
-       as_json: bool) -> None:
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print a JSON list of {id, url, token, tls_fingerprint, limits}.",
+)
+def up(
+    provider_name: str, settings: tuple[str, ...], state_dir: Path | None, count: int, as_json: bool
+) -> None:
     """Start COUNT desktops and leave them running."""
-    handles = _run(lambda provider: start_desktops(provider, count),
-                   _provider(provider_name, state_dir, settings))
+    handles = _run(
+        lambda provider: start_desktops(provider, count),
+        _provider(provider_name, state_dir, settings),
+    )
     if as_json:
-        emit_json([{"id": h.id, "url": h.url, "token": h.token,
+        emit_json(
+            [
+                {
+                    "id": h.id,
+                    "url": h.url,
+                    "token": h.token,
                     "tls_fingerprint": h.tls_fingerprint,
-                    "limits": h.info.get("limits")} for h in handles])
+                    "limits": h.info.get("limits"),
+                }
+                for h in handles
+            ]
+        )
     else:
         for h in handles:
             details = "  ".join(f"{k}={v}" for k, v in h.info.items())
@@ -140,8 +175,9 @@ def up(provider_name: str, settings: tuple[str, ...], state_dir: Path | None, co
 @provider_option
 @state_option
 @click.option("--json", "as_json", is_flag=True)
-def list_(provider_name: str, settings: tuple[str, ...], state_dir: Path | None,
-          as_json: bool) -> None:
+def list_(
+    provider_name: str, settings: tuple[str, ...], state_dir: Path | None, as_json: bool
+) -> None:
     """List desktops (also ones started by earlier commands). A local desktop is
     `stale` when its run or its session is gone; `vm down --stale` cleans those up."""
     rows = _run(list_desktops, _provider(provider_name, state_dir, settings))
@@ -153,10 +189,18 @@ def list_(provider_name: str, settings: tuple[str, ...], state_dir: Path | None,
 
     table = Table("id", "url", "owner", "stale", "details")  # details differ by provider
     for row in rows:
-        details = "  ".join(f"{k}={v}" for k, v in row.items()
-                            if k not in ("id", "url", "token", "owner_pid", "stale"))
-        table.add_row(row["id"], row["url"] or "", str(row.get("owner_pid") or ""),
-                      str(row.get("stale", "")), details)
+        details = "  ".join(
+            f"{k}={v}"
+            for k, v in row.items()
+            if k not in ("id", "url", "token", "owner_pid", "stale")
+        )
+        table.add_row(
+            row["id"],
+            row["url"] or "",
+            str(row.get("owner_pid") or ""),
+            str(row.get("stale", "")),
+            details,
+        )
     Console().print(table)
 
 
@@ -164,25 +208,38 @@ def list_(provider_name: str, settings: tuple[str, ...], state_dir: Path | None,
 @provider_option
 @state_option
 @click.argument("desktop_ids", nargs=-1)
-@click.option("--all", "all_", is_flag=True,
-              help="Stop every desktop of the provider, except those a live run owns.")
-@click.option("--stale", is_flag=True,
-              help="Remove desktops whose run or session is gone (state dirs included).")
+@click.option(
+    "--all",
+    "all_",
+    is_flag=True,
+    help="Stop every desktop of the provider, except those a live run owns.",
+)
+@click.option(
+    "--stale",
+    is_flag=True,
+    help="Remove desktops whose run or session is gone (state dirs included).",
+)
 @click.option("--force", is_flag=True, help="Also stop desktops owned by a live run.")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print {stopped: [ids], kept: [reasons]}.")
-def down(provider_name: str, settings: tuple[str, ...], state_dir: Path | None,
-         desktop_ids: tuple[str, ...], all_: bool, stale: bool, force: bool,
-         as_json: bool) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print {stopped: [ids], kept: [reasons]}.")
+def down(
+    provider_name: str,
+    settings: tuple[str, ...],
+    state_dir: Path | None,
+    desktop_ids: tuple[str, ...],
+    all_: bool,
+    stale: bool,
+    force: bool,
+    as_json: bool,
+) -> None:
     """Stop desktops by ID (or --all, --stale) and delete their state. Local desktops
     that a live run owns are left alone unless --force: that run would lose them."""
     if not desktop_ids and not all_ and not stale:
         raise click.UsageError("give desktop IDs, --all or --stale")
 
     stopped, kept = _run(
-        lambda provider: stop_desktops(provider, desktop_ids, all_=all_, stale=stale,
-                                       force=force),
-        _provider(provider_name, state_dir, settings))
+        lambda provider: stop_desktops(provider, desktop_ids, all_=all_, stale=stale, force=force),
+        _provider(provider_name, state_dir, settings),
+    )
     if as_json:
         emit_json({"stopped": stopped, "kept": kept})
         return
@@ -198,15 +255,34 @@ def down(provider_name: str, settings: tuple[str, ...], state_dir: Path | None,
 @click.argument("desktop_id")
 @click.argument("code")
 @click.option("--timeout", type=float, default=10.0, show_default=True)
-@click.option("--json", "as_json", is_flag=True,
-              help="Accepted for uniformity: the result is always printed as JSON.")
-def exec_(provider_name: str, settings: tuple[str, ...], state_dir: Path | None,
-          desktop_id: str, code: str, timeout: float, as_json: bool) -> None:
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Accepted for uniformity: the result is always printed as JSON.",
+)
+def exec_(
+    provider_name: str,
+    settings: tuple[str, ...],
+    state_dir: Path | None,
+    desktop_id: str,
+    code: str,
+    timeout: float,
+    as_json: bool,
+) -> None:
     """Run pyautogui CODE on a desktop (through /act) and print the result."""
-    result = _run(lambda provider: act_on(provider, desktop_id, code, timeout),
-                  _provider(provider_name, state_dir, settings))
-    emit_json({"status": result.status, "output": result.output,
-               "error": result.error, "returncode": result.returncode})
+    result = _run(
+        lambda provider: act_on(provider, desktop_id, code, timeout),
+        _provider(provider_name, state_dir, settings),
+    )
+    emit_json(
+        {
+            "status": result.status,
+            "output": result.output,
+            "error": result.error,
+            "returncode": result.returncode,
+        }
+    )
     if not result.ok:
         sys.exit(1)
 
@@ -217,11 +293,19 @@ def exec_(provider_name: str, settings: tuple[str, ...], state_dir: Path | None,
 @click.argument("desktop_id")
 @click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print {path, bytes}.")
-def screenshot(provider_name: str, settings: tuple[str, ...], state_dir: Path | None,
-               desktop_id: str, out: Path, as_json: bool) -> None:
+def screenshot(
+    provider_name: str,
+    settings: tuple[str, ...],
+    state_dir: Path | None,
+    desktop_id: str,
+    out: Path,
+    as_json: bool,
+) -> None:
     """Save a PNG screenshot of a desktop to OUT."""
-    data = _run(lambda provider: screenshot_of(provider, desktop_id),
-                _provider(provider_name, state_dir, settings))
+    data = _run(
+        lambda provider: screenshot_of(provider, desktop_id),
+        _provider(provider_name, state_dir, settings),
+    )
     out.write_bytes(data)
     if as_json:
         emit_json({"path": str(out), "bytes": len(data)})
@@ -230,24 +314,40 @@ def screenshot(provider_name: str, settings: tuple[str, ...], state_dir: Path | 
 
 
 @vm.command(name="sweep")
-@click.option("--provider", "provider_name", type=click.Choice(["aws"]), default="aws",
-              show_default=True, help="Provider whose leaked desktops to terminate.")
-@click.option("--run", "run_id", default=None,
-              help="Terminate every instance of this (finished or dead) run; without it, "
-                   "only instances past their cua-rl:expires-at.")
+@click.option(
+    "--provider",
+    "provider_name",
+    type=click.Choice(["aws"]),
+    default="aws",
+    show_default=True,
+    help="Provider whose leaked desktops to terminate.",
+)
+@click.option(
+    "--run",
+    "run_id",
+    default=None,
+    help="Terminate every instance of this (finished or dead) run; without it, "
+    "only instances past their cua-rl:expires-at.",
+)
 @click.option("--region", default="us-east-1", show_default=True)
 @click.option("--profile", default=None, help="AWS credentials profile.")
 @click.option("--endpoint-url", default=None, help="EC2 endpoint (moto, LocalStack).")
 @click.option("--dry-run", is_flag=True, help="List what would be terminated; change nothing.")
 @click.option("--json", "as_json", is_flag=True)
-def sweep_command(provider_name: str, run_id: str | None, region: str, profile: str | None,
-                  endpoint_url: str | None, dry_run: bool, as_json: bool) -> None:
+def sweep_command(
+    provider_name: str,
+    run_id: str | None,
+    region: str,
+    profile: str | None,
+    endpoint_url: str | None,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
     """Terminate cloud desktops of dead runs or past their time-to-live."""
     from cua_rl.desktop.providers.aws.sweep import sweep_account
 
     try:
-        swept = asyncio.run(sweep_account(region, profile, endpoint_url, run_id,
-                                          dry_run=dry_run))
+        swept = asyncio.run(sweep_account(region, profile, endpoint_url, run_id, dry_run=dry_run))
     except CuaRlError as exc:
         raise click.ClickException(str(exc)) from exc
     if as_json:

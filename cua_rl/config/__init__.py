@@ -18,17 +18,11 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import yaml
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from cua_rl.adapt.config import AdaptConfig
 from cua_rl.config.demo import DemoConfig
+from cua_rl.config.node_resources import ResourcesConfig
 from cua_rl.config.ray_cluster import RayConfig
 from cua_rl.config.train import MetricsConfig, TrainConfig
 from cua_rl.desktop.providers.config import ProviderConfig
@@ -118,8 +112,7 @@ def load_config(
         raise ConfigError(f"{where}: {describe_validation_error(exc, model)}") from None
 
 
-def merged_layers(preset: str | Sequence[str] | None, path: str | Path | None
-                  ) -> dict[str, Any]:
+def merged_layers(preset: str | Sequence[str] | None, path: str | Path | None) -> dict[str, Any]:
     """The raw mapping of presets (in order) and then a file, before overrides."""
     data: dict[str, Any] = {}
     for name in _presets(preset):
@@ -135,12 +128,11 @@ def _presets(preset: str | Sequence[str] | None) -> list[str]:
     return [preset] if isinstance(preset, str) else [p for p in preset if p]
 
 
-def describe_validation_error(exc: ValidationError, model: type[BaseModel] | None = None
-                              ) -> str:
+def describe_validation_error(exc: ValidationError, model: type[BaseModel] | None = None) -> str:
     """One line per problem: `field.path: message (got value)`; an unknown key of
     `model` gets the key it was probably meant to be, a discriminated union (a
     provider, an engine) the `type` values it accepts."""
-    from cua_rl.config_keys import union_tags, unknown_key_message
+    from cua_rl.config.unknown_keys import union_tags, unknown_key_message
 
     lines = []
     for err in exc.errors():
@@ -151,8 +143,12 @@ def describe_validation_error(exc: ValidationError, model: type[BaseModel] | Non
         got = err.get("input")
         shown = f" (got {got!r})" if not isinstance(got, dict | list) else ""
         tags = union_tags(model, err["loc"]) if model is not None else []
-        if tags and err["type"] in ("union_tag_not_found", "union_tag_invalid",
-                                    "model_attributes_type", "dict_type"):
+        if tags and err["type"] in (
+            "union_tag_not_found",
+            "union_tag_invalid",
+            "model_attributes_type",
+            "dict_type",
+        ):
             allowed = ", ".join(repr(t) for t in tags)
             if err["type"] == "union_tag_invalid":
                 shown = f" (got {err.get('ctx', {}).get('tag')!r})"
@@ -232,8 +228,16 @@ class RunConfig(BaseModel):
     (optionally) model replicas as Ray actors, the learners on the driver."""
     ray: RayConfig = Field(default_factory=RayConfig)
     """Cluster placement (used only when `runtime: ray`)."""
+    resources: ResourcesConfig = Field(default_factory=ResourcesConfig)
+    """The node's GPUs and how the run hands them out (`runtime: local`)."""
     demo: DemoConfig = Field(default_factory=DemoConfig)
     """Evaluation passes before and after training (the learn-demo preset)."""
+    seed: int | None = Field(None, ge=0)
+    """The run's seed: every sampling request (policy steps, reward-model votes,
+    critiques, rewrites), each learner's torch seed and each vLLM engine's seed derive
+    from it (`cua_rl/seeds.py`), unless that key is set itself. Two runs with the same
+    seed and one actor send the same requests. None: requests are unseeded and the
+    learner and engine seeds keep their defaults (0)."""
 
     @model_validator(mode="after")
     def _learner_temperatures(self) -> RunConfig:
@@ -241,33 +245,83 @@ class RunConfig(BaseModel):
         at: the policy's at `episode.temperature`, the reward model's at
         `judge.temperature`. Resolved here, so `config show` and the saved config say
         what the run uses; a different value set on purpose is refused."""
-        for role, source, value in (("policy", "episode.temperature", self.episode.temperature),
-                                    ("prm", "judge.temperature", self.judge.temperature)):
+        for role, source, value in (
+            ("policy", "episode.temperature", self.episode.temperature),
+            ("prm", "judge.temperature", self.judge.temperature),
+        ):
             learner = getattr(self.train, role)
             if "temperature" in learner.model_fields_set and learner.temperature != value:
                 raise ValueError(
                     f"train.{role}.temperature {learner.temperature} differs from {source} "
                     f"{value}: the learner scores samples at the temperature they were drawn "
-                    f"at; set {source} (train.{role}.temperature follows it)")
+                    f"at; set {source} (train.{role}.temperature follows it)"
+                )
             learner.temperature = value
         return self
 
     @model_validator(mode="after")
+    def _derived_seeds(self) -> RunConfig:
+        """Learner and engine seeds left unset follow the run's `seed`; resolved here,
+        so `config show` and the saved config say what the run uses."""
+        if self.seed is None:
+            return self
+        from cua_rl.seeds import derive_seed
+
+        for role in ("policy", "prm"):
+            learner = getattr(self.train, role)
+            if "seed" not in learner.model_fields_set:
+                learner.seed = derive_seed(self.seed, "learner", role)
+        pools = (("policy", self.policy), ("prm", self.prm), ("rewriter", self.adapt.rewriter.pool))
+        for role, servers in pools:
+            if "seed" not in servers.vllm.model_fields_set:
+                servers.vllm.seed = derive_seed(self.seed, "engine", role)
+        return self
+
+    @model_validator(mode="after")
+    def _reward_has_a_source(self) -> RunConfig:
+        """Reward-model-only supervision needs the reward model's votes."""
+        if self.train.reward.outcome_weight == 0 and not self.judge.enabled:
+            raise ValueError(
+                "train.reward.outcome_weight=0 trains the policy on the reward "
+                "model's votes alone, but judge.enabled is false (no votes): "
+                "enable the judge or give the outcome a weight"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _desktop_preparation_is_local(self) -> RunConfig:
+        """Spare desktops and group forks live in one process's desktop pool; a Ray
+        fleet worker does not prepare ahead yet (the Ray parity issue adds it)."""
+        if self.runtime == "ray" and (self.fleet.spare_desktops or self.fleet.fork_groups):
+            on = [
+                k
+                for k, v in (
+                    ("fleet.spare_desktops", self.fleet.spare_desktops),
+                    ("fleet.fork_groups", self.fleet.fork_groups),
+                )
+                if v
+            ]
+            raise ValueError(
+                f"{' and '.join(on)}: not available under runtime: ray yet "
+                "(a fleet worker's pool does not prepare desktops ahead); "
+                "turn it off or use runtime: local"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _budgets_fit(self) -> RunConfig:
-        """Per-task budgets are decided where groups open and observed where they end:
-        one process under `runtime: local`, three under `ray` (docs/algorithms.md)."""
+        """Per-task budgets never ask for fewer rollouts than their floor (under `ray` they
+        are decided on the driver and sent with each variant, docs/algorithms.md)."""
         budgets = self.train.budgets
         if not budgets.enabled:
             return self
-        if self.runtime == "ray":
-            raise ValueError("train.budgets.enabled needs runtime: local (under ray the group "
-                             "scheduler and the fleets run in other processes than the "
-                             "budgets); set runtime=local or train.budgets.enabled=false")
         largest = budgets.max_rollouts or self.fleet.group_size
         if largest < budgets.min_rollouts:
-            raise ValueError(f"train.budgets.min_rollouts {budgets.min_rollouts} is above "
-                             f"the largest group ({largest}: train.budgets.max_rollouts, "
-                             "else fleet.group_size)")
+            raise ValueError(
+                f"train.budgets.min_rollouts {budgets.min_rollouts} is above "
+                f"the largest group ({largest}: train.budgets.max_rollouts, "
+                "else fleet.group_size)"
+            )
         return self
 
 

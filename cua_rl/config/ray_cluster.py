@@ -73,8 +73,10 @@ class RayConfig(BaseModel):
     def _custom_only(cls, value: dict[str, float]) -> dict[str, float]:
         for name, amount in value.items():
             if name in ("CPU", "GPU", "memory", "object_store_memory"):
-                raise ValueError(f"ray.worker_resources.{name}: a built-in resource; use "
-                                 "ray.num_cpus for CPUs (custom resources only here)")
+                raise ValueError(
+                    f"ray.worker_resources.{name}: a built-in resource; use "
+                    "ray.num_cpus for CPUs (custom resources only here)"
+                )
             if amount <= 0:
                 raise ValueError(f"ray.worker_resources.{name}: expected > 0, got {amount}")
         return value

@@ -3,13 +3,24 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cua_rl.adapt.acceptance import AdaptBand
 from cua_rl.learner.config import LearnerConfig, LearnerLoopConfig, WeightSyncConfig
+from cua_rl.reward.config import RewardConfig, reward_from_train_section
 from cua_rl.rollout.config import HorizonSchedule
+
+
+class RewardModelLearnerConfig(LearnerConfig):
+    """The reward model's learner: a learner that may also be switched off."""
+
+    enabled: bool = True
+    """Train the reward model (Eq. 2). False: the judge keeps voting from its starting
+    checkpoint (`prm.model`) for the whole run; no reward-model learner is built, no
+    reward-model weight sync happens (the paper's "Policy" row of Table 1, and its
+    section 3.2.6 with a reward model optimized beforehand)."""
 
 
 class PrmSampleBand(AdaptBand):
@@ -81,11 +92,15 @@ class TaskBudgetConfig(BaseModel):
     @model_validator(mode="after")
     def _ordered(self) -> TaskBudgetConfig:
         if self.unsolved_below > self.solved_above:
-            raise ValueError(f"budgets: unsolved_below {self.unsolved_below} is above "
-                             f"solved_above {self.solved_above}")
+            raise ValueError(
+                f"budgets: unsolved_below {self.unsolved_below} is above "
+                f"solved_above {self.solved_above}"
+            )
         if self.max_rollouts is not None and self.max_rollouts < self.min_rollouts:
-            raise ValueError(f"budgets: max_rollouts {self.max_rollouts} is below "
-                             f"min_rollouts {self.min_rollouts}")
+            raise ValueError(
+                f"budgets: max_rollouts {self.max_rollouts} is below "
+                f"min_rollouts {self.min_rollouts}"
+            )
         return self
 
 
@@ -107,12 +122,14 @@ class TrainConfig(BaseModel):
     keep_zero_advantage: bool = False
     """Also train on samples whose advantage is zero (they add only their KL term
     and cost a full forward/backward each)."""
-    lam: float = Field(1.0, ge=0.0)
-    """lambda in R_i = O + lambda * mean_j S_ij."""
+    reward: RewardConfig = Field(default_factory=RewardConfig)
+    """The outcome weight and the lambdas of the policy's and the reward model's rewards
+    (Eq. 1, Eq. 2). The old key `train.lam` is still read as both lambdas."""
     policy: LearnerConfig = Field(default_factory=LearnerConfig)
     """Policy learner (its temperature is episode.temperature, resolved at load)."""
-    prm: LearnerConfig = Field(default_factory=LearnerConfig)
-    """Reward-model learner (its temperature is judge.temperature, resolved at load)."""
+    prm: RewardModelLearnerConfig = Field(default_factory=RewardModelLearnerConfig)
+    """Reward-model learner (its temperature is judge.temperature, resolved at load);
+    `enabled: false` freezes the reward model."""
     policy_loop: LearnerLoopConfig = Field(default_factory=LearnerLoopConfig)
     prm_loop: LearnerLoopConfig = Field(default_factory=LearnerLoopConfig)
     sync: WeightSyncConfig = Field(default_factory=WeightSyncConfig)
@@ -127,6 +144,12 @@ class TrainConfig(BaseModel):
     """Optional step-limit schedule; None keeps episode.max_steps. The fleet applies it
     to each episode from the learner version when the episode starts; with
     `budgets` on, an episode's limit is the smaller of the two."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_lam(cls, data: Any) -> Any:
+        """`train.lam` (one lambda for both rewards) reads as both new lambdas."""
+        return reward_from_train_section(data) if isinstance(data, dict) else data
 
 
 class MetricsConfig(BaseModel):

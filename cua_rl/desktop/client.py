@@ -9,22 +9,25 @@ A guest on a network serves HTTPS (docs/guest-protocol.md): give either the
 SHA-256 fingerprint of its certificate (`tls_fingerprint`, what the guest prints
 at start; the certificate may be self-signed) or a CA file (`ca_file`).
 
-No body is read unbounded: each route's answer has a cap by kind (`body_caps`);
+No body is read unbounded: each route's answer has a cap by kind (`guest_response_caps`);
 an answer over its cap, of the wrong kind or malformed raises `GuestError` with
 one line, which aborts that episode as a corrupt screenshot does.
+
+What a command run on the desktop returns (`ExecResult`) is in exec_result.py; this
+module talks to the guest.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import aiohttp
 
-from cua_rl.desktop.body_caps import (
+from cua_rl.desktop.exec_result import ExecResult
+from cua_rl.desktop.guest_response_caps import (
     DEFAULT_CAPS,
     BodyCaps,
     BodyKind,
@@ -37,33 +40,10 @@ from cua_rl.desktop.body_caps import (
     stream_capped,
 )
 from cua_rl.desktop.guest_tls import tls_settings
+from cua_rl.desktop.server_timing import server_timing
 from cua_rl.errors import GuestError, GuestUnavailable
 
 ImageFormat = Literal["png", "jpeg"]
-
-
-@dataclass(frozen=True, slots=True)
-class ExecResult:
-    """Outcome of a command or of pyautogui code run on the desktop."""
-
-    status: str
-    """`success`, `error` or `timeout`."""
-    output: str = ""
-    error: str = ""
-    returncode: int | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "success" and self.returncode in (0, None)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ExecResult:
-        return cls(
-            status=str(data.get("status", "error")),
-            output=str(data.get("output") or ""),
-            error=str(data.get("error") or data.get("message") or ""),
-            returncode=data.get("returncode"),
-        )
 
 
 # pyautogui code sent through /execute when a guest has no /act route; OSWorld's
@@ -100,6 +80,9 @@ class GuestClient:
         self._ssl = tls_settings(self.url, tls_fingerprint, ca_file)
         self.has_act: bool | None = None
         self.caps = caps
+        self.server_timing: dict[str, float] = {}
+        """The last screenshot's `Server-Timing` from our guest (grab and encode in ms,
+        and the JPEG encoder as `encoder_<name>: 0`); empty from guests without it."""
 
     async def __aenter__(self) -> GuestClient:
         return self
@@ -144,9 +127,12 @@ class GuestClient:
                 method, self.url + route, timeout=limit, ssl=self._ssl, **kwargs
             ) as resp:
                 ok = resp.status in ok_statuses
-                body = await read_capped(resp, self.caps.of(kind if ok else "error"), what,
-                                         truncate=not ok)
+                body = await read_capped(
+                    resp, self.caps.of(kind if ok else "error"), what, truncate=not ok
+                )
                 ctype = resp.headers.get("Content-Type", "")
+                if route == "/screenshot":
+                    self.server_timing = server_timing(resp.headers)
         except aiohttp.ServerFingerprintMismatch as exc:
             raise GuestError(
                 f"{method} {self.url}{route}: the guest's TLS certificate is not the pinned one "
@@ -157,13 +143,12 @@ class GuestClient:
         except aiohttp.ClientPayloadError as exc:
             raise GuestError(f"{what}: malformed answer ({exc})") from None
         if resp.status not in ok_statuses:
-            raise GuestError(
-                f"{method} {self.url}{route}: HTTP {resp.status}: {error_text(body)}"
-            )
+            raise GuestError(f"{method} {self.url}{route}: HTTP {resp.status}: {error_text(body)}")
         return resp.status, body, ctype
 
-    async def _json(self, method: str, route: str, *,
-                    expect: type | tuple[type, ...] = dict, **kwargs: Any) -> Any:
+    async def _json(
+        self, method: str, route: str, *, expect: type | tuple[type, ...] = dict, **kwargs: Any
+    ) -> Any:
         """The answer parsed as JSON of type `expect`, else GuestError (one line)."""
         _, body, _ = await self._request(method, route, **kwargs)
         return parse_json(body, f"{method} {self.url}{route}", expect)
@@ -198,12 +183,16 @@ class GuestClient:
 
     # observation ---------------------------------------------------------------
 
-    async def screenshot(self, fmt: ImageFormat = "png", quality: int = 90) -> bytes:
+    async def screenshot(
+        self, fmt: ImageFormat = "png", quality: int = 90, encoder: str | None = None
+    ) -> bytes:
         """The screen as image bytes. OSWorld guests ignore the format and send PNG;
-        callers that care read the magic bytes."""
-        _, body, _ = await self._request(
-            "GET", "/screenshot", params={"format": fmt, "quality": str(quality)}, kind="image"
-        )
+        callers that care read the magic bytes. `encoder` (`turbo` or `pillow`, ours
+        only) picks our guest's JPEG encoder; None: the guest's default."""
+        params = {"format": fmt, "quality": str(quality)}
+        if encoder is not None:
+            params["encoder"] = encoder
+        _, body, _ = await self._request("GET", "/screenshot", params=params, kind="image")
         return check_image(body, f"GET {self.url}/screenshot")
 
     async def cursor_position(self) -> tuple[int, int]:
@@ -218,8 +207,7 @@ class GuestClient:
 
     async def window_size(self, app_class_name: str) -> dict[str, int] | None:
         _, body, _ = await self._request(
-            "POST", "/window_size", json={"app_class_name": app_class_name},
-            ok_statuses=(200, 404),
+            "POST", "/window_size", json={"app_class_name": app_class_name}, ok_statuses=(200, 404)
         )
         data = loads_or_none(body)
         return data if isinstance(data, dict) and "width" in data else None
@@ -240,8 +228,9 @@ class GuestClient:
         return str(data.get("desktop_path", ""))
 
     async def wallpaper(self) -> bytes | None:
-        status, body, _ = await self._request("POST", "/wallpaper", ok_statuses=(200, 404),
-                                              kind="image")
+        status, body, _ = await self._request(
+            "POST", "/wallpaper", ok_statuses=(200, 404), kind="image"
+        )
         return body if status == 200 else None
 
     async def platform(self) -> str:
@@ -262,8 +251,9 @@ class GuestClient:
         what = f"POST {self.url}/file"
         limit = aiohttp.ClientTimeout(total=timeout)
         try:
-            async with self._http().post(self.url + "/file", data={"file_path": path},
-                                         timeout=limit, ssl=self._ssl) as resp:
+            async with self._http().post(
+                self.url + "/file", data={"file_path": path}, timeout=limit, ssl=self._ssl
+            ) as resp:
                 if resp.status == 404:
                     return False
                 if resp.status != 200:
@@ -280,8 +270,11 @@ class GuestClient:
         """Run pyautogui code; /act on our guest, /execute + python -c elsewhere."""
         if self.has_act is not False:
             status, body, _ = await self._request(
-                "POST", "/act", json={"code": code, "timeout": timeout},
-                timeout=timeout + 5.0, ok_statuses=(200, 404, 405),
+                "POST",
+                "/act",
+                json={"code": code, "timeout": timeout},
+                timeout=timeout + 5.0,
+                ok_statuses=(200, 404, 405),
             )
             if status == 200:
                 self.has_act = True
@@ -293,7 +286,9 @@ class GuestClient:
         self, command: list[str] | str, *, shell: bool = False, timeout: float = 120.0
     ) -> ExecResult:
         data = await self._json(
-            "POST", "/execute", json={"command": command, "shell": shell, "timeout": timeout},
+            "POST",
+            "/execute",
+            json={"command": command, "shell": shell, "timeout": timeout},
             timeout=timeout + 5.0,
         )
         return ExecResult.from_json(data)
@@ -308,9 +303,15 @@ class GuestClient:
         check_interval: float = 1.0,
     ) -> ExecResult:
         data = await self._json(
-            "POST", "/execute_with_verification",
-            json={"command": command, "shell": shell, "verification": verification or {},
-                  "max_wait_time": max_wait_time, "check_interval": check_interval},
+            "POST",
+            "/execute_with_verification",
+            json={
+                "command": command,
+                "shell": shell,
+                "verification": verification or {},
+                "max_wait_time": max_wait_time,
+                "check_interval": check_interval,
+            },
             timeout=max_wait_time + 30.0,
         )
         return ExecResult.from_json(data)
@@ -346,7 +347,8 @@ class GuestClient:
         self, window_name: str, *, strict: bool = False, by_class: bool = False
     ) -> None:
         await self._request(
-            "POST", "/setup/activate_window",
+            "POST",
+            "/setup/activate_window",
             json={"window_name": window_name, "strict": strict, "by_class": by_class},
         )
 
@@ -355,7 +357,8 @@ class GuestClient:
     ) -> bool:
         """Close the matching window; False when none matches (the guest's 404)."""
         status, _, _ = await self._request(
-            "POST", "/setup/close_window",
+            "POST",
+            "/setup/close_window",
             json={"window_name": window_name, "strict": strict, "by_class": by_class},
             ok_statuses=(200, 404),
         )
@@ -378,8 +381,7 @@ class GuestClient:
 
     async def end_recording(self, timeout: float = 120.0) -> bytes:
         """Stop the capture and return the MP4 bytes."""
-        _, body, _ = await self._request("POST", "/end_recording", timeout=timeout,
-                                         kind="video")
+        _, body, _ = await self._request("POST", "/end_recording", timeout=timeout, kind="video")
         if body[4:8] != b"ftyp":
             raise GuestError(f"POST {self.url}/end_recording: expected an MP4, got {body[:40]!r}")
         return body

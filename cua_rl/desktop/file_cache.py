@@ -134,7 +134,7 @@ class FileCache:
         """Where `url` is fetched from: through the first matching mirror, if any."""
         for prefix, replacement in self.mirrors.items():
             if url.startswith(prefix):
-                return replacement + url[len(prefix):]
+                return replacement + url[len(prefix) :]
         return url
 
     # fetching ------------------------------------------------------------------
@@ -170,8 +170,11 @@ class FileCache:
         await asyncio.to_thread(target.parent.mkdir, parents=True, exist_ok=True)
         try:
             async for attempt in retrying(
-                f"download of {url}", attempts=self.attempts, retry_on=_retryable,
-                backoff_s=self.backoff_s, max_backoff_s=30.0,
+                f"download of {url}",
+                attempts=self.attempts,
+                retry_on=_retryable,
+                backoff_s=self.backoff_s,
+                max_backoff_s=30.0,
             ):
                 with attempt:
                     await self._download_once(url, target)
@@ -215,7 +218,7 @@ def _write(out: BinaryIO, chunk: bytes, path: Path) -> None:
     view = memoryview(chunk)
     with naming_path(path):
         while view:
-            view = view[out.write(view):]
+            view = view[out.write(view) :]
 
 
 def _retryable(exc: BaseException) -> bool:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
-from cua_rl.desktop.client import ExecResult
+from cua_rl.desktop.exec_result import ExecResult
 from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider
 from cua_rl.desktop.providers.config import ProviderConfig
 
@@ -31,12 +31,12 @@ def provider_configs() -> dict[str, type[BaseModel]]:
     """type -> config model of every provider (the members of `ProviderConfig`), so a
     new provider is offered here as soon as it joins the union."""
     union = typing.get_args(ProviderConfig)[0]
-    return {typing.get_args(m.model_fields["type"].annotation)[0]: m
-            for m in typing.get_args(union)}
+    return {
+        typing.get_args(m.model_fields["type"].annotation)[0]: m for m in typing.get_args(union)
+    }
 
 
-def run_closing(coro_fn: Callable[[DesktopProvider], Awaitable[T]],
-                provider: DesktopProvider) -> T:
+def run_closing(coro_fn: Callable[[DesktopProvider], Awaitable[T]], provider: DesktopProvider) -> T:
     """Run one async operation on `provider` and always close the provider after it."""
 
     async def main() -> T:
@@ -50,8 +50,13 @@ def run_closing(coro_fn: Callable[[DesktopProvider], Awaitable[T]],
 
 def as_dict(handle: DesktopHandle) -> dict[str, Any]:
     """A desktop's id, address, credentials and provider-specific details."""
-    return {"id": handle.id, "url": handle.url, "token": handle.token,
-            "tls_fingerprint": handle.tls_fingerprint, **handle.info}
+    return {
+        "id": handle.id,
+        "url": handle.url,
+        "token": handle.token,
+        "tls_fingerprint": handle.tls_fingerprint,
+        **handle.info,
+    }
 
 
 async def start_desktops(provider: DesktopProvider, count: int) -> list[DesktopHandle]:
@@ -91,9 +96,14 @@ async def list_desktops(provider: DesktopProvider) -> list[dict[str, Any]]:
     return rows + list(handles.values())
 
 
-async def stop_desktops(provider: DesktopProvider, desktop_ids: typing.Sequence[str], *,
-                        all_: bool = False, stale: bool = False, force: bool = False
-                        ) -> tuple[list[str], list[str]]:
+async def stop_desktops(
+    provider: DesktopProvider,
+    desktop_ids: typing.Sequence[str],
+    *,
+    all_: bool = False,
+    stale: bool = False,
+    force: bool = False,
+) -> tuple[list[str], list[str]]:
     """Stop the desktops named (or every one with `all_`, the stale ones with `stale`)
     and delete their state; (stopped ids, reasons for the ones kept). Local desktops
     that a live run owns are kept unless `force`: that run would lose them."""
@@ -104,9 +114,15 @@ async def stop_desktops(provider: DesktopProvider, desktop_ids: typing.Sequence[
         ids = [i for i, s in states.items() if s.stale]
     else:
         ids = list(desktop_ids)
-    kept = [] if force else [
-        f"kept {i}: owned by the live run pid {states[i].owner_pid} (--force stops it)"
-        for i in ids if i in states and states[i].owner_alive]
+    kept = (
+        []
+        if force
+        else [
+            f"kept {i}: owned by the live run pid {states[i].owner_pid} (--force stops it)"
+            for i in ids
+            if i in states and states[i].owner_alive
+        ]
+    )
     ids = [i for i in ids if force or i not in states or not states[i].owner_alive]
     if not stale:  # named or listed desktops must exist (a typo is an error)
         handles = [await provider.get(i) for i in ids]
@@ -117,8 +133,9 @@ async def stop_desktops(provider: DesktopProvider, desktop_ids: typing.Sequence[
     return ids, kept
 
 
-async def act_on(provider: DesktopProvider, desktop_id: str, code: str,
-                 timeout: float) -> ExecResult:
+async def act_on(
+    provider: DesktopProvider, desktop_id: str, code: str, timeout: float
+) -> ExecResult:
     """Run pyautogui `code` on a desktop through its guest's /act."""
     handle = await provider.get(desktop_id)
     async with handle.guest_client() as client:

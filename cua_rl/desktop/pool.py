@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from cua_rl.desktop.client import GuestClient
-from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider
+from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider, ForkPoint
 from cua_rl.errors import DesktopError, GuestUnavailable
 from cua_rl.retry import retrying
 
@@ -88,6 +88,8 @@ class DesktopPool:
         """Desktops replaced since start (dead or released unhealthy)."""
         self.lost = 0
         """Slots given up after `restart_attempts` failed restarts."""
+        self._waiters = 0
+        """Callers blocked in `acquire`: `try_acquire` leaves idle desktops to them."""
 
     async def __aenter__(self) -> DesktopPool:
         await self.start()
@@ -100,8 +102,27 @@ class DesktopPool:
     def idle_count(self) -> int:
         return len(self._idle)
 
-    async def start(self) -> None:
-        """Start every desktop in parallel; if one fails, stop all and raise."""
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def start(self, adopt: list[DesktopHandle] | None = None) -> None:
+        """Start every desktop in parallel; if one fails, stop all and raise. `adopt`:
+        running desktops of the provider to pool instead of starting `size` new ones
+        (as many as `size`; the pool stops them on close like its own)."""
+        if adopt is not None:
+            if len(adopt) != self.size:
+                raise ValueError(
+                    f"DesktopPool.start: adopt {len(adopt)} desktops into a pool of {self.size}"
+                )
+            for slot, handle in zip(self._slots, adopt, strict=True):
+                slot.desktop_id = handle.id
+                slot.handle = handle
+                await self._set_client(slot)
+                self._idle.append(slot)
+            self._available.set()
+            self._health_task = asyncio.create_task(self._health_loop(), name="pool-health")
+            return
         try:
             async with asyncio.TaskGroup() as group:
                 for slot in self._slots:
@@ -109,8 +130,10 @@ class DesktopPool:
         except* Exception as failed:
             await self.close()
             first = failed.exceptions[0]
-            raise DesktopError(f"desktop pool: {len(failed.exceptions)} of {self.size} "
-                               f"desktops failed to start; first: {first}") from first
+            raise DesktopError(
+                f"desktop pool: {len(failed.exceptions)} of {self.size} "
+                f"desktops failed to start; first: {first}"
+            ) from first
         self._health_task = asyncio.create_task(self._health_loop(), name="pool-health")
 
     @asynccontextmanager
@@ -135,15 +158,31 @@ class DesktopPool:
             if self._closed:
                 raise DesktopError("desktop pool is closed")
             if self.lost == self.size:
-                raise DesktopError(f"desktop pool: all {self.size} desktops failed to "
-                                   f"restart {self.restart_attempts} times; see the log")
+                raise DesktopError(
+                    f"desktop pool: all {self.size} desktops failed to "
+                    f"restart {self.restart_attempts} times; see the log"
+                )
             if self._idle:
-                slot = self._idle.popleft()
-                slot.leased = True
-                assert slot.handle is not None and slot.client is not None
-                return LeasedDesktop(slot.handle, slot.client)
+                return self._take(self._idle.popleft())
             self._available.clear()
-            await self._available.wait()
+            self._waiters += 1
+            try:
+                await self._available.wait()
+            finally:
+                self._waiters -= 1
+
+    def try_acquire(self) -> LeasedDesktop | None:
+        """An idle desktop now, or None: none is idle, or a caller of `acquire` is
+        waiting for one (it goes first). For work done ahead (spare desktops), which
+        must never keep an actor waiting."""
+        if self._closed or self._waiters or not self._idle:
+            return None
+        return self._take(self._idle.popleft())
+
+    def _take(self, slot: _Slot) -> LeasedDesktop:
+        slot.leased = True
+        assert slot.handle is not None and slot.client is not None
+        return LeasedDesktop(slot.handle, slot.client)
 
     def release(self, handle: DesktopHandle, healthy: bool) -> None:
         """Give a leased desktop back; `healthy=False` has it replaced first."""
@@ -166,10 +205,32 @@ class DesktopPool:
             raise DesktopError(f"desktop {handle.id!r} reset but not leased")
         slot.handle = await self.provider.reset(slot.handle)
         await self._set_client(slot)
-        return LeasedDesktop(slot.handle, slot.client)  # type: ignore[arg-type]
+        return LeasedDesktop(slot.handle, slot.client)  # type: ignore[arg-type]  # the slot's client is set by _set_client just above
 
-    async def close(self) -> None:
-        """Stop every desktop and the background tasks; waiters get DesktopError."""
+    async def save_fork(self, handle: DesktopHandle, name: str) -> ForkPoint:
+        """Save a leased desktop's whole state as a fork point (the provider's
+        `save_fork`); the desktop stops running until `restore_fork` or `reset`."""
+        slot = self._leased_slot(handle, "forked")
+        assert slot.handle is not None
+        return await self.provider.save_fork(slot.handle, name)
+
+    async def restore_fork(self, handle: DesktopHandle, point: ForkPoint) -> LeasedDesktop:
+        """Make a leased desktop a running copy of `point`; use the returned pair."""
+        slot = self._leased_slot(handle, "restored")
+        assert slot.handle is not None
+        slot.handle = await self.provider.restore_fork(slot.handle, point)
+        await self._set_client(slot)
+        return LeasedDesktop(slot.handle, slot.client)  # type: ignore[arg-type]  # the slot's client is set by _set_client just above
+
+    def _leased_slot(self, handle: DesktopHandle, what: str) -> _Slot:
+        slot = self._slot_of(handle)
+        if not slot.leased or slot.handle is None:
+            raise DesktopError(f"desktop {handle.id!r} {what} but not leased")
+        return slot
+
+    async def close(self, *, stop: bool = True) -> None:
+        """Stop every desktop and the background tasks; waiters get DesktopError.
+        `stop=False` leaves the desktops running (adopted ones, handed back)."""
         self._closed = True
         self._available.set()
         tasks = [t for t in (self._health_task, *self._tasks) if t is not None]
@@ -177,7 +238,7 @@ class DesktopPool:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         results = await asyncio.gather(
-            *(self.provider.stop(s.handle) for s in self._slots if s.handle is not None),
+            *(self.provider.stop(s.handle) for s in self._slots if s.handle is not None and stop),
             return_exceptions=True,
         )
         for result in results:
@@ -229,9 +290,11 @@ class DesktopPool:
                 log.warning("desktop pool: stopping %s failed: %r", slot.desktop_id, exc)
         try:
             async for attempt in retrying(
-                f"desktop pool: restart of {slot.desktop_id}", attempts=self.restart_attempts,
+                f"desktop pool: restart of {slot.desktop_id}",
+                attempts=self.restart_attempts,
                 retry_on=lambda exc: isinstance(exc, DesktopError) and not self._closed,
-                backoff_s=self.retry_backoff_s, max_backoff_s=60.0,
+                backoff_s=self.retry_backoff_s,
+                max_backoff_s=60.0,
             ):
                 with attempt:
                     await self._start_slot(slot)
@@ -239,8 +302,12 @@ class DesktopPool:
             if not self._closed:
                 slot.lost = True
                 self.lost += 1
-                log.error("desktop pool: giving up %s after %d failed restarts: %s",
-                          slot.desktop_id, self.restart_attempts, exc)
+                log.error(
+                    "desktop pool: giving up %s after %d failed restarts: %s",
+                    slot.desktop_id,
+                    self.restart_attempts,
+                    exc,
+                )
                 self._available.set()  # waiters re-check whether any slot is left
             return
         finally:

@@ -40,8 +40,13 @@ def is_blank(png: bytes) -> bool:
     return bool(counts) and max(c for c, _ in counts) >= BLANK_SHARE * 192 * 108
 
 
-async def wait_until_settled(shoot: Callable[[], Awaitable[bytes]], *, max_s: float,
-                             interval_s: float = 0.5, drawn: bool = False) -> Settled:
+async def wait_until_settled(
+    shoot: Callable[[], Awaitable[bytes]],
+    *,
+    max_s: float,
+    interval_s: float = 0.5,
+    drawn: bool = False,
+) -> Settled:
     """Poll `shoot` until two consecutive results agree or `max_s` has passed.
 
     With `drawn` (the setup opened an app), two blank screens do not count as

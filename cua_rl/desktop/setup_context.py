@@ -29,8 +29,8 @@ class SetupContext:
     """How long activate_window waits for its window once the desktop's windows stop
     changing: tasks activate an app they have just launched, which may not have
     mapped its window or set its title yet (a loaded machine can take longer; the
-    wait goes on while windows still appear or change title, up to
-    `window_wait_cap` times this)."""
+    wait goes on while windows still appear or change title, or while the app the
+    setup launched still runs, up to `window_wait_cap` times this)."""
     window_wait_cap: float = 4.0
     """The longest activate_window waits, in units of `window_wait_s`."""
     until_deadline_s: float = 60.0

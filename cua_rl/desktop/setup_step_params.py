@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
-from cua_rl.desktop.client import ExecResult
+from cua_rl.desktop.exec_result import ExecResult
 
 
 def _not_blank(value: str) -> str:

@@ -88,10 +88,10 @@ async def _connect_no_follow_async(socket_path: str) -> socket.socket:
 
 def handler(socket_path: str) -> Handler:
     """A `start_server` callback piping each TCP connection to `socket_path`."""
+
     async def forward(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            sock = await asyncio.wait_for(_connect_no_follow_async(socket_path),
-                                          CONNECT_TIMEOUT_S)
+            sock = await asyncio.wait_for(_connect_no_follow_async(socket_path), CONNECT_TIMEOUT_S)
             ureader, uwriter = await asyncio.open_unix_connection(sock=sock)
         except (TimeoutError, OSError):
             writer.close()  # the guest is not up (yet), or a link: the client sees a reset
@@ -101,6 +101,7 @@ def handler(socket_path: str) -> Handler:
         finally:
             for w in (writer, uwriter):
                 w.close()
+
     return forward
 
 
@@ -122,17 +123,20 @@ def tie_to_parent(parent: int) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
-async def serve_forwards(forwards: Mapping[int, str],
-                         until: Callable[[], Awaitable[object]] | None = None,
-                         user: tuple[int, int] | None = None,
-                         parent: int | None = None) -> bool:
+async def serve_forwards(
+    forwards: Mapping[int, str],
+    until: Callable[[], Awaitable[object]] | None = None,
+    user: tuple[int, int] | None = None,
+    parent: int | None = None,
+) -> bool:
     """Listen on 127.0.0.1:port for each `{port: socket_path}` until SIGTERM/SIGINT
     (returns True) or `until()` returns (False). With `user`, privileges are
     dropped to that uid:gid once the listeners are bound; with `parent`, the
     process ends when that one does (`tie_to_parent`)."""
-    servers = [await asyncio.start_server(handler(path), "127.0.0.1", port,
-                                          reuse_address=True)
-               for port, path in forwards.items()]
+    servers = [
+        await asyncio.start_server(handler(path), "127.0.0.1", port, reuse_address=True)
+        for port, path in forwards.items()
+    ]
     if user is not None:
         drop_privileges(*user)
     if parent is not None:
@@ -170,10 +174,16 @@ def _user_arg(text: str) -> tuple[int, int]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="unix_forward", description=__doc__.split("\n")[0])
-    parser.add_argument("--forward", type=_forward_arg, action="append", required=True,
-                        help="PORT:SOCKET_PATH, serve 127.0.0.1:PORT from that socket")
-    parser.add_argument("--user", type=_user_arg,
-                        help="UID:GID to drop to once listening (started as root)")
+    parser.add_argument(
+        "--forward",
+        type=_forward_arg,
+        action="append",
+        required=True,
+        help="PORT:SOCKET_PATH, serve 127.0.0.1:PORT from that socket",
+    )
+    parser.add_argument(
+        "--user", type=_user_arg, help="UID:GID to drop to once listening (started as root)"
+    )
     args = parser.parse_args(argv)
     asyncio.run(serve_forwards(dict(args.forward), user=args.user, parent=os.getppid()))
 

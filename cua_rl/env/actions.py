@@ -69,9 +69,11 @@ def resolve(action: object, screen: tuple[int, int], coords: CoordinateMode) -> 
             return _invalid(repr(action)[:500], "bad_json", f"tool call is not JSON: {exc}")
         return _parsed("tool_call", text, screen, coords)
     if not isinstance(action, str):
-        return _invalid(repr(action)[:500], "bad_action",
-                        f"expected a computer_use call (dict) or a string, got "
-                        f"{type(action).__name__}")
+        return _invalid(
+            repr(action)[:500],
+            "bad_action",
+            f"expected a computer_use call (dict) or a string, got {type(action).__name__}",
+        )
     text = action.strip()
     if text == "WAIT":
         return EnvAction("WAIT", text)

@@ -26,8 +26,13 @@ from cua_rl.types import TaskVariant
 class AsyncDesktopEnv:
     """One desktop, asyncio API; `async with` closes it."""
 
-    def __init__(self, task_set: Sequence[Sequence[TaskVariant]], *,
-                 hub: DesktopHub | None = None, **settings: Any) -> None:
+    def __init__(
+        self,
+        task_set: Sequence[Sequence[TaskVariant]],
+        *,
+        hub: DesktopHub | None = None,
+        **settings: Any,
+    ) -> None:
         self.config = EnvConfig.model_validate(settings)
         self.tasks = TaskChoice(task_set)
         self.hub = hub or HUB
@@ -40,18 +45,22 @@ class AsyncDesktopEnv:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
-                    ) -> tuple[Observation, dict[str, Any]]:
+    async def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
         if seed is not None:
             self.np_random = np.random.default_rng(seed)
         variant = self.tasks.pick(options, self.np_random)
-        return await self.hub.acall(self._session.reset(variant), self.config.reset_timeout_s,
-                                    f"reset to {variant.variant_id}")
+        return await self.hub.acall(
+            self._session.reset(variant),
+            self.config.reset_timeout_s,
+            f"reset to {variant.variant_id}",
+        )
 
-    async def step(self, action: str | dict[str, Any]
-                   ) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
-        return await self.hub.acall(self._session.step(action), self.config.step_timeout_s,
-                                    "step")
+    async def step(
+        self, action: str | dict[str, Any]
+    ) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
+        return await self.hub.acall(self._session.step(action), self.config.step_timeout_s, "step")
 
     async def close(self) -> None:
         if self._session.active:

@@ -14,6 +14,14 @@ or a notebook that makes many environments starts a desktop once. Idle desktops
 are stopped by `shutdown()` or at interpreter exit; desktops of a process that
 died are bound to its pid (`cua-rl vm down --stale`).
 
+At interpreter exit the stop must run before `concurrent.futures` shuts its thread
+pools down: stopping a desktop runs blocking steps in the loop's executor, and an
+`atexit` hook came too late (`desktop pool: stop failed: RuntimeError('cannot
+schedule new futures after shutdown')`, and the desktop stayed as a stale entry of
+`vm list`). So the hook is registered where `concurrent.futures` registers its own,
+with `threading`'s exit hooks, which run in reverse order of registration, after
+the main thread ends and before any interpreter teardown (`_at_exit`).
+
 Invariants: a leased desktop belongs to exactly one environment; a desktop given
 back unhealthy is replaced by its pool before anyone leases it again; every call
 into the loop has a deadline and a caller that gives up cancels its work.
@@ -30,7 +38,7 @@ import secrets
 import shutil
 import tempfile
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -106,8 +114,10 @@ class DesktopHub:
         and TimeoutError names `what`."""
         if threading.current_thread() is self._thread:
             coro.close()
-            raise RuntimeError(f"{what}: called from the environment's own event loop; "
-                               "use the asyncio interface (AsyncDesktopEnv) there")
+            raise RuntimeError(
+                f"{what}: called from the environment's own event loop; "
+                "use the asyncio interface (AsyncDesktopEnv) there"
+            )
         future = asyncio.run_coroutine_threadsafe(coro, self.loop)
         try:
             return future.result(timeout)
@@ -174,8 +184,9 @@ class DesktopHub:
         kinds, self._kinds = list(self._kinds.values()), {}
         pools = [p for k in kinds for p in (*k.idle, *k.busy)]
         results = await asyncio.gather(*(p.close() for p in pools), return_exceptions=True)
-        results += await asyncio.gather(*(k.provider.close() for k in kinds),
-                                        return_exceptions=True)
+        results += await asyncio.gather(
+            *(k.provider.close() for k in kinds), return_exceptions=True
+        )
         for result in results:
             if isinstance(result, BaseException):
                 log.warning("cua_rl.env: stopping desktops: %r", result)
@@ -185,8 +196,7 @@ class DesktopHub:
         next environment starts them again."""
         with self._lock:
             loop, thread = self._loop, self._thread
-        if loop is not None and not loop.is_closed() and thread is not None \
-                and thread.is_alive():
+        if loop is not None and not loop.is_closed() and thread is not None and thread.is_alive():
             try:
                 self.call(self._close(), CLOSE_TIMEOUT_S, "cua_rl.env shutdown")
             finally:
@@ -208,4 +218,19 @@ def shutdown() -> None:
     HUB.shutdown()
 
 
-atexit.register(shutdown)
+def _at_exit(hook: Callable[[], None]) -> None:
+    """Run `hook` at interpreter exit before `concurrent.futures` stops accepting work
+    (module doc). `threading._register_atexit` is how the standard library orders
+    exactly this (concurrent.futures uses it); its hooks run last-registered first,
+    so the thread pool's own is imported, and thereby registered, before ours. An
+    interpreter without it gets a plain `atexit` hook."""
+    import concurrent.futures.thread  # noqa: F401 - registers its exit hook first
+
+    register = getattr(threading, "_register_atexit", None)
+    if register is None:
+        atexit.register(hook)
+    else:
+        register(hook)
+
+
+_at_exit(shutdown)

@@ -17,8 +17,11 @@ OSWORLD_ID = "cua_rl/OSWorld-v0"
 
 def register_envs() -> None:
     """Register both ids (idempotent)."""
-    for env_id, entry in ((LOCAL_ID, "cua_rl.env.desktop_env:LocalEnv"),
-                          (OSWORLD_ID, "cua_rl.env.desktop_env:OSWorldEnv")):
+    for env_id, entry in (
+        (LOCAL_ID, "cua_rl.env.desktop_env:LocalEnv"),
+        (OSWORLD_ID, "cua_rl.env.desktop_env:OSWorldEnv"),
+    ):
         if env_id not in gymnasium.registry:
-            gymnasium.register(env_id, entry_point=entry, nondeterministic=True,
-                               disable_env_checker=False)
+            gymnasium.register(
+                env_id, entry_point=entry, nondeterministic=True, disable_env_checker=False
+            )

@@ -53,11 +53,14 @@ def decode_screenshot(data: bytes, screen: tuple[int, int]) -> np.ndarray:
         with Image.open(io.BytesIO(data)) as image:
             array = np.asarray(image.convert("RGB"), dtype=np.uint8)
     except (UnidentifiedImageError, OSError, ValueError) as exc:
-        raise CorruptImageError(f"screenshot: not a decodable image "
-                                f"({len(data)} bytes): {exc}") from exc
+        raise CorruptImageError(
+            f"screenshot: not a decodable image ({len(data)} bytes): {exc}"
+        ) from exc
     if array.shape != (screen[1], screen[0], 3):
-        raise CorruptImageError(f"screenshot: expected {screen[0]}x{screen[1]} pixels, got "
-                                f"{array.shape[1]}x{array.shape[0]}")
+        raise CorruptImageError(
+            f"screenshot: expected {screen[0]}x{screen[1]} pixels, got "
+            f"{array.shape[1]}x{array.shape[0]}"
+        )
     return array
 
 
@@ -69,9 +72,13 @@ class DesktopSession:
         self.cfg = cfg
         self.screen = cfg.screen_hint()
         self.episode_cfg = EpisodeConfig(
-            max_steps=cfg.max_steps, coords=cfg.coords, settle_max_s=cfg.settle_max_s,
-            strict_setup=cfg.strict_setup, screenshot_format=cfg.screenshot_format,
-            screenshot_quality=cfg.screenshot_quality)
+            max_steps=cfg.max_steps,
+            coords=cfg.coords,
+            settle_max_s=cfg.settle_max_s,
+            strict_setup=cfg.strict_setup,
+            screenshot_format=cfg.screenshot_format,
+            screenshot_quality=cfg.screenshot_quality,
+        )
         self.lease: Lease | None = None
         self.desktop: GuestDesktop | None = None
         self.judge: StepJudge | None = None
@@ -98,8 +105,7 @@ class DesktopSession:
         async with self._turn:
             return await self._reset(variant)
 
-    async def step(self, action: object
-                   ) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
+    async def step(self, action: object) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         """Run one action; score the episode if it ended."""
         async with self._turn:
             return await self._step(action)
@@ -118,13 +124,20 @@ class DesktopSession:
             self.lease = await self.hub.lease(self.cfg.provider)
             handle, client = self.lease.desktop
             fresh = self.lease.fresh
-            self.desktop = GuestDesktop(self.lease.pool, handle, client, cache=self.hub.cache,
-                                        work_root=self.hub.work_root, cfg=self.episode_cfg)
+            self.desktop = GuestDesktop(
+                self.lease.pool,
+                handle,
+                client,
+                cache=self.hub.cache,
+                work_root=self.hub.work_root,
+                cfg=self.episode_cfg,
+            )
         if self.cfg.judge_urls and self.judge is None:
             self.judge = StepJudge(self.cfg)
         desktop = self.desktop
-        reuse = (self.cfg.reuse_untouched and self.untouched == variant
-                 and desktop.work_dir is not None)
+        reuse = (
+            self.cfg.reuse_untouched and self.untouched == variant and desktop.work_dir is not None
+        )
         self.untouched = None
         if not reuse:
             await self._drop_work_dir()
@@ -136,7 +149,8 @@ class DesktopSession:
                 raise ConfigError(
                     f"provider settings say a {self.screen[0]}x{self.screen[1]} screen, the "
                     f"desktop {desktop.handle.id} has {desktop.screen[0]}x{desktop.screen[1]}: "
-                    "set provider width/height to the desktop's size")
+                    "set provider width/height to the desktop's size"
+                )
             t1 = time.perf_counter()
             self.last_shot = await desktop.screenshot()
             obs = await self._observe(self.last_shot, variant, {})
@@ -147,26 +161,41 @@ class DesktopSession:
         self.variant, self.over, self.untouched = variant, False, variant
         self.episode_id, self.steps = uuid.uuid4().hex, 0
         self.last_action, self.history = None, []
-        info = {"task_id": variant.task_id, "variant": variant.evaluator_name,
-                "domain": variant.domain, "desktop": desktop.handle.id, "reused": reuse,
-                "timings": {"reset_s": t1 - t0, "observe_s": time.perf_counter() - t1,
-                            "settle_s": desktop.settled.waited_s
-                            if desktop.settled and not reuse else 0.0}}
+        info = {
+            "task_id": variant.task_id,
+            "variant": variant.evaluator_name,
+            "domain": variant.domain,
+            "desktop": desktop.handle.id,
+            "reused": reuse,
+            "timings": {
+                "reset_s": t1 - t0,
+                "observe_s": time.perf_counter() - t1,
+                "settle_s": desktop.settled.waited_s if desktop.settled and not reuse else 0.0,
+            },
+        }
         return obs, info
 
-    async def _step(self, action: object
-                    ) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
+    async def _step(self, action: object) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         if self.over or self.variant is None or self.desktop is None:
-            raise EpisodeOver("step() needs an episode: call reset() first (an episode "
-                              "that ended, terminated or truncated, needs a new reset())")
+            raise EpisodeOver(
+                "step() needs an episode: call reset() first (an episode "
+                "that ended, terminated or truncated, needs a new reset())"
+            )
         variant, desktop = self.variant, self.desktop
         self.untouched = None  # from here on the desktop may differ from a reset one
         t0 = time.perf_counter()
         act = resolve(action, self.screen, self.cfg.coords)
-        info: dict[str, Any] = {"step": self.steps + 1, "action": {
-            "kind": act.kind, "text": act.text[:2000], "code": act.code,
-            "parse_error": None if act.error is None else
-            f"{act.error.code}: {act.error.message}"}}
+        info: dict[str, Any] = {
+            "step": self.steps + 1,
+            "action": {
+                "kind": act.kind,
+                "text": act.text[:2000],
+                "code": act.code,
+                "parse_error": None
+                if act.error is None
+                else f"{act.error.code}: {act.error.message}",
+            },
+        }
         try:
             info["act"] = await self._act(act)
             if self.cfg.wait_after_action_s:
@@ -182,7 +211,8 @@ class DesktopSession:
             self.over = terminated or truncated
             score, prm = await asyncio.gather(
                 self._score(variant) if self.over else _none(),
-                self._judge(variant, act, before) if self.judge is not None else _none())
+                self._judge(variant, act, before) if self.judge is not None else _none(),
+            )
             t3 = time.perf_counter()
             self.history.append(act.text[:300])
             obs = await self._observe(self.last_shot, variant, info)
@@ -197,8 +227,12 @@ class DesktopSession:
             verdict, info["prm"] = prm
             if verdict is not None:
                 reward += self.cfg.prm_weight * verdict.mean_score
-        info["timings"] = {"act_s": t1 - t0, "screenshot_s": t2 - t1,
-                           "score_and_prm_s": t3 - t2, "step_s": time.perf_counter() - t0}
+        info["timings"] = {
+            "act_s": t1 - t0,
+            "screenshot_s": t2 - t1,
+            "score_and_prm_s": t3 - t2,
+            "step_s": time.perf_counter() - t0,
+        }
         return obs, reward, terminated, truncated, info
 
     async def _close(self) -> None:
@@ -218,8 +252,9 @@ class DesktopSession:
         # training); only an unreachable guest raises. The prelude imports what
         # OSWorld's pyautogui runner has in scope (`time` for waits): our guest's
         # /act starts each action with `pyautogui` alone.
-        result = await self.desktop.client.act(CODE_PRELUDE + act.code,
-                                               timeout=self.cfg.act_timeout_s)
+        result = await self.desktop.client.act(
+            CODE_PRELUDE + act.code, timeout=self.cfg.act_timeout_s
+        )
         return {"status": result.status, "error": (result.error or "")[-2000:]}
 
     async def _score(self, variant: TaskVariant) -> float:
@@ -228,19 +263,29 @@ class DesktopSession:
 
     async def _judge(self, variant: TaskVariant, act: EnvAction, before: bytes) -> Any:
         assert self.judge is not None
-        return await self.judge.verdict(self.episode_id, variant, self.steps - 1, act,
-                                        list(self.history), before, self.last_shot)
+        return await self.judge.verdict(
+            self.episode_id,
+            variant,
+            self.steps - 1,
+            act,
+            list(self.history),
+            before,
+            self.last_shot,
+        )
 
-    async def _observe(self, shot: bytes, variant: TaskVariant,
-                       info: dict[str, Any]) -> Observation:
+    async def _observe(
+        self, shot: bytes, variant: TaskVariant, info: dict[str, Any]
+    ) -> Observation:
         assert self.desktop is not None
         screen = await asyncio.to_thread(decode_screenshot, shot, self.screen)
-        obs: Observation = {"screenshot": screen,
-                            "instruction": variant.instruction[:self.cfg.max_text_chars]}
+        obs: Observation = {
+            "screenshot": screen,
+            "instruction": variant.instruction[: self.cfg.max_text_chars],
+        }
         if self.cfg.accessibility_tree:
             tree = await self.desktop.client.accessibility_tree() or ""
             if len(tree) > self.cfg.max_text_chars:
-                tree, info["a11y_truncated"] = tree[:self.cfg.max_text_chars], True
+                tree, info["a11y_truncated"] = tree[: self.cfg.max_text_chars], True
             obs["accessibility_tree"] = tree
         return obs
 

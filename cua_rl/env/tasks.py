@@ -17,7 +17,7 @@ import numpy as np
 
 from cua_rl.errors import TaskFormatError
 from cua_rl.tasks.osworld import check_task, task_from_json
-from cua_rl.tasks.sources import PROJECT_ROOT, load_task_set
+from cua_rl.tasks.sources import DATA_ROOT, load_task_set
 from cua_rl.types import TaskVariant
 
 DEFAULT_LOCAL_TASK = "3f721143-4ecd-5578-b3c7-538ff7573b16"
@@ -26,11 +26,12 @@ starts in about a second and a one-click golden solution."""
 OPTION_KEYS = frozenset({"task", "variant"})
 
 
-def load_env_tasks(source: str, task_id: str | Sequence[str] | None,
-                   split: str | None) -> list[list[TaskVariant]]:
+def load_env_tasks(
+    source: str, task_id: str | Sequence[str] | None, split: str | None
+) -> list[list[TaskVariant]]:
     """Every variant of the tasks in scope, one list per task (its own variant first)."""
     ids = [task_id] if isinstance(task_id, str) else list(task_id or ())
-    task_set = load_task_set(source, split, ids, PROJECT_ROOT)
+    task_set = load_task_set(source, split, ids, DATA_ROOT)
     if not task_set:
         raise TaskFormatError(f"{source}: no task in scope (split={split!r}, task_id={task_id!r})")
     return task_set
@@ -49,34 +50,44 @@ class TaskChoice:
         options = dict(options or {})
         unknown = sorted(set(options) - OPTION_KEYS)
         if unknown:
-            raise ValueError(f"reset options: unknown key(s) {unknown}; expected "
-                             f"{sorted(OPTION_KEYS)}")
+            raise ValueError(
+                f"reset options: unknown key(s) {unknown}; expected {sorted(OPTION_KEYS)}"
+            )
         task = options.get("task")
         if task is None:
-            variants = self.task_set[int(rng.integers(len(self.task_set)))] \
-                if len(self.task_set) > 1 else self.task_set[0]
+            variants = (
+                self.task_set[int(rng.integers(len(self.task_set)))]
+                if len(self.task_set) > 1
+                else self.task_set[0]
+            )
         elif isinstance(task, TaskVariant):
             variants = self.by_id.get(task.task_id, [task])
             if "variant" not in options:
                 return task
         elif isinstance(task, str):
             if task not in self.by_id:
-                raise ValueError(f"reset options: task {task!r} is not in this environment's "
-                                 f"{len(self.by_id)} task(s); pass its task JSON instead")
+                raise ValueError(
+                    f"reset options: task {task!r} is not in this environment's "
+                    f"{len(self.by_id)} task(s); pass its task JSON instead"
+                )
             variants = self.by_id[task]
         elif isinstance(task, dict):
             variants = [task_from_options(task)]
         else:
-            raise ValueError(f"reset options: task must be a task id, a TaskVariant or a "
-                             f"task JSON object, got {type(task).__name__}")
+            raise ValueError(
+                f"reset options: task must be a task id, a TaskVariant or a "
+                f"task JSON object, got {type(task).__name__}"
+            )
         name = options.get("variant")
         if name is None:
             return variants[0]
         for variant in variants:
             if variant.evaluator_name == name:
                 return variant
-        raise ValueError(f"reset options: task {variants[0].task_id} has no variant {name!r}; "
-                         f"it has {[v.evaluator_name for v in variants]}")
+        raise ValueError(
+            f"reset options: task {variants[0].task_id} has no variant {name!r}; "
+            f"it has {[v.evaluator_name for v in variants]}"
+        )
 
 
 def task_from_options(data: dict[str, Any]) -> TaskVariant:
@@ -84,6 +95,7 @@ def task_from_options(data: dict[str, Any]) -> TaskVariant:
     where = Path("reset-options-task") / f"{data.get('id', 'task')}.json"
     checks = check_task(data, where)
     if checks.problems:
-        raise TaskFormatError("reset options: task: " + "; ".join(
-            str(p) for p in checks.problems[:5]))
+        raise TaskFormatError(
+            "reset options: task: " + "; ".join(str(p) for p in checks.problems[:5])
+        )
     return task_from_json(data, where, domain=str(data.get("snapshot") or "custom"))

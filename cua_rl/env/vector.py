@@ -37,16 +37,23 @@ class DesktopVectorEnv(VectorEnv):
 
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
 
-    def __init__(self, num_envs: int, task_set: Sequence[Sequence[TaskVariant]] | None = None,
-                 *, hub: DesktopHub | None = None, **settings: Any) -> None:
+    def __init__(
+        self,
+        num_envs: int,
+        task_set: Sequence[Sequence[TaskVariant]] | None = None,
+        *,
+        hub: DesktopHub | None = None,
+        **settings: Any,
+    ) -> None:
         """`task_set`: the variants of each task (default: the local click-target
         task); `settings`: the fields of `EnvConfig`, the same for every copy."""
         if num_envs < 1:
             raise ValueError(f"num_envs: expected >= 1, got {num_envs}")
         self.num_envs = num_envs
         self.config = EnvConfig.model_validate(settings)
-        self.tasks = TaskChoice(task_set if task_set is not None
-                                else load_env_tasks("local", DEFAULT_LOCAL_TASK, None))
+        self.tasks = TaskChoice(
+            task_set if task_set is not None else load_env_tasks("local", DEFAULT_LOCAL_TASK, None)
+        )
         self.hub = hub or HUB
         self.single_observation_space = observation_space(self.config)
         self.single_action_space = action_space()
@@ -56,43 +63,57 @@ class DesktopVectorEnv(VectorEnv):
         self._rngs = [np.random.default_rng() for _ in range(num_envs)]
         self._autoreset = np.zeros(num_envs, dtype=np.bool_)
 
-    def reset(self, *, seed: int | Sequence[int | None] | None = None,
-              options: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    def reset(
+        self,
+        *,
+        seed: int | Sequence[int | None] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
         """Reset every copy; an int seed seeds copy i with seed + i; `options` are
         `DesktopEnv.reset`'s, for every copy."""
         options = dict(options or {})
         mask = options.pop("reset_mask", None)
         if mask is not None and not np.all(mask):
-            raise ValueError("reset options: a partial reset_mask is not supported (copies "
-                             "whose episode ended are reset by the next step)")
-        seeds = ([None if seed is None else seed + i for i in range(self.num_envs)]
-                 if seed is None or isinstance(seed, int) else list(seed))
+            raise ValueError(
+                "reset options: a partial reset_mask is not supported (copies "
+                "whose episode ended are reset by the next step)"
+            )
+        seeds = (
+            [None if seed is None else seed + i for i in range(self.num_envs)]
+            if seed is None or isinstance(seed, int)
+            else list(seed)
+        )
         if len(seeds) != self.num_envs:
             raise ValueError(f"reset: {len(seeds)} seeds for {self.num_envs} environments")
         for i, s in enumerate(seeds):
             if s is not None:
                 self._rngs[i] = np.random.default_rng(s)
         variants = [self.tasks.pick(options, rng) for rng in self._rngs]
-        done = self.hub.call(_gather([s.reset(v) for s, v in zip(self._sessions, variants,
-                                                                  strict=True)]),
-                             self.config.reset_timeout_s, "vector reset")
+        done = self.hub.call(
+            _gather([s.reset(v) for s, v in zip(self._sessions, variants, strict=True)]),
+            self.config.reset_timeout_s,
+            "vector reset",
+        )
         self._autoreset[:] = False
         infos: dict[str, Any] = {}
         for i, (_, info) in enumerate(done):
             infos = self._add_info(infos, info, i)
         return self._batch([obs for obs, _ in done]), infos
 
-    def step(self, actions: Sequence[str | dict[str, Any]]
-             ) -> tuple[dict[str, Any], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+    def step(
+        self, actions: Sequence[str | dict[str, Any]]
+    ) -> tuple[dict[str, Any], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """One action per copy; copies whose episode ended last step are reset instead."""
         if len(actions) != self.num_envs:
             raise ValueError(f"step: {len(actions)} actions for {self.num_envs} environments")
-        variants = [self.tasks.pick(None, rng) if again else None
-                    for rng, again in zip(self._rngs, self._autoreset, strict=True)]
-        coros = [_as_step(session.reset(variant)) if variant is not None
-                 else session.step(action)
-                 for session, variant, action in zip(self._sessions, variants, actions,
-                                                     strict=True)]
+        variants = [
+            self.tasks.pick(None, rng) if again else None
+            for rng, again in zip(self._rngs, self._autoreset, strict=True)
+        ]
+        coros = [
+            _as_step(session.reset(variant)) if variant is not None else session.step(action)
+            for session, variant, action in zip(self._sessions, variants, actions, strict=True)
+        ]
         done = self.hub.call(_gather(coros), self.config.step_timeout_s, "vector step")
         rewards = np.zeros(self.num_envs, dtype=np.float64)
         terminations = np.zeros(self.num_envs, dtype=np.bool_)
@@ -107,8 +128,9 @@ class DesktopVectorEnv(VectorEnv):
     def close_extras(self, **kwargs: Any) -> None:
         """Give every copy's desktop back (kept by the hub for later environments)."""
         if any(s.active for s in self._sessions):
-            self.hub.call(_gather([s.close() for s in self._sessions]), CLOSE_TIMEOUT_S,
-                          "vector close")
+            self.hub.call(
+                _gather([s.close() for s in self._sessions]), CLOSE_TIMEOUT_S, "vector close"
+            )
 
     def _batch(self, observations: list[dict[str, Any]]) -> dict[str, Any]:
         out = create_empty_array(self.single_observation_space, self.num_envs)

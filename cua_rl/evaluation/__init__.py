@@ -27,7 +27,19 @@ from cua_rl.evaluation.registry import (
 )
 
 __all__ = [
-    "GETTERS", "METRICS", "GetterContext", "SpecReport", "check_evaluator_spec",
-    "declared_failure", "evaluate", "get_getter", "get_metric", "getter", "getter_names",
-    "getters", "metric", "metric_names", "metrics",
+    "GETTERS",
+    "METRICS",
+    "GetterContext",
+    "SpecReport",
+    "check_evaluator_spec",
+    "declared_failure",
+    "evaluate",
+    "get_getter",
+    "get_metric",
+    "getter",
+    "getter_names",
+    "getters",
+    "metric",
+    "metric_names",
+    "metrics",
 ]

@@ -24,12 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cua_rl.errors import TaskFormatError
-from cua_rl.evaluation.registry import (
-    GetterContext,
-    check_evaluator_spec,
-    get_getter,
-    get_metric,
-)
+from cua_rl.evaluation.registry import GetterContext, check_evaluator_spec, get_getter, get_metric
 from cua_rl.types import Action, TaskVariant
 
 if TYPE_CHECKING:
@@ -89,8 +84,12 @@ async def evaluate(
 
     if spec.get("postconfig"):
         await run_setup_steps(
-            client, spec["postconfig"], task_id=variant.task_id, cache=cache,
-            context=context, phase="evaluator.postconfig",
+            client,
+            spec["postconfig"],
+            task_id=variant.task_id,
+            cache=cache,
+            context=context,
+            phase="evaluator.postconfig",
         )
 
     func = spec["func"]
@@ -107,8 +106,9 @@ async def evaluate(
     options = per_metric(spec, "options", len(names), single)
 
     await asyncio.to_thread(cache_dir.mkdir, parents=True, exist_ok=True)
-    ctx = GetterContext(client=client, cache=cache, cache_dir=cache_dir,
-                        task_id=variant.task_id, setup=context)
+    ctx = GetterContext(
+        client=client, cache=cache, cache_dir=cache_dir, task_id=variant.task_id, setup=context
+    )
     loop = asyncio.get_running_loop()
     scores: list[float] = []
     for i, name in enumerate(names):

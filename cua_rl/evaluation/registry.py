@@ -202,17 +202,16 @@ def _check_getter(chk: _Checker, path: str, config: Any) -> None:
 
 def _positional_fits(sig: inspect.Signature, count: int) -> bool:
     """Whether `count` positional arguments (result[, expected]) fit the metric."""
-    positional = [p for p in sig.parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    positional = [
+        p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
     if any(p.kind is p.VAR_POSITIONAL for p in sig.parameters.values()):
         return True
     required = sum(1 for p in positional if p.default is p.empty)
     return required <= count <= len(positional)
 
 
-def _check_call(
-    chk: _Checker, path: str, name: str, has_expected: bool, options: Any
-) -> None:
+def _check_call(chk: _Checker, path: str, name: str, has_expected: bool, options: Any) -> None:
     """Options must fit the metric's signature the way evaluate() will call it."""
     spec = METRICS.get(name)
     if spec is None:
@@ -227,14 +226,19 @@ def _check_call(
         params = ", ".join(spec.signature.parameters)
         if not _positional_fits(spec.signature, len(args)):
             wanted = "no 'expected' getter" if has_expected else "an 'expected' getter"
-            chk.error(f".expected{path}", f"{wanted}: metric {name!r}({params}) cannot be "
-                      f"called as {name}({', '.join(args)})")
+            chk.error(
+                f".expected{path}",
+                f"{wanted}: metric {name!r}({params}) cannot be "
+                f"called as {name}({', '.join(args)})",
+            )
             return
         try:
             spec.signature.bind(*args, **options)
         except TypeError as exc:
-            chk.error(f".options{path}" if options else f".func{path}",
-                      f"options that fit metric {name!r}({params}): {exc}")
+            chk.error(
+                f".options{path}" if options else f".func{path}",
+                f"options that fit metric {name!r}({params}): {exc}",
+            )
             return
     if spec.check_options is not None:
         errors, features = spec.check_options(options)
@@ -256,8 +260,9 @@ def check_evaluator_spec(spec: dict, where: str) -> SpecReport:
         return chk.report
     for key in spec:
         if key not in _SPEC_KEYS and not str(key).startswith("_"):
-            chk.error(f".{key}", f"one of {sorted(_SPEC_KEYS)} (keys starting with '_' are "
-                      "comments)")
+            chk.error(
+                f".{key}", f"one of {sorted(_SPEC_KEYS)} (keys starting with '_' are comments)"
+            )
     func = spec.get("func")
     if isinstance(func, str) and func:
         names, n = [func], None

@@ -54,16 +54,20 @@ def find_checkpoint(run_dir: Path, role: Role, version: int | None = None) -> Le
     root = run_dir / "checkpoints" / role
     versions = available_versions(root)
     if not versions:
-        raise RunDirError(f"{root}: no checkpoint of the {role} learner (it has not finished "
-                          "an update yet, or this run did not train it)")
+        raise RunDirError(
+            f"{root}: no checkpoint of the {role} learner (it has not finished "
+            "an update yet, or this run did not train it)"
+        )
     if version is None:
         version, path = _latest(root)
     else:
         path = root / f"step-{version:06d}"
         if version not in versions:
             kept = ", ".join(str(v) for v in versions)
-            raise RunDirError(f"{run_dir}: no {role} checkpoint of version {version}; the run "
-                              f"keeps versions {kept}")
+            raise RunDirError(
+                f"{run_dir}: no {role} checkpoint of version {version}; the run "
+                f"keeps versions {kept}"
+            )
     return LearnerCheckpoint(role, version, path, _engine_of(path))
 
 
@@ -80,14 +84,19 @@ def _latest(root: Path) -> tuple[int, Path]:
     try:
         data = json.loads(pointer.read_text())
     except FileNotFoundError:
-        raise RunDirError(f"{pointer}: missing (the learner writes it after every "
-                          "checkpoint); choose one with --version") from None
+        raise RunDirError(
+            f"{pointer}: missing (the learner writes it after every "
+            "checkpoint); choose one with --version"
+        ) from None
     except (OSError, ValueError) as exc:
         raise RunDirError(f"{pointer}: not readable JSON ({exc})") from None
-    if not (isinstance(data, dict) and isinstance(data.get("version"), int)
-            and isinstance(data.get("path"), str) and _STEP.fullmatch(data["path"])):
-        raise RunDirError(f'{pointer}: expected {{"version": int, "path": "step-N"}}, '
-                          f"got {data!r}")
+    if not (
+        isinstance(data, dict)
+        and isinstance(data.get("version"), int)
+        and isinstance(data.get("path"), str)
+        and _STEP.fullmatch(data["path"])
+    ):
+        raise RunDirError(f'{pointer}: expected {{"version": int, "path": "step-N"}}, got {data!r}')
     path = root / data["path"]
     if not path.is_dir():
         raise RunDirError(f"{pointer}: names {data['path']}, which is not there")
@@ -99,8 +108,10 @@ def _engine_of(path: Path) -> Literal["torch", "deepspeed"]:
         return "torch"
     if (path / "latest").is_file() and (path / DEEPSPEED_TAG).is_dir():
         return "deepspeed"
-    raise RunDirError(f"{path}: neither a torch ({TORCH_STATE}) nor a DeepSpeed "
-                      f"(latest + {DEEPSPEED_TAG}/) learner checkpoint")
+    raise RunDirError(
+        f"{path}: neither a torch ({TORCH_STATE}) nor a DeepSpeed "
+        f"(latest + {DEEPSPEED_TAG}/) learner checkpoint"
+    )
 
 
 def load_weights(ckpt: LearnerCheckpoint) -> dict[str, torch.Tensor]:
@@ -138,11 +149,13 @@ def _deepspeed_weights(path: Path) -> dict[str, torch.Tensor]:
         from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
 
         try:
-            masters = get_fp32_state_dict_from_zero_checkpoint(str(path), tag=DEEPSPEED_TAG,
-                                                               lazy_mode=True)
+            masters = get_fp32_state_dict_from_zero_checkpoint(
+                str(path), tag=DEEPSPEED_TAG, lazy_mode=True
+            )
         except (OSError, ValueError, KeyError) as exc:
-            raise RunDirError(f"{path}: DeepSpeed could not consolidate the ZeRO-{stage} "
-                              f"checkpoint ({exc})") from None
+            raise RunDirError(
+                f"{path}: DeepSpeed could not consolidate the ZeRO-{stage} checkpoint ({exc})"
+            ) from None
         # one tensor at a time: the fp32 masters of a large model are never all in memory;
         # tied weights (one tensor under two names) stay one tensor
         out: dict[str, torch.Tensor] = {}
@@ -168,14 +181,16 @@ def _deepspeed_settings(tag_dir: Path) -> tuple[int, bool]:
     config = states.get("config")
     engine = config.get("engine") if isinstance(config, dict) else None
     if not isinstance(engine, dict) or engine.get("type") != "deepspeed":
-        raise RunDirError(f"{file}: expected the learner's config (engine.type deepspeed) "
-                          "in its client state")
+        raise RunDirError(
+            f"{file}: expected the learner's config (engine.type deepspeed) in its client state"
+        )
     return int(engine.get("zero_stage", 0)), bool(engine.get("bf16", False))
 
 
 def _model_states_file(tag_dir: Path, stage: int) -> Path:
-    name = "zero_pp_rank_0_mp_rank_00_model_states.pt" if stage == 3 else \
-        "mp_rank_00_model_states.pt"
+    name = (
+        "zero_pp_rank_0_mp_rank_00_model_states.pt" if stage == 3 else "mp_rank_00_model_states.pt"
+    )
     return tag_dir / name
 
 

@@ -28,8 +28,9 @@ EXPORT_INFO = "cua_rl_export.json"
 """Where an exported folder says which run, role, version and checkpoint it holds."""
 
 
-def write_hf_folder(weights: dict[str, torch.Tensor], base: Path, out: Path,
-                    info: dict[str, Any]) -> dict[str, Any]:
+def write_hf_folder(
+    weights: dict[str, torch.Tensor], base: Path, out: Path, info: dict[str, Any]
+) -> dict[str, Any]:
     """Write `weights` (HF names, one dtype) as an HF folder at `out` with the config,
     processor and generation config of the checkpoint directory `base`; returns
     `info` completed with the dtype and parameter count. `out` must not exist or be
@@ -43,8 +44,10 @@ def write_hf_folder(weights: dict[str, torch.Tensor], base: Path, out: Path,
         config = AutoConfig.from_pretrained(base)
         processor = AutoProcessor.from_pretrained(base)
     except OSError as exc:
-        raise RunDirError(f"base model {base}: cannot read its config and processor "
-                          f"({exc}); give the checkpoint directory with --base-model") from None
+        raise RunDirError(
+            f"base model {base}: cannot read its config and processor "
+            f"({exc}); give the checkpoint directory with --base-model"
+        ) from None
     with torch.device("meta"):
         model = AutoModelForImageTextToText.from_config(config, dtype=dtype)
     _check_names(model, weights)
@@ -84,13 +87,15 @@ def _check_names(model: Any, weights: dict[str, torch.Tensor]) -> None:
     expected = {name: tuple(t.shape) for name, t in model.state_dict().items()}
     missing = sorted(set(expected) - set(weights))
     extra = sorted(set(weights) - set(expected))
-    wrong = sorted(n for n in set(expected) & set(weights)
-                   if tuple(weights[n].shape) != expected[n])
+    wrong = sorted(
+        n for n in set(expected) & set(weights) if tuple(weights[n].shape) != expected[n]
+    )
     if missing or extra or wrong:
         raise RunDirError(
             "checkpoint weights do not fit the base model's architecture: "
             f"missing {missing[:3]}, unexpected {extra[:3]}, other shape {wrong[:3]} "
-            f"({len(missing)}/{len(extra)}/{len(wrong)}); was the run's base model replaced?")
+            f"({len(missing)}/{len(extra)}/{len(wrong)}); was the run's base model replaced?"
+        )
 
 
 def _generation_config(base: Path, default: Any) -> Any:

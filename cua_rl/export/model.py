@@ -16,8 +16,14 @@ from cua_rl.export.checkpoint import Role, find_checkpoint, load_weights
 from cua_rl.export.hf_folder import check_out, write_hf_folder
 
 
-def export_model(run_dir: Path, role: Role, out: Path, *, version: int | None = None,
-                 base_model: str | None = None) -> dict[str, Any]:
+def export_model(
+    run_dir: Path,
+    role: Role,
+    out: Path,
+    *,
+    version: int | None = None,
+    base_model: str | None = None,
+) -> dict[str, Any]:
     """Write checkpoint `version` (None: the latest) of `role` as an HF folder at `out`;
     returns what was written (run, role, version, checkpoint, engine, dtype, ...)."""
     ckpt = find_checkpoint(run_dir, role, version)
@@ -25,9 +31,14 @@ def export_model(run_dir: Path, role: Role, out: Path, *, version: int | None = 
     base = base_model or run_base_model(run_dir, role)
     base_dir = local_model_dir(base)
     weights = load_weights(ckpt)
-    info = {"run": str(run_dir.resolve()), "role": role, "version": ckpt.version,
-            "checkpoint": str(ckpt.path.relative_to(run_dir)), "engine": ckpt.engine,
-            "base_model": base}
+    info = {
+        "run": str(run_dir.resolve()),
+        "role": role,
+        "version": ckpt.version,
+        "checkpoint": str(ckpt.path.relative_to(run_dir)),
+        "engine": ckpt.engine,
+        "base_model": base,
+    }
     return {**write_hf_folder(weights, base_dir, out, info), "out": str(out)}
 
 
@@ -43,9 +54,11 @@ def local_model_dir(model: str) -> Path:
     try:
         return Path(snapshot_download(model, local_files_only=True))
     except (LocalEntryNotFoundError, ValueError, OSError):
-        raise RunDirError(f"base model {model!r}: neither a directory nor in the local "
-                          "Hugging Face cache; give its checkpoint directory with "
-                          "--base-model") from None
+        raise RunDirError(
+            f"base model {model!r}: neither a directory nor in the local "
+            "Hugging Face cache; give its checkpoint directory with "
+            "--base-model"
+        ) from None
 
 
 def run_base_model(run_dir: Path, role: Role) -> str:
@@ -57,8 +70,10 @@ def run_base_model(run_dir: Path, role: Role) -> str:
     try:
         cfg = load_config(RunConfig, run_dir / "config.yaml")
     except ConfigError as exc:
-        raise RunDirError(f"{run_dir}: its config.yaml does not load ({exc}); give the base "
-                          "model with --base-model") from None
+        raise RunDirError(
+            f"{run_dir}: its config.yaml does not load ({exc}); give the base "
+            "model with --base-model"
+        ) from None
     servers = cfg.policy if role == "policy" else cfg.prm
     if servers.model == TINY:
         return str(cfg.tiny_model_dir or default_tiny_dir())

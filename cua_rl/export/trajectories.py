@@ -29,6 +29,7 @@ from pydantic import ValidationError
 from cua_rl.agent.context import step_messages
 from cua_rl.errors import RunDirError, StoreError, naming_path
 from cua_rl.reward.advantages import step_rewards
+from cua_rl.reward.config import RewardConfig, stored_reward
 from cua_rl.rollout.config import EpisodeConfig
 from cua_rl.store.run_store import DB_NAME, RunStore
 from cua_rl.types import Step, StepVerdict, Trajectory, TrajectoryStatus
@@ -65,7 +66,8 @@ class RunPrompting:
     """What rebuilding the run's prompts and rewards needs from its saved config."""
 
     episode: EpisodeConfig
-    lam: float
+    reward: RewardConfig
+    """The policy's outcome weight and lambda (Eq. 1): the step rewards the learner used."""
 
 
 @dataclass
@@ -82,7 +84,7 @@ class ExportResult:
 
 
 def run_prompting(store: RunStore) -> RunPrompting:
-    """The run's episode config and lambda: the store's saved config (train, rollout
+    """The run's episode config and reward settings: the store's saved config (train, rollout
     and eval save it), else RUN_DIR/config.yaml. Without either the prompts cannot
     be rebuilt exactly, so that is an error rather than a guess from defaults."""
     where = f"{store.run_dir / DB_NAME}: runs.config_json"
@@ -94,15 +96,15 @@ def run_prompting(store: RunStore) -> RunPrompting:
         config, where = _config_yaml(store.run_dir), str(store.run_dir / "config.yaml")
     if not isinstance(config, dict):
         raise StoreError(f"{where}: expected a config mapping, got {type(config).__name__}")
-    train = config.get("train") or {}
     try:
         episode = EpisodeConfig.model_validate(config.get("episode") or {})
-        lam = float(train.get("lam", 1.0)) if isinstance(train, dict) else 1.0
+        reward = stored_reward(config)
     except (ValidationError, TypeError, ValueError) as exc:
         first = str(exc).splitlines()
-        raise StoreError(f"{where}: episode/train.lam do not validate "
-                         f"({' '.join(first[:3])})") from None
-    return RunPrompting(episode, lam)
+        raise StoreError(
+            f"{where}: episode/train.reward do not validate ({' '.join(first[:3])})"
+        ) from None
+    return RunPrompting(episode, reward)
 
 
 def _config_yaml(run_dir: Path) -> dict[str, Any]:
@@ -110,8 +112,10 @@ def _config_yaml(run_dir: Path) -> dict[str, Any]:
 
     path = run_dir / "config.yaml"
     if not path.is_file():
-        raise RunDirError(f"{run_dir}: the store saved no config and there is no config.yaml; "
-                          "the policy's prompts cannot be rebuilt")
+        raise RunDirError(
+            f"{run_dir}: the store saved no config and there is no config.yaml; "
+            "the policy's prompts cannot be rebuilt"
+        )
     try:
         with naming_path(path):
             loaded = yaml.safe_load(path.read_text())
@@ -146,58 +150,95 @@ def response_turn(response: str) -> dict[str, Any]:
     return {"role": "assistant", "content": [{"type": "text", "text": response}]}
 
 
-def step_record(instruction: str, traj: Trajectory, step: Step, image: dict[str, str],
-                prompting: RunPrompting) -> dict[str, Any]:
+def step_record(
+    instruction: str, traj: Trajectory, step: Step, image: dict[str, str], prompting: RunPrompting
+) -> dict[str, Any]:
     """Step `step.index`'s prompt (exactly the actor's) + response as one SFT sample."""
     prior = traj.steps[: step.index]
     urls = [image[s.screenshot_before] for s in (*prior, step)]
     prompt = step_messages(instruction, prior, urls, traj.screen, prompting.episode)
     messages, images = image_parts(prompt)
     messages.append(response_turn(step.response))
-    return {"index": step.index, "messages": messages, "images": images,
-            "response": step.response, "policy_version": step.policy_version,
-            "parse_error": asdict(step.parse_error) if step.parse_error else None,
-            "actions": [{k: v for k, v in asdict(a).items() if v not in (None, ())}
-                        for a in step.actions],
-            "screenshot_after": image[step.screenshot_after]}
+    return {
+        "index": step.index,
+        "messages": messages,
+        "images": images,
+        "response": step.response,
+        "policy_version": step.policy_version,
+        "parse_error": asdict(step.parse_error) if step.parse_error else None,
+        "actions": [
+            {k: v for k, v in asdict(a).items() if v not in (None, ())} for a in step.actions
+        ],
+        "screenshot_after": image[step.screenshot_after],
+    }
 
 
-def trajectory_record(traj: Trajectory, row: dict[str, Any], variant: dict[str, str],
-                      verdicts: list[StepVerdict], image: dict[str, str],
-                      prompting: RunPrompting, run_id: str) -> dict[str, Any]:
+def trajectory_record(
+    traj: Trajectory,
+    row: dict[str, Any],
+    variant: dict[str, str],
+    verdicts: list[StepVerdict],
+    image: dict[str, str],
+    prompting: RunPrompting,
+    run_id: str,
+) -> dict[str, Any]:
     """One JSON line: ids, rewards, per-step samples and the reward model's verdicts."""
     by_step = {v.step_index: v for v in verdicts}
-    votes = [[vote.score for vote in by_step[s.index].votes] if s.index in by_step else []
-             for s in traj.steps]
-    rewards = (step_rewards(traj.outcome, votes, prompting.lam)
-               if traj.outcome is not None else [None] * len(traj.steps))
+    votes = [
+        [vote.score for vote in by_step[s.index].votes] if s.index in by_step else []
+        for s in traj.steps
+    ]
+    settings = prompting.reward
+    rewards = (
+        step_rewards(traj.outcome, votes, settings.policy_lam, settings.outcome_weight)
+        if traj.outcome is not None
+        else [None] * len(traj.steps)
+    )
     steps = []
     for step, reward in zip(traj.steps, rewards, strict=True):
         record = step_record(variant["instruction"], traj, step, image, prompting)
         verdict = by_step.get(step.index)
         record["reward"] = reward
-        record["verdicts"] = [] if verdict is None else [
-            {"score": v.score, "text": v.text, "prm_version": verdict.prm_version}
-            for v in verdict.votes]
+        record["verdicts"] = (
+            []
+            if verdict is None
+            else [
+                {"score": v.score, "text": v.text, "prm_version": verdict.prm_version}
+                for v in verdict.votes
+            ]
+        )
         steps.append(record)
     return {
-        "run_id": run_id, "trajectory_id": traj.id, "group_id": row["group_id"],
-        "task_id": variant["task_id"], "variant_id": traj.variant_id,
-        "domain": variant["domain"], "evaluator": variant["evaluator"],
-        "instruction": variant["instruction"], "status": str(traj.status),
-        "score": traj.score, "outcome": traj.outcome, "lam": prompting.lam,
-        "step_rewards": rewards, "screen": list(traj.screen),
+        "run_id": run_id,
+        "trajectory_id": traj.id,
+        "group_id": row["group_id"],
+        "task_id": variant["task_id"],
+        "variant_id": traj.variant_id,
+        "domain": variant["domain"],
+        "evaluator": variant["evaluator"],
+        "instruction": variant["instruction"],
+        "status": str(traj.status),
+        "score": traj.score,
+        "outcome": traj.outcome,
+        "lam": settings.policy_lam,
+        "outcome_weight": settings.outcome_weight,
+        "step_rewards": rewards,
+        "screen": list(traj.screen),
         "policy_version_at_start": traj.policy_version_at_start,
         "policy_versions": [s.policy_version for s in traj.steps],
-        "image_pixels": {"min": prompting.episode.min_pixels,
-                         "max": prompting.episode.max_pixels},
+        "image_pixels": {"min": prompting.episode.min_pixels, "max": prompting.episode.max_pixels},
         "images": [image[s.screenshot_before] for s in traj.steps],
         "steps": steps,
     }
 
 
-def _records(store: RunStore, keep: Keep, prompting: RunPrompting, result: ExportResult,
-             image_path: Callable[[str], str | None]) -> Iterator[dict[str, Any]]:
+def _records(
+    store: RunStore,
+    keep: Keep,
+    prompting: RunPrompting,
+    result: ExportResult,
+    image_path: Callable[[str], str | None],
+) -> Iterator[dict[str, Any]]:
     variants = store.variant_rows()
     for row in store.trajectory_records():
         status = row["status"]
@@ -216,8 +257,12 @@ def _records(store: RunStore, keep: Keep, prompting: RunPrompting, result: Expor
             traj = store.load_trajectory(row["trajectory_id"])
             verdicts = store.load_verdicts(traj.id)
         except (ValueError, TypeError, KeyError) as exc:  # a damaged steps/votes row
-            log.warning("%s: trajectory %s: unreadable steps or votes row (%s); skipped",
-                        store.run_dir / DB_NAME, row["trajectory_id"], exc)
+            log.warning(
+                "%s: trajectory %s: unreadable steps or votes row (%s); skipped",
+                store.run_dir / DB_NAME,
+                row["trajectory_id"],
+                exc,
+            )
             result.skipped["unreadable_row"] += 1
             continue
         if not traj.steps:
@@ -231,8 +276,9 @@ def _records(store: RunStore, keep: Keep, prompting: RunPrompting, result: Expor
         yield trajectory_record(traj, row, variant, verdicts, image, prompting, store.run_id)
 
 
-def export_trajectories(run_dir: Path, out: Path | None, keep: Keep = Keep(), *,
-                        copy_images: bool = False) -> ExportResult:
+def export_trajectories(
+    run_dir: Path, out: Path | None, keep: Keep = Keep(), *, copy_images: bool = False
+) -> ExportResult:
     """Write RUN_DIR's scored trajectories to `out` (None: stdout) as JSON lines.
 
     Image paths are absolute paths into RUN_DIR/screenshots, or, with
@@ -271,8 +317,7 @@ def export_trajectories(run_dir: Path, out: Path | None, keep: Keep = Keep(), *,
         store.close()
 
 
-def _write_lines(records: Iterator[dict[str, Any]], out: Path | None,
-                 result: ExportResult) -> None:
+def _write_lines(records: Iterator[dict[str, Any]], out: Path | None, result: ExportResult) -> None:
     """Lines to stdout, or to `out` through a temporary file renamed into place (a
     failed export never leaves a half file that looks complete)."""
     import sys

@@ -6,12 +6,27 @@
 # The guest listens on $CUA_GUEST_LISTEN: `unix:PATH` (containers: a socket in
 # the bind-mounted run dir, forwarded to 127.0.0.1 on the host), `fd:3` (the
 # same socket, bound by the container's root init and inherited) or
-# `tcp:HOST:PORT` (VMs: reached through QEMU's host forward).
+# `tcp:HOST:PORT` (VMs: reached through QEMU's host forward). With
+# CUA_CDP_LISTEN=fd:4 (containers) the inherited socket on descriptor 4 is piped
+# to Chromium's DevTools port 9222 inside, which the host reaches through it.
+# The session matches a local desktop's (docs/osworld-local.md): the desktop's
+# own commands first on PATH (sudo, python, google-chrome, code), the session bus
+# also at OSWorld's /run/user/1000/bus, the same environment.
 set -eu
 
 RUN_DIR=${CUA_RUN_DIR:-/run/cua}
 W=${CUA_SCREEN_WIDTH:-1920}
 H=${CUA_SCREEN_HEIGHT:-1080}
+RUNTIME=/tmp/runtime-user
+BUS=$RUNTIME/bus
+OSWORLD_BUS=/run/user/1000/bus
+
+osworld_bus_link() {
+  # OSWorld's image has the session bus in uid 1000's runtime dir; tasks start
+  # gnome-terminal or gsettings with DBUS_SESSION_BUS_ADDRESS=unix:path= that.
+  # Root makes the link (root's, so the agent cannot move it) to the session's bus.
+  mkdir -p "${OSWORLD_BUS%/*}" && ln -sfn "$BUS" "$OSWORLD_BUS" || true
+}
 
 if [ "$$" = 1 ]; then
   # Booted as a VM's init (the initramfs moved /proc, /sys, /dev, /run here or
@@ -32,6 +47,7 @@ if [ "$$" = 1 ]; then
   ip link set lo up
   ip link set eth0 up && ip addr add 10.0.2.15/24 dev eth0 && ip route add default via 10.0.2.2
   mkdir -p "$RUN_DIR" && chown user:user "$RUN_DIR"
+  osworld_bus_link
   for arg in $(cat /proc/cmdline); do
     case "$arg" in cua_guest_token=*) echo "${arg#cua_guest_token=}" > "$RUN_DIR/token";; esac
   done
@@ -50,6 +66,7 @@ if [ "$(id -u)" = 0 ]; then
   # A container started as root (with CAP_SETUID/CAP_SETGID only): the root init
   # binds guest.sock in the root-owned run dir, drops to `user` for good and runs
   # this script again with the socket as descriptor 3 (cua_guest/container_init.py).
+  osworld_bus_link
   exec env PYTHONPATH=/opt/cua-guest/guest python3 -P -m cua_guest.container_init "$0"
 fi
 
@@ -66,22 +83,40 @@ if [ -z "$token" ]; then
 fi
 unset CUA_GUEST_TOKEN
 
-export DISPLAY=:0 HOME=${HOME:-/home/user} XDG_RUNTIME_DIR=/tmp/runtime-user
+export DISPLAY=:0 HOME=${HOME:-/home/user} XDG_RUNTIME_DIR=$RUNTIME
+# What a local desktop's session gets (cua_rl/desktop/providers/local/sandbox.py,
+# sandbox_env): toolkits export their widgets to AT-SPI only when asked to.
+export PATH=/usr/local/lib/cua-rl/bin:/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin \
+  LANG=${LANG:-C.UTF-8} SAL_USE_VCLPLUGIN=${SAL_USE_VCLPLUGIN:-gtk3} USER=user LOGNAME=user \
+  SHELL=/bin/bash TMPDIR=/tmp XDG_CONFIG_HOME=$HOME/.config XDG_DATA_HOME=$HOME/.local/share \
+  XDG_CACHE_HOME=$HOME/.cache GNOME_ACCESSIBILITY=1 QT_ACCESSIBILITY=1 \
+  QT_LINUX_ACCESSIBILITY_ALWAYS_ON=1 DBUS_SESSION_BUS_ADDRESS=unix:path=$BUS
 # Containers: the home is an empty size-capped tmpfs (the root is read-only); fill
 # it from the image's copy. A home that has files (a VM's, on its disk) is left as is.
 if [ -d /usr/local/share/cua-rl/home ] && [ -z "$(ls -A "$HOME")" ]; then
   cp -R --preserve=mode,timestamps /usr/local/share/cua-rl/home/. "$HOME"/
 fi
 export PYTHONPATH=/opt/cua-guest/guest:/opt/cua-guest/site
-mkdir -p "$XDG_RUNTIME_DIR" && chmod 700 "$XDG_RUNTIME_DIR"
+mkdir -p "$XDG_RUNTIME_DIR" /tmp/.X11-unix /tmp/.ICE-unix && chmod 700 "$XDG_RUNTIME_DIR"
 cd "$HOME"
 
-# `3>&-`: the guest's inherited listening socket (fd:3) goes to the guest only.
-Xvfb :0 -screen 0 "${W}x${H}x24" -nolisten tcp -ac >/tmp/xvfb.log 2>&1 3>&- &
+# `3>&- 4>&-`: the inherited listening sockets (fd:3 the guest's, fd:4 DevTools')
+# go to their own processes only.
+Xvfb :0 -screen 0 "${W}x${H}x24" -nolisten tcp -ac >/tmp/xvfb.log 2>&1 3>&- 4>&- &
 i=0
-until xdpyinfo >/dev/null 2>&1 3>&-; do
+until xdpyinfo >/dev/null 2>&1 3>&- 4>&-; do
   i=$((i + 1))
   if [ "$i" -gt 300 ]; then echo "cua-desktop: Xvfb did not start" >&2; cat /tmp/xvfb.log >&2; exit 1; fi
+  sleep 0.05
+done
+# One D-Bus session for the window manager, the apps and AT-SPI, at a fixed path
+# (the link at $OSWORLD_BUS points here).
+dbus-daemon --session --nofork --nopidfile --address="unix:path=$BUS" \
+  >/tmp/dbus.log 2>&1 3>&- 4>&- &
+i=0
+until [ -S "$BUS" ]; do
+  i=$((i + 1))
+  if [ "$i" -gt 400 ]; then echo "cua-desktop: the session bus did not start" >&2; cat /tmp/dbus.log >&2; exit 1; fi
   sleep 0.05
 done
 
@@ -99,6 +134,10 @@ esac
 umask 077
 printf '%s' "$token" > /tmp/.guest-token
 umask 022
-# One D-Bus session for the window manager, the apps and AT-SPI.
+openbox >/tmp/openbox.log 2>&1 3>&- 4>&- &
+if [ "${CUA_CDP_LISTEN:-}" = fd:4 ]; then
+  python3 -m cua_guest.fd_forward 4 127.0.0.1 9222 >/tmp/cdp-forward.log 2>&1 3>&- &
+fi
+unset CUA_CDP_LISTEN
 # shellcheck disable=SC2086
-exec dbus-run-session -- sh -c "openbox >/tmp/openbox.log 2>&1 3>&- & exec python3 -m cua_guest $listen --token-file /tmp/.guest-token"
+exec python3 -m cua_guest $listen --token-file /tmp/.guest-token 4>&-

@@ -11,9 +11,11 @@ from pathlib import Path
 
 APPLICATIONS = Path("/usr/share/applications")
 DEFAULT_GROUP = "[Default Applications]"
-DEFAULT_APPS = (("org.gnome.Totem.desktop", "video/"), ("org.gnome.Evince.desktop",
-                                                       "application/pdf"),
-                ("org.gnome.gedit.desktop", "text/plain"))
+DEFAULT_APPS = (
+    ("org.gnome.Totem.desktop", "video/"),
+    ("org.gnome.Evince.desktop", "application/pdf"),
+    ("org.gnome.gedit.desktop", "text/plain"),
+)
 """(desktop file, MIME type prefix) of the defaults on OSWorld's Ubuntu image: GNOME's
 video player ("Videos") for every video type it handles, Evince for PDFs, gedit for
 plain text (a task opens a .txt and waits for its "<file> (~/Desktop) - gedit" window)."""
@@ -32,7 +34,9 @@ def default_apps_list(applications: Path = APPLICATIONS) -> str | None:
             text = (applications / desktop).read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
-        types = next((line.partition("=")[2] for line in text.splitlines()
-                      if line.startswith("MimeType=")), "")
+        types = next(
+            (line.partition("=")[2] for line in text.splitlines() if line.startswith("MimeType=")),
+            "",
+        )
         lines += [f"{t}={desktop}\n" for t in types.split(";") if t.startswith(prefix)]
     return f"{DEFAULT_GROUP}\n" + "".join(lines) if lines else None

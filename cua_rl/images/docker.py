@@ -27,11 +27,14 @@ def docker_tag(content: str) -> str:
 
 def docker_has(tag: str) -> bool:
     try:
-        return subprocess.run(["docker", "image", "inspect", tag], capture_output=True,
-                              timeout=60).returncode == 0
+        return (
+            subprocess.run(
+                ["docker", "image", "inspect", tag], capture_output=True, timeout=60
+            ).returncode
+            == 0
+        )
     except FileNotFoundError:
-        raise DesktopError("image build: `docker` not found (apt-get install "
-                           "docker.io)") from None
+        raise DesktopError("image build: `docker` not found (apt-get install docker.io)") from None
 
 
 def _container_tree(rootfs_tar: Path, out: IO[bytes]) -> None:
@@ -48,8 +51,7 @@ def _container_tree(rootfs_tar: Path, out: IO[bytes]) -> None:
 def _remove_tag(tag: str) -> None:
     """Best effort: the engine may be the reason the import failed."""
     try:
-        subprocess.run(["docker", "image", "rm", "--force", tag], capture_output=True,
-                       timeout=60)
+        subprocess.run(["docker", "image", "rm", "--force", tag], capture_output=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         pass
 
@@ -60,17 +62,24 @@ def _one_line(text: str) -> str:
 
 
 def _import(rootfs_tar: Path, content: str, tag: str) -> None:
-    changes = [f'ENTRYPOINT ["{rc.SESSION_SCRIPT_IN_IMAGE}"]', f"USER {rc.USER}",
-               f"WORKDIR /home/{rc.USER}", "ENV CUA_RUN_DIR=/run/cua",
-               f"LABEL cua-rl.image={content}", f"LABEL cua-rl.uid={rc.UID}"]
+    changes = [
+        f'ENTRYPOINT ["{rc.SESSION_SCRIPT_IN_IMAGE}"]',
+        f"USER {rc.USER}",
+        f"WORKDIR /home/{rc.USER}",
+        "ENV CUA_RUN_DIR=/run/cua",
+        f"LABEL cua-rl.image={content}",
+        f"LABEL cua-rl.uid={rc.UID}",
+    ]
     argv = ["docker", "import", *(a for c in changes for a in ("--change", c)), "-", tag]
     with tempfile.TemporaryFile() as err:  # a file: a full pipe cannot stall the import
         try:
-            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                    stderr=err)
+            proc = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err
+            )
         except FileNotFoundError:
-            raise DesktopError("image build: `docker` not found (apt-get install "
-                               "docker.io)") from None
+            raise DesktopError(
+                "image build: `docker` not found (apt-get install docker.io)"
+            ) from None
         assert proc.stdin is not None
         broken = False
         try:
@@ -91,10 +100,12 @@ def _import(rootfs_tar: Path, content: str, tag: str) -> None:
         err.seek(0)
         stderr = err.read().decode(errors="replace")
     if proc.returncode != 0 or broken:
-        raise DesktopError(f"image build: `docker import - {tag}` failed "
-                           f"(exit {proc.returncode}"
-                           f"{', it stopped reading the tar' if broken else ''}): "
-                           f"{_one_line(stderr)}")
+        raise DesktopError(
+            f"image build: `docker import - {tag}` failed "
+            f"(exit {proc.returncode}"
+            f"{', it stopped reading the tar' if broken else ''}): "
+            f"{_one_line(stderr)}"
+        )
 
 
 def docker_import(rootfs_tar: Path, content: str, profile: str) -> str:
@@ -111,11 +122,17 @@ def docker_import(rootfs_tar: Path, content: str, profile: str) -> str:
         except BaseException:
             _remove_tag(tag)
             raise
-    proc = subprocess.run(["docker", "tag", tag, f"{DOCKER_REPO}:{profile}"],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        ["docker", "tag", tag, f"{DOCKER_REPO}:{profile}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     if proc.returncode != 0:
         if imported:
             _remove_tag(tag)
-        raise DesktopError(f"image build: `docker tag {tag} {DOCKER_REPO}:{profile}` failed "
-                           f"(exit {proc.returncode}): {_one_line(proc.stderr)}")
+        raise DesktopError(
+            f"image build: `docker tag {tag} {DOCKER_REPO}:{profile}` failed "
+            f"(exit {proc.returncode}): {_one_line(proc.stderr)}"
+        )
     return tag

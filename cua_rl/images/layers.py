@@ -3,9 +3,10 @@
 The base (mmdebstrap, the user, the guest's pinned Python closure) takes
 minutes and changes only with the package list, the pins or the recipe
 version, so it is cached on its own under `base/<base key>/`. The top layer
-(the guest package, the session script, the manifest) is staged in a small
-tree and appended to a copy of the base tar: seconds. Top-layer paths are new
-paths (`/opt/cua-guest/guest`, `/etc/cua-image`, `/usr/local/bin/cua-desktop`),
+(the guest package, the session script, the desktop's own commands, the
+manifest) is staged in a small tree and appended to a copy of the base tar:
+seconds. Top-layer paths are new paths (`/opt/cua-guest/guest`, `/etc/cua-image`,
+`/usr/local/bin/cua-desktop`, `/usr/local/lib/cua-rl`),
 so the combined tar never holds two versions of one file.
 """
 
@@ -23,8 +24,12 @@ from pathlib import Path
 from cua_rl.errors import DesktopError
 from cua_rl.images import recipe as rc
 
-TOP_PATHS = (rc.MANIFEST_IN_IMAGE.rsplit("/", 1)[0], rc.GUEST_IN_IMAGE,
-             rc.SESSION_SCRIPT_IN_IMAGE)
+TOP_PATHS = (
+    rc.MANIFEST_IN_IMAGE.rsplit("/", 1)[0],
+    rc.GUEST_IN_IMAGE,
+    rc.SESSION_SCRIPT_IN_IMAGE,
+    rc.BIN_IN_IMAGE.rsplit("/", 1)[0],
+)
 """What the top layer adds (directories are added whole, their parents are the base's)."""
 
 
@@ -55,8 +60,12 @@ def _load(dir: Path, key: str) -> Base | None:
     return Base(key, dir, debian, build_s, built_now=False)
 
 
-def base_layer(recipe: rc.Recipe, cache: Path, refresh: bool,
-               build: Callable[[rc.Recipe, Path], dict[str, str]]) -> Base:
+def base_layer(
+    recipe: rc.Recipe,
+    cache: Path,
+    refresh: bool,
+    build: Callable[[rc.Recipe, Path], dict[str, str]],
+) -> Base:
     """The cached base of `recipe`, built with `build(recipe, out_dir)` (which
     writes out_dir/rootfs.tar and returns the resolved Debian versions) when
     missing or when `refresh`."""
@@ -71,10 +80,22 @@ def base_layer(recipe: rc.Recipe, cache: Path, refresh: bool,
         out.mkdir()
         debian = build(recipe, out)
         build_s = round(time.monotonic() - began, 1)
-        (out / "debian.json").write_text(json.dumps(
-            {"base_key": key, "recipe": {"suite": recipe.suite, "packages": recipe.packages,
-                                         "python": recipe.python, "version": recipe.version},
-             "debian": debian, "build_s": build_s}, indent=1))
+        (out / "debian.json").write_text(
+            json.dumps(
+                {
+                    "base_key": key,
+                    "recipe": {
+                        "suite": recipe.suite,
+                        "packages": recipe.packages,
+                        "python": recipe.python,
+                        "version": recipe.version,
+                    },
+                    "debian": debian,
+                    "build_s": build_s,
+                },
+                indent=1,
+            )
+        )
         if final.exists():
             shutil.rmtree(final)
         out.rename(final)
@@ -88,10 +109,24 @@ def append_top(base_tar: Path, stage: Path, out_tar: Path) -> None:
     if missing:
         raise DesktopError(f"image build: the top layer lacks {', '.join(missing)}")
     shutil.copyfile(base_tar, out_tar)
-    argv = ["tar", "--append", "--format=gnu", "--file", str(out_tar), "--sort=name",
-            "--numeric-owner", "--owner=0", "--group=0", "--mtime=@0", "-C", str(stage),
-            *(f".{p}" for p in TOP_PATHS)]
+    argv = [
+        "tar",
+        "--append",
+        "--format=gnu",
+        "--file",
+        str(out_tar),
+        "--sort=name",
+        "--numeric-owner",
+        "--owner=0",
+        "--group=0",
+        "--mtime=@0",
+        "-C",
+        str(stage),
+        *(f".{p}" for p in TOP_PATHS),
+    ]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
-        raise DesktopError(f"image build: appending the top layer to {out_tar} failed "
-                           f"(exit {proc.returncode}): {proc.stderr.strip()[-1000:]}")
+        raise DesktopError(
+            f"image build: appending the top layer to {out_tar} failed "
+            f"(exit {proc.returncode}): {proc.stderr.strip()[-1000:]}"
+        )

@@ -11,21 +11,28 @@ import hashlib
 import importlib.metadata
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from importlib.resources import files
 from pathlib import Path
 from typing import Literal
 
 from packaging.requirements import Requirement
 
+from cua_rl.images.desktop_files import BIN_IN_IMAGE, bin_scripts
+
+__all__ = ["BIN_IN_IMAGE", "Recipe", "packages", "python_closure", "session_script"]
+
 Profile = Literal["minimal", "full"]
 Format = Literal["rootfs", "docker", "qcow2"]
 
-RECIPE_VERSION = 4
+RECIPE_VERSION = 5
 """Bumped whenever the build steps change in a way the package lists do not show
 (2: the image is a cached base layer plus a top layer with the guest; 3: its Python
 is byte-compiled with hash-checked pycs; 4: the user's uid is `UID`, no longer
-1000, and its home has a template copy at `HOME_TEMPLATE_IN_IMAGE`). The user's
+1000, and its home has a template copy at `HOME_TEMPLATE_IN_IMAGE`; 5: what local
+desktops have for OSWorld's tasks: the home of `images.home_files` (and no /etc/skel
+dotfiles, as a local desktop's home has none), openbox's Ctrl+Alt+T, Chromium as
+`chrome`, code-server in `full` (`images.desktop_files`)). The user's
 default-apps list needs no bump: it is written only for Totem/Evince, whose
 addition changed the package list, so no base built before it has the same key)."""
 SUITE = "bookworm"
@@ -37,33 +44,75 @@ the host's first account). It is the first uid above systemd's container range
 (524288-1879048191) and far above what `useradd` hands out as subordinate ids
 (/etc/subuid: 100000 + 65536 n); the container provider still refuses to start
 when a host account or subordinate range holds it (`container_uid.check_host_uid`)."""
-HOME_DIRS = ("Desktop", "Documents", "Downloads", "Music", "Pictures", "Videos")
 
 # The session: an X server, a window manager, D-Bus (AT-SPI needs a session bus)
 # and what the guest's window routes call; `xterm` is the one app of `minimal`.
 MINIMAL_PACKAGES = (
-    "python3", "xvfb", "openbox", "dbus", "dbus-x11", "xdotool", "wmctrl", "x11-utils",
-    "procps", "fonts-dejavu-core", "xterm",
+    "python3",
+    "xvfb",
+    "openbox",
+    "dbus",
+    "dbus-x11",
+    "xdotool",
+    "wmctrl",
+    "x11-utils",
+    "procps",
+    "fonts-dejavu-core",
+    "xterm",
     # pyautogui imports mouseinfo, which exits without tkinter
     "python3-tk",
+    # tools OSWorld's setups `sudo apt install` (the desktop's rootless sudo succeeds
+    # for what the image has; setup.sh has them for local desktops), and sound without
+    # hardware: PulseAudio's null sink (a task turns the volume up with pactl). In
+    # `minimal` too, so its desktops run OSWorld's shell tasks (the CI's goldens).
+    "jq",
+    "unzip",
+    "sysstat",
+    "xsel",
+    "pulseaudio",
+    "pulseaudio-utils",
 )
 # The local task suite's apps and what the OSWorld-fidelity work relies on.
 FULL_PACKAGES = MINIMAL_PACKAGES + (
-    "at-spi2-core", "python3-pyatspi", "dconf-gsettings-backend", "gsettings-desktop-schemas",
-    "libreoffice-calc", "libreoffice-writer", "libreoffice-impress", "mousepad", "chromium",
-    "gimp", "vlc", "thunderbird", "socat", "ffmpeg", "xdg-utils",
+    "at-spi2-core",
+    "python3-pyatspi",
+    "dconf-gsettings-backend",
+    "gsettings-desktop-schemas",
+    "libreoffice-calc",
+    "libreoffice-writer",
+    "libreoffice-impress",
+    "mousepad",
+    "chromium",
+    "gimp",
+    "vlc",
+    "thunderbird",
+    "socat",
+    "ffmpeg",
+    "xdg-utils",
     "tesseract-ocr",
     # GNOME's terminal, file manager and editor: OSWorld's os and multi_apps tasks
     # start them (setup.sh installs them for local desktops too)
-    "gnome-terminal", "nautilus", "gedit",
+    "gnome-terminal",
+    "nautilus",
+    "gedit",
     # GNOME Shell's settings schema (data only): a task edits its favourite apps
     "gnome-shell-common",
-    # tools OSWorld's setups `sudo apt install` (setup.sh has them for local desktops)
-    "jq", "unzip", "sysstat", "xsel",
+    # code-server's search (it links Debian's rg instead of downloading one)
+    "ripgrep",
+    # command-line tools OSWorld's Ubuntu image (and a local desktop's host) has, which
+    # tasks call: `file` is how xdg-open tells an .xlsx from a zip (without it office
+    # files opened in Chromium), `bc` in an evaluator's command, git and zip in setups
+    "file",
+    "bc",
+    "git",
+    "zip",
+    # DejaVu's other faces (bold, oblique, condensed), which local desktops' hosts have
+    "fonts-dejavu-extra",
     # OSWorld's image has GNOME's video player and PDF viewer as the defaults (a task
     # makes VLC the default; a VLC task waits for Evince's window): setup.sh installs
     # them for local desktops, and the build makes them the user's defaults
-    "totem", "evince",
+    "totem",
+    "evince",
 )
 # A VM boots Debian's kernel straight from the image (no boot loader), with our
 # session script as the init (no systemd): the network needs iproute2. Every
@@ -73,10 +122,16 @@ VM_PACKAGES = ("linux-image-amd64", "iproute2", "kmod")
 
 GUEST_DIST = "cua-guest"
 # Debian bookworm's interpreter: the markers the image's pip would evaluate.
-IMAGE_MARKERS = {"python_version": "3.11", "python_full_version": "3.11.2",
-                 "platform_system": "Linux", "sys_platform": "linux",
-                 "platform_machine": "x86_64", "implementation_name": "cpython",
-                 "platform_python_implementation": "CPython", "os_name": "posix"}
+IMAGE_MARKERS = {
+    "python_version": "3.11",
+    "python_full_version": "3.11.2",
+    "platform_system": "Linux",
+    "sys_platform": "linux",
+    "platform_machine": "x86_64",
+    "implementation_name": "cpython",
+    "platform_python_implementation": "CPython",
+    "os_name": "posix",
+}
 GUEST_DIR_IN_IMAGE = "/opt/cua-guest"
 SITE_IN_IMAGE = f"{GUEST_DIR_IN_IMAGE}/site"
 """The guest's pinned Python closure (base layer)."""
@@ -89,6 +144,8 @@ HOME_TEMPLATE_IN_IMAGE = "/usr/local/share/cua-rl/home"
 size-capped tmpfs on the home, which the session script fills from it (the
 engine's tmpfs mounts copy nothing up)."""
 MANIFEST_IN_IMAGE = "/etc/cua-image/manifest.json"
+CODE_SERVER_PROFILES = ("full",)
+"""Profiles whose image carries code-server at `vscode_script.CODE_SERVER_MOUNT`."""
 
 
 def packages(profile: Profile) -> list[str]:
@@ -130,18 +187,28 @@ def guest_source_dir() -> Path:
     if not (root / "pyproject.toml").is_file():
         from cua_rl.errors import DesktopError
 
-        raise DesktopError(f"image build: the guest at {root} is not a source tree; build "
-                           "images from a checkout (pip install -e vm/guest)")
+        raise DesktopError(
+            f"image build: the guest at {root} is not a source tree; build "
+            "images from a checkout (pip install -e vm/guest)"
+        )
     return root
 
 
+NOT_SOURCE = ("__pycache__", "build")
+"""Directories of a source tree that are no source: caches, and the `build/` pip leaves
+in it (the local provider's guest venv is a pip install of `vm/guest`). The image
+build leaves them out of the guest too (`build._install_guest`)."""
+
+
 def tree_digest(root: Path) -> str:
-    """sha256 over the relative paths and bytes of a source tree (no caches)."""
+    """sha256 over the relative paths and bytes of a source tree (no caches, no build
+    output: a pip install beside it must not make a new image)."""
     digest = hashlib.sha256()
     for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root).as_posix()
-        if path.is_file() and "__pycache__" not in rel and ".egg-info" not in rel:
-            digest.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
+        parts = path.relative_to(root).parts
+        if not path.is_file() or any(p in NOT_SOURCE or p.endswith(".egg-info") for p in parts):
+            continue
+        digest.update("/".join(parts).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 
 
@@ -168,18 +235,40 @@ class Recipe:
     python: dict[str, str] = field(default_factory=dict)
     guest_digest: str = ""
     script_digest: str = ""
+    """sha256 of the top layer's scripts (the session script, `BIN_IN_IMAGE`'s)."""
+    code_server: str = ""
+    """The key of the code-server build in the base (`code_server.tree_key`), or ""
+    for none."""
     version: int = RECIPE_VERSION
 
     @classmethod
     def for_profile(cls, profile: Profile) -> Recipe:
-        return cls(profile=profile, packages=packages(profile),
-                   python=python_closure(), guest_digest=tree_digest(guest_source_dir()),
-                   script_digest=hashlib.sha256(session_script().encode()).hexdigest())
+        from cua_rl.images.code_server import tree_key
+
+        recipe = cls(
+            profile=profile,
+            packages=packages(profile),
+            python=python_closure(),
+            guest_digest=tree_digest(guest_source_dir()),
+            code_server=tree_key(SUITE) if profile in CODE_SERVER_PROFILES else "",
+        )
+        # the top layer's scripts: the session's and the desktop's own commands
+        scripts = [
+            session_script(),
+            *sorted(bin_scripts(recipe.packages, bool(recipe.code_server)).items()),
+        ]
+        digest = hashlib.sha256(json.dumps(scripts).encode()).hexdigest()
+        return replace(recipe, script_digest=digest)
 
     def base_key(self) -> str:
         """sha256 of what the base layer is built from (not the guest, not the script)."""
-        base = {"suite": self.suite, "packages": self.packages, "python": self.python,
-                "version": self.version}
+        base = {
+            "suite": self.suite,
+            "packages": self.packages,
+            "python": self.python,
+            "version": self.version,
+            "code_server": self.code_server,
+        }
         return hashlib.sha256(json.dumps(base, sort_keys=True).encode()).hexdigest()
 
     def key(self) -> str:

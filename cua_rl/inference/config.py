@@ -65,6 +65,27 @@ class InferencePoolConfig(BaseModel):
     """Polling interval of a down replica's `/health` (by its supervisor)."""
     probe_timeout_s: float = Field(5.0, gt=0)
     """Timeout of one `/health` probe (a hung replica stays down)."""
+    max_in_flight_per_replica: int = Field(64, ge=1, le=4096)
+    """Requests one replica holds at once; more wait in the pool for a slot (on any
+    replica, up to `wait_for_replica_s`). Each replica's client also keeps at most this
+    many connections plus a few for probes and weight updates (`client.CONTROL_CONNECTIONS`):
+    before, a hung replica held up to aiohttp's 100 sockets of the judge until
+    supervision restarted it. 64 judge requests of 3 votes are 192 sequences, most of
+    vLLM's default batch of 256; a policy pool holds about one request per actor."""
+    stall_factor: float | None = Field(3.0, gt=1.0)
+    """Route around a replica whose oldest request in flight is older than this many
+    times the oldest of every other serving replica (and `stall_after_s`), and that has
+    answered nothing for `stall_after_s`: a hung server that still accepts requests
+    (and may still answer /health) gets no new ones before supervision restarts it
+    (`supervision.unresponsive_after_s`) or its requests time out; they end there and
+    are retried elsewhere. Routing returns to it once its old requests end. The
+    replica with the youngest oldest request is never routed around. None: off."""
+    stall_after_s: float = Field(20.0, gt=0)
+    """The least age of a replica's oldest request, and of its last answer, before it
+    counts as stalled (`stall_factor`). Above a normal answer of the tiny model (a
+    second) and well below `request_timeout_s`: an 8B thinking model's 512-token vote
+    takes 15-25 s on a loaded replica, so its peers' oldest requests are about that
+    old and a hung replica is passed over after about 3 times that, before 120 s."""
 
 
 class VllmOptions(BaseModel):

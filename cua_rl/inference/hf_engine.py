@@ -192,7 +192,7 @@ class HFEngine:
                     token_ids=tuple(tokens[row]),
                     logprobs=tuple(logprobs[row]),
                     text=text,
-                    finish_reason=finish[row] or "length",  # type: ignore[arg-type]
+                    finish_reason=finish[row] or "length",  # type: ignore[arg-type]  # the generation loop writes only the Literal's reasons
                 )
             )
         results = []

@@ -2,7 +2,8 @@
 
 Routes: `POST /v1/chat/completions` (openai_schema.py), `GET /health`,
 `POST /update_weights {version, path}` or `{version, collective: {host, port,
-manifest}}` (weights broadcast by the learner over a two-party gloo link, see
+manifest, bucket_bytes}}` (weights broadcast by the learner over a two-party gloo
+link in buckets of at most `bucket_bytes`, absent: one tensor each; see
 weight_transfer.py; requires `Authorization: Bearer $CUA_RL_MODEL_TOKEN` when the
 server was started with that variable, else 401), `GET /v1/models`. Every response
 carries `x-model-version`; for a completion it is the version of the weights
@@ -84,8 +85,9 @@ class HFServer:
         self._worker: asyncio.Task[None] | None = None
 
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[self._version_header, self._admin_credential],
-                              client_max_size=256 * 2**20)
+        app = web.Application(
+            middlewares=[self._version_header, self._admin_credential], client_max_size=256 * 2**20
+        )
         app.router.add_post("/v1/chat/completions", self.chat_completions)
         app.router.add_get("/health", self.health)
         app.router.add_post("/update_weights", self.update_weights)
@@ -112,10 +114,16 @@ class HFServer:
     @web.middleware
     async def _admin_credential(self, request: web.Request, handler: Any) -> web.StreamResponse:
         if request.path in ADMIN_ROUTES and not admin_allowed(
-                request.headers.get("Authorization"), self.token, request.remote):
+            request.headers.get("Authorization"), self.token, request.remote
+        ):
             return web.json_response(
-                error_body("missing or wrong credential (Authorization: Bearer <run token>)",
-                           "Authorization", "unauthorized"), status=401)
+                error_body(
+                    "missing or wrong credential (Authorization: Bearer <run token>)",
+                    "Authorization",
+                    "unauthorized",
+                ),
+                status=401,
+            )
         return await handler(request)
 
     async def health(self, _request: web.Request) -> web.Response:
@@ -202,7 +210,8 @@ class HFServer:
         try:
             if isinstance(source, Path):
                 model = await loop.run_in_executor(
-                    self._load_pool, load_model, source, self.engine.attn_implementation)
+                    self._load_pool, load_model, source, self.engine.attn_implementation
+                )
             else:
                 model = await loop.run_in_executor(self._load_pool, self._receive, source)
         except RequestError as exc:
@@ -245,7 +254,6 @@ class HFServer:
             if not pending.future.done():
                 pending.future.set_result((result, version))
 
-
     def _receive(self, source: dict[str, Any]) -> Any:
         """A copy of the served model with the broadcast tensors loaded (blocking)."""
         import copy
@@ -253,14 +261,22 @@ class HFServer:
         from cua_rl.inference import weight_transfer
 
         items = source["manifest"]
+        bucket_bytes = source.get("bucket_bytes", 0)
+        try:  # a bad entry is refused before the link is joined
+            weight_transfer.bucket_layout(items, bucket_bytes)
+        except ValueError as exc:
+            raise RequestError("collective.manifest", str(exc)) from None
         known = dict(self.engine.model.named_parameters())
         unknown = [i["name"] for i in items if i["name"] not in known]
         missing = sorted(set(known) - {i["name"] for i in items})
         if unknown or missing:
-            raise RequestError("collective.manifest", f"expected exactly the model's parameters; "
-                               f"unknown {unknown[:5]}, missing {missing[:5]}")
+            raise RequestError(
+                "collective.manifest",
+                f"expected exactly the model's parameters; "
+                f"unknown {unknown[:5]}, missing {missing[:5]}",
+            )
         group = weight_transfer.open_link(source["host"], source["port"], rank=1)
-        tensors = weight_transfer.receive(group, items)
+        tensors = weight_transfer.receive(group, items, bucket_bytes)
         model = copy.deepcopy(self.engine.model)
         model.load_state_dict(tensors, strict=False)
         return model.eval()
@@ -286,17 +302,24 @@ async def _json(request: web.Request) -> Any:
 
 def _update_fields(body: Any) -> tuple[int, Path | dict[str, Any]]:
     if not isinstance(body, dict):
-        raise RequestError("body", "expected a JSON object {version, path} or "
-                           "{version, collective}")
+        raise RequestError(
+            "body", "expected a JSON object {version, path} or {version, collective}"
+        )
     version = body.get("version")
     if not isinstance(version, int) or isinstance(version, bool):
         raise RequestError("version", "expected an integer")
     if "collective" in body:
         link = body["collective"]
-        if not isinstance(link, dict) or not isinstance(link.get("host"), str) \
-                or not isinstance(link.get("port"), int) \
-                or not isinstance(link.get("manifest"), list):
+        if (
+            not isinstance(link, dict)
+            or not isinstance(link.get("host"), str)
+            or not isinstance(link.get("port"), int)
+            or not isinstance(link.get("manifest"), list)
+        ):
             raise RequestError("collective", "expected {host: str, port: int, manifest: list}")
+        buckets = link.get("bucket_bytes", 0)
+        if not isinstance(buckets, int) or isinstance(buckets, bool) or buckets < 0:
+            raise RequestError("collective.bucket_bytes", "expected a non-negative integer")
         return version, link
     path = body.get("path")
     if not isinstance(path, str) or not (Path(path) / "config.json").is_file():
@@ -320,8 +343,9 @@ def run_hf_server(
     token = os.environ.get(TOKEN_ENV) or None
     if token is None:
         warn_open_admin_routes()
-    server = HFServer(HFEngine(model_dir), version=version, max_batch_rows=max_batch_rows,
-                      token=token)
+    server = HFServer(
+        HFEngine(model_dir), version=version, max_batch_rows=max_batch_rows, token=token
+    )
     app = server.app()
     owner = owner_pid()
     if owner is not None:  # launched by a run: do not outlive it

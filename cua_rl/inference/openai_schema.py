@@ -111,14 +111,15 @@ class ResponseMessage(BaseModel):
 
 
 class ResponseChoice(BaseModel):
-    """A choice as we request it: `logprobs: true` and `return_token_ids: true`, so
-    a choice without logprobs is a server that ignored the request, not a default."""
+    """A choice as we request it: usually `logprobs: true` and `return_token_ids: true`,
+    and then a choice without logprobs is a server that ignored the request, not a
+    default (the client refuses it: `parse_chat_response`)."""
 
     model_config = ConfigDict(extra="allow")
 
     index: int | None = None
     message: ResponseMessage
-    logprobs: ResponseLogprobs
+    logprobs: ResponseLogprobs | None = None
     token_ids: list[int] | None = None
     finish_reason: str | None = None
 

@@ -17,23 +17,35 @@ when every replica has been given up on. Request errors (4xx) and
 unusable answers (`ModelResponseError`) are never retried: the same request
 fails the same way. Every call ends in exactly one result or one exception.
 Deadlines and attempts are `InferencePoolConfig`.
+
+Bounds (issue 48): a replica holds at most `max_in_flight_per_replica` requests; when
+every routable replica is full, requests wait in the pool for the first slot to free
+(no new sockets: each client also keeps at most that many connections, plus a few for
+probes). A replica whose oldest request in flight is far older than every other
+serving replica's (`stall_factor`) and that has answered nothing for `stall_after_s`
+is routed around: a hung server that still accepts connections, and may still answer
+/health, gets no new requests (episodes stuck to it move for good) until its old ones
+end, by their deadline or by supervision's restart. The replica with the youngest
+oldest request is never routed around, so stalling never empties the pool.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import logging
 from typing import Any
 
 from cua_rl import spans
+from cua_rl.errors import InferenceRequestError, ModelResponseError
 from cua_rl.inference.base import ChatResult, InferenceUnavailable
+from cua_rl.inference.client import CONTROL_CONNECTIONS
 from cua_rl.inference.config import InferencePoolConfig
 from cua_rl.inference.replica_set import Replica, ReplicaSet, ReplicaState
 from cua_rl.retry import retrying
 
 log = logging.getLogger(__name__)
-
 
 
 class _NoReplica(InferenceUnavailable):
@@ -44,7 +56,9 @@ class InferencePool:
     """Route chat requests over the serving replicas of a `ReplicaSet` (see module doc)."""
 
     def __init__(
-        self, replicas: list[str] | ReplicaSet, config: InferencePoolConfig | None = None,
+        self,
+        replicas: list[str] | ReplicaSet,
+        config: InferencePoolConfig | None = None,
         **overrides: Any,
     ) -> None:
         """`replicas`: a supervised set, or URLs of servers managed elsewhere (probed
@@ -60,17 +74,21 @@ class InferencePool:
             self.replicas = replicas
         else:
             self.replicas = ReplicaSet.from_urls(
-                replicas, timeout_s=cfg.request_timeout_s,
-                connect_timeout_s=cfg.connect_timeout_s, probe_interval_s=cfg.probe_interval_s)
+                replicas,
+                timeout_s=cfg.request_timeout_s,
+                connect_timeout_s=cfg.connect_timeout_s,
+                probe_interval_s=cfg.probe_interval_s,
+            )
         self.wait_for_replica_s = cfg.wait_for_replica_s
         self.probe_timeout_s = cfg.probe_timeout_s
         self.max_attempts = cfg.max_attempts
         self._sticky: dict[str, str] = {}
         self._picks = itertools.count()
-
-    @property
-    def healthy_urls(self) -> list[str]:
-        return [r.url for r in self.replicas.serving()]
+        self._tokens = itertools.count()
+        self._slot_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        limit = cfg.max_in_flight_per_replica + CONTROL_CONNECTIONS
+        for replica in self.replicas.replicas.values():
+            replica.client.limit_connections(limit)
 
     def in_flight(self) -> dict[str, int]:
         return {r.url: r.in_flight for r in self.replicas.replicas.values()}
@@ -94,74 +112,140 @@ class InferencePool:
         # No backoff between attempts: each goes to another replica, and waiting for
         # one to come back is _pick's job (up to the deadline).
         async for attempt in retrying(
-            "chat request", attempts=self.max_attempts, backoff_s=0.0, max_backoff_s=0.0,
-            retry_on=lambda e: isinstance(e, InferenceUnavailable)
-            and not isinstance(e, _NoReplica),
+            "chat request",
+            attempts=self.max_attempts,
+            backoff_s=0.0,
+            max_backoff_s=0.0,
+            retry_on=lambda e: (
+                isinstance(e, InferenceUnavailable) and not isinstance(e, _NoReplica)
+            ),
         ):
             with attempt:
                 replica = await self._pick(session_key, deadline)
-                replica.in_flight += 1
+                token = next(self._tokens)
+                replica.requests[token] = loop.time()
                 try:
-                    with spans.span("replica_call", pool=self.replicas.name,
-                                    replica=replica.url):
-                        return await replica.client.chat(messages, **kwargs)
+                    with spans.span("replica_call", pool=self.replicas.name, replica=replica.url):
+                        result = await replica.client.chat(messages, **kwargs)
                 except InferenceUnavailable as exc:
                     self.replicas.mark_down(replica, exc)
                     raise
+                except (InferenceRequestError, ModelResponseError):
+                    replica.answered_at = loop.time()  # it answered, if badly
+                    raise
+                else:
+                    replica.answered_at = loop.time()
+                    return result
                 finally:
-                    replica.in_flight -= 1
+                    del replica.requests[token]
+                    self._wake_one()
         raise AssertionError("unreachable: retrying re-raises the last error")
 
     async def _pick(self, session_key: str | None, deadline: float) -> Replica:
         loop = asyncio.get_running_loop()
         replicas = self.replicas
-        spans.mark_once(("pool", replicas.name), "pool", name=replicas.name,
-                        replicas=len(replicas.replicas))
+        bound = self.config.max_in_flight_per_replica
+        spans.mark_once(
+            ("pool", replicas.name), "pool", name=replicas.name, replicas=len(replicas.replicas)
+        )
         while True:
+            now = loop.time()
+            healthy = replicas.serving()
+            room = [r for r in self._routable(healthy, now) if r.in_flight < bound]
             sticky = None
             if session_key is not None:
                 sticky = replicas.replicas.get(self._sticky.get(session_key, ""))
-                if sticky is not None and sticky.serving:
+                if sticky is not None and sticky in room:
                     return sticky
-            healthy = replicas.serving()
-            if healthy:
-                chosen = min(healthy, key=lambda r: (r.in_flight, r.last_pick))
+            if room:
+                chosen = min(room, key=lambda r: (r.in_flight, r.last_pick))
                 chosen.last_pick = next(self._picks)
-                # An episode whose replica is only withheld for a weight update goes
-                # back to it afterwards, so a staggered sync does not pile every
-                # running episode onto the replica updated last.
-                away = sticky is not None and sticky.state is ReplicaState.UPDATING
+                # An episode whose replica is only withheld for a weight update, or full
+                # for now, goes back to it afterwards, so a staggered sync does not pile
+                # every running episode onto the replica updated last. One whose replica
+                # is down or stalled moves for good.
+                away = sticky is not None and (
+                    sticky.state is ReplicaState.UPDATING or (sticky.serving and not sticky.stalled)
+                )
                 if session_key is not None and not away:
                     self._sticky[session_key] = chosen.url
                 return chosen
             if replicas.all_failed():
-                raise _NoReplica(f"every {replicas.name} replica was given up on: "
-                                 f"{[r.reason for r in replicas.replicas.values()]}")
-            remaining = deadline - loop.time()
+                raise _NoReplica(
+                    f"every {replicas.name} replica was given up on: "
+                    f"{[r.reason for r in replicas.replicas.values()]}"
+                )
+            remaining = deadline - now
             if remaining <= 0:
+                if healthy:
+                    raise _NoReplica(
+                        f"every serving {replicas.name} replica held {bound} requests "
+                        f"(InferencePoolConfig.max_in_flight_per_replica) for "
+                        f"{self.wait_for_replica_s:g} s (wait_for_replica_s)"
+                    )
                 raise _NoReplica(
                     f"no healthy replica among {replicas.urls} within {self.wait_for_replica_s:g}"
                     " s (InferencePoolConfig.wait_for_replica_s)"
                 )
-            with spans.span("replica_wait", pool=replicas.name, tid=session_key):
-                await replicas.changed(remaining)
+            if healthy:  # every one it may use is full: the first freed slot, or a recheck
+                with spans.span("replica_slot_wait", pool=replicas.name, tid=session_key):
+                    await self._freed_slot(min(remaining, replicas.probe_interval_s))
+            else:
+                with spans.span("replica_wait", pool=replicas.name, tid=session_key):
+                    await replicas.changed(remaining)
 
-    async def wait_until_healthy(self, timeout_s: float, min_replicas: int = 1) -> list[str]:
-        """Poll every replica's `/health` until `min_replicas` answer (no fixed sleep)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        while True:
-            replicas = list(self.replicas.replicas.values())
-            ok = await asyncio.gather(*(r.client.health(self.probe_timeout_s) for r in replicas))
-            for replica, up in zip(replicas, ok, strict=True):
-                if not up:
-                    self.replicas.mark_down(replica, "not ready")
-            ready = [r.url for r, up in zip(replicas, ok, strict=True) if up]
-            if len(ready) >= min_replicas:
-                return ready
-            if loop.time() >= deadline:
-                raise InferenceUnavailable(f"only {ready} of {self.replicas.urls} became healthy")
-            await asyncio.sleep(self.replicas.probe_interval_s)
+    def _routable(self, healthy: list[Replica], now: float) -> list[Replica]:
+        """The serving replicas that are not stalled (module doc); logs each change."""
+        factor, after = self.config.stall_factor, self.config.stall_after_s
+        ages = {r.url: r.oldest_age(now) for r in healthy}
+        out = []
+        for replica in healthy:
+            peers = max((a for url, a in ages.items() if url != replica.url), default=None)
+            stalled = (
+                factor is not None
+                and peers is not None
+                and replica.silent_for(now) >= after
+                and ages[replica.url] > factor * peers
+            )
+            if stalled != replica.stalled:
+                replica.stalled = stalled
+                if stalled:
+                    log.warning(
+                        "%s replica %s: routed around; its oldest of %d requests has "
+                        "waited %.0f s with no answer, its peers' oldest %.0f s",
+                        self.replicas.name,
+                        replica.url,
+                        replica.in_flight,
+                        ages[replica.url],
+                        peers,
+                    )
+                else:
+                    log.warning("%s replica %s: routed to again", self.replicas.name, replica.url)
+            if not stalled:
+                out.append(replica)
+        return out
+
+    async def _freed_slot(self, timeout_s: float) -> None:
+        """Wait (at most `timeout_s`) until a request ends somewhere; one waiter is
+        woken per ended request, so a thousand waiting judge requests do not all wake
+        for one slot."""
+        waiter = asyncio.get_running_loop().create_future()
+        self._slot_waiters.append(waiter)
+        try:
+            async with asyncio.timeout(timeout_s):
+                await waiter
+        except TimeoutError:
+            pass
+        finally:
+            if waiter in self._slot_waiters:
+                self._slot_waiters.remove(waiter)
+
+    def _wake_one(self) -> None:
+        while self._slot_waiters:
+            waiter = self._slot_waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
 
     async def close(self) -> None:
         await self.replicas.close()

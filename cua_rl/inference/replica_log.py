@@ -48,8 +48,10 @@ def rotate_replica_log(path: Path, max_bytes: int) -> bool:
     backup.write_bytes(data)  # the bytes just read: the log is read once
     with path.open("r+b") as log:
         log.truncate(0)
-    note = (f"[cua-rl {time.strftime('%Y-%m-%d %H:%M:%S')}] log rotated at "
-            f"{max_bytes / 1e6:.0f} MB; earlier output in {backup.name}").encode()
+    note = (
+        f"[cua-rl {time.strftime('%Y-%m-%d %H:%M:%S')}] log rotated at "
+        f"{max_bytes / 1e6:.0f} MB; earlier output in {backup.name}"
+    ).encode()
     if starts:  # after an earlier rotation the latest start is in that one's note
         note += LATEST + starts[-1].rsplit(LATEST, 1)[-1].strip()
     with path.open("ab") as log:

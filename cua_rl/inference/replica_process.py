@@ -30,14 +30,22 @@ from cua_rl.errors import InferenceUnavailable, PortInUse
 from cua_rl.inference.client import InferenceClient
 from cua_rl.inference.replica_log import LOG_BYTES, ROTATE_EVERY_S, rotate_replica_log
 from cua_rl.net_ports import PortReservation, address_in_use, on_free_port
+from cua_rl.process_launch import ProcessLaunch, record_launch
 
 
 class ServerProcess:
     """Start, watch, restart and stop one `cua-rl serve` / vLLM process."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], url: str, log_path: Path,
-                 ready_timeout_s: float, port: PortReservation | None = None,
-                 log_max_bytes: int = LOG_BYTES) -> None:
+    def __init__(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        url: str,
+        log_path: Path,
+        ready_timeout_s: float,
+        port: PortReservation | None = None,
+        log_max_bytes: int = LOG_BYTES,
+    ) -> None:
         """`port`: the reservation of the port in `argv`, held until `close`;
         `log_max_bytes`: the log's size cap (inference/replica_log.py)."""
         self.argv = argv
@@ -63,8 +71,12 @@ class ServerProcess:
         with open(self.log_path, "ab") as log:  # noqa: ASYNC230 - a local file, once
             self._log_start = log.tell()
             self.proc = await asyncio.create_subprocess_exec(
-                *self.argv, stdout=log, stderr=asyncio.subprocess.STDOUT, env=self.env,
-                start_new_session=True)
+                *self.argv,
+                stdout=log,
+                stderr=asyncio.subprocess.STDOUT,
+                env=self.env,
+                start_new_session=True,
+            )
         if self._rotating is None or self._rotating.done():
             self._rotating = asyncio.create_task(self._rotate_while_running())
 
@@ -92,8 +104,10 @@ class ServerProcess:
                 if self.proc.returncode is not None:
                     self._raise_exited()
                 if loop.time() > end:
-                    raise InferenceUnavailable(f"model server {self.url} not healthy after "
-                                               f"{self.ready_timeout_s:g} s ({self.log_path})")
+                    raise InferenceUnavailable(
+                        f"model server {self.url} not healthy after "
+                        f"{self.ready_timeout_s:g} s ({self.log_path})"
+                    )
                 await asyncio.sleep(0.2)  # poll interval, not a readiness guess
         finally:
             await client.close()
@@ -105,12 +119,16 @@ class ServerProcess:
             output = log.read().decode(errors="replace")
         tail = output[-2000:]
         if address_in_use(output) and self.port is not None:
-            taken = PortInUse(self.port.host, self.port.port,
-                              f"model server {self.url} exited ({self.proc.returncode}) "
-                              "because it could not bind it")
+            taken = PortInUse(
+                self.port.host,
+                self.port.port,
+                f"model server {self.url} exited ({self.proc.returncode}) "
+                "because it could not bind it",
+            )
             raise InferenceUnavailable(f"{taken} (log: {self.log_path})") from taken
         raise InferenceUnavailable(
-            f"model server {self.url} exited ({self.proc.returncode}):\n{tail}")
+            f"model server {self.url} exited ({self.proc.returncode}):\n{tail}"
+        )
 
     async def restart(self) -> None:
         """Stop what is left, start again on the same port, return once healthy; a start
@@ -137,18 +155,34 @@ class ServerProcess:
             self.port.release()
 
 
-async def start_server(argv: Callable[[int], list[str]], env: dict[str, str], *,
-                       log_path: Path, ready_timeout_s: float, what: str,
-                       bind_host: str = "127.0.0.1", url_host: str = "127.0.0.1",
-                       log_max_bytes: int = LOG_BYTES) -> ServerProcess:
-    """Start `argv(port)` on a reserved port and return it once healthy; a port taken
-    before the server bound it costs a start on another port (net_ports.on_free_port).
-    `url_host` is where clients reach it (a node's address when it binds 0.0.0.0)."""
+async def start_server(
+    launch: Callable[[int], ProcessLaunch],
+    *,
+    log_path: Path,
+    ready_timeout_s: float,
+    what: str,
+    bind_host: str = "127.0.0.1",
+    url_host: str = "127.0.0.1",
+    log_max_bytes: int = LOG_BYTES,
+) -> ServerProcess:
+    """Start `launch(port)` (its argv, with its env over this process's) on a reserved
+    port and return it once healthy; a port taken before the server bound it costs a
+    start on another port (net_ports.on_free_port). `url_host` is where clients reach
+    it (a node's address when it binds 0.0.0.0). Every start is recorded
+    (process_launch.record_launch)."""
 
     async def start(port: PortReservation) -> ServerProcess:
-        handle = ServerProcess(argv(port.port), env, f"http://{url_host}:{port.port}",
-                               log_path, ready_timeout_s, port=port,
-                               log_max_bytes=log_max_bytes)
+        spec = launch(port.port)
+        record_launch(spec)
+        handle = ServerProcess(
+            list(spec.argv),
+            {**os.environ, **spec.env},
+            f"http://{url_host}:{port.port}",
+            log_path,
+            ready_timeout_s,
+            port=port,
+            log_max_bytes=log_max_bytes,
+        )
         try:
             await handle.spawn()
             await handle.wait_healthy()

@@ -45,8 +45,6 @@ from cua_rl.retry import retrying
 log = logging.getLogger(__name__)
 
 
-
-
 class ReplicaState(enum.StrEnum):
     HEALTHY = "healthy"
     DOWN = "down"
@@ -84,7 +82,12 @@ class Replica:
     state: ReplicaState = ReplicaState.HEALTHY
     version: int | None = None
     """Weights it serves, as last reported (None: unknown)."""
-    in_flight: int = 0
+    requests: dict[int, float] = field(default_factory=dict, repr=False)
+    """Requests in flight on it: the pool's token -> loop time it was sent."""
+    answered_at: float | None = None
+    """Loop time a request on it last ended (None: none has)."""
+    stalled: bool = False
+    """The pool routes around it (its oldest request far older than its peers')."""
     last_pick: int = -1
     restarts: int = 0
     """Restarts done over the run (all incidents)."""
@@ -96,13 +99,36 @@ class Replica:
     def serving(self) -> bool:
         return self.state is ReplicaState.HEALTHY
 
+    @property
+    def in_flight(self) -> int:
+        return len(self.requests)
+
+    def oldest_age(self, now: float) -> float:
+        """Seconds its oldest request in flight has waited (0 with none)."""
+        return now - min(self.requests.values()) if self.requests else 0.0
+
+    def silent_for(self, now: float) -> float:
+        """Seconds it has kept a request waiting without ending any: since a request
+        on it last ended, or since its oldest request in flight was sent if that is
+        later (0 with none in flight). A hung server's grows; a busy one's does not."""
+        if not self.requests:
+            return 0.0
+        oldest = min(self.requests.values())
+        return now - max(oldest, self.answered_at if self.answered_at is not None else oldest)
+
 
 class ReplicaSet:
     """The replicas of one pool and their supervision (see module doc)."""
 
-    def __init__(self, replicas: list[Replica], *, name: str = "model",
-                 config: SupervisionConfig | None = None, probe_interval_s: float = 1.0,
-                 version: int = 0) -> None:
+    def __init__(
+        self,
+        replicas: list[Replica],
+        *,
+        name: str = "model",
+        config: SupervisionConfig | None = None,
+        probe_interval_s: float = 1.0,
+        version: int = 0,
+    ) -> None:
         if not replicas:
             raise ValueError("a replica set needs at least one replica")
         self.name = name
@@ -117,13 +143,26 @@ class ReplicaSet:
         self._closed = False
 
     @classmethod
-    def from_urls(cls, urls: list[str], *, timeout_s: float = 120.0,
-                  connect_timeout_s: float = 10.0, token: str | None = None,
-                  **kwargs: Any) -> ReplicaSet:
+    def from_urls(
+        cls,
+        urls: list[str],
+        *,
+        timeout_s: float = 120.0,
+        connect_timeout_s: float = 10.0,
+        token: str | None = None,
+        **kwargs: Any,
+    ) -> ReplicaSet:
         """A set of servers managed elsewhere (probed, never restarted)."""
-        return cls([Replica(u.rstrip("/"), InferenceClient(
-            u, timeout_s, connect_timeout_s=connect_timeout_s, token=token)) for u in urls],
-            **kwargs)
+        return cls(
+            [
+                Replica(
+                    u.rstrip("/"),
+                    InferenceClient(u, timeout_s, connect_timeout_s=connect_timeout_s, token=token),
+                )
+                for u in urls
+            ],
+            **kwargs,
+        )
 
     @property
     def urls(self) -> list[str]:
@@ -148,6 +187,26 @@ class ReplicaSet:
             if replica.state is ReplicaState.UPDATING:  # not taken down meanwhile
                 replica.state = ReplicaState.HEALTHY
                 self._notify()
+
+    def withheld_urls(self) -> list[str]:
+        """The replicas out of routing for their weight update (UPDATING), in URL order."""
+        return sorted(url for url, r in self.replicas.items() if r.state is ReplicaState.UPDATING)
+
+    def mirror_withheld(self, urls: set[str]) -> list[str]:
+        """Follow another process's withholding (a Ray fleet worker's copy of a pool whose
+        weights the driver syncs): a serving replica named in `urls` leaves routing, an
+        UPDATING one not named comes back; a replica that is down is left alone. Keeps
+        the rule of `withheld`: the last serving replica is never taken out. Returns the
+        URLs taken out now."""
+        taken = []
+        for url, replica in sorted(self.replicas.items()):
+            if url in urls and replica.serving and any(r is not replica for r in self.serving()):
+                replica.state = ReplicaState.UPDATING
+                taken.append(url)
+            elif url not in urls and replica.state is ReplicaState.UPDATING:
+                replica.state = ReplicaState.HEALTHY
+        self._notify()
+        return taken
 
     def all_failed(self) -> bool:
         return all(r.state is ReplicaState.FAILED for r in self.replicas.values())
@@ -208,7 +267,8 @@ class ReplicaSet:
         self._notify()
         if not self._closed:
             replica.supervisor = asyncio.create_task(
-                self._supervise(replica), name=f"supervise {replica.url}")
+                self._supervise(replica), name=f"supervise {replica.url}"
+            )
 
     async def _supervise(self, replica: Replica) -> None:
         loop = asyncio.get_running_loop()
@@ -217,15 +277,20 @@ class ReplicaSet:
         tries = [0]  # restarts tried in this incident, across restart phases
         while not self._closed:
             handle = replica.handle
-            if handle is not None and (not handle.alive()
-                                       or loop.time() - down_since >= cfg.unresponsive_after_s):
+            if handle is not None and (
+                not handle.alive() or loop.time() - down_since >= cfg.unresponsive_after_s
+            ):
                 if tries[0] >= cfg.restart_attempts or not await self._restart(replica, tries):
                     self._give_up(replica, tries[0])
                     if cfg.retry_given_up_s is None:
                         return
                     await asyncio.sleep(cfg.retry_given_up_s)
-                    log.warning("%s replica %s: trying again, %.0f s after it was given up",
-                                self.name, replica.url, cfg.retry_given_up_s)
+                    log.warning(
+                        "%s replica %s: trying again, %.0f s after it was given up",
+                        self.name,
+                        replica.url,
+                        cfg.retry_given_up_s,
+                    )
                     tries = [0]
                     if handle.alive():  # up but not answering: a restart, as for a hang
                         down_since = loop.time() - cfg.unresponsive_after_s
@@ -252,7 +317,8 @@ class ReplicaSet:
         try:
             async for attempt in retrying(
                 f"restart of {self.name} replica {replica.url}",
-                attempts=cfg.restart_attempts - tries[0], backoff_s=cfg.restart_backoff_s,
+                attempts=cfg.restart_attempts - tries[0],
+                backoff_s=cfg.restart_backoff_s,
                 max_backoff_s=cfg.max_restart_backoff_s,
                 retry_on=lambda e: isinstance(e, Exception),
             ):
@@ -265,8 +331,7 @@ class ReplicaSet:
             replica.state = ReplicaState.DOWN
         replica.restarts += 1
         replica.version = None
-        log.warning("%s replica %s restarted (%d so far)", self.name, replica.url,
-                    replica.restarts)
+        log.warning("%s replica %s restarted (%d so far)", self.name, replica.url, replica.restarts)
         return True
 
     async def _bring_up(self, replica: Replica, info: dict[str, Any]) -> bool:
@@ -278,29 +343,42 @@ class ReplicaSet:
             try:
                 replica.version = await self.catch_up(replica)
             except Exception as exc:  # noqa: BLE001 - it stays out; the supervisor retries
-                log.warning("%s replica %s: catch-up to version %d failed: %s", self.name,
-                            replica.url, self.target_version, exc)
+                log.warning(
+                    "%s replica %s: catch-up to version %d failed: %s",
+                    self.name,
+                    replica.url,
+                    self.target_version,
+                    exc,
+                )
                 replica.state = ReplicaState.DOWN
                 return False
-            log.warning("%s replica %s caught up to version %d", self.name, replica.url,
-                        replica.version)
+            log.warning(
+                "%s replica %s caught up to version %d", self.name, replica.url, replica.version
+            )
         replica.state = ReplicaState.HEALTHY
-        log.warning("%s replica %s is back (version %s)", self.name, replica.url,
-                    replica.version)
+        log.warning("%s replica %s is back (version %s)", self.name, replica.url, replica.version)
         self._notify()
         return True
 
     def _give_up(self, replica: Replica, restarts: int) -> None:
         replica.state = ReplicaState.FAILED
-        log.error("%s replica %s given up after %d restart(s): %s", self.name, replica.url,
-                  restarts, replica.reason)
+        log.error(
+            "%s replica %s given up after %d restart(s): %s",
+            self.name,
+            replica.url,
+            restarts,
+            replica.reason,
+        )
         self._notify()
 
     async def close(self) -> None:
         """Stop supervision and close the clients (processes are the launcher's)."""
         self._closed = True
-        tasks = [t for t in (self._monitor, *(r.supervisor for r in self.replicas.values()))
-                 if t is not None and not t.done()]
+        tasks = [
+            t
+            for t in (self._monitor, *(r.supervisor for r in self.replicas.values()))
+            if t is not None and not t.done()
+        ]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

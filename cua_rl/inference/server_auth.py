@@ -42,6 +42,10 @@ def _loopback(peer: str | None) -> bool:
 
 def warn_open_admin_routes() -> None:
     """The one warning of a server started without a credential."""
-    print(f"cua-rl serve: warning: {TOKEN_ENV} is not set, so /update_weights takes no "
-          "credential and answers loopback clients only: any local process can replace "
-          "the served weights", file=sys.stderr, flush=True)
+    print(
+        f"cua-rl serve: warning: {TOKEN_ENV} is not set, so /update_weights takes no "
+        "credential and answers loopback clients only: any local process can replace "
+        "the served weights",
+        file=sys.stderr,
+        flush=True,
+    )

@@ -216,8 +216,9 @@ class TinyModel:
     primed: bool = False
 
 
-def build_tiny_model(out_dir: str | Path, seed: int = 0, primed: bool = False,
-                     priming_steps: int | None = None) -> TinyModel:
+def build_tiny_model(
+    out_dir: str | Path, seed: int = 0, primed: bool = False, priming_steps: int | None = None
+) -> TinyModel:
     """Write a complete HF checkpoint dir (weights, config, tokenizer, processor).
 
     `primed` runs the format warm-up of tiny_priming.py in memory before anything

@@ -194,6 +194,10 @@ def _train(model: Any, processor: Any, seed: int, cfg: PrimingConfig) -> Priming
         scheduler.step()
         losses.append(float(loss.detach()))
         if step % every == 0 or step == cfg.steps:
-            log.info("priming step %d/%d (loss %.3f)", step, cfg.steps,
-                     sum(losses[-every:]) / len(losses[-every:]))
+            log.info(
+                "priming step %d/%d (loss %.3f)",
+                step,
+                cfg.steps,
+                sum(losses[-every:]) / len(losses[-every:]),
+            )
     return PrimingReport(cfg.steps, losses[0], sum(losses[-10:]) / len(losses[-10:]))

@@ -56,15 +56,19 @@ def resolve_vllm_python(configured: str | None = None) -> str:
     if configured:
         path = Path(configured).expanduser()
         if not (path.is_file() and os.access(path, os.X_OK)):
-            raise ConfigError(f"vLLM python {configured}: no such executable (model_servers."
-                              "python must name the interpreter of a vLLM install)")
+            raise ConfigError(
+                f"vLLM python {configured}: no such executable (model_servers."
+                "python must name the interpreter of a vLLM install)"
+            )
         return str(path)
     env = default_vllm_env()
     if not (env / READY_MARK).is_file():
         if importlib.util.find_spec("vllm") is not None:  # e.g. `pip install cua-rl[vllm]`
             return sys.executable
-        raise ConfigError(f"no vLLM environment at {env}: run ./setup.sh --vllm (or set "
-                          "python: in the pool's model_servers to a vLLM interpreter)")
+        raise ConfigError(
+            f"no vLLM environment at {env}: run ./setup.sh --vllm (or set "
+            "python: in the pool's model_servers to a vLLM interpreter)"
+        )
     return str(env / "bin" / "python")
 
 
@@ -123,8 +127,9 @@ def build_vllm_command(config: VllmEngineConfig, python: str = "python") -> list
     return cmd + list(config.extra_args)
 
 
-def vllm_environment(config: VllmEngineConfig, base: dict[str, str] | None = None
-                     ) -> dict[str, str]:
+def vllm_environment(
+    config: VllmEngineConfig, base: dict[str, str] | None = None
+) -> dict[str, str]:
     """The server's environment: our module's directory alone on PYTHONPATH (the
     caller's path may hold the project, whose packages must not shadow vLLM's)."""
     env = dict(os.environ if base is None else base)

@@ -50,8 +50,9 @@ class TrainEngine(ABC):
         The loop is the same for every engine; they differ in backward/step hooks."""
         from cua_rl.learner.rank_split import single_share
 
-        return self.train_share(single_share(batch, self.cfg.mini_batches,
-                                             self.cfg.loss.aggregation))
+        return self.train_share(
+            single_share(batch, self.cfg.mini_batches, self.cfg.loss.aggregation)
+        )
 
     def train_share(self, share: RankShare) -> dict[str, float]:
         """Train on this rank's share of an update split by `rank_split.split_update`."""
@@ -59,11 +60,20 @@ class TrainEngine(ABC):
 
         if not share.samples and share.filler is None:
             raise ValueError("train_step needs at least one sample on every rank")
-        metrics = run_share_step(self, share, processor=self.processor,  # type: ignore[arg-type]
-                                 reference=self.reference, cfg=self.cfg, device=self.device)
+        metrics = run_share_step(
+            self,  # type: ignore[arg-type]  # its subclasses provide the StepOps methods
+            share,
+            processor=self.processor,
+            reference=self.reference,
+            cfg=self.cfg,
+            device=self.device,
+        )
         self.version += 1
-        metrics.update(version=float(self.version), lr=self.scheduler.get_last_lr()[0],
-                       optimizer_steps=float(self.optimizer_steps))
+        metrics.update(
+            version=float(self.version),
+            lr=self.scheduler.get_last_lr()[0],
+            optimizer_steps=float(self.optimizer_steps),
+        )
         return metrics
 
     def close(self) -> None:
@@ -91,4 +101,3 @@ class TrainEngine(ABC):
     @abstractmethod
     def model(self) -> Any:
         """The HF model being trained (under DeepSpeed, the engine's module)."""
-

@@ -83,10 +83,15 @@ class MicroBatch:
 
     def to(self, device: torch.device | str) -> MicroBatch:
         inputs = {k: v.to(device) for k, v in self.inputs.items()}
-        return MicroBatch(inputs, self.response_mask.to(device),
-                          self.behavior_logprobs.to(device), self.advantages.to(device),
-                          self.seq_index.to(device), self.sample_ids,
-                          self.token_weights.to(device))
+        return MicroBatch(
+            inputs,
+            self.response_mask.to(device),
+            self.behavior_logprobs.to(device),
+            self.advantages.to(device),
+            self.seq_index.to(device),
+            self.sample_ids,
+            self.token_weights.to(device),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,24 +106,29 @@ class TrainUnit:
     weight: float
 
 
-def render_prompt(processor: Any, messages: Sequence[dict[str, Any]],
-                  resolve_image: ImageResolver | None = None) -> tuple[str, list[Any]]:
+def render_prompt(
+    processor: Any, messages: Sequence[dict[str, Any]], resolve_image: ImageResolver | None = None
+) -> tuple[str, list[Any]]:
     """Chat-template text and decoded images of a prompt, exactly as the hf server builds them."""
     messages = [_resolve(m, resolve_image) for m in messages] if resolve_image else messages
     request = parse_request({"messages": list(messages)})
     images = decode_images(request)
     dumped = [m.model_dump(exclude_none=True) for m in request.messages]
-    text = processor.apply_chat_template(dumped, tools=None, tokenize=False,
-                                         add_generation_prompt=True)
+    text = processor.apply_chat_template(
+        dumped, tools=None, tokenize=False, add_generation_prompt=True
+    )
     return text, images
 
 
-def encode_sample(processor: Any, sample: StepSample,
-                  resolve_image: ImageResolver | None = None) -> EncodedSample:
+def encode_sample(
+    processor: Any, sample: StepSample, resolve_image: ImageResolver | None = None
+) -> EncodedSample:
     """Tokenize one sample's prompt through the processor and append its response ids."""
     if len(sample.response_token_ids) != len(sample.behavior_logprobs):
-        raise ValueError(f"sample has {len(sample.response_token_ids)} response tokens but "
-                         f"{len(sample.behavior_logprobs)} behavior logprobs")
+        raise ValueError(
+            f"sample has {len(sample.response_token_ids)} response tokens but "
+            f"{len(sample.behavior_logprobs)} behavior logprobs"
+        )
     if not sample.response_token_ids:
         raise ValueError("sample has no response tokens")
     text, images = render_prompt(processor, sample.messages, resolve_image)
@@ -156,9 +166,12 @@ def pack_by_length(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
     return groups
 
 
-def collate(encoded: Sequence[EncodedSample], pad_token_id: int,
-            sample_ids: Sequence[int] | None = None,
-            weights: Sequence[float] | None = None) -> MicroBatch:
+def collate(
+    encoded: Sequence[EncodedSample],
+    pad_token_id: int,
+    sample_ids: Sequence[int] | None = None,
+    weights: Sequence[float] | None = None,
+) -> MicroBatch:
     """Right-pad encoded samples into one micro-batch (images concatenated in row order);
     `weights` gives each sample's per-token aggregation weight (default 1)."""
     weights = list(weights) if weights is not None else [1.0] * len(encoded)
@@ -177,30 +190,45 @@ def collate(encoded: Sequence[EncodedSample], pad_token_id: int,
     pixels = [e.pixel_values for e in encoded if e.pixel_values is not None]
     if pixels:
         inputs["pixel_values"] = torch.cat(pixels)
-        inputs["image_grid_thw"] = torch.cat([e.image_grid_thw for e in encoded
-                                              if e.image_grid_thw is not None])
+        inputs["image_grid_thw"] = torch.cat(
+            [e.image_grid_thw for e in encoded if e.image_grid_thw is not None]
+        )
     return MicroBatch(
         inputs=inputs,
         response_mask=response_mask,
         behavior_logprobs=torch.cat([e.behavior_logprobs for e in encoded]),
         advantages=torch.cat([torch.full((e.response_len,), e.advantage) for e in encoded]),
-        seq_index=torch.cat([torch.full((e.response_len,), r, dtype=torch.long)
-                             for r, e in enumerate(encoded)]),
+        seq_index=torch.cat(
+            [torch.full((e.response_len,), r, dtype=torch.long) for r, e in enumerate(encoded)]
+        ),
         sample_ids=tuple(sample_ids if sample_ids is not None else range(rows)),
-        token_weights=torch.cat([torch.full((e.response_len,), w, dtype=torch.float32)
-                                 for e, w in zip(encoded, weights, strict=True)]),
+        token_weights=torch.cat(
+            [
+                torch.full((e.response_len,), w, dtype=torch.float32)
+                for e, w in zip(encoded, weights, strict=True)
+            ]
+        ),
     )
 
 
-def build_micro_batches(encoded: Sequence[EncodedSample], max_tokens: int,
-                        pad_token_id: int,
-                        weights: Sequence[float] | None = None) -> list[MicroBatch]:
+def build_micro_batches(
+    encoded: Sequence[EncodedSample],
+    max_tokens: int,
+    pad_token_id: int,
+    weights: Sequence[float] | None = None,
+) -> list[MicroBatch]:
     """Pack encoded samples by length and collate each group (`weights`: per-sample
     aggregation weights, in the order of `encoded`)."""
     groups = pack_by_length([e.length for e in encoded], max_tokens)
-    return [collate([encoded[i] for i in g], pad_token_id, g,
-                    [weights[i] for i in g] if weights is not None else None)
-            for g in groups]
+    return [
+        collate(
+            [encoded[i] for i in g],
+            pad_token_id,
+            g,
+            [weights[i] for i in g] if weights is not None else None,
+        )
+        for g in groups
+    ]
 
 
 def _resolve(message: dict[str, Any], resolve_image: ImageResolver) -> dict[str, Any]:

@@ -23,8 +23,9 @@ def write_ranks(path: str | Path, ranks: int, engine: str, zero_stage: int | Non
     """Record who wrote the checkpoint in `path` (rank 0 only)."""
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
-    (path / RANKS_FILE).write_text(json.dumps(
-        {"ranks": ranks, "engine": engine, "zero_stage": zero_stage}))
+    (path / RANKS_FILE).write_text(
+        json.dumps({"ranks": ranks, "engine": engine, "zero_stage": zero_stage})
+    )
 
 
 def saved_ranks(path: str | Path) -> int:
@@ -48,4 +49,5 @@ def check_ranks(path: str | Path, ranks: int) -> None:
         raise ConfigError(
             f"checkpoint {path} was saved by {saved} learner rank(s) but this run has "
             f"{ranks}: resume with the same number (set train.policy.ranks / "
-            f"train.prm.ranks to {saved})")
+            f"train.prm.ranks to {saved})"
+        )

@@ -10,6 +10,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from cua_rl.learner.checkpoint_keep import Keeping
+
 
 class LossConfig(BaseModel):
     """PPO (or GSPO) on the proximal ratio, times a truncated behavior importance weight,
@@ -134,14 +136,29 @@ class LearnerConfig(BaseModel):
     rank_timeout_s: float = Field(3600.0, gt=0)
     """Deadline of one call to the ranks (an update, a checkpoint, a weight gather);
     a rank that dies fails the call at once, whatever is left of the deadline."""
+    keep_last: int = Field(2, ge=1)
+    """Checkpoints kept after each update: the newest this many (`--resume` needs the
+    last; learner/checkpoint_keep.py), besides `keep_every` and `keep_versions`."""
+    keep_every: int = Field(0, ge=0)
+    """Also keep every N-th version's checkpoint (N, 2N, ...), for `cua-rl export model
+    --version` and `cua-rl eval --model RUN_DIR@VERSION` after the run; 0: none. A
+    checkpoint holds the optimizer's state too (an 8B policy: ~100 GB)."""
+    keep_versions: list[int] = Field(default_factory=list)
+    """Versions kept whatever the rules above say (an experiment's intermediate
+    evaluations); more can be pinned while the run goes (`checkpoints/<role>/keep.json`,
+    `checkpoint_keep.pin_version`)."""
+
+    def keeping(self) -> Keeping:
+        """The checkpoint keeping rule of this learner (`checkpoint_keep`)."""
+        return Keeping(self.keep_every, self.keep_last, frozenset(self.keep_versions))
 
     @model_validator(mode="after")
     def _ranks_need_deepspeed(self) -> LearnerConfig:
         if self.ranks > 1 and self.engine.type != "deepspeed":
-            raise ValueError(f"ranks={self.ranks} needs engine.type=deepspeed (the torch "
-                             "engine is one process)")
+            raise ValueError(
+                f"ranks={self.ranks} needs engine.type=deepspeed (the torch engine is one process)"
+            )
         return self
-
 
 
 class LearnerLoopConfig(BaseModel):
@@ -169,10 +186,23 @@ class WeightSyncConfig(BaseModel):
     """Deadline of one weight update on a replica (a large model's transfer takes minutes)."""
     keep_exports: int = Field(1, ge=1)
     """Checkpoint mode: exported versions kept on disk (older ones are removed)."""
+    bucket_mb: int = Field(8, ge=0)
+    """Collective mode: consecutive tensors of one dtype travel as one broadcast of at
+    most this many MiB (a larger tensor alone, uncopied), so small tensors (norms,
+    biases) do not pay a collective each: Qwen3-VL-8B's 750 tensors go in 480
+    broadcasts at 8. Larger buckets copy large tensors into them, which cost more than
+    the collectives they save in `cua-rl bench weight-sync` (docs/learner-ranks.md);
+    the sender holds one bucket per dtype while it packs. 0: one broadcast per tensor
+    (the protocol before buckets)."""
+    from_rank0: bool = True
+    """A learner of several ranks (or Ray rank actors): rank 0 broadcasts its gathered
+    weights to each replica itself, the driver only hosting the link's rendezvous
+    (`collective` mode). False: rank 0 hands the full weights to the driver, which
+    sends them (for a rank 0 that cannot reach the replicas or `host`)."""
     staggered: bool = True
     """Take each replica out of routing while it takes the new weights: new requests go
     to the others instead of waiting behind its swap (those already on it finish
     there), then it is routed again. With one serving replica it stays routed and
     requests wait for it. `false`: every replica stays routed during its own update
-    (the behaviour before this switch). Covers the pools the driver routes; Ray fleet
-    workers route on their own (docs/architecture.md, weight sync)."""
+    (the behaviour before this switch). Ray fleet workers' pools follow the driver's
+    (runtime/ray/routing.py)."""

@@ -76,8 +76,11 @@ class DeepSpeedTrainEngine(TrainEngine):
         optimizer = build_optimizer(model, cfg)
         scheduler = build_scheduler(optimizer, cfg)
         self.engine, self.optimizer, _, self.scheduler = deepspeed.initialize(
-            model=model, optimizer=optimizer, lr_scheduler=scheduler,
-            config=deepspeed_config(cfg, self.world_size))
+            model=model,
+            optimizer=optimizer,
+            lr_scheduler=scheduler,
+            config=deepspeed_config(cfg, self.world_size),
+        )
         self.engine.eval()  # no dropout: deterministic proximal pass (see engine_torch.py)
         self.device = self.engine.device
         self.reference = load_reference(cfg, model_dir, self.device)
@@ -107,11 +110,14 @@ class DeepSpeedTrainEngine(TrainEngine):
 
     # TrainEngine -------------------------------------------------------------
     def save_checkpoint(self, path: str | Path) -> None:
-        state = {"version": self.version, "optimizer_steps": self.optimizer_steps,
-                 "config": self.cfg.model_dump()}
+        state = {
+            "version": self.version,
+            "optimizer_steps": self.optimizer_steps,
+            "config": self.cfg.model_dump(),
+        }
         self.engine.save_checkpoint(str(path), tag=CHECKPOINT_TAG, client_state=state)
         if self.rank == 0:
-            write_ranks(path, self.world_size, "deepspeed", self.cfg.engine.zero_stage)  # type: ignore[union-attr]
+            write_ranks(path, self.world_size, "deepspeed", self.cfg.engine.zero_stage)  # type: ignore[union-attr]  # a DeepSpeed learner's config has an engine
 
     def load_checkpoint(self, path: str | Path) -> None:
         check_ranks(path, self.world_size)
@@ -137,7 +143,7 @@ class DeepSpeedTrainEngine(TrainEngine):
 
     def named_parameters(self) -> Iterator[tuple[str, torch.Tensor]]:
         """Full tensors; under ZeRO-3 each is gathered in turn (collective)."""
-        if self.cfg.engine.zero_stage != 3:  # type: ignore[union-attr]
+        if self.cfg.engine.zero_stage != 3:  # type: ignore[union-attr]  # a DeepSpeed learner's config has an engine
             for name, param in self.engine.module.named_parameters():
                 yield name, param.detach()
             return

@@ -42,8 +42,9 @@ class RankTransport(Protocol):
     def start(self) -> None:
         """Start the ranks and form their DeepSpeed group."""
 
-    def call(self, calls: Sequence[tuple[str, tuple[Any, ...]]], timeout_s: float,
-             what: str) -> list[Any]:
+    def call(
+        self, calls: Sequence[tuple[str, tuple[Any, ...]]], timeout_s: float, what: str
+    ) -> list[Any]:
         """`calls[r]` = (method, args) for rank r; the results in rank order. Raises
         `LearnerRankError` when a rank fails, dies or misses the deadline."""
 
@@ -84,30 +85,36 @@ class RankGroupEngine(TrainEngine):
 
     def _all(self, method: str, *args: Any, what: str | None = None) -> list[Any]:
         with self._lock:
-            return self._ranks.call([(method, args)] * self.world_size,
-                                    self.cfg.rank_timeout_s, what or method)
+            return self._ranks.call(
+                [(method, args)] * self.world_size, self.cfg.rank_timeout_s, what or method
+            )
 
     def shares(self, batch: Sequence[StepSample]) -> list[RankShare]:
         """The update split over the ranks (deterministic for a batch)."""
         from cua_rl.learner.batching import encode_sample
 
         lengths = [encode_sample(self.processor, s).length for s in batch]
-        return split_update(batch, lengths, self.world_size, self.cfg.mini_batches,
-                            self.cfg.loss.aggregation)
+        return split_update(
+            batch, lengths, self.world_size, self.cfg.mini_batches, self.cfg.loss.aggregation
+        )
 
     def train_step(self, batch: Sequence[StepSample]) -> dict[str, float]:
         shares = self.shares(batch)
         with self._lock:
-            results = self._ranks.call([("train", (share,)) for share in shares],
-                                       self.cfg.rank_timeout_s, "train_step")
+            results = self._ranks.call(
+                [("train", (share,)) for share in shares], self.cfg.rank_timeout_s, "train_step"
+            )
         metrics = dict(results[0])
         self.version = int(metrics["version"])
         self.optimizer_steps = int(metrics.get("optimizer_steps", self.optimizer_steps))
         tokens = [float(share.tokens) for share in shares]
-        metrics.update(ranks=float(self.world_size), rank_tokens_max=max(tokens),
-                       rank_tokens_min=min(tokens),
-                       **{f"rank{r}_tokens": t for r, t in enumerate(tokens)},
-                       **{f"rank{r}_samples": float(s.samples) for r, s in enumerate(shares)})
+        metrics.update(
+            ranks=float(self.world_size),
+            rank_tokens_max=max(tokens),
+            rank_tokens_min=min(tokens),
+            **{f"rank{r}_tokens": t for r, t in enumerate(tokens)},
+            **{f"rank{r}_samples": float(s.samples) for r, s in enumerate(shares)},
+        )
         return metrics
 
     def save_checkpoint(self, path: str | Path) -> None:
@@ -128,6 +135,17 @@ class RankGroupEngine(TrainEngine):
         """Rank 0's gathered weights (every rank takes part in a ZeRO-3 gather)."""
         named = self._all("parameters", what="weight gather")[0]
         yield from named
+
+    def prepare_weights(self) -> list[dict[str, Any]]:
+        """Rank 0 gathers and keeps the weights for `send_weights`; their manifest."""
+        return self._all("prepare_weights", what="weight gather")[0]
+
+    def send_weights(
+        self, host: str, port: int, bucket_bytes: int, timeout_s: float
+    ) -> dict[str, Any]:
+        """Rank 0 broadcasts the prepared weights to the replica joining host:port (the
+        driver hosts that link's store); `{"ok": False, "error"}` when the link failed."""
+        return self._all("send_weights", host, port, bucket_bytes, timeout_s, what="weight send")[0]
 
     def close(self) -> None:
         self._ranks.close()

@@ -85,8 +85,12 @@ class TorchTrainEngine(TrainEngine):
             "torch_rng": torch.get_rng_state(),
         }
         torch.save(state, path / STATE_FILE)
-        info = {"engine": "torch", "version": self.version,
-                "optimizer_steps": self.optimizer_steps, "config": self.cfg.model_dump()}
+        info = {
+            "engine": "torch",
+            "version": self.version,
+            "optimizer_steps": self.optimizer_steps,
+            "config": self.cfg.model_dump(),
+        }
         (path / INFO_FILE).write_text(json.dumps(info, indent=2))
 
     def load_checkpoint(self, path: str | Path) -> None:

@@ -15,17 +15,24 @@ TransportFactory = Callable[[LearnerConfig, str, str, Path], RankTransport]
 """(config, model_dir, name, log_dir) -> the ranks of a group (Ray passes its own)."""
 
 
-def build_engine(cfg: LearnerConfig, model_dir: str | Path, *, name: str = "learner",
-                 log_dir: Path | None = None,
-                 transport: TransportFactory | None = None) -> TrainEngine:
+def build_engine(
+    cfg: LearnerConfig,
+    model_dir: str | Path,
+    *,
+    name: str = "learner",
+    log_dir: Path | None = None,
+    transport: TransportFactory | None = None,
+    grouped: bool = False,
+) -> TrainEngine:
     """The engine `cfg.engine` names, loading weights from `model_dir`. Imports torch.
 
-    `cfg.ranks` > 1: a `RankGroupEngine` over `transport` (default: rank processes on
+    `cfg.ranks` > 1, or `grouped` (a GPU learner of one rank under Ray, which must be
+    Ray's to place): a `RankGroupEngine` over `transport` (default: rank processes on
     this machine, logging to `log_dir/<name>-rank<r>.log`)."""
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # quiet logs: loading is not long work worth a bar
-    if cfg.ranks > 1:
+    if cfg.ranks > 1 or grouped:
         from cua_rl.learner.engine_group import RankGroupEngine
         from cua_rl.learner.rank_process import ProcessRanks
 

@@ -66,18 +66,26 @@ def trajectory_key(trajectory_id: str) -> float:
 
 def gather_rows(ops: Reducer, rows: Sequence[SampleRow]) -> tuple[list[SampleRow], int]:
     """Every rank's rows, in rank order, on every rank; and where this rank's start."""
-    counts = ops.all_reduce([float(len(rows)) if r == ops.rank else 0.0
-                             for r in range(ops.world_size)], "sum")
+    counts = ops.all_reduce(
+        [float(len(rows)) if r == ops.rank else 0.0 for r in range(ops.world_size)], "sum"
+    )
     offset = int(sum(counts[: ops.rank]))
     total = int(sum(counts))
     flat = [0.0] * (total * FIELDS)
     for i, row in enumerate(rows):
         at = (offset + i) * FIELDS
-        flat[at: at + FIELDS] = [row.entropy, float(row.index), float(row.mini_batch),
-                                 float(row.response_len), row.trajectory]
+        flat[at : at + FIELDS] = [
+            row.entropy,
+            float(row.index),
+            float(row.mini_batch),
+            float(row.response_len),
+            row.trajectory,
+        ]
     flat = ops.all_reduce(flat, "sum")
-    out = [SampleRow(flat[i], int(flat[i + 1]), int(flat[i + 2]), int(flat[i + 3]), flat[i + 4])
-           for i in range(0, total * FIELDS, FIELDS)]
+    out = [
+        SampleRow(flat[i], int(flat[i + 1]), int(flat[i + 2]), int(flat[i + 3]), flat[i + 4])
+        for i in range(0, total * FIELDS, FIELDS)
+    ]
     return out, offset
 
 
@@ -99,8 +107,9 @@ def top_fraction(rows: Sequence[SampleRow], fraction: float) -> list[bool]:
     return chosen
 
 
-def selected_weights(rows: Sequence[SampleRow], chosen: Sequence[bool], aggregation: str,
-                     mini_batches: int) -> tuple[list[float], list[float]]:
+def selected_weights(
+    rows: Sequence[SampleRow], chosen: Sequence[bool], aggregation: str, mini_batches: int
+) -> tuple[list[float], list[float]]:
     """Each row's per-token aggregation weight (0 when not chosen) over the chosen
     rows of its mini-batch, and each mini-batch's normalizer (the sum of the weights
     over its tokens: tokens, samples or trajectories; 0 when none was chosen)."""
@@ -110,8 +119,9 @@ def selected_weights(rows: Sequence[SampleRow], chosen: Sequence[bool], aggregat
     sizes = [0.0] * mini_batches
     for m in range(mini_batches):
         members = [i for i, row in enumerate(rows) if row.mini_batch == m and chosen[i]]
-        keys = ["" if rows[i].trajectory == NO_TRAJECTORY else repr(rows[i].trajectory)
-                for i in members]
+        keys = [
+            "" if rows[i].trajectory == NO_TRAJECTORY else repr(rows[i].trajectory) for i in members
+        ]
         lens = [rows[i].response_len for i in members]
         for i, w in zip(members, sample_token_weights(aggregation, lens, keys), strict=True):
             weights[i] = w

@@ -42,8 +42,12 @@ def _distributions(model: Any, batch: MicroBatch, temperature: float) -> torch.T
     # Logits at position p predict the token at p + 1: shift the response mask left.
     predictors = torch.zeros_like(batch.response_mask)
     predictors[:, :-1] = batch.response_mask[:, 1:]
-    out = model(**inputs, position_ids=position_ids(model, inputs), use_cache=False,
-                logits_to_keep=predictors)
+    out = model(
+        **inputs,
+        position_ids=position_ids(model, inputs),
+        use_cache=False,
+        logits_to_keep=predictors,
+    )
     return behavior_logprobs(out.logits, temperature)
 
 
@@ -68,8 +72,9 @@ def batch_logprobs(model: Any, batches: list[MicroBatch], temperature: float) ->
 
 
 @torch.no_grad()
-def batch_logprobs_entropy(model: Any, batches: list[MicroBatch], temperature: float
-                           ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+def batch_logprobs_entropy(
+    model: Any, batches: list[MicroBatch], temperature: float
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """The proximal pass when steps are selected by entropy: each micro-batch's (N,)
     logprobs and (N,) token entropies `-sum_v p_v log p_v` of the distribution the
     token was sampled from (same temperature), taken from the one forward that is

@@ -116,7 +116,9 @@ def policy_loss(
 
 
 def _gspo_terms(
-    logp: torch.Tensor, prox_logp: torch.Tensor, behavior_logp: torch.Tensor,
+    logp: torch.Tensor,
+    prox_logp: torch.Tensor,
+    behavior_logp: torch.Tensor,
     seq_index: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Per-token copies of each sequence's mean log-ratio, mean log-weight and 1/|y|."""
@@ -131,8 +133,9 @@ def _gspo_terms(
     return seq_mean(logp - prox_logp), seq_mean(prox_logp - behavior_logp), 1.0 / lengths[seq_index]
 
 
-def sample_token_weights(aggregation: str, response_lens: Sequence[int],
-                         trajectory_ids: Sequence[str]) -> list[float]:
+def sample_token_weights(
+    aggregation: str, response_lens: Sequence[int], trajectory_ids: Sequence[str]
+) -> list[float]:
     """The aggregation weight `a_t` carried by each token of each sample of one
     mini-batch; their sum over the mini-batch is the number of tokens, samples or
     trajectories. A sample without a trajectory id counts as its own trajectory."""

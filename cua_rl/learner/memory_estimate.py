@@ -59,8 +59,9 @@ def estimate_rank_memory(shape: ModelShape, cfg: LearnerConfig, ranks: int) -> R
     states, estimator = _model_states(shape, zero_stage(cfg), ranks)
     bf16 = isinstance(cfg.engine, DeepSpeedEngineConfig) and cfg.engine.bf16
     tokens = cfg.micro_batch_tokens
-    activations = shape.layers * tokens * (8 * shape.hidden + 4 * shape.intermediate) * (
-        2 if bf16 else 4)
+    activations = (
+        shape.layers * tokens * (8 * shape.hidden + 4 * shape.intermediate) * (2 if bf16 else 4)
+    )
     logits = tokens * shape.vocab * 4 * 3
     reference = shape.params * 4 if cfg.loss.kl_beta > 0 else 0
     return RankMemory(states, reference, activations, logits, estimator)
@@ -74,17 +75,25 @@ def _model_states(shape: ModelShape, stage: int, ranks: int) -> tuple[int, str]:
         from deepspeed.runtime.zero.stage_1_and_2 import estimate_zero2_model_states_mem_needs
     if stage == 3:
         _, gpu, _ = estimate_zero3_model_states_mem_needs(
-            shape.params, shape.largest_param, num_gpus_per_node=ranks, num_nodes=1,
-            cpu_offload=False, cpu_offload_params=False, zero_init=True)
+            shape.params,
+            shape.largest_param,
+            num_gpus_per_node=ranks,
+            num_nodes=1,
+            cpu_offload=False,
+            cpu_offload_params=False,
+            zero_init=True,
+        )
         return gpu, f"estimate_zero3_model_states_mem_needs(ranks={ranks}, no offload)"
     sharded = ranks if stage in (1, 2) else 1
-    _, gpu = estimate_zero2_model_states_mem_needs(shape.params, num_gpus_per_node=sharded,
-                                                   num_nodes=1, cpu_offload=False)
+    _, gpu = estimate_zero2_model_states_mem_needs(
+        shape.params, num_gpus_per_node=sharded, num_nodes=1, cpu_offload=False
+    )
     return gpu, f"estimate_zero2_model_states_mem_needs(ranks={sharded}, no offload)"
 
 
-def ranks_to_fit(shape: ModelShape, cfg: LearnerConfig, budget: int,
-                 max_ranks: int = 64) -> int | None:
+def ranks_to_fit(
+    shape: ModelShape, cfg: LearnerConfig, budget: int, max_ranks: int = 64
+) -> int | None:
     """The fewest ranks, a power of two up to `max_ranks` (nodes have 8 GPUs), whose
     per-rank estimate fits `budget`."""
     ranks = 1

@@ -68,11 +68,16 @@ def shape_from_config(config: Path) -> ModelShape:
 
     cfg = AutoConfig.from_pretrained(str(config.parent))
     text = getattr(cfg, "text_config", cfg)
-    auto = AutoModelForImageTextToText if hasattr(cfg, "vision_config") else \
-        AutoModelForCausalLM
+    auto = AutoModelForImageTextToText if hasattr(cfg, "vision_config") else AutoModelForCausalLM
     with torch.device("meta"):
         model = auto.from_config(cfg)
     unique = {id(p): p.numel() for p in model.parameters()}
-    return ModelShape(sum(unique.values()), max(unique.values()), text.hidden_size,
-                      text.intermediate_size, text.num_hidden_layers, text.vocab_size,
-                      str(config))
+    return ModelShape(
+        sum(unique.values()),
+        max(unique.values()),
+        text.hidden_size,
+        text.intermediate_size,
+        text.num_hidden_layers,
+        text.vocab_size,
+        str(config),
+    )

@@ -19,12 +19,12 @@ def build_optimizer(model: torch.nn.Module, cfg: LearnerConfig) -> torch.optim.A
     ]
     groups = [g for g in groups if g["params"]]
     # foreach=False: one code path on every device, so CPU and GPU runs step identically.
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, eps=cfg.adam_eps,
-                             foreach=False)
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, eps=cfg.adam_eps, foreach=False)
 
 
-def build_scheduler(optimizer: torch.optim.Optimizer,
-                    cfg: LearnerConfig) -> torch.optim.lr_scheduler.LambdaLR:
+def build_scheduler(
+    optimizer: torch.optim.Optimizer, cfg: LearnerConfig
+) -> torch.optim.lr_scheduler.LambdaLR:
     """Constant learning rate after an optional linear warmup of `cfg.warmup_steps` steps."""
     warmup = cfg.warmup_steps
 

@@ -34,8 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from cua_rl.errors import LearnerRankError
+from cua_rl.inference.gpus import VISIBLE_ENV
 from cua_rl.inference.owner_watch import owner_env, owner_pid
 from cua_rl.learner.config import LearnerConfig
+from cua_rl.process_launch import ProcessLaunch, record_launch
 
 FD_ENV = "CUA_RL_RANK_FD"
 """The inherited socket descriptor a rank process talks to the driver on."""
@@ -55,11 +57,23 @@ class _Rank:
 class ProcessRanks:
     """`cfg.ranks` rank processes on this machine, one `RankWorker` each."""
 
-    def __init__(self, cfg: LearnerConfig, model_dir: str, *, name: str, log_dir: Path) -> None:
+    def __init__(
+        self,
+        cfg: LearnerConfig,
+        model_dir: str,
+        *,
+        name: str,
+        log_dir: Path,
+        devices: Sequence[tuple[str, ...]] | None = None,
+    ) -> None:
+        """`devices[r]`: rank r's CUDA_VISIBLE_DEVICES (runtime/devices.py: one GPU each,
+        which is then its device 0); None: every rank sees this process's devices and
+        takes GPU `LOCAL_RANK` = r (torchrun's way)."""
         self.cfg = cfg
         self.model_dir = model_dir
         self.name = name
         self.log_dir = log_dir
+        self.devices = list(devices) if devices is not None else None
         self.world_size = cfg.ranks
         self._ranks: list[_Rank] = []
         self._lock = threading.Lock()
@@ -70,36 +84,48 @@ class ProcessRanks:
         from cua_rl.net_ports import reserve_port
 
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        threads = str(max(1, int(self.cfg.rank_cpus)))
         # Held until the group formed: rank 0's store binds it beside the reservation.
         with reserve_port("127.0.0.1") as port:
             for rank in range(self.world_size):
-                self._ranks.append(self._spawn(rank, threads))
+                self._ranks.append(self._spawn(rank))
             n = self.world_size
-            self.call([("init", (self.cfg, self.model_dir, r, n, r)) for r in range(n)],
-                      self.cfg.rank_timeout_s, "start")
-            self.call([("start", ("127.0.0.1", port.port))] * n, self.cfg.rank_timeout_s,
-                      "start")
+            local = [0 if self.devices is not None else r for r in range(n)]
+            self.call(
+                [("init", (self.cfg, self.model_dir, r, n, local[r])) for r in range(n)],
+                self.cfg.rank_timeout_s,
+                "start",
+            )
+            self.call([("start", ("127.0.0.1", port.port))] * n, self.cfg.rank_timeout_s, "start")
 
-    def _spawn(self, rank: int, threads: str) -> _Rank:
+    def _spawn(self, rank: int) -> _Rank:
         ours, theirs = socket.socketpair()
         log_path = self.log_dir / f"{self.name}-rank{rank}.log"
-        env = {**os.environ, **owner_env(), FD_ENV: str(theirs.fileno()),
-               "OMP_NUM_THREADS": threads, "TOKENIZERS_PARALLELISM": "false"}
-        if self.cfg.engine.type == "deepspeed" and self.cfg.engine.dist_backend == "gloo":
-            env["DS_ACCELERATOR"] = "cpu"
+        launch = rank_launch(
+            self.cfg,
+            self.name,
+            rank,
+            theirs.fileno(),
+            self.devices[rank] if self.devices is not None else None,
+        )
+        record_launch(launch)
         try:
             with open(log_path, "ab") as log:
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "cua_rl.learner.rank_process"], env=env,
-                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                    pass_fds=(theirs.fileno(),), start_new_session=True)
+                    list(launch.argv),
+                    env={**os.environ, **launch.env},
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    pass_fds=(theirs.fileno(),),
+                    start_new_session=True,
+                )
         finally:
             theirs.close()
         return _Rank(proc, Connection(ours.detach()), log_path)
 
-    def call(self, calls: Sequence[tuple[str, tuple[Any, ...]]], timeout_s: float,
-             what: str) -> list[Any]:
+    def call(
+        self, calls: Sequence[tuple[str, tuple[Any, ...]]], timeout_s: float, what: str
+    ) -> list[Any]:
         """Send `calls[r]` to rank r, all at once; every rank's result, in rank order."""
         with self._lock:
             if self._failed is not None:
@@ -125,18 +151,21 @@ class ProcessRanks:
         while pending:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise LearnerRankError(f"{self.name} {what}: rank(s) {sorted(pending)} did not "
-                                       f"answer within {timeout_s:.0f} s (learner.rank_timeout_s)")
+                raise LearnerRankError(
+                    f"{self.name} {what}: rank(s) {sorted(pending)} did not "
+                    f"answer within {timeout_s:.0f} s (learner.rank_timeout_s)"
+                )
             by_conn = {self._ranks[i].conn: i for i in pending}
             for conn in wait(list(by_conn), timeout=min(left, POLL_S)):
-                i = by_conn[conn]  # type: ignore[index]
+                i = by_conn[conn]  # type: ignore[index]  # wait() returns the connections it was given
                 try:
-                    status, value = _recv(conn)  # type: ignore[arg-type]
+                    status, value = _recv(conn)  # type: ignore[arg-type]  # wait() returns the connections it was given
                 except (EOFError, OSError) as exc:
                     raise LearnerRankError(self._lost(i, what, exc)) from None
                 if status != "ok":
-                    raise LearnerRankError(f"{self.name} rank {i} {what}: {value} "
-                                           f"(log: {self._ranks[i].log})")
+                    raise LearnerRankError(
+                        f"{self.name} rank {i} {what}: {value} (log: {self._ranks[i].log})"
+                    )
                 results[i] = value
                 pending.discard(i)
             for i in sorted(pending):
@@ -157,8 +186,10 @@ class ProcessRanks:
         rank = self._ranks[i]
         with contextlib.suppress(subprocess.TimeoutExpired):
             rank.proc.wait(STOP_GRACE_S)
-        return (f"{self.name} rank {i} exited (code {rank.proc.returncode}) during {what} "
-                f"(log: {rank.log})")
+        return (
+            f"{self.name} rank {i} exited (code {rank.proc.returncode}) during {what} "
+            f"(log: {rank.log})"
+        )
 
     def pids(self) -> list[int]:
         return [r.proc.pid for r in self._ranks]
@@ -196,6 +227,29 @@ class ProcessRanks:
             rank.conn.close()
 
 
+def rank_launch(
+    cfg: LearnerConfig, name: str, rank: int, fd: int, devices: tuple[str, ...] | None
+) -> ProcessLaunch:
+    """How rank `rank` of the learner `name` starts (the launch and `cua-rl train
+    --dry-run` alike): the descriptor it talks on, its threads and, on GPU, its device."""
+    env = {
+        **owner_env(),
+        FD_ENV: str(fd),
+        "OMP_NUM_THREADS": str(max(1, int(cfg.rank_cpus))),
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+    if cfg.engine.type == "deepspeed" and cfg.engine.dist_backend == "gloo":
+        env["DS_ACCELERATOR"] = "cpu"
+    if devices is not None:
+        env[VISIBLE_ENV] = ",".join(devices)
+    return ProcessLaunch(
+        f"{name} learner rank {rank}",
+        (sys.executable, "-m", "cua_rl.learner.rank_process"),
+        env,
+        tuple(devices or ()),
+    )
+
+
 def _send(conn: Connection, obj: Any) -> None:
     """Plain pickle, by value: `Connection.send` would share tensors through
     torch's shared-memory reductions, which need a multiprocessing-spawned peer."""
@@ -215,8 +269,11 @@ def _watch_owner() -> None:
     pid = owner_pid()
     if pid is None:
         return
-    threading.Thread(target=lambda: asyncio.run(exit_when_owner_dies(pid, lambda: os._exit(70))),
-                     name="owner-watch", daemon=True).start()
+    threading.Thread(
+        target=lambda: asyncio.run(exit_when_owner_dies(pid, lambda: os._exit(70))),
+        name="owner-watch",
+        daemon=True,
+    ).start()
 
 
 def main() -> None:

@@ -54,8 +54,13 @@ def contiguous_chunks(n: int, parts: int) -> list[list[int]]:
     return [list(range(bounds[i], bounds[i + 1])) for i in range(parts)]
 
 
-def split_update(samples: Sequence[StepSample], lengths: Sequence[int], ranks: int,
-                 mini_batches: int, aggregation: str) -> list[RankShare]:
+def split_update(
+    samples: Sequence[StepSample],
+    lengths: Sequence[int],
+    ranks: int,
+    mini_batches: int,
+    aggregation: str,
+) -> list[RankShare]:
     """The shares of `ranks` ranks; `lengths[i]` is sample i's prompt + response tokens."""
     from cua_rl.learner.loss import sample_token_weights
 
@@ -68,8 +73,10 @@ def split_update(samples: Sequence[StepSample], lengths: Sequence[int], ranks: i
     weight_of: dict[int, float] = {}
     for chunk in contiguous_chunks(len(samples), mini_batches):
         weights = sample_token_weights(
-            aggregation, [len(samples[i].response_token_ids) for i in chunk],
-            [samples[i].trajectory_id for i in chunk])
+            aggregation,
+            [len(samples[i].response_token_ids) for i in chunk],
+            [samples[i].trajectory_id for i in chunk],
+        )
         weight_of.update(zip(chunk, weights, strict=True))
         loads = [0] * ranks
         chosen: list[list[int]] = [[] for _ in range(ranks)]
@@ -80,17 +87,19 @@ def split_update(samples: Sequence[StepSample], lengths: Sequence[int], ranks: i
             totals[r] += lengths[i]
         for r in range(ranks):
             parts[r].append(sorted(chosen[r]))  # batch order within a rank
-    return [RankShare(
-        mini_batches=tuple(tuple(samples[i] for i in mb) for mb in parts[r]),
-        weights=tuple(tuple(weight_of[i] for i in mb) for mb in parts[r]),
-        tokens=totals[r],
-        filler=samples[0] if not any(parts[r]) else None,
-        indices=tuple(tuple(mb) for mb in parts[r]))
-        for r in range(ranks)]
+    return [
+        RankShare(
+            mini_batches=tuple(tuple(samples[i] for i in mb) for mb in parts[r]),
+            weights=tuple(tuple(weight_of[i] for i in mb) for mb in parts[r]),
+            tokens=totals[r],
+            filler=samples[0] if not any(parts[r]) else None,
+            indices=tuple(tuple(mb) for mb in parts[r]),
+        )
+        for r in range(ranks)
+    ]
 
 
-def single_share(samples: Sequence[StepSample], mini_batches: int,
-                 aggregation: str) -> RankShare:
+def single_share(samples: Sequence[StepSample], mini_batches: int, aggregation: str) -> RankShare:
     """The whole update as one rank's share (in-process engines, and a rank that was
     given its own samples, as a hand-started DeepSpeed rank is)."""
     return split_update(samples, [0] * len(samples), 1, mini_batches, aggregation)[0]

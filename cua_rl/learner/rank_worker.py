@@ -8,7 +8,9 @@ asked for its node's address before the group's rendezvous address is known.
 
 What a call returns is small (metrics, versions) except `parameters`: rank 0
 returns the full weights, gathered under ZeRO-3; the other ranks take part in
-the gather and return at once (they never hold a full copy).
+the gather and return at once (they never hold a full copy). `prepare_weights` and
+`send_weights` are the way that does not bring them to the driver: rank 0 keeps the
+gathered weights and broadcasts them itself to a replica (`train.sync.from_rank0`).
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from cua_rl.learner.rank_split import RankShare
 class RankWorker:
     """Rank `rank` of `world_size`; `local_rank` is its GPU index on its node."""
 
-    def __init__(self, cfg: LearnerConfig, model_dir: str, rank: int, world_size: int,
-                 local_rank: int) -> None:
+    def __init__(
+        self, cfg: LearnerConfig, model_dir: str, rank: int, world_size: int, local_rank: int
+    ) -> None:
         self.cfg = cfg
         self.model_dir = model_dir
         self.rank = rank
@@ -35,10 +38,16 @@ class RankWorker:
 
     def start(self, master_addr: str, master_port: int) -> int:
         """Join the group (torchrun's environment, then DeepSpeed); returns version 0."""
-        os.environ.update({"MASTER_ADDR": master_addr, "MASTER_PORT": str(master_port),
-                           "RANK": str(self.rank), "WORLD_SIZE": str(self.world_size),
-                           "LOCAL_RANK": str(self.local_rank),
-                           "TOKENIZERS_PARALLELISM": "false"})
+        os.environ.update(
+            {
+                "MASTER_ADDR": master_addr,
+                "MASTER_PORT": str(master_port),
+                "RANK": str(self.rank),
+                "WORLD_SIZE": str(self.world_size),
+                "LOCAL_RANK": str(self.local_rank),
+                "TOKENIZERS_PARALLELISM": "false",
+            }
+        )
         import torch
 
         torch.set_num_threads(max(1, int(self.cfg.rank_cpus)))
@@ -49,8 +58,10 @@ class RankWorker:
         hf_logging.disable_progress_bar()
         self.engine = DeepSpeedTrainEngine(self.cfg, self.model_dir)
         if (self.engine.rank, self.engine.world_size) != (self.rank, self.world_size):
-            raise RuntimeError(f"rank {self.rank}/{self.world_size} joined as "
-                               f"{self.engine.rank}/{self.engine.world_size}")
+            raise RuntimeError(
+                f"rank {self.rank}/{self.world_size} joined as "
+                f"{self.engine.rank}/{self.engine.world_size}"
+            )
         return int(self.engine.version)
 
     def train(self, share: RankShare) -> dict[str, float]:
@@ -70,10 +81,45 @@ class RankWorker:
     def parameters(self) -> list[tuple[str, Any]] | None:
         """Rank 0: every parameter, full and on the CPU, in model order; other ranks:
         None, once their part of the ZeRO-3 gather is done (at once below ZeRO-3)."""
-        if self.rank != 0 and self.cfg.engine.zero_stage != 3:  # type: ignore[union-attr]
+        if self.rank != 0 and self.cfg.engine.zero_stage != 3:  # type: ignore[union-attr]  # learner configs always carry an engine
             return None
         named = [(n, t.detach().cpu().clone()) for n, t in self.engine.named_parameters()]
         return named if self.rank == 0 else None
+
+    def prepare_weights(self) -> list[dict[str, Any]] | None:
+        """Rank 0: gather the full weights and keep them for `send_weights`; returns their
+        manifest (names, shapes, dtypes: all the driver needs). Other ranks: their part of
+        the ZeRO-3 gather, then None."""
+        named = self.parameters()
+        if named is None:
+            return None
+        from cua_rl.inference.weight_transfer import manifest
+
+        self._outgoing = named
+        return manifest(named)
+
+    def send_weights(
+        self, host: str, port: int, bucket_bytes: int, timeout_s: float
+    ) -> dict[str, Any] | None:
+        """Rank 0: join the link the driver hosts on host:port as its sender and broadcast
+        the prepared weights to the replica; the weights are dropped either way. A link
+        that fails (abandoned by the driver, the replica gone) is reported, not raised: it
+        costs this sync, not the rank group. Other ranks: None at once."""
+        if self.rank != 0:
+            return None
+        from cua_rl.inference import weight_transfer as wt
+
+        named, self._outgoing = getattr(self, "_outgoing", None), None
+        if named is None:
+            return {"ok": False, "error": "no prepared weights"}
+        try:
+            group = wt.join_as_sender(host, port, timeout_s)
+            seconds = wt.send(group, (t for _, t in named), bucket_bytes)
+        except (RuntimeError, TimeoutError) as exc:  # LinkAbandoned is a RuntimeError
+            return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        finally:
+            named.clear()
+        return {"ok": True, "buckets": len(seconds), "seconds": sum(seconds)}
 
     def weights_digest(self) -> str:
         """SHA-256 of this rank's view of the full weights (gathered under ZeRO-3, so
@@ -92,4 +138,3 @@ class RankWorker:
 
         if dist.is_initialized():
             dist.destroy_process_group()
-

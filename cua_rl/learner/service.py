@@ -47,12 +47,13 @@ from typing import Any, Literal
 
 from cua_rl import spans
 from cua_rl.learner.base import TrainEngine
+from cua_rl.learner.checkpoint_keep import Keeping, prune
 from cua_rl.learner.config import LearnerLoopConfig
 from cua_rl.learner.weight_sync import WeightSync
-from cua_rl.store.run_store import AsyncRunStore
+from cua_rl.staleness_gate import Gate
+from cua_rl.store.async_run_store import AsyncRunStore
 from cua_rl.store.schema import UPDATE
 from cua_rl.types import StepSample
-from cua_rl.version_gate import Gate
 
 Role = Literal["policy", "prm"]
 MetricsHook = Callable[[str, dict[str, float], int], None]
@@ -81,6 +82,7 @@ class LearnerService:
         eta: int = 2,
         on_metrics: MetricsHook | None = None,
         leader: LearnerService | None = None,
+        keeping: Keeping | None = None,
     ) -> None:
         if tasks_per_update < 1:
             raise ValueError(f"tasks_per_update must be >= 1, got {tasks_per_update}")
@@ -90,6 +92,8 @@ class LearnerService:
         self.cfg = cfg
         self.tasks_per_update = tasks_per_update
         self.checkpoint_dir = checkpoint_dir
+        self.keeping = keeping or Keeping()
+        """Which checkpoints stay after each update (`checkpoint_keep`)."""
         self.sync = sync
         self.gate = gate
         self.eta = eta
@@ -135,7 +139,8 @@ class LearnerService:
         full); returns how many were kept: all of them, or none if the group is stale."""
         async with self._space:
             await self._space.wait_for(
-                lambda: self._stopped or self._queue.qsize() < self.queue_bound)
+                lambda: self._stopped or self._queue.qsize() < self.queue_bound
+            )
             await self._count("samples_collected", len(samples))
             if self._stopped:  # reached its update budget: nothing more is trained
                 await self._count("unused_at_end", len(samples))
@@ -179,7 +184,8 @@ class LearnerService:
             if groups is None:
                 break
             if len(groups) < self.tasks_per_update or (
-                    self.leader is not None and not await self.leader.took_step(self.steps + 1)):
+                self.leader is not None and not await self.leader.took_step(self.steps + 1)
+            ):
                 left = groups  # cut short by the end of the run: not trained
                 break
             async with self._stepped:
@@ -225,9 +231,15 @@ class LearnerService:
         lags = [self.version - s.version for s in batch]  # behaviour lag when trained
         started = time.time()
         # every span of an update carries the version it makes
-        with spans.span("learner_step", role=self.role, version=self.version + 1,
-                        groups=len(groups), samples=len(batch),
-                        lag_mean=sum(lags) / len(lags), lag_max=max(lags)) as step:
+        with spans.span(
+            "learner_step",
+            role=self.role,
+            version=self.version + 1,
+            groups=len(groups),
+            samples=len(batch),
+            lag_mean=sum(lags) / len(lags),
+            lag_max=max(lags),
+        ) as step:
             metrics = await loop.run_in_executor(self._thread, self.engine.train_step, batch)
             step.set(used=len(batch) - int(metrics.get("samples_low_entropy", 0)))
         version = self.version
@@ -241,8 +253,7 @@ class LearnerService:
         if unselected:
             await self._count("unused_low_entropy", unselected)
         if self.on_metrics is not None:
-            self.on_metrics(self.role, {**metrics, **self._report(groups, batch, version)},
-                            version)
+            self.on_metrics(self.role, {**metrics, **self._report(groups, batch, version)}, version)
         self._stale_since_update = 0
         if self.gate is not None:
             await self.gate.set_versions(learner=version)
@@ -254,12 +265,15 @@ class LearnerService:
             synced = time.time()
             if self.gate is not None:
                 await self.gate.set_versions(serving=version)
-        await self.store.add_event(UPDATE, self.role, {
-            "version": version, "started_at": started, "trained_at": trained,
-            "synced_at": synced})
+        await self.store.add_event(
+            UPDATE,
+            self.role,
+            {"version": version, "started_at": started, "trained_at": trained, "synced_at": synced},
+        )
 
-    def _report(self, groups: list[_QueuedGroup], batch: list[StepSample],
-                version: int) -> dict[str, float]:
+    def _report(
+        self, groups: list[_QueuedGroup], batch: list[StepSample], version: int
+    ) -> dict[str, float]:
         """What this update was made of: groups, samples, how old, which steps."""
         indexes = {s.step_index for s in batch if s.step_index >= 0}
         return {
@@ -276,7 +290,8 @@ class LearnerService:
         }
 
     def _checkpoint(self, version: int) -> None:
-        """Write `step-N` atomically and point `latest` at it; keep one older."""
+        """Write `step-N` atomically and point `latest` at it; then remove what
+        `keeping` does not keep (by default all but the newest two)."""
         root = self.checkpoint_dir / self.role
         tmp = root / f".tmp-{version}"
         final = root / f"step-{version:06d}"
@@ -288,8 +303,7 @@ class LearnerService:
         pointer_tmp = root / "latest.json.tmp"
         pointer_tmp.write_text(json.dumps({"version": version, "path": final.name}))
         os.replace(pointer_tmp, pointer)
-        for old in sorted(root.glob("step-*"))[:-2]:
-            shutil.rmtree(old, ignore_errors=True)
+        prune(root, self.keeping)
 
     async def close(self) -> None:
         self._thread.shutdown(wait=True)

@@ -19,7 +19,6 @@ loop (entropy_units.py; the choice is global over the ranks).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
 import torch
@@ -29,8 +28,7 @@ from cua_rl.learner.config import LearnerConfig
 from cua_rl.learner.entropy_units import high_entropy_units
 from cua_rl.learner.logprobs import batch_logprobs, batch_logprobs_entropy, response_logprobs
 from cua_rl.learner.loss import policy_loss
-from cua_rl.learner.rank_split import RankShare, single_share
-from cua_rl.types import StepSample
+from cua_rl.learner.rank_split import RankShare
 
 
 class StepOps(Protocol):
@@ -52,26 +50,23 @@ class StepOps(Protocol):
         """Reduce across data-parallel ranks (identity for one process)."""
 
 
-def run_train_step(ops: StepOps, samples: Sequence[StepSample], *, processor: Any,
-                   reference: Any | None, cfg: LearnerConfig,
-                   device: torch.device | str) -> dict[str, float]:
-    """Train on `samples` as this rank's whole batch (mini-batches and aggregation
-    weights made from them alone)."""
-    if not samples:
-        raise ValueError("train_step needs at least one sample on every rank")
-    share = single_share(samples, cfg.mini_batches, cfg.loss.aggregation)
-    return run_share_step(ops, share, processor=processor, reference=reference, cfg=cfg,
-                          device=device)
-
-
-def run_share_step(ops: StepOps, share: RankShare, *, processor: Any, reference: Any | None,
-                   cfg: LearnerConfig, device: torch.device | str) -> dict[str, float]:
+def run_share_step(
+    ops: StepOps,
+    share: RankShare,
+    *,
+    processor: Any,
+    reference: Any | None,
+    cfg: LearnerConfig,
+    device: torch.device | str,
+) -> dict[str, float]:
     """Train on this rank's share of an update (rank_split.py made the mini-batches
     and the weights over the whole update)."""
     pad = processor.tokenizer.pad_token_id
     encoded = [[encode_sample(processor, s) for s in mb] for mb in share.mini_batches]
-    plans = [build_micro_batches(enc, cfg.micro_batch_tokens, pad, weights) if enc else []
-             for enc, weights in zip(encoded, share.weights, strict=True)]
+    plans = [
+        build_micro_batches(enc, cfg.micro_batch_tokens, pad, weights) if enc else []
+        for enc, weights in zip(encoded, share.weights, strict=True)
+    ]
     targets = ops.all_reduce([float(len(p)) for p in plans], "max")
     # The mean's denominator over the whole mini-batch (all micro-batches and ranks).
     sizes = ops.all_reduce([sum(float(m.token_weights.sum()) for m in p) for p in plans], "sum")
@@ -79,11 +74,14 @@ def run_share_step(ops: StepOps, share: RankShare, *, processor: Any, reference:
     if filler is None:
         if share.filler is None:
             raise ValueError("train_step needs at least one sample on every rank")
-        filler = build_micro_batches([encode_sample(processor, share.filler)],
-                                     cfg.micro_batch_tokens, pad, [0.0])[0]
+        filler = build_micro_batches(
+            [encode_sample(processor, share.filler)], cfg.micro_batch_tokens, pad, [0.0]
+        )[0]
     # (micro-batch, weight): weight 0 marks a repeat that only keeps ranks in step.
-    padded = [[(m, 1.0) for m in p] + [(p[0] if p else filler, 0.0)] * (int(t) - len(p))
-              for p, t in zip(plans, targets, strict=True)]
+    padded = [
+        [(m, 1.0) for m in p] + [(p[0] if p else filler, 0.0)] * (int(t) - len(p))
+        for p, t in zip(plans, targets, strict=True)
+    ]
     flat = [m.to(device) for plan in padded for m, _ in plan]
     model = ops.forward_model()
     fraction = cfg.entropy_top_fraction
@@ -93,15 +91,29 @@ def run_share_step(ops: StepOps, share: RankShare, *, processor: Any, reference:
         prox, entropy = batch_logprobs_entropy(model, flat, cfg.temperature)
     use_ref = cfg.loss.kl_beta > 0
     ref = batch_logprobs(reference, flat, cfg.temperature) if use_ref else [None] * len(flat)
-    units = _regroup([TrainUnit(b, p, r, w) for b, p, r, (_, w) in
-                      zip(flat, prox, ref, (x for plan in padded for x in plan), strict=True)],
-                     padded)
+    units = _regroup(
+        [
+            TrainUnit(b, p, r, w)
+            for b, p, r, (_, w) in zip(
+                flat, prox, ref, (x for plan in padded for x in plan), strict=True
+            )
+        ],
+        padded,
+    )
     selection: dict[str, float] = {}
     if fraction is not None:
         units, sizes, selection = high_entropy_units(
-            ops, share, encoded, units, _regroup(entropy, padded), fraction=fraction,
-            aggregation=cfg.loss.aggregation, micro_batch_tokens=cfg.micro_batch_tokens,
-            pad_token_id=pad, device=device)
+            ops,
+            share,
+            encoded,
+            units,
+            _regroup(entropy, padded),
+            fraction=fraction,
+            aggregation=cfg.loss.aggregation,
+            micro_batch_tokens=cfg.micro_batch_tokens,
+            pad_token_id=pad,
+            device=device,
+        )
 
     sums: dict[str, float] = {}
     count = loss_total = grad_norm = 0.0
@@ -109,9 +121,17 @@ def run_share_step(ops: StepOps, share: RankShare, *, processor: Any, reference:
         for j, unit in enumerate(plan):
             mb: MicroBatch = unit.batch
             logp = response_logprobs(model, mb, cfg.temperature)
-            terms = policy_loss(logp, unit.prox, mb.behavior_logprobs, mb.advantages, cfg.loss,
-                                normalizer=size / ops.world_size, ref_logp=unit.ref,
-                                seq_index=mb.seq_index, token_weights=mb.token_weights)
+            terms = policy_loss(
+                logp,
+                unit.prox,
+                mb.behavior_logprobs,
+                mb.advantages,
+                cfg.loss,
+                normalizer=size / ops.world_size,
+                ref_logp=unit.ref,
+                seq_index=mb.seq_index,
+                token_weights=mb.token_weights,
+            )
             ops.backward(terms.loss * unit.weight, boundary=j == len(plan) - 1)
             if unit.weight:
                 loss_total += float(terms.loss.detach())
@@ -123,25 +143,37 @@ def run_share_step(ops: StepOps, share: RankShare, *, processor: Any, reference:
     # The loss metric is the mean over the mini-batches that took an optimizer step
     # (with selection, one none of whose samples was chosen takes none).
     stepped = len(units) if fraction is None else max(1, sum(1 for plan in units if plan))
-    return {**_metrics(ops, sums, count, loss_total, grad_norm,
-                       [e for enc in encoded for e in enc], stepped), **selection}
+    return {
+        **_metrics(
+            ops, sums, count, loss_total, grad_norm, [e for enc in encoded for e in enc], stepped
+        ),
+        **selection,
+    }
 
 
 def _regroup(items: list[Any], padded: list[list[Any]]) -> list[list[Any]]:
     """A flat list cut back into the mini-batches of `padded`."""
     out, k = [], 0
     for plan in padded:
-        out.append(items[k: k + len(plan)])
+        out.append(items[k : k + len(plan)])
         k += len(plan)
     return out
 
 
-def _metrics(ops: StepOps, sums: dict[str, float], count: float, loss_total: float,
-             grad_norm: float, encoded: list[Any], mini_batches: int) -> dict[str, float]:
+def _metrics(
+    ops: StepOps,
+    sums: dict[str, float],
+    count: float,
+    loss_total: float,
+    grad_norm: float,
+    encoded: list[Any],
+    mini_batches: int,
+) -> dict[str, float]:
     keys = sorted(sums)
     tokens = float(sum(e.response_len for e in encoded))
-    reduced = ops.all_reduce([sums[k] for k in keys] + [count, loss_total, tokens,
-                                                        float(len(encoded))], "sum")
+    reduced = ops.all_reduce(
+        [sums[k] for k in keys] + [count, loss_total, tokens, float(len(encoded))], "sum"
+    )
     total = max(reduced[len(keys)], 1e-12)
     out = {k: v / total for k, v in zip(keys, reduced, strict=False)}
     out["loss"] = reduced[len(keys) + 1] / ops.world_size / mini_batches

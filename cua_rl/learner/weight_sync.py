@@ -10,8 +10,12 @@ routed and requests wait for it, as they do unstaggered.
 
 Two transports: `checkpoint` exports an HF directory once and has each replica
 load it; `collective` broadcasts the tensors over a two-party gloo link per
-replica (NCCL in the vLLM worker extension on GPU).
-After a sync, every serving replica reports the new version in `x-model-version`.
+replica, from host memory, in buckets of at most `train.sync.bucket_mb`
+(weight_transfer.py; the vLLM worker extension's NCCL receiver is not used).
+From a rank group (`train.sync.from_rank0`, the default) rank 0 is the sender: the
+driver hosts the link's rendezvous store and forwards rank 0's manifest to the
+replica, and the weights never pass through the driver's process. After a sync,
+every serving replica reports the new version in `x-model-version`.
 
 Replicas come from the pool's `ReplicaSet`, the same object routing uses: a sync
 goes to the replicas serving now, skips one that fails (its supervisor takes it out),
@@ -31,7 +35,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from cua_rl import spans
 from cua_rl.errors import InferenceUnavailable
@@ -51,12 +55,30 @@ class WeightSource(Protocol):
     def export_weights(self, path: str | Path) -> Path: ...
 
 
+@runtime_checkable
+class RankZeroSource(Protocol):
+    """A learner whose rank 0 can send its weights to a replica itself (a rank group,
+    learner/engine_group.py): the driver never holds them (`train.sync.from_rank0`)."""
+
+    def prepare_weights(self) -> list[dict[str, Any]]: ...
+
+    def send_weights(
+        self, host: str, port: int, bucket_bytes: int, timeout_s: float
+    ) -> dict[str, Any]: ...
+
+
 class WeightSync:
     """Pushes a learner's weights to the serving replicas of a pool's `ReplicaSet` and
     catches up the replicas that were not serving (see module doc)."""
 
-    def __init__(self, replicas: ReplicaSet | list[str], cfg: WeightSyncConfig,
-                 export_root: Path, *, token: str | None = None) -> None:
+    def __init__(
+        self,
+        replicas: ReplicaSet | list[str],
+        cfg: WeightSyncConfig,
+        export_root: Path,
+        *,
+        token: str | None = None,
+    ) -> None:
         """`replicas`: the pool's set (shared with routing), or URLs of servers managed
         elsewhere; `token`: their credential when given as URLs."""
         self._owns_replicas = not isinstance(replicas, ReplicaSet)
@@ -98,12 +120,19 @@ class WeightSync:
                 if not replica.serving:  # went down during an earlier replica's update
                     continue
                 try:
-                    async with self._out_of_routing(replica), spans.span(
-                            "replica_sync", pool=self.replicas.name, replica=replica.url,
-                            version=version):
+                    async with (
+                        self._out_of_routing(replica),
+                        spans.span(
+                            "replica_sync",
+                            pool=self.replicas.name,
+                            replica=replica.url,
+                            version=version,
+                        ),
+                    ):
                         if path is not None:
                             served = await replica.client.update_weights(
-                                version, str(path), self.cfg.timeout_s)
+                                version, str(path), self.cfg.timeout_s
+                            )
                         else:
                             served = await self._broadcast(replica.client, source, version)
                         replica.version = served  # before it is routed again
@@ -112,8 +141,12 @@ class WeightSync:
                     continue
                 reached.append(served)
             if not reached:
-                log.warning("%s weight sync to version %d reached no replica; each catches up "
-                            "before it serves again", self.replicas.name, version)
+                log.warning(
+                    "%s weight sync to version %d reached no replica; each catches up "
+                    "before it serves again",
+                    self.replicas.name,
+                    version,
+                )
             return reached
 
     def _out_of_routing(self, replica: Replica) -> AbstractAsyncContextManager[bool]:
@@ -162,15 +195,15 @@ class WeightSync:
             _, old = self._exports.pop(0)
             await loop.run_in_executor(None, shutil.rmtree, old, True)
 
-    async def _broadcast(self, client: InferenceClient, source: WeightSource,
-                         version: int) -> int:
+    async def _broadcast(self, client: InferenceClient, source: WeightSource, version: int) -> int:
+        if self.cfg.from_rank0 and isinstance(source, RankZeroSource):
+            return await self._broadcast_from_rank0(client, source, version)
         from cua_rl.inference import weight_transfer as wt
 
         # On the learner's thread, not the loop: gathering the weights (ZeRO-3, or
         # from rank 0 of a rank group) takes as long as the model is large.
         loop = asyncio.get_running_loop()
-        named = await loop.run_in_executor(self._executor,
-                                           lambda: list(source.named_parameters()))
+        named = await loop.run_in_executor(self._executor, lambda: list(source.named_parameters()))
         # Port 0: the store binds a port of the kernel's choice itself, before the
         # replica is told it, so no other socket can take it in between. Only `link`
         # holds it, and it is emptied on the way out: TCPStore has no close, its
@@ -179,34 +212,49 @@ class WeightSync:
         # that only a full garbage collection would free.
         link = [wt.host_store(self.cfg.host, 0, self.cfg.timeout_s)]
         port = link[0].port
-        request = asyncio.create_task(client.update_weights_collective(
-            version, self.cfg.host, port, wt.manifest(named), self.cfg.timeout_s))
+        bucket_bytes = self.cfg.bucket_mb * wt.MIB  # the request carries it: one layout
+        request = asyncio.create_task(
+            client.update_weights_collective(
+                version,
+                self.cfg.host,
+                port,
+                wt.manifest(named),
+                self.cfg.timeout_s,
+                bucket_bytes=bucket_bytes,
+            )
+        )
         abandoned = threading.Event()
 
         def send() -> None:
             store = next(iter(link), None)  # None: given up before this thread ran
             if store is None:
                 raise wt.LinkAbandoned("the weight link was given up before the sender ran")
-            group = wt.open_link(self.cfg.host, port, rank=0, timeout_s=self.cfg.timeout_s,
-                                 store=store, abandoned=abandoned)
-            wt.send(group, (p for _, p in named))
+            group = wt.open_link(
+                self.cfg.host,
+                port,
+                rank=0,
+                timeout_s=self.cfg.timeout_s,
+                store=store,
+                abandoned=abandoned,
+            )
+            wt.send(group, (p for _, p in named), bucket_bytes)
 
         # A daemon thread, not the loop's executor: a replica that died mid-transfer
         # leaves the sender blocked up to timeout_s, and asyncio.run joins executor
         # threads at exit, which made Ctrl-C wait out that timeout.
         sending = in_daemon_thread(send, name=f"weight-send v{version}")
         try:
-            done, _ = await asyncio.wait({request, sending},
-                                         return_when=asyncio.FIRST_EXCEPTION)
+            done, _ = await asyncio.wait({request, sending}, return_when=asyncio.FIRST_EXCEPTION)
             if request in done and request.exception() is not None:
                 # The replica refused or died: nobody will join the link; the
                 # `finally` below ends the sender's wait for it.
-                raise request.exception()  # type: ignore[misc]
+                raise request.exception()  # type: ignore[misc]  # exception() is not None here: the task failed
             try:
                 await sending
             except RuntimeError as exc:  # gloo: the replica went away mid-transfer
                 raise InferenceUnavailable(
-                    f"weight broadcast to {client.base_url} failed: {exc}") from exc
+                    f"weight broadcast to {client.base_url} failed: {exc}"
+                ) from exc
             return await request
         finally:
             abandoned.set()  # a sender still waiting for the replica stops (no effect once linked)
@@ -215,6 +263,46 @@ class WeightSync:
             sending.add_done_callback(lambda f: f.cancelled() or f.exception())
             link.clear()  # the store ends with the sender thread, not at a later gc
             named.clear()  # the gathered weights (a full model's worth on a large one)
+
+    async def _broadcast_from_rank0(
+        self, client: InferenceClient, source: RankZeroSource, version: int
+    ) -> int:
+        """A rank group's rank 0 sends its gathered weights to the replica itself: the
+        driver hosts the link's store (a rendezvous only, no tensor passes through it),
+        tells the replica the manifest rank 0 returned, and gives the link up
+        (`ABANDONED_KEY`) when the replica's request fails, so rank 0 stops waiting."""
+        from cua_rl.inference import weight_transfer as wt
+
+        loop = asyncio.get_running_loop()
+        items = await loop.run_in_executor(self._executor, source.prepare_weights)
+        link = [wt.host_store(self.cfg.host, 0, self.cfg.timeout_s)]  # see `_broadcast`
+        port = link[0].port
+        bucket_bytes = self.cfg.bucket_mb * wt.MIB
+        request = asyncio.create_task(
+            client.update_weights_collective(
+                version, self.cfg.host, port, items, self.cfg.timeout_s, bucket_bytes=bucket_bytes
+            )
+        )
+        host, timeout_s = self.cfg.host, self.cfg.timeout_s
+        sending = in_daemon_thread(  # rank 0 may wait out its link's timeout: not the loop's
+            lambda: source.send_weights(host, port, bucket_bytes, timeout_s),
+            name=f"rank0-send v{version}",
+        )
+        try:
+            done, _ = await asyncio.wait({request, sending}, return_when=asyncio.FIRST_EXCEPTION)
+            if request in done and request.exception() is not None:
+                raise request.exception()  # type: ignore[misc]  # checked not None on the line above
+            sent = await sending
+            if not sent.get("ok"):
+                raise InferenceUnavailable(
+                    f"weight broadcast from rank 0 to {client.base_url} failed: {sent.get('error')}"
+                )
+            return await request
+        finally:
+            link[0].set(wt.ABANDONED_KEY, "1")  # a rank 0 still waiting stops (none once linked)
+            request.cancel()
+            sending.add_done_callback(lambda f: f.cancelled() or f.exception())
+            link.clear()
 
     async def close(self) -> None:
         """Close the replica set if it was made here (a pool's set is the pool's)."""

@@ -27,7 +27,8 @@ from cua_rl.report.plots import (
     point_style,
     save_figure,
 )
-from cua_rl.viewer.queries import open_readonly, run_lambda
+from cua_rl.reward.advantages import step_rewards
+from cua_rl.viewer.queries import open_readonly, run_reward
 
 
 @dataclass
@@ -90,14 +91,15 @@ def spread_steps(times: Sequence[tuple[float, float, int]], edges: np.ndarray) -
 
 
 def load_series(conn: sqlite3.Connection) -> RunSeries:
-    lam = run_lambda(conn)
+    reward = run_reward(conn)  # the policy's R_i (Eq. 1), as the learner computed it
     votes: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
     for tid, idx, score in conn.execute(
         "SELECT trajectory_id, step_index, score FROM votes ORDER BY trajectory_id, step_index"
     ):
         votes[tid][idx].append(score)
-    step_version = dict(conn.execute(
-        "SELECT trajectory_id, MAX(policy_version) FROM steps GROUP BY trajectory_id"))
+    step_version = dict(
+        conn.execute("SELECT trajectory_id, MAX(policy_version) FROM steps GROUP BY trajectory_id")
+    )
     out = RunSeries()
     newest = 0
     for tid, status, outcome, v0, n_steps, started, finished in conn.execute(
@@ -112,24 +114,37 @@ def load_series(conn: sqlite3.Connection) -> RunSeries:
         out.outcomes.append(outcome)
         by_step = votes.get(tid, {})
         if n_steps:
-            total = sum(outcome + lam * (sum(s) / len(s) if s else 0.0)
-                        for s in (by_step.get(i, []) for i in range(n_steps)))
+            total = sum(
+                step_rewards(
+                    outcome,
+                    [by_step.get(i, []) for i in range(n_steps)],
+                    reward.policy_lam,
+                    reward.outcome_weight,
+                )
+            )
             out.mean_rewards.append(total / n_steps)
         else:
             out.mean_rewards.append(None)
         all_votes = [s for step in by_step.values() for s in step]
-        out.agreement.append(sum(s == outcome for s in all_votes) / len(all_votes)
-                             if all_votes else None)
+        out.agreement.append(
+            sum(s == outcome for s in all_votes) / len(all_votes) if all_votes else None
+        )
         out.lag.append(newest - v0)
     out.max_version = newest
-    out.stale_dropped = sum(v for (v,) in conn.execute(
-        "SELECT value FROM counters WHERE name LIKE '%stale_dropped'"))
+    out.stale_dropped = sum(
+        v for (v,) in conn.execute("SELECT value FROM counters WHERE name LIKE '%stale_dropped'")
+    )
     return out
 
 
-def series_figure(values: Sequence[float | None], title: str, ylabel: str, *,
-                  ylim: tuple[float, float] | None = None,
-                  cumulative_when_short: bool = False) -> Figure | None:
+def series_figure(
+    values: Sequence[float | None],
+    title: str,
+    ylabel: str,
+    *,
+    ylim: tuple[float, float] | None = None,
+    cumulative_when_short: bool = False,
+) -> Figure | None:
     """Per-trajectory points (where defined) and their trailing mean; None when no
     value is defined.
 
@@ -145,14 +160,27 @@ def series_figure(values: Sequence[float | None], title: str, ylabel: str, *,
     fig, ax = new_figure()
     shown, half = jitter(y)
     label = "per trajectory" + (f" (jittered ±{half:.2g} to show overlaps)" if half else "")
-    ax.scatter(x, shown, color=BASE_COLOR, linewidths=0, label=label, zorder=2,
-               **point_style(len(y)))
+    ax.scatter(
+        x, shown, color=BASE_COLOR, linewidths=0, label=label, zorder=2, **point_style(len(y))
+    )
     if window > 1:
-        ax.plot(x, rolling_mean(y, window), color=HIGHLIGHT_COLOR, linewidth=2.0, zorder=3,
-                label=f"mean of the last {window} trajectories")
+        ax.plot(
+            x,
+            rolling_mean(y, window),
+            color=HIGHLIGHT_COLOR,
+            linewidth=2.0,
+            zorder=3,
+            label=f"mean of the last {window} trajectories",
+        )
     elif cumulative_when_short and len(y) > 1:
-        ax.plot(x, np.cumsum(y) / np.arange(1, len(y) + 1), color=HIGHLIGHT_COLOR,
-                linewidth=2.0, zorder=3, label="mean of all trajectories so far")
+        ax.plot(
+            x,
+            np.cumsum(y) / np.arange(1, len(y) + 1),
+            color=HIGHLIGHT_COLOR,
+            linewidth=2.0,
+            zorder=3,
+            label="mean of all trajectories so far",
+        )
     ax.set_xlabel(X_LABEL)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
@@ -166,13 +194,19 @@ def series_figure(values: Sequence[float | None], title: str, ylabel: str, *,
     elif half and len(levels := np.unique(y)) <= 6:
         ax.set_yticks(levels)
     # Under the axes, so it never hides points or the line.
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=8,
-              frameon=False)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=8, frameon=False)
     return fig
 
 
-def _line(name: str, values: Sequence[float | None], title: str, ylabel: str, out_dir: Path,
-          result: CurvesResult, **style: Any) -> None:
+def _line(
+    name: str,
+    values: Sequence[float | None],
+    title: str,
+    ylabel: str,
+    out_dir: Path,
+    result: CurvesResult,
+    **style: Any,
+) -> None:
     fig = series_figure(values, title, ylabel, **style)
     if fig is None:
         result.skipped[name] = "no data recorded"
@@ -195,8 +229,14 @@ def _throughput(series: RunSeries, out_dir: Path, result: CurvesResult) -> None:
     edges = np.arange(series.start, series.start + span + width, width)
     steps = spread_steps(times, edges)
     fig, ax = new_figure()
-    ax.plot((edges[:-1] + width / 2 - series.start) / 60, steps * 60.0 / width,
-            color=BASE_COLOR, linewidth=1.8, marker="o", markersize=3)
+    ax.plot(
+        (edges[:-1] + width / 2 - series.start) / 60,
+        steps * 60.0 / width,
+        color=BASE_COLOR,
+        linewidth=1.8,
+        marker="o",
+        markersize=3,
+    )
     ax.set_xlabel("minutes since the first rollout started")
     ax.set_ylabel("steps per minute")
     ax.set_title(f"Throughput ({sum(n for _, _, n in times)} steps, bins of {width:.0f} s)")
@@ -214,27 +254,52 @@ def write_curves(run_dir: str | Path, out_dir: str | Path) -> CurvesResult:
         conn.close()
     result = CurvesResult()
     if series.outcomes:
-        _line("success_rate", [1.0 if o > 0 else 0.0 for o in series.outcomes],
-              f"Success rate ({len(series.outcomes)} scored trajectories)",
-              "success (1 = success, 0 = failure)", out_dir, result, ylim=(-0.02, 1.02),
-              cumulative_when_short=True)
+        _line(
+            "success_rate",
+            [1.0 if o > 0 else 0.0 for o in series.outcomes],
+            f"Success rate ({len(series.outcomes)} scored trajectories)",
+            "success (1 = success, 0 = failure)",
+            out_dir,
+            result,
+            ylim=(-0.02, 1.02),
+            cumulative_when_short=True,
+        )
     else:
         result.skipped["success_rate"] = "no scored (non-aborted) trajectories"
-    _line("step_reward", series.mean_rewards, "Mean step reward R = O + λ·mean S",
-          "mean step reward R per step (unitless)", out_dir, result)
+    _line(
+        "step_reward",
+        series.mean_rewards,
+        "Mean step reward R = O + λ·mean S",
+        "mean step reward R per step (unitless)",
+        out_dir,
+        result,
+    )
     if "step_reward" in result.skipped:
         result.skipped["step_reward"] = "no steps in scored trajectories"
-    _line("prm_agreement", series.agreement, "PRM agreement with outcomes",
-          "agreeing votes (fraction of the trajectory's votes)", out_dir, result,
-          ylim=(-0.02, 1.02))
+    _line(
+        "prm_agreement",
+        series.agreement,
+        "PRM agreement with outcomes",
+        "agreeing votes (fraction of the trajectory's votes)",
+        out_dir,
+        result,
+        ylim=(-0.02, 1.02),
+    )
     if "prm_agreement" in result.skipped:
         result.skipped["prm_agreement"] = "no PRM votes recorded"
     if series.max_version == 0:
         result.skipped["staleness"] = "no policy version change recorded (all versions are 0)"
     else:
-        dropped = f", {series.stale_dropped:.0f} stale samples dropped" \
-            if series.stale_dropped else ""
-        _line("staleness", series.lag, f"Policy version lag at finish{dropped}",
-              "lag (policy versions: newest − at start)", out_dir, result)
+        dropped = (
+            f", {series.stale_dropped:.0f} stale samples dropped" if series.stale_dropped else ""
+        )
+        _line(
+            "staleness",
+            series.lag,
+            f"Policy version lag at finish{dropped}",
+            "lag (policy versions: newest − at start)",
+            out_dir,
+            result,
+        )
     _throughput(series, out_dir, result)
     return result

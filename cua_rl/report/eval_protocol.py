@@ -18,8 +18,13 @@ from pathlib import Path
 from typing import Any
 
 EVAL_PRESET = "osworld-verified-eval"
-PROTOCOL_KEYS = ("episode.max_steps", "episode.temperature", "episode.wait_after_action_s",
-                 "judge.enabled", "fleet.group_size")
+PROTOCOL_KEYS = (
+    "episode.max_steps",
+    "episode.temperature",
+    "episode.wait_after_action_s",
+    "judge.enabled",
+    "fleet.group_size",
+)
 """Keys of the preset that are the protocol (50 steps, greedy, 5 s wait, no reward
 model, one rollout per task run; runs averaged by `--runs`)."""
 
@@ -45,8 +50,9 @@ def protocol_overrides() -> tuple[str, ...]:
     """The protocol as dotted overrides (`episode.max_steps=50`, ...)."""
     import yaml
 
-    return tuple(f"{key}={yaml.safe_dump(value).splitlines()[0]}"
-                 for key, value in protocol().items())
+    return tuple(
+        f"{key}={yaml.safe_dump(value).splitlines()[0]}" for key, value in protocol().items()
+    )
 
 
 def replaced_values(preset: str | None, config: str | None) -> list[str]:
@@ -56,8 +62,11 @@ def replaced_values(preset: str | None, config: str | None) -> list[str]:
     if not preset and not (config and "=" not in config):
         return []
     data = merged_layers(preset, Path(config) if config and "=" not in config else None)
-    return [f"{key} {_get(data, key)!r} -> {value!r}" for key, value in protocol().items()
-            if _get(data, key) is not None and _get(data, key) != value]
+    return [
+        f"{key} {_get(data, key)!r} -> {value!r}"
+        for key, value in protocol().items()
+        if _get(data, key) is not None and _get(data, key) != value
+    ]
 
 
 def deviations(overrides: tuple[str, ...]) -> list[str]:

@@ -10,20 +10,21 @@ Truthful counts: every scope (task set, group, domain) says how many of its
 tasks were attempted, scored, failed their setup (`setup_failed`: recorded
 with its reason, never a 0) and are unsupported by the provider, and gives the
 success rate both over the scored tasks (`mean`) and over all its tasks
-(`rate_all`, where any task without a score counts as 0). A task with no
-scored run yet is listed as incomplete.
+(`rate_all`, where any task without a score counts as 0: OSWorld's figure),
+each with its denominator and a 95 % interval, and the report gives pass@k and
+pass^k for k up to the runs (`eval_stats`). A task with no scored run yet is
+listed as incomplete. The files are written by `eval_output`.
 """
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from statistics import fmean
 from typing import Any
 
+from cua_rl.report.eval_stats import pass_k_table, scope_intervals, statistics_note
 from cua_rl.store.run_store import RunStore
 
 TASK_RUN_SEP = "#"
@@ -39,8 +40,6 @@ GROUPS: dict[str, tuple[str, ...]] = {
 }
 """OSWorld's domain groups, as its leaderboard's columns report them; every
 OSWorld domain belongs to exactly one."""
-
-REPORT_FILES = ("report.json", "report.md", "report.png")
 
 
 def task_run_id(task_id: str, run_index: int) -> str:
@@ -76,9 +75,17 @@ def records_from_store(store: RunStore) -> list[RunRecord]:
         key = parse_task_run_id(row["group_id"])
         if key is None or row["status"] not in SCORED_STATUSES or row["score"] is None:
             continue
-        out.append(RunRecord(task_id=key[0], run_index=key[1], score=float(row["score"]),
-                             status=row["status"], trajectory_id=row["trajectory_id"],
-                             domain=row["domain"] or "", steps=row["n_steps"]))
+        out.append(
+            RunRecord(
+                task_id=key[0],
+                run_index=key[1],
+                score=float(row["score"]),
+                status=row["status"],
+                trajectory_id=row["trajectory_id"],
+                domain=row["domain"] or "",
+                steps=row["n_steps"],
+            )
+        )
     return out
 
 
@@ -92,21 +99,27 @@ def setup_failures_from_store(store: RunStore) -> dict[str, str]:
     return out
 
 
-def done_task_runs(records: Iterable[RunRecord],
-                   setup_failed: Iterable[str] = ()) -> set[str]:
+def done_task_runs(records: Iterable[RunRecord], setup_failed: Iterable[str] = ()) -> set[str]:
     """Group ids of the task runs that need not run again (scored or setup-failed)."""
     return {task_run_id(r.task_id, r.run_index) for r in records} | set(setup_failed)
 
 
 def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The truthful counts of a scope's task rows (see the module docstring)."""
+    """The truthful counts of a scope's task rows (see the module docstring), and
+    each rate's interval (`eval_stats.scope_intervals`)."""
     means = [row["mean"] for row in rows if row["mean"] is not None]
     count = lambda state: sum(row["state"] == state for row in rows)  # noqa: E731
-    return {"mean": fmean(means) if means else None, "count": len(means),
-            "tasks": len(rows), "attempted": len(means) + count(SETUP_FAILED),
-            "scored": len(means), "setup_failed": count(SETUP_FAILED),
-            "unsupported": count("unsupported"),
-            "rate_all": sum(means) / len(rows) if rows else None}
+    return {
+        "mean": fmean(means) if means else None,
+        "count": len(means),
+        "tasks": len(rows),
+        "attempted": len(means) + count(SETUP_FAILED),
+        "scored": len(means),
+        "setup_failed": count(SETUP_FAILED),
+        "unsupported": count("unsupported"),
+        "rate_all": sum(means) / len(rows) if rows else None,
+        **scope_intervals(rows),
+    }
 
 
 def build_report(
@@ -148,9 +161,19 @@ def build_report(
         scores = [r.score for r in done]
         mean = fmean(scores) if scores else None
         row: dict[str, Any] = {
-            "domain": domain, "mean": mean, "scores": scores,
-            "runs": [{"run": r.run_index, "score": r.score, "status": r.status,
-                      "steps": r.steps, "trajectory_id": r.trajectory_id} for r in done],
+            "domain": domain,
+            "mean": mean,
+            "scores": scores,
+            "runs": [
+                {
+                    "run": r.run_index,
+                    "score": r.score,
+                    "status": r.status,
+                    "steps": r.steps,
+                    "trajectory_id": r.trajectory_id,
+                }
+                for r in done
+            ],
         }
         if mean is not None:
             row["state"] = "scored"
@@ -165,106 +188,28 @@ def build_report(
             incomplete.append(task_id)
     in_domain = lambda ds: [r for r in task_rows.values() if r["domain"] in ds]  # noqa: E731
     domains = {d: _summary(in_domain({d})) for d in sorted({*tasks.values()})}
-    groups = {name: {**_summary(in_domain(set(members))), "domains": list(members)}
-              for name, members in GROUPS.items()}
+    groups = {
+        name: {**_summary(in_domain(set(members))), "domains": list(members)}
+        for name, members in GROUPS.items()
+    }
     ungrouped = sorted({*tasks.values()} - {d for ms in GROUPS.values() for d in ms})
     if ungrouped:
         groups["Other"] = {**_summary(in_domain(set(ungrouped))), "domains": ungrouped}
     runs_done = sum(len(row["runs"]) for row in task_rows.values())
     return {
         "protocol": {**(protocol or {}), "runs": runs},
-        "overall": {**_summary(list(task_rows.values())), "runs_done": runs_done,
-                    # unsupported tasks are never run: no run of theirs is missing
-                    "runs_expected": (len(tasks) - len(set(tasks) & set(unsupported))) * runs
-                    if runs is not None else None,
-                    "incomplete_tasks": incomplete},
+        "statistics": statistics_note(),
+        "pass_k": pass_k_table(list(task_rows.values()), runs),
+        "overall": {
+            **_summary(list(task_rows.values())),
+            "runs_done": runs_done,
+            # unsupported tasks are never run: no run of theirs is missing
+            "runs_expected": (len(tasks) - len(set(tasks) & set(unsupported))) * runs
+            if runs is not None
+            else None,
+            "incomplete_tasks": incomplete,
+        },
         "groups": groups,
         "domains": domains,
         "tasks": task_rows,
     }
-
-
-def _pct(value: float | None) -> str:
-    return "–" if value is None else f"{100 * value:.1f}%"
-
-
-def _task_cell(row: Mapping[str, Any]) -> str:
-    if row["scores"]:
-        return ", ".join(f"{s:g}" for s in row["scores"])
-    if row.get("state") in (SETUP_FAILED, "unsupported"):
-        reason = str(row.get("reason", "")).replace("|", "/").replace("\n", " ")[:200]
-        return f"{row['state']}: {reason}"
-    return "(no run yet)"
-
-
-def render_counts(report: Mapping[str, Any]) -> str:
-    """The truthful counts as two Markdown tables (overall and groups, domains): what
-    `cua-rl eval` prints and the report's Markdown starts with."""
-    header = ["| scope | tasks | attempted | scored | setup failed | unsupported "
-              "| success (scored) | success (all) |",
-              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-
-    def counts(name: str, row: Mapping[str, Any]) -> str:
-        return (f"| {name} | {row['tasks']} | {row['attempted']} | {row['scored']} "
-                f"| {row['setup_failed']} | {row['unsupported']} | {_pct(row['mean'])} "
-                f"| {_pct(row['rate_all'])} |")
-
-    lines = ["## Overall and groups", "", *header, counts("**Overall**", report["overall"])]
-    for name, group in report["groups"].items():
-        lines.append(counts(f"{name} ({' + '.join(group['domains'])})", group))
-    lines += ["", "## Domains", "", *header]
-    lines += [counts(domain, row) for domain, row in report["domains"].items()]
-    return "\n".join(lines) + "\n"
-
-
-def render_markdown(report: Mapping[str, Any], title: str = "OSWorld evaluation") -> str:
-    """Overall and groups first, then one table per domain (a task per row)."""
-    overall, proto = report["overall"], report["protocol"]
-    lines = [f"# {title}", ""]
-    shown = [f"{k} {v}" for k, v in proto.items() if v is not None]
-    if shown:
-        lines += ["Protocol: " + ", ".join(shown) + ".", ""]
-    expected = overall["runs_expected"]
-    lines += [f"Task runs scored: {overall['runs_done']}"
-              + (f" of {expected}" if expected is not None else "")
-              + (f" ({overall['unsupported']} unsupported task(s) not run)"
-                 if overall["unsupported"] else "") + ".", ""]
-    lines += render_counts(report).splitlines()
-    for domain in report["domains"]:
-        lines += ["", f"### {domain}", "", "| task | mean | run scores |", "| --- | ---: | --- |"]
-        for task_id, row in report["tasks"].items():
-            if row["domain"] == domain:
-                lines.append(f"| {task_id} | {_pct(row['mean'])} | {_task_cell(row)} |")
-    if overall["incomplete_tasks"]:
-        lines += ["", "Tasks without a scored run (left out of the means): "
-                  + ", ".join(overall["incomplete_tasks"]) + "."]
-    return "\n".join(lines) + "\n"
-
-
-def chart_values(report: Mapping[str, Any]) -> dict[str, float]:
-    """Success rate in percent per domain, then per group, then overall (bars
-    with no scored task are left out)."""
-    values = {d: row["mean"] for d, row in report["domains"].items()}
-    values |= {name: g["mean"] for name, g in report["groups"].items()}
-    values["Overall"] = report["overall"]["mean"]
-    return {k: 100 * v for k, v in values.items() if v is not None}
-
-
-def write_report(report: Mapping[str, Any], run_dir: Path,
-                 title: str = "OSWorld evaluation") -> list[Path]:
-    """report.json, report.md and report.png in `run_dir`; the paths written.
-
-    The chart needs matplotlib (the `eval` extra); without it the JSON and
-    Markdown are still written, so a long evaluation never loses its report.
-    """
-    run_dir.mkdir(parents=True, exist_ok=True)
-    json_path, md_path, png_path = (run_dir / name for name in REPORT_FILES)
-    json_path.write_text(json.dumps(report, indent=2) + "\n")
-    md_path.write_text(render_markdown(report, title))
-    try:
-        from cua_rl.report.plots import bar_chart
-    except ImportError:
-        return [json_path, md_path]
-    groups = [*report["groups"], "Overall"]
-    bar_chart(chart_values(report), f"{title}: success rate", png_path, highlight=groups)
-    return [json_path, md_path, png_path]

@@ -67,8 +67,12 @@ def read_demo_series(run_dir: Path, order: list[str]) -> DemoSeries:
             "WHERE t.status != 'aborted' AND t.outcome IS NOT NULL GROUP BY v.prm_version"
         ).fetchall()
         names = dict(conn.execute("SELECT variant_id, evaluator_name FROM variants"))
-        decided = [json.loads(d) for (d,) in conn.execute(
-            "SELECT data_json FROM events WHERE kind = 'adapt_decision' ORDER BY id")]
+        decided = [
+            json.loads(d)
+            for (d,) in conn.execute(
+                "SELECT data_json FROM events WHERE kind = 'adapt_decision' ORDER BY id"
+            )
+        ]
     finally:
         conn.close()
     wins: dict[int, list[int]] = defaultdict(lambda: [0, 0])
@@ -81,17 +85,28 @@ def read_demo_series(run_dir: Path, order: list[str]) -> DemoSeries:
     series.success_by_version = {v: (w, n) for v, (w, n) in sorted(wins.items())}
     series.agreement_by_version = {int(v): (int(a or 0), int(n)) for v, a, n in votes}
     series.decisions = [
-        {"candidate": names.get(d.get("candidate"), d.get("candidate")),
-         "parent": names.get(d.get("parent"), d.get("parent")),
-         "direction": d.get("direction"), "acc_parent": d.get("acc_parent"),
-         "acc_candidate": d.get("acc_candidate"), "accepted": bool(d.get("accepted"))}
-        for d in decided]
+        {
+            "candidate": names.get(d.get("candidate"), d.get("candidate")),
+            "parent": names.get(d.get("parent"), d.get("parent")),
+            "direction": d.get("direction"),
+            "acc_parent": d.get("acc_parent"),
+            "acc_candidate": d.get("acc_candidate"),
+            "accepted": bool(d.get("accepted")),
+        }
+        for d in decided
+    ]
     return series
 
 
-def plot_demo(series: DemoSeries, order: list[str], out_dir: Path, *,
-              eval_first: float | None = None, eval_last: float | None = None,
-              last_version: int | None = None) -> dict[str, Path]:
+def plot_demo(
+    series: DemoSeries,
+    order: list[str],
+    out_dir: Path,
+    *,
+    eval_first: float | None = None,
+    eval_last: float | None = None,
+    last_version: int | None = None,
+) -> dict[str, Path]:
     """Write the three PNGs; the evaluation passes (if given) are drawn as points
     on the success curve at the first and the last policy version."""
     out: dict[str, Path] = {}
@@ -100,11 +115,13 @@ def plot_demo(series: DemoSeries, order: list[str], out_dir: Path, *,
     rates = [w / n for w, n in series.success_by_version.values()]
     ax.plot(versions, rates, marker="o", color=BASE_COLOR, label="training rollouts")
     for version, rate, marker, label in (
-            (0, eval_first, "s", "evaluation pass, initial policy"),
-            (last_version, eval_last, "D", "evaluation pass, final policy")):
+        (0, eval_first, "s", "evaluation pass, initial policy"),
+        (last_version, eval_last, "D", "evaluation pass, final policy"),
+    ):
         if rate is not None and version is not None:
-            ax.scatter([version], [rate], color=HIGHLIGHT_COLOR, marker=marker, zorder=3, s=60,
-                       label=label)
+            ax.scatter(
+                [version], [rate], color=HIGHLIGHT_COLOR, marker=marker, zorder=3, s=60, label=label
+            )
     ax.set_ylim(-0.03, 1.03)
     ax.set_xlabel("policy version")
     ax.set_ylabel("success rate")
@@ -114,8 +131,12 @@ def plot_demo(series: DemoSeries, order: list[str], out_dir: Path, *,
 
     fig, ax = new_figure()
     versions = list(series.agreement_by_version)
-    ax.plot(versions, [a / n for a, n in series.agreement_by_version.values()],
-            marker="o", color=BASE_COLOR)
+    ax.plot(
+        versions,
+        [a / n for a, n in series.agreement_by_version.values()],
+        marker="o",
+        color=BASE_COLOR,
+    )
     ax.set_ylim(-0.03, 1.03)
     ax.set_xlabel("reward-model version")
     ax.set_ylabel("votes agreeing with the outcome")
@@ -123,8 +144,12 @@ def plot_demo(series: DemoSeries, order: list[str], out_dir: Path, *,
     out["prm_agreement"] = save_figure(fig, out_dir / "learn_demo_prm_agreement.png")
 
     fig, ax = new_figure()
-    ax.step([s / 60 for s, _, _ in series.served], [i for _, _, i in series.served],
-            where="post", color=BASE_COLOR)
+    ax.step(
+        [s / 60 for s, _, _ in series.served],
+        [i for _, _, i in series.served],
+        where="post",
+        color=BASE_COLOR,
+    )
     names = order + sorted({n for _, n, i in series.served if i >= len(order)})[:1]
     ax.set_yticks(range(len(names)), names, fontsize=8)
     ax.set_xlabel("minutes into training")

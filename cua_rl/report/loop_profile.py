@@ -27,8 +27,17 @@ from cua_rl.spans import SPANS_DIR
 
 Span = dict[str, Any]
 
-EPISODE_PARTS = ("setup", "prompt", "policy_call", "act", "screenshot", "images",
-                 "evaluate", "recording", "save")
+EPISODE_PARTS = (
+    "setup",
+    "prompt",
+    "policy_call",
+    "act",
+    "screenshot",
+    "images",
+    "evaluate",
+    "recording",
+    "save",
+)
 """Spans an episode is made of (tid attr; `cua_rl/rollout/actor.py`). `replica_wait`
 spans of the episode's policy calls lie inside `policy_call` and are split out."""
 ACTOR_WAITS = ("ticket_wait", "gate_wait", "lease_wait", "replica_wait", "judge_wait")
@@ -56,9 +65,12 @@ def load_spans(run_dir: Path) -> list[Span]:
                     span = json.loads(line)
                 except ValueError:
                     continue
-                if (isinstance(span, dict) and isinstance(span.get("kind"), str)
-                        and isinstance(span.get("start"), int | float)
-                        and isinstance(span.get("end"), int | float)):
+                if (
+                    isinstance(span, dict)
+                    and isinstance(span.get("kind"), str)
+                    and isinstance(span.get("start"), int | float)
+                    and isinstance(span.get("end"), int | float)
+                ):
                     spans.append(span)
     spans.sort(key=lambda s: s["start"])
     return spans
@@ -77,43 +89,24 @@ def merged(intervals: Iterable[Sequence[float]]) -> list[tuple[float, float]]:
     return out
 
 
-def union_s(intervals: Iterable[Sequence[float]], lo: float = -math.inf,
-            hi: float = math.inf) -> float:
+def union_s(
+    intervals: Iterable[Sequence[float]], lo: float = -math.inf, hi: float = math.inf
+) -> float:
     """Length of the union of intervals, clipped to [lo, hi]."""
     return sum(max(0.0, min(e, hi) - max(s, lo)) for s, e in merged(intervals))
-
-
-def intersection_s(a: Iterable[Sequence[float]], b: Iterable[Sequence[float]]) -> float:
-    """Seconds during which some interval of `a` and some interval of `b` are both open."""
-    ma, mb = merged(a), merged(b)
-    total, i, j = 0.0, 0, 0
-    while i < len(ma) and j < len(mb):
-        total += max(0.0, min(ma[i][1], mb[j][1]) - max(ma[i][0], mb[j][0]))
-        if ma[i][1] < mb[j][1]:
-            i += 1
-        else:
-            j += 1
-    return total
-
-
-def overlapping(a: Sequence[Window], b: Sequence[Window]) -> list[tuple[Window, Window]]:
-    """Pairs of windows of `a` and `b` that share some time (touching ends do not)."""
-    return [(x, y) for x in a for y in b if x.start < y.end and y.start < x.end]
 
 
 def _of(spans: Iterable[Span], *kinds: str) -> list[Span]:
     return [s for s in spans if s["kind"] in kinds]
 
 
-def episode_windows(spans: Iterable[Span]) -> list[Window]:
-    """Each episode's [start, end] (its desktop lease to its trajectory saved), by tid."""
-    return [Window(s["start"], s["end"], str(s.get("tid", ""))) for s in _of(spans, "episode")]
-
-
 def sync_windows(spans: Iterable[Span], role: str = "policy") -> list[Window]:
     """Each weight sync of `role`'s learner, labelled with the version it pushed."""
-    return [Window(s["start"], s["end"], str(s.get("version", "")))
-            for s in _of(spans, "weight_sync") if s.get("role") == role]
+    return [
+        Window(s["start"], s["end"], str(s.get("version", "")))
+        for s in _of(spans, "weight_sync")
+        if s.get("role") == role
+    ]
 
 
 def update_windows(spans: Iterable[Span], role: str = "policy") -> list[Window]:
@@ -159,8 +152,9 @@ def _pool_sizes(spans: list[Span]) -> dict[str, int]:
         sizes.setdefault(s["pool"], 0)
     for name, size in sizes.items():
         if not size:
-            sizes[name] = len({s["replica"] for s in _of(spans, "replica_call")
-                               if s["pool"] == name})
+            sizes[name] = len(
+                {s["replica"] for s in _of(spans, "replica_call") if s["pool"] == name}
+            )
     return sizes
 
 
@@ -168,9 +162,13 @@ def _fraction(num: float, den: float) -> float:
     return num / den if den > 0 else 0.0
 
 
-def profile(spans: list[Span], *, desktops: int | None = None,
-            pools: dict[str, int] | None = None,
-            window: tuple[float, float] | None = None) -> dict[str, Any]:
+def profile(
+    spans: list[Span],
+    *,
+    desktops: int | None = None,
+    pools: dict[str, int] | None = None,
+    window: tuple[float, float] | None = None,
+) -> dict[str, Any]:
     """The figures of one run (or of `window`, e.g. after a warm-up): see module doc.
 
     `desktops`: desktops of the run (default: the actors of its `fleet` markers);
@@ -199,30 +197,37 @@ def profile(spans: list[Span], *, desktops: int | None = None,
         "desktop_busy": _fraction(desktop_s, n_desktops * wall),
         "pools": _pools(spans, pools, lo, hi),
         "learners": _learners(spans, lo, hi),
-        "waits_s": {kind: sum(max(0.0, min(s["end"], hi) - max(s["start"], lo))
-                              for s in _of(spans, kind)) for kind in ACTOR_WAITS},
-        "policy_replica_wait_s": sum(max(0.0, min(s["end"], hi) - max(s["start"], lo))
-                                     for s in _of(spans, "replica_wait")
-                                     if s.get("tid") is not None),
+        "waits_s": {
+            kind: sum(max(0.0, min(s["end"], hi) - max(s["start"], lo)) for s in _of(spans, kind))
+            for kind in ACTOR_WAITS
+        },
+        "policy_replica_wait_s": sum(
+            max(0.0, min(s["end"], hi) - max(s["start"], lo))
+            for s in _of(spans, "replica_wait")
+            if s.get("tid") is not None
+        ),
         "lag": _lag(spans, lo, hi),
         "breakdown": breakdown(spans, finished),
     }
 
 
-def _pools(spans: list[Span], sizes: dict[str, int] | None, lo: float, hi: float
-           ) -> dict[str, dict[str, float]]:
+def _pools(
+    spans: list[Span], sizes: dict[str, int] | None, lo: float, hi: float
+) -> dict[str, dict[str, float]]:
     sizes = {**_pool_sizes(spans), **(sizes or {})}
-    calls: dict[str, dict[str, list[tuple[float, float]]]] = defaultdict(
-        lambda: defaultdict(list))
+    calls: dict[str, dict[str, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
     for s in _of(spans, "replica_call"):
         calls[s["pool"]][s["replica"]].append((s["start"], s["end"]))
     out = {}
     for name, replicas in sizes.items():
         busy = sum(union_s(iv, lo, hi) for iv in calls[name].values())
         durations = [e - s for iv in calls[name].values() for s, e in iv if lo <= e <= hi]
-        out[name] = {"replicas": replicas, "busy": _fraction(busy, replicas * (hi - lo)),
-                     "calls": len(durations),
-                     "call_s_mean": statistics.fmean(durations) if durations else 0.0}
+        out[name] = {
+            "replicas": replicas,
+            "busy": _fraction(busy, replicas * (hi - lo)),
+            "calls": len(durations),
+            "call_s_mean": statistics.fmean(durations) if durations else 0.0,
+        }
     return out
 
 
@@ -233,12 +238,14 @@ def _learners(spans: list[Span], lo: float, hi: float) -> dict[str, dict[str, fl
     roles = sorted({s.get("role", "") for s in _of(spans, *LEARNER_KINDS)})
     for role in roles:
         mine = [s for s in _of(spans, *LEARNER_KINDS) if s.get("role") == role]
-        intervals = {k: [(s["start"], s["end"]) for s in mine if s["kind"] == k]
-                     for k in LEARNER_KINDS}
+        intervals = {
+            k: [(s["start"], s["end"]) for s in mine if s["kind"] == k] for k in LEARNER_KINDS
+        }
         wall = hi - lo
         out[role] = {
-            "busy": _fraction(union_s([iv for k in LEARNER_KINDS for iv in intervals[k]],
-                                      lo, hi), wall),
+            "busy": _fraction(
+                union_s([iv for k in LEARNER_KINDS for iv in intervals[k]], lo, hi), wall
+            ),
             "step_busy": _fraction(union_s(intervals["learner_step"], lo, hi), wall),
             "updates": sum(1 for s in mine if s["kind"] == "learner_step" and lo <= s["end"] <= hi),
             **{f"{k}_s": union_s(intervals[k], lo, hi) for k in LEARNER_KINDS},
@@ -253,8 +260,9 @@ def _lag(spans: list[Span], lo: float, hi: float) -> dict[str, dict[str, float]]
     for s in _of(spans, "learner_step"):
         if not lo <= s["end"] <= hi:
             continue
-        role = out.setdefault(s.get("role", ""), {"samples": 0, "used": 0, "mean": 0.0,
-                                                   "max": 0.0, "_sum": 0.0})
+        role = out.setdefault(
+            s.get("role", ""), {"samples": 0, "used": 0, "mean": 0.0, "max": 0.0, "_sum": 0.0}
+        )
         n = int(s.get("samples", 0))
         role["samples"] += n
         role["used"] += int(s.get("used", n))
@@ -299,8 +307,12 @@ def _fit(durations: Sequence[float]) -> dict[str, float] | None:
         return None
     logs = [math.log(v) for v in values]
     sigma = statistics.pstdev(logs) if len(logs) > 1 else 0.0
-    return {"median_s": statistics.median(values), "sigma": min(3.0, sigma),
-            "min_s": values[0], "max_s": values[-1]}
+    return {
+        "median_s": statistics.median(values),
+        "sigma": min(3.0, sigma),
+        "min_s": values[0],
+        "max_s": values[-1],
+    }
 
 
 def latency_model(spans: list[Span]) -> dict[str, Any]:
@@ -310,28 +322,46 @@ def latency_model(spans: list[Span]) -> dict[str, Any]:
     Model calls are replica service times (`replica_call`, the queue for a slot left
     out: the simulator queues by its own capacity), else the callers' spans. The
     learner's time per group is measured on this run's learner, not per 8-GPU node."""
+
     def durations(kind: str, **match: Any) -> list[float]:
-        return [s["end"] - s["start"] for s in _of(spans, kind)
-                if "error" not in s and all(s.get(k) == v for k, v in match.items())]
+        return [
+            s["end"] - s["start"]
+            for s in _of(spans, kind)
+            if "error" not in s and all(s.get(k) == v for k, v in match.items())
+        ]
 
     model: dict[str, Any] = {}
-    fits = {"reset_s": durations("setup"), "act_s": durations("act"),
-            "screenshot_s": durations("screenshot"), "evaluate_s": durations("evaluate"),
-            "policy_s": durations("replica_call", pool="policy") or durations("policy_call"),
-            "prm_s": durations("replica_call", pool="prm") or durations("prm_call"),
-            "weight_sync_s": durations("weight_sync", role="policy")}
+    fits = {
+        "reset_s": durations("setup"),
+        "act_s": durations("act"),
+        "screenshot_s": durations("screenshot"),
+        "evaluate_s": durations("evaluate"),
+        "policy_s": durations("replica_call", pool="policy") or durations("policy_call"),
+        "prm_s": durations("replica_call", pool="prm") or durations("prm_call"),
+        "weight_sync_s": durations("weight_sync", role="policy"),
+    }
     for key, values in fits.items():
         if (dist := _fit(values)) is not None:
             model[key] = dist
-    steps = [int(s["steps"]) for s in _of(spans, "episode") if "error" not in s
-             and int(s.get("steps", 0)) > 0]
+    steps = [
+        int(s["steps"])
+        for s in _of(spans, "episode")
+        if "error" not in s and int(s.get("steps", 0)) > 0
+    ]
     if steps:
         fit = _fit(steps)
         assert fit is not None
-        model["episode_steps"] = {"median": fit["median_s"], "sigma": fit["sigma"],
-                                  "min": min(steps), "max": max(steps)}
-    per_group = [(s["end"] - s["start"]) / int(s["groups"]) for s in _of(spans, "learner_step")
-                 if s.get("role") == "policy" and int(s.get("groups", 0)) > 0]
+        model["episode_steps"] = {
+            "median": fit["median_s"],
+            "sigma": fit["sigma"],
+            "min": min(steps),
+            "max": max(steps),
+        }
+    per_group = [
+        (s["end"] - s["start"]) / int(s["groups"])
+        for s in _of(spans, "learner_step")
+        if s.get("role") == "policy" and int(s.get("groups", 0)) > 0
+    ]
     if per_group:
         model["learner_s_per_group"] = max(1e-6, statistics.median(per_group))
     return model

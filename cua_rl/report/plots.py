@@ -32,8 +32,10 @@ into a few lines and their density cannot be seen."""
 def point_style(n: int) -> dict[str, float]:
     """Marker size and alpha for `n` per-trajectory points: dots a reader can see
     on a short run, and a translucent cloud (density stays visible) on a long one."""
-    return {"s": 18.0 if n <= 500 else 8.0,
-            "alpha": float(min(0.7, max(0.12, 8.0 / np.sqrt(max(n, 1)))))}
+    return {
+        "s": 18.0 if n <= 500 else 8.0,
+        "alpha": float(min(0.7, max(0.12, 8.0 / np.sqrt(max(n, 1))))),
+    }
 
 
 def jitter(y: np.ndarray, seed: int = 0) -> tuple[np.ndarray, float]:
@@ -78,18 +80,37 @@ def bar_chart(
     ymax: float | None = 100.0,
     highlight: Collection[str] = (),
     value_format: str = "{:.1f}",
+    errors: Mapping[str, tuple[float, float]] | None = None,
 ) -> Path:
     """One bar per entry, in the given order, each labelled with its value;
-    entries named in `highlight` (aggregates such as groups) get a second colour."""
+    entries named in `highlight` (aggregates such as groups) get a second colour;
+    `errors` gives an entry its interval (low, high), drawn as an error bar."""
     fig, ax = new_figure(width=max(6.0, 0.7 * len(values) + 2.0))
     labels = list(values)
     heights = [values[k] for k in labels]
     colors = [HIGHLIGHT_COLOR if k in highlight else BASE_COLOR for k in labels]
-    bars = ax.bar(range(len(labels)), heights, color=colors, width=0.7)
+    yerr = None
+    if errors:
+        bounds = [errors.get(k, (h, h)) for k, h in zip(labels, heights, strict=True)]
+        yerr = np.array(
+            [
+                [max(0.0, h - lo) for (lo, _), h in zip(bounds, heights, strict=True)],
+                [max(0.0, hi - h) for (_, hi), h in zip(bounds, heights, strict=True)],
+            ]
+        )
+    bars = ax.bar(
+        range(len(labels)),
+        heights,
+        color=colors,
+        width=0.7,
+        yerr=yerr,
+        error_kw={"ecolor": "#333333", "capsize": 3, "linewidth": 1},
+    )
     ax.bar_label(bars, labels=[value_format.format(h) for h in heights], padding=2, fontsize=8)
     ax.set_xticks(range(len(labels)), labels, rotation=35, ha="right", fontsize=9)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     if ymax is not None:
-        ax.set_ylim(0, max([ymax, *heights]) * 1.08)  # room for the value labels
+        tops = [hi for _, hi in errors.values()] if errors else []
+        ax.set_ylim(0, max([ymax, *heights, *tops]) * 1.08)  # room for the value labels
     return save_figure(fig, out_path)

@@ -1,10 +1,12 @@
 """RLAnything's integrated rewards and advantages (docs/algorithms.md).
 
-Step reward: `R_i = O + lambda * mean_j S_ij` joins the trajectory outcome O with
-the reward model's m votes on step i. Policy advantages standardize R_i across
-the trajectories of one task at the same step index; reward-model advantages
-standardize `R_i * S_ij` across the m votes of a step, so a vote is rewarded for
-agreeing with the integrated signal. Pure functions: no I/O, no model.
+Step reward (Eq. 1): `R_i = w * O + lambda * mean_j S_ij` joins the trajectory
+outcome O with the reward model's m votes on step i (w = 1 in the paper; 0 trains
+the policy on the votes alone). Policy advantages standardize R_i across the
+trajectories of one task at the same step index; reward-model advantages
+standardize `R'_i * S_ij` (Eq. 2, `R'_i = O + lambda' * mean_j S_ij` with its own
+lambda') across the m votes of a step, so a vote is rewarded for agreeing with the
+integrated signal. Pure functions: no I/O, no model.
 """
 
 from __future__ import annotations
@@ -20,13 +22,17 @@ EPS = 1e-6
 
 
 def step_rewards(
-    outcome: int, votes_per_step: Sequence[Sequence[int]], lam: float = 1.0
+    outcome: int,
+    votes_per_step: Sequence[Sequence[int]],
+    lam: float = 1.0,
+    outcome_weight: float = 1.0,
 ) -> list[float]:
-    """`R_i = O + lam * mean_j S_ij` for every step; a step without votes gets O."""
+    """`R_i = w * O + lam * mean_j S_ij` for every step (w: `outcome_weight`); a step
+    without votes gets `w * O`."""
     out = []
     for votes in votes_per_step:
         mean = sum(votes) / len(votes) if votes else 0.0
-        out.append(outcome + lam * mean)
+        out.append(outcome_weight * outcome + lam * mean)
     return out
 
 
@@ -54,7 +60,7 @@ class StepAdvantage:
 
 
 def policy_advantages(
-    rewards_by_trajectory: dict[str, Sequence[float]], *, keep_zero: bool = False,
+    rewards_by_trajectory: dict[str, Sequence[float]], *, keep_zero: bool = False
 ) -> list[StepAdvantage]:
     """Advantages of one task group: at each step index, standardize R_i across
     the trajectories that reached that index (a step index only one trajectory
@@ -63,8 +69,9 @@ def policy_advantages(
     out: list[StepAdvantage] = []
     for i in range(longest):
         ids = [t for t, r in rewards_by_trajectory.items() if len(r) > i]
-        for tid, adv in zip(ids, standardize([rewards_by_trajectory[t][i] for t in ids]),
-                            strict=True):
+        for tid, adv in zip(
+            ids, standardize([rewards_by_trajectory[t][i] for t in ids]), strict=True
+        ):
             if keep_zero or abs(adv) > EPS:
                 out.append(StepAdvantage(tid, i, adv))
     return out

@@ -23,8 +23,8 @@ from cua_rl.agent import parse_prm_vote, prm_messages
 from cua_rl.errors import InferenceError
 from cua_rl.inference.base import ChatBackend
 from cua_rl.reward.config import JudgeConfig
+from cua_rl.store.async_run_store import AsyncRunStore
 from cua_rl.store.run_events import JUDGE_FAILURE
-from cua_rl.store.run_store import AsyncRunStore
 from cua_rl.types import Step, StepVerdict, TaskVariant, Vote
 
 log = logging.getLogger(__name__)
@@ -53,9 +53,12 @@ class StreamingJudge:
         prior_actions: list[str],
         before_url: str,
         after_url: str,
+        *,
+        seed: int | None = None,
     ) -> None:
+        """Start judging `step`; `seed` seeds its request (None: unseeded)."""
         task = asyncio.create_task(
-            self._judge(trajectory_id, variant, step, prior_actions, before_url, after_url),
+            self._judge(trajectory_id, variant, step, prior_actions, before_url, after_url, seed),
             name=f"judge:{trajectory_id}:{step.index}",
         )
         self._pending.setdefault(trajectory_id, set()).add(task)
@@ -68,17 +71,25 @@ class StreamingJudge:
         prior_actions: list[str],
         before_url: str,
         after_url: str,
+        seed: int | None,
     ) -> StepVerdict | None:
         messages = prm_messages(
-            variant.instruction, prior_actions, before_url, step.response, after_url,
+            variant.instruction,
+            prior_actions,
+            before_url,
+            step.response,
+            after_url,
             parse_error=step.parse_error.message if step.parse_error else None,
         )
         async with self._slots:
             try:
                 with spans.span("prm_call", tid=trajectory_id, step=step.index):
                     result = await self.prm.chat(
-                        messages, n=self.cfg.votes, temperature=self.cfg.temperature,
+                        messages,
+                        n=self.cfg.votes,
+                        temperature=self.cfg.temperature,
                         max_tokens=self.cfg.max_tokens,
+                        seed=seed,
                     )
             except InferenceError as exc:
                 await self._failed(trajectory_id, step.index, exc)
@@ -87,14 +98,19 @@ class StreamingJudge:
             await self._failed(trajectory_id, step.index, "no votes in the answer")
             return None
         votes = tuple(
-            Vote(score=parse_prm_vote(c.text), text=c.text, token_ids=c.token_ids,
-                 logprobs=c.logprobs)
+            Vote(
+                score=parse_prm_vote(c.text),
+                text=c.text,
+                token_ids=c.token_ids,
+                logprobs=c.logprobs,
+            )
             for c in result.choices
         )
         self.counts["verdicts"] += 1
         self.counts["unparseable_votes"] += sum(1 for v in votes if v.score == 0)
-        verdict = StepVerdict(trajectory_id, step.index, votes,
-                              prm_version=result.model_version or 0)
+        verdict = StepVerdict(
+            trajectory_id, step.index, votes, prm_version=result.model_version or 0
+        )
         await self.store.save_verdict(verdict)
         return verdict
 
@@ -102,8 +118,9 @@ class StreamingJudge:
         self.counts["judge_failures"] += 1
         log.warning("no verdict for step %d of %s: %s", index, trajectory_id, reason)
         await self.store.incr("judge_failures")
-        await self.store.add_event(JUDGE_FAILURE, trajectory_id,
-                                   {"step_index": index, "reason": str(reason)})
+        await self.store.add_event(
+            JUDGE_FAILURE, trajectory_id, {"step_index": index, "reason": str(reason)}
+        )
 
     async def collect(self, trajectory_id: str) -> list[StepVerdict]:
         """All verdicts of a trajectory, in step order, once every one is in."""

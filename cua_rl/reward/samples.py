@@ -1,9 +1,11 @@
 """From a finished task group to learner samples for the policy and the PRM.
 
 Turning a group into samples is reward logic (docs/algorithms.md):
-integrated step rewards, policy advantages per step index across the group,
-reward-model advantages across the m votes, reward-model samples only from tasks
-in the band. The learners consume the resulting `StepSample`s and nothing else.
+integrated step rewards (Eq. 1 for the policy, Eq. 2 for the reward model, each
+with its own lambda, `RewardConfig`), policy advantages per step index across the
+group, reward-model advantages across the m votes, reward-model samples only from
+tasks in the band and only while the reward model trains. The learners consume
+the resulting `StepSample`s and nothing else.
 
 Prompts are rebuilt from the run store with the same functions the actor and the
 judge used (`step_messages`, `prm_messages`, `encode_image` on the stored
@@ -35,7 +37,8 @@ from cua_rl.reward.advantages import (
     prm_vote_advantages,
     step_rewards,
 )
-from cua_rl.store.run_store import AsyncRunStore
+from cua_rl.reward.config import RewardConfig
+from cua_rl.store.async_run_store import AsyncRunStore
 from cua_rl.types import GroupRecord, StepSample, StepVerdict, Trajectory
 
 
@@ -53,7 +56,7 @@ class GroupSamples:
     policy: list[StepSample] = field(default_factory=list)
     prm: list[StepSample] = field(default_factory=list)
     rewards: dict[str, list[float]] = field(default_factory=dict)
-    """Integrated step rewards R_i per trajectory (for metrics)."""
+    """The policy's integrated step rewards R_i (Eq. 1) per trajectory (for metrics)."""
     skipped: Counter[str] = field(default_factory=Counter)
     """Steps (`policy/<reason>`) and votes (`prm/<reason>`) that did not become samples."""
 
@@ -70,9 +73,15 @@ class _Screens:
             path = self.store.screenshot_path(name)
             loop = asyncio.get_running_loop()
             data = await loop.run_in_executor(None, path.read_bytes)
-            self._urls[name] = await loop.run_in_executor(None, partial(
-                encode_image, data, min_pixels=self.cfg.min_pixels,
-                max_pixels=self.cfg.max_pixels))
+            self._urls[name] = await loop.run_in_executor(
+                None,
+                partial(
+                    encode_image,
+                    data,
+                    min_pixels=self.cfg.min_pixels,
+                    max_pixels=self.cfg.max_pixels,
+                ),
+            )
         return self._urls[name]
 
 
@@ -86,12 +95,18 @@ async def group_samples(
     store: AsyncRunStore,
     episode: ContextSettings,
     *,
-    lam: float = 1.0,
+    reward: RewardConfig | None = None,
     band: AccuracyBand,
     keep_zero_advantage: bool = False,
     replayed: frozenset[str] = frozenset(),
+    prm_samples: bool = True,
 ) -> GroupSamples:
     """Policy and reward-model samples of one completed group.
+
+    `reward`: the outcome weight and the two lambdas (default: the paper's, w = 1 and
+    lambda = 1 in both equations). `prm_samples`: False when no reward-model learner
+    takes them (`train.prm.enabled: false`, a frozen judge): its votes are counted as
+    `prm/frozen` and no reward-model prompt is rebuilt.
 
     `keep_zero_advantage`: also emit samples whose advantage is zero. They carry
     no policy-gradient signal, only their share of the KL term, and each costs a
@@ -104,12 +119,17 @@ async def group_samples(
     to their own group: `prm/replayed`), and the band is judged on the group's own
     rollouts, so replay changes nothing of the reward model's samples.
     """
+    reward = reward or RewardConfig()
     variant = group.variant
     trajs = {t.id: t for t in group.trajectories if t.outcome is not None}
     out = GroupSamples()
+    prm_rewards: dict[str, list[float]] = {}
     for tid, traj in trajs.items():
-        out.rewards[tid] = step_rewards(traj.outcome or -1,
-                                        _votes_by_step(traj, group.verdicts.get(tid, ())), lam)
+        votes = _votes_by_step(traj, group.verdicts.get(tid, ()))
+        out.rewards[tid] = step_rewards(
+            traj.outcome or -1, votes, reward.policy_lam, reward.outcome_weight
+        )
+        prm_rewards[tid] = step_rewards(traj.outcome or -1, votes, reward.prm_lam)
     screens = _Screens(store, episode)
     for adv in policy_advantages(out.rewards, keep_zero=True):
         traj = trajs[adv.trajectory_id]
@@ -127,15 +147,26 @@ async def group_samples(
             out.skipped["policy/missing_screenshot"] += 1
             continue
         messages = step_messages(variant.instruction, steps[:-1], urls, traj.screen, episode)
-        out.policy.append(StepSample(tuple(messages), step.token_ids, step.logprobs,
-                                     step.policy_version, adv.advantage,
-                                     trajectory_id=traj.id, step_index=step.index,
-                                     replayed=traj.id in replayed))
+        out.policy.append(
+            StepSample(
+                tuple(messages),
+                step.token_ids,
+                step.logprobs,
+                step.policy_version,
+                adv.advantage,
+                trajectory_id=traj.id,
+                step_index=step.index,
+                replayed=traj.id in replayed,
+            )
+        )
     own = [t for t in group.trajectories if t.id not in replayed]
     accuracy = sum(1 for t in own if t.outcome == 1) / len(own) if own else 0.0
     eligible = prm_task_eligible(accuracy, band.alpha_low, band.alpha_high)
     for tid, traj in trajs.items():
         for verdict in group.verdicts.get(tid, ()):
+            if not prm_samples:
+                out.skipped["prm/frozen"] += len(verdict.votes)
+                continue
             if tid in replayed:
                 out.skipped["prm/replayed"] += len(verdict.votes)
                 continue
@@ -143,8 +174,9 @@ async def group_samples(
                 out.skipped["prm/outside_band"] += len(verdict.votes)
                 continue
             step = traj.steps[verdict.step_index]
-            advantages = prm_vote_advantages(out.rewards[tid][verdict.step_index],
-                                             [v.score for v in verdict.votes])
+            advantages = prm_vote_advantages(
+                prm_rewards[tid][verdict.step_index], [v.score for v in verdict.votes]
+            )
             messages = None
             for vote, advantage in zip(verdict.votes, advantages, strict=True):
                 if abs(advantage) <= EPS and not keep_zero_advantage:
@@ -161,10 +193,22 @@ async def group_samples(
                         out.skipped["prm/missing_screenshot"] += 1
                         continue
                     messages = prm_messages(
-                        variant.instruction, [history_line(s) for s in traj.steps[:step.index]],
-                        before, step.response, after,
-                        parse_error=step.parse_error.message if step.parse_error else None)
-                out.prm.append(StepSample(tuple(messages), vote.token_ids, vote.logprobs,
-                                          verdict.prm_version, advantage,
-                                          trajectory_id=traj.id, step_index=step.index))
+                        variant.instruction,
+                        [history_line(s) for s in traj.steps[: step.index]],
+                        before,
+                        step.response,
+                        after,
+                        parse_error=step.parse_error.message if step.parse_error else None,
+                    )
+                out.prm.append(
+                    StepSample(
+                        tuple(messages),
+                        vote.token_ids,
+                        vote.logprobs,
+                        verdict.prm_version,
+                        advantage,
+                        trajectory_id=traj.id,
+                        step_index=step.index,
+                    )
+                )
     return out

@@ -35,15 +35,10 @@ from cua_rl.inference.base import ChatBackend
 from cua_rl.rollout.base import EpisodeDesktop
 from cua_rl.rollout.config import EpisodeConfig
 from cua_rl.rollout.episode_recording import EpisodeRecording, recording_path
-from cua_rl.store.run_store import AsyncRunStore
-from cua_rl.types import (
-    Action,
-    Step,
-    StepTimings,
-    TaskVariant,
-    Trajectory,
-    TrajectoryStatus,
-)
+from cua_rl.rollout.step_progress import StepProgress
+from cua_rl.seeds import derive_seed
+from cua_rl.store.async_run_store import AsyncRunStore
+from cua_rl.types import Action, Step, StepTimings, TaskVariant, Trajectory, TrajectoryStatus
 
 
 class StepSink(Protocol):
@@ -57,6 +52,8 @@ class StepSink(Protocol):
         prior_actions: list[str],
         before_url: str,
         after_url: str,
+        *,
+        seed: int | None = None,
     ) -> None: ...
 
 
@@ -99,8 +96,13 @@ async def run_episode(
     trajectory_id: str | None = None,
     group_id: str = "",
     policy_version: int = 0,
+    seed: int | None = None,
 ) -> Trajectory:
     """Run one episode of `variant` on a reset desktop and store it.
+
+    `seed`: the rollout's seed (the fleet derives it from the run's); step i's policy
+    request is seeded with `derive_seed(seed, "policy", i)` and its reward-model request
+    with `derive_seed(seed, "prm", i)`; None: unseeded.
 
     On a desktop (dead guest, failed reset), model-server or setup failure the
     partial trajectory is stored as `aborted` (for audit; it is never trained on)
@@ -119,6 +121,8 @@ async def run_episode(
             with spans.span("recording", tid=tid):
                 await recording.start()
         image_size = model_image_size(desktop.screen, cfg)
+        progress = StepProgress(desktop, variant.step_progress, variant.task_id)
+        await progress.read()  # the count before the first step
         shot_hash, shot_url = await images.shoot(desktop)
         urls = [shot_url]
         last_action: Action | None = None
@@ -129,8 +133,12 @@ async def run_episode(
                 messages = step_messages(variant.instruction, steps, urls, desktop.screen, cfg)
             with spans.span("policy_call", tid=tid, step=index):
                 result = await policy.chat(
-                    messages, session_key=tid, temperature=cfg.temperature, top_p=cfg.top_p,
+                    messages,
+                    session_key=tid,
+                    temperature=cfg.temperature,
+                    top_p=cfg.top_p,
                     max_tokens=cfg.max_tokens,
+                    seed=derive_seed(seed, "policy", index),
                 )
             if not result.choices:  # the HTTP client checks this; other backends may not
                 raise ModelResponseError(result.url, "policy chat", "at least one choice")
@@ -145,21 +153,36 @@ async def run_episode(
                     if cfg.wait_after_action_s:
                         await asyncio.sleep(cfg.wait_after_action_s)
             t2 = time.perf_counter()
+            await progress.read()
             after_hash, after_url = await images.shoot(desktop)
             step = Step(
-                index=index, screenshot_before=shot_hash, response=choice.text,
-                actions=tuple(actions), parse_error=error, code=code,
-                screenshot_after=after_hash, token_ids=choice.token_ids,
+                index=index,
+                screenshot_before=shot_hash,
+                response=choice.text,
+                actions=tuple(actions),
+                parse_error=error,
+                code=code,
+                screenshot_after=after_hash,
+                token_ids=choice.token_ids,
                 logprobs=choice.logprobs,
-                policy_version=result.model_version if result.model_version is not None
+                policy_version=result.model_version
+                if result.model_version is not None
                 else policy_version,
-                timings=StepTimings(policy_s=t1 - t0, act_s=t2 - t1,
-                                    screenshot_s=time.perf_counter() - t2),
+                timings=StepTimings(
+                    policy_s=t1 - t0, act_s=t2 - t1, screenshot_s=time.perf_counter() - t2
+                ),
             )
             steps.append(step)
             if judge is not None:
-                judge.submit(tid, variant, step, [history_line(s) for s in steps[:-1]],
-                             urls[-1], after_url)
+                judge.submit(
+                    tid,
+                    variant,
+                    step,
+                    [history_line(s) for s in steps[:-1]],
+                    urls[-1],
+                    after_url,
+                    seed=derive_seed(seed, "prm", index),
+                )
             urls.append(after_url)
             shot_hash = after_hash
             if actions:
@@ -178,20 +201,29 @@ async def run_episode(
         if recording is not None:
             await recording.save()  # keep what was recorded; frees the guest's recorder
         aborted = Trajectory(
-            id=tid, variant_id=variant.variant_id, steps=tuple(steps),
+            id=tid,
+            variant_id=variant.variant_id,
+            steps=tuple(steps),
             status=TrajectoryStatus.SETUP_FAILED if setup_failed else TrajectoryStatus.ABORTED,
             policy_version_at_start=policy_version,
         )
         with spans.span("save", tid=tid):
-            await store.save_trajectory(aborted, group_id=group_id,
-                                        error=f"{type(exc).__name__}: {exc}", started_at=started)
+            await store.save_trajectory(
+                aborted, group_id=group_id, error=f"{type(exc).__name__}: {exc}", started_at=started
+            )
         raise EpisodeAborted(f"{variant.variant_id}: {exc}", permanent=setup_failed) from exc
     finally:
         policy.end_session(tid)
     trajectory = Trajectory(
-        id=tid, variant_id=variant.variant_id, steps=tuple(steps), status=status,
-        score=score, policy_version_at_start=policy_version, screen=desktop.screen,
+        id=tid,
+        variant_id=variant.variant_id,
+        steps=tuple(steps),
+        status=status,
+        score=score,
+        policy_version_at_start=policy_version,
+        screen=desktop.screen,
     )
     with spans.span("save", tid=tid):
         await store.save_trajectory(trajectory, group_id=group_id, started_at=started)
+        await progress.store(store, tid, len(steps))
     return trajectory

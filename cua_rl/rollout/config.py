@@ -40,6 +40,11 @@ class EpisodeConfig(BaseModel):
     """Transport format of screenshots from the guest (JPEG is ~7x faster)."""
     screenshot_quality: int = Field(90, ge=10, le=100)
     """JPEG quality of screenshots sent to the policy and stored (`jpeg` format only)."""
+    screenshot_encoder: Literal["auto", "pillow"] = "auto"
+    """Our guest's JPEG encoder: `auto` (default) is its fastest, libjpeg-turbo straight
+    from the captured BGRA buffer when the guest has simplejpeg; `pillow` asks for the
+    path before issue 51 (an RGB copy, then Pillow's encoder). Guests that are not ours
+    ignore it."""
     min_pixels: int = Field(65536, ge=1024)
     """Smart-resize lower bound of an image given to a model."""
     max_pixels: int = Field(1310720, ge=1024)
@@ -65,6 +70,19 @@ class FleetConfig(BaseModel):
     """Staleness bound: start only while serving >= learner - eta."""
     max_attempts: int = Field(3, ge=1)
     """Aborted attempts of one rollout before it is given up (and counted)."""
+    spare_desktops: int = Field(0, ge=0)
+    """Desktops prepared ahead of the actors: this many more desktops are started beside
+    `desktops.count`, and each waits reset and set up for a rollout the scheduler will
+    hand out soon (its queued tickets first, then the task source's forecast of the next
+    groups), so an actor takes a ready desktop instead of waiting for a setup. The
+    look-ahead never asks the task source early, so which task or variant each ticket
+    gets is what it would be without spares. 0 (default): off."""
+    fork_groups: bool = False
+    """Set a group's task up once and start each of its rollouts from a fork of that
+    prepared desktop (the VM's memory, devices and disk saved once, restored per
+    rollout), where the provider can hold a desktop's whole state (`qemu`); elsewhere,
+    and for tasks whose setup is not deterministic (`cua_rl/desktop/fork_safety.py`),
+    each rollout sets up as before. Default off."""
     set_aside_after: int | None = Field(6, ge=1)
     """Aborts in a row of one task variant (none of its rollouts completing in between)
     after which the variant is poisoned: it is set aside with its last abort reason, its

@@ -38,8 +38,9 @@ class EpisodeRecording:
 
     async def start(self) -> None:
         if self.client is None:
-            log.warning("recording %s: this desktop has no guest client; not recorded",
-                        self.path.stem)
+            log.warning(
+                "recording %s: this desktop has no guest client; not recorded", self.path.stem
+            )
             return
         try:
             try:
@@ -53,8 +54,9 @@ class EpisodeRecording:
                 await self.client.start_recording()
             self.started = True
         except GuestError as exc:
-            log.warning("recording %s: could not start (%s); episode not recorded",
-                        self.path.stem, exc)
+            log.warning(
+                "recording %s: could not start (%s); episode not recorded", self.path.stem, exc
+            )
 
     async def save(self) -> None:
         """Stop the recording and write the MP4; also frees the guest's recorder

@@ -35,8 +35,11 @@ class Dist(BaseModel):
     max_s: float | None = Field(None, gt=0.0)
 
     def draw(self, rng: random.Random) -> float:
-        value = rng.lognormvariate(math.log(self.median_s), self.sigma) if self.sigma else (
-            self.median_s)
+        value = (
+            rng.lognormvariate(math.log(self.median_s), self.sigma)
+            if self.sigma
+            else (self.median_s)
+        )
         value = max(self.min_s, value)
         return min(self.max_s, value) if self.max_s is not None else value
 
@@ -190,15 +193,14 @@ class LatencyModel(BaseModel):
     def episode_s(self, steps: float) -> float:
         """Expected desktop time of an episode of `steps` steps (uncontended)."""
         per_step = self.policy_s.mean_s + self.act_s.mean_s + self.screenshot_s.mean_s
-        return (self.reset_s.mean_s + self.screenshot_s.mean_s + steps * per_step
-                + self.evaluate_s.mean_s)
+        return (
+            self.reset_s.mean_s
+            + self.screenshot_s.mean_s
+            + steps * per_step
+            + self.evaluate_s.mean_s
+        )
 
     def expected_steps_per_s(self, actors: int) -> float:
         """Uncontended async step rate in simulated seconds (for the time scale)."""
         mean_steps = self.episode_steps.mean()
         return actors * mean_steps / self.episode_s(mean_steps)
-
-    def scale_for(self, actors: int) -> float:
-        if self.time_scale is not None:
-            return self.time_scale
-        return min(1.0, max(0.01, self.expected_steps_per_s(actors) / self.max_sim_steps_per_s))

@@ -8,7 +8,7 @@ Invariants:
   been given up (a group whose every rollout was given up is emitted empty, so
   a candidate task's group is always decided);
 - a rollout starts only while the serving policy is fresh enough
-  (`cua_rl.version_gate`, docs/architecture.md, concurrency).
+  (`cua_rl.staleness_gate`, docs/architecture.md, concurrency).
 """
 
 from __future__ import annotations
@@ -19,11 +19,47 @@ import itertools
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from cua_rl.types import GroupRecord, StepVerdict, TaskVariant, Trajectory
 
 TaskSource = Callable[[], Awaitable[TaskVariant | None]]
 """Yields the variant of the next task group; None when there is no more work."""
+
+
+class Forecast(Protocol):
+    """A task source that can tell what it would give next without giving it."""
+
+    def upcoming(self, groups: int) -> list[TaskVariant]:
+        """The variants of the next `groups` groups as things stand (a group that
+        finishes meanwhile may change them); never changes what the source gives."""
+        ...
+
+
+class ForecastSource:
+    """A `TaskSource` that is also a `Forecast`: `give` hands out, `peek` tells."""
+
+    def __init__(self, give: TaskSource, peek: Callable[[int], list[TaskVariant]]) -> None:
+        self.give = give
+        self.peek = peek
+
+    async def __call__(self) -> TaskVariant | None:
+        return await self.give()
+
+    def upcoming(self, groups: int) -> list[TaskVariant]:
+        return self.peek(groups)
+
+
+@dataclass(frozen=True, slots=True)
+class Upcoming:
+    """A rollout the scheduler will hand out soon (`GroupScheduler.upcoming`)."""
+
+    variant: TaskVariant
+    group_id: str | None
+    """Its group's id when its ticket is queued; None for a forecast group's."""
+    group_key: str
+    """Names its group among the upcoming ones: the group id, or `next-K` for the
+    K-th forecast group."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +88,10 @@ class RolloutTicket:
     max_steps: int | None = None
     """The group's task step limit (`GroupBudget`), applied with the horizon by the
     fleet; it travels with the ticket, wherever the episode runs."""
+    group_index: int = 0
+    """Which group of the run this is, in the order groups opened (0, 1, ...): with
+    the slot and the attempt it names the rollout for its seeds (`cua_rl/seeds.py`),
+    unlike the group id, which may be random."""
 
 
 @dataclass
@@ -75,17 +115,28 @@ class TaskGroup:
     def record(self) -> GroupRecord:
         """The frozen record of this (completed) group."""
         trajectories = tuple(self.trajectories[slot] for slot in sorted(self.trajectories))
-        return GroupRecord(self.group_id, self.variant, trajectories,
-                           {t.id: tuple(self.verdicts.get(t.id, ())) for t in trajectories},
-                           gave_up=self.gave_up, gave_up_reasons=tuple(self.gave_up_reasons))
+        return GroupRecord(
+            self.group_id,
+            self.variant,
+            trajectories,
+            {t.id: tuple(self.verdicts.get(t.id, ())) for t in trajectories},
+            gave_up=self.gave_up,
+            gave_up_reasons=tuple(self.gave_up_reasons),
+        )
 
 
 class GroupScheduler:
     """Hands out rollout tickets; collects finished rollouts into groups."""
 
-    def __init__(self, source: TaskSource, group_size: int, *, max_groups: int | None = None,
-                 group_ids: Callable[[], str] | None = None,
-                 budget: BudgetOf | None = None) -> None:
+    def __init__(
+        self,
+        source: TaskSource,
+        group_size: int,
+        *,
+        max_groups: int | None = None,
+        group_ids: Callable[[], str] | None = None,
+        budget: BudgetOf | None = None,
+    ) -> None:
         if group_size < 1:
             raise ValueError(f"group_size must be >= 1, got {group_size}")
         self.source = source
@@ -111,6 +162,27 @@ class GroupScheduler:
     @property
     def queued(self) -> int:
         return len(self._pending)
+
+    def upcoming(self, limit: int) -> list[Upcoming]:
+        """Up to `limit` rollouts in the order their tickets will be handed out, as far
+        as is known without asking the task source: the queued tickets, then, when the
+        source is a `Forecast`, its next groups (`group_size` rollouts each). A read:
+        the source is asked for its next group when an actor needs one, as without
+        look-ahead, so Algorithm 2's decisions stay in order (spare desktops prepared
+        for a forecast that changed are used later or prepared again)."""
+        out = [
+            Upcoming(t.variant, t.group_id, t.group_id)
+            for t in itertools.islice(self._pending, limit)
+        ]
+        forecast = getattr(self.source, "upcoming", None)
+        if len(out) >= limit or self._exhausted or forecast is None:
+            return out
+        groups = -(-(limit - len(out)) // self.group_size)
+        if self.max_groups is not None:
+            groups = min(groups, self.max_groups - self._started_groups)
+        for k, variant in enumerate(forecast(groups) if groups > 0 else []):
+            out += [Upcoming(variant, None, f"next-{k}")] * self.group_size
+        return out[:limit]
 
     async def next_ticket(self) -> RolloutTicket | None:
         """The next rollout to run, or None once all work is done.
@@ -156,22 +228,27 @@ class GroupScheduler:
         budget = self.budget(variant) if self.budget else GroupBudget(self.group_size)
         group = TaskGroup(self._new_group_id(), variant, budget.size)
         self._groups[group.group_id] = group
+        index = self._started_groups
         self._started_groups += 1
         self._pending.extend(
-            RolloutTicket(group.group_id, variant, slot, max_steps=budget.max_steps)
+            RolloutTicket(
+                group.group_id, variant, slot, max_steps=budget.max_steps, group_index=index
+            )
             for slot in range(budget.size)
         )
 
-    async def complete(self, ticket: RolloutTicket, trajectory: Trajectory,
-                       verdicts: list[StepVerdict] | None = None) -> GroupRecord | None:
+    async def complete(
+        self,
+        ticket: RolloutTicket,
+        trajectory: Trajectory,
+        verdicts: list[StepVerdict] | None = None,
+    ) -> GroupRecord | None:
         """Record a finished rollout (with its verdicts); return its group when that
         completes it. The group carries everything, wherever its rollouts ran."""
         async with self._changed:
             group = self._groups[ticket.group_id]
             if ticket.slot in group.trajectories:
-                raise RuntimeError(
-                    f"slot {ticket.slot} of group {ticket.group_id} completed twice"
-                )
+                raise RuntimeError(f"slot {ticket.slot} of group {ticket.group_id} completed twice")
             group.trajectories[ticket.slot] = trajectory
             group.verdicts[trajectory.id] = list(verdicts or [])
             self._changed.notify_all()

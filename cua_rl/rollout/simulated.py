@@ -25,18 +25,22 @@ from typing import Any
 from cua_rl import spans
 from cua_rl.inference.base import ChatResult, Choice
 from cua_rl.rollout.latency import Dist, LatencyModel
+from cua_rl.staleness_gate import VersionGate
 from cua_rl.types import Action, TaskVariant
-from cua_rl.version_gate import VersionGate
 
 SCREEN = (256, 256)
 """65,536 pixels = Qwen3-VL's min_pixels, a multiple of 32: `encode_image` passes
 the bytes through unchanged, as it does for a screen already at model size."""
 
-CLICK = ('Action: Click the button in the middle of the screen.\n<tool_call>{"name": '
-         '"computer_use", "arguments": {"action": "left_click", "coordinate": [500, 500]}}'
-         '</tool_call>')
-TERMINATE = ('Action: The task is done.\n<tool_call>{"name": "computer_use", "arguments": '
-             '{"action": "terminate", "status": "success"}}</tool_call>')
+CLICK = (
+    'Action: Click the button in the middle of the screen.\n<tool_call>{"name": '
+    '"computer_use", "arguments": {"action": "left_click", "coordinate": [500, 500]}}'
+    "</tool_call>"
+)
+TERMINATE = (
+    'Action: The task is done.\n<tool_call>{"name": "computer_use", "arguments": '
+    '{"action": "terminate", "status": "success"}}</tool_call>'
+)
 GOOD_VOTE = "The click opens the dialog the task needs, so it makes progress.\n\\boxed{1}"
 BAD_VOTE = "The click does nothing useful for the task.\n\\boxed{-1}"
 
@@ -116,7 +120,7 @@ class SimulatedDesktops:
         return self._busy
 
     @asynccontextmanager
-    async def lease(self) -> AsyncIterator[SimulatedDesktop]:
+    async def lease(self, ticket: object = None) -> AsyncIterator[SimulatedDesktop]:
         if self.leased >= self.count:
             raise RuntimeError(f"all {self.count} simulated desktops are leased")
         self.busy_seconds()
@@ -235,8 +239,10 @@ class SimulatedModelPool:
                 replica.running -= 1
         self.calls += 1
         return ChatResult(
-            choices=tuple(Choice(i, text, self._token_ids, self._logprobs, "stop")
-                          for i, text in enumerate(texts)),
+            choices=tuple(
+                Choice(i, text, self._token_ids, self._logprobs, "stop")
+                for i, text in enumerate(texts)
+            ),
             model_version=self.version(),
         )
 
@@ -292,5 +298,7 @@ class LoopLag:
         if not self.lags:
             return 0.0, 0.0
         ordered = sorted(self.lags)
-        return (1000 * sum(ordered) / len(ordered),
-                1000 * ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))])
+        return (
+            1000 * sum(ordered) / len(ordered),
+            1000 * ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))],
+        )

@@ -14,6 +14,8 @@ neither retried nor run again, and the report counts it apart (never as a 0).
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -22,6 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from cua_rl.config import RunConfig
+from cua_rl.report.eval_output import write_report
 from cua_rl.report.eval_report import (
     RunRecord,
     build_report,
@@ -29,13 +32,17 @@ from cua_rl.report.eval_report import (
     records_from_store,
     setup_failures_from_store,
     task_run_id,
-    write_report,
 )
+from cua_rl.report.manifest.differences import summarize
+from cua_rl.report.manifest.files import begin, finish, read_manifest, write_manifest
+from cua_rl.report.osworld_layout import LAYOUT_DIR, write_osworld_results
 from cua_rl.rollout.fleet import Fleet
 from cua_rl.rollout.scheduler import GroupScheduler
 from cua_rl.runtime.local import load_run_tasks, local_components
 from cua_rl.store.run_store import DB_NAME, RunStore
 from cua_rl.types import GroupRecord, TaskVariant
+
+log = logging.getLogger(__name__)
 
 
 class EvalProgress(Protocol):
@@ -61,8 +68,9 @@ class TaskRun:
 def plan_task_runs(starts: Sequence[TaskVariant], runs: int, done: set[str]) -> list[TaskRun]:
     """The missing task runs, run-major (every task's run 0 before any run 1), so
     an interrupted evaluation has covered as many tasks as possible."""
-    return [TaskRun(v, k) for k in range(runs) for v in starts
-            if task_run_id(v.task_id, k) not in done]
+    return [
+        TaskRun(v, k) for k in range(runs) for v in starts if task_run_id(v.task_id, k) not in done
+    ]
 
 
 class TaskRunQueue:
@@ -106,9 +114,13 @@ class EvalResult:
 
 def protocol_of(cfg: RunConfig) -> dict[str, Any]:
     """The settings a reader needs to compare this report with others."""
-    return {"max_steps": cfg.episode.max_steps, "temperature": cfg.episode.temperature,
-            "wait_after_action_s": cfg.episode.wait_after_action_s,
-            "source": cfg.tasks.source, "split": cfg.tasks.split}
+    return {
+        "max_steps": cfg.episode.max_steps,
+        "temperature": cfg.episode.temperature,
+        "wait_after_action_s": cfg.episode.wait_after_action_s,
+        "source": cfg.tasks.source,
+        "split": cfg.tasks.split,
+    }
 
 
 def _stored_records(run_dir: Path) -> tuple[list[RunRecord], dict[str, str]]:
@@ -122,29 +134,78 @@ def _stored_records(run_dir: Path) -> tuple[list[RunRecord], dict[str, str]]:
         store.close()
 
 
+def write_layout(run_dir: Path, report: dict[str, Any], model: str) -> Path:
+    """The scored task runs in OSWorld's results layout (RUN_DIR/osworld-results,
+    `report.osworld_layout`); folders written by an earlier invocation are kept."""
+    store = RunStore.read_only(run_dir)
+    try:
+        return write_osworld_results(store, report, run_dir / LAYOUT_DIR, model).root
+    finally:
+        store.close()
+
+
 def preflight_unsupported(cfg: RunConfig, starts: Sequence[TaskVariant]) -> dict[str, str]:
     """Task id -> why the run's provider cannot run it here (`cua-rl tasks check`)."""
     from cua_rl.desktop.file_cache import FileCache
     from cua_rl.runtime.local import host_cache_dir
     from cua_rl.tasks.preflight import capabilities_for, preflight
 
-    check = preflight(starts, capabilities_for(cfg.desktops.provider.type),
-                      FileCache(host_cache_dir()))
+    check = preflight(starts, capabilities_for(cfg.desktops.provider), FileCache(host_cache_dir()))
     return dict(check.details)
 
 
+def planned_manifest(
+    cfg: RunConfig, runs: int, *, full_hash: bool = False, previous: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The manifest an evaluation of `cfg` would write now (`report.manifest`): it
+    reads the model's headers, the task files and assets, tool versions; it starts
+    nothing."""
+    from cua_rl.desktop.file_cache import FileCache
+    from cua_rl.report.manifest.build import build_manifest
+    from cua_rl.runtime.local import host_cache_dir
+
+    starts = [variants[0] for variants in load_run_tasks(cfg)]
+    return build_manifest(
+        cfg, starts, runs, FileCache(host_cache_dir()), full_hash=full_hash, previous=previous
+    )
+
+
+async def _begin_manifest(
+    cfg: RunConfig, run_dir: Path, runs: int, full_hash: bool, planned: dict[str, Any] | None
+) -> dict[str, Any]:
+    """Write manifest.json before anything starts: `planned` (or a new one), or for a
+    resumed evaluation the stored one with this invocation added (`manifest.files`)."""
+    if planned is None:
+        planned = await asyncio.to_thread(
+            planned_manifest, cfg, runs, full_hash=full_hash, previous=read_manifest(run_dir)
+        )
+    manifest, found = begin(run_dir, planned)
+    if found:
+        log.warning("resuming %s under another manifest: %s", run_dir, "; ".join(summarize(found)))
+    write_manifest(run_dir, manifest)
+    return manifest
+
+
 async def run_evaluation(
-    cfg: RunConfig, run_dir: Path, runs: int = 3, *, progress: EvalProgress | None = None,
+    cfg: RunConfig,
+    run_dir: Path,
+    runs: int = 3,
+    *,
+    progress: EvalProgress | None = None,
     check: bool = True,
+    full_hash: bool = False,
+    manifest: dict[str, Any] | None = None,
 ) -> EvalResult:
     """Run the missing task runs of `cfg`'s task set, then write the report.
 
-    With `check`, the preflight of `cua-rl tasks check` runs first: tasks that
-    cannot run here (an app missing, credentials, root, the internet, uncached
-    assets) are not attempted and are reported as unsupported with the reason,
-    instead of failing again and again. Nothing is started (no model server, no
-    desktop) when every task run is already in the store or unsupported: the
-    report is just written again.
+    Before anything starts, manifest.json records what runs (`manifest`, if the
+    caller built it already, e.g. for `eval --like`; `full_hash`: the weights' and
+    disk image's full content hashes too). With `check`, the preflight of `cua-rl
+    tasks check` runs first: tasks that cannot run here (an app missing,
+    credentials, root, the internet, uncached assets) are not attempted and are
+    reported as unsupported with the reason, instead of failing again and again.
+    Nothing is started (no model server, no desktop) when every task run is
+    already in the store or unsupported: the report is just written again.
     """
     if runs < 1:
         raise ValueError(f"runs must be >= 1, got {runs}")
@@ -165,6 +226,9 @@ async def run_evaluation(
         progress.start(total, [s for g, s in first.items() if g in in_scope])
     done_now = 0
     counts: dict[str, float] = {}
+    stored = read_manifest(run_dir)
+    if todo or stored is None:
+        stored = await _begin_manifest(cfg, run_dir, runs, full_hash, manifest)
     if todo:
         started = time.monotonic()
 
@@ -177,15 +241,37 @@ async def run_evaluation(
 
         async with local_components(cfg, run_dir) as parts:
             queue = TaskRunQueue(todo)
-            scheduler = GroupScheduler(queue.next_variant, 1, max_groups=cfg.fleet.max_groups,
-                                       group_ids=queue.group_id)
-            fleet = Fleet(scheduler, parts.desktops, parts.policy, parts.store, cfg.episode,
-                          cfg.fleet, judge=parts.judge, on_group=on_group)
+            scheduler = GroupScheduler(
+                queue.next_variant, 1, max_groups=cfg.fleet.max_groups, group_ids=queue.group_id
+            )
+            fleet = Fleet(
+                scheduler,
+                parts.desktops,
+                parts.policy,
+                parts.store,
+                cfg.episode,
+                cfg.fleet,
+                judge=parts.judge,
+                on_group=on_group,
+                seed=cfg.seed,
+            )
             counts = dict(await fleet.run())
             counts["desktop_replacements"] = parts.pool.replacements
         counts["wall_s"] = time.monotonic() - started
         records, setup_failed = _stored_records(run_dir)
-    report = build_report(records, {v.task_id: v.domain for v in all_starts}, runs,
-                          protocol_of(cfg), setup_failed=setup_failed, unsupported=unsupported)
-    files = write_report(report, run_dir, title=f"OSWorld evaluation ({run_dir.name})")
+    if todo or stored.get("run", {}).get("ended_at") is None:
+        stored = finish(run_dir, stored)
+    report = build_report(
+        records,
+        {v.task_id: v.domain for v in all_starts},
+        runs,
+        protocol_of(cfg),
+        setup_failed=setup_failed,
+        unsupported=unsupported,
+    )
+    files = write_report(
+        report, run_dir, title=f"OSWorld evaluation ({run_dir.name})", manifest=stored
+    )
+    if records:
+        files.append(await asyncio.to_thread(write_layout, run_dir, report, cfg.policy.model))
     return EvalResult(run_dir, total, total - len(todo), done_now, report, files, counts)

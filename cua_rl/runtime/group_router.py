@@ -43,7 +43,7 @@ from cua_rl.reward.samples import GroupSamples, group_samples
 from cua_rl.rollout.config import EpisodeConfig
 from cua_rl.runtime.success_replay import ReplayedGroup, SuccessReplay
 from cua_rl.runtime.task_budgets import TaskBudgets
-from cua_rl.store.run_store import AsyncRunStore
+from cua_rl.store.async_run_store import AsyncRunStore
 from cua_rl.store.upkeep import StoreUpkeep
 from cua_rl.types import GroupRecord
 
@@ -53,13 +53,24 @@ group) and its number."""
 
 
 class GroupRouter:
-    def __init__(self, *, selector: TemplateSelector, store: AsyncRunStore,
-                 policy: LearnerService, prm: LearnerService | None, train: TrainConfig,
-                 adapt: AdaptConfig, episode: EpisodeConfig, selector_file: Path,
-                 on_metrics: GroupMetricsHook | None = None,
-                 replay: SuccessReplay | None = None, replay_file: Path | None = None,
-                 budgets: TaskBudgets | None = None, budgets_file: Path | None = None,
-                 upkeep: StoreUpkeep | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        selector: TemplateSelector,
+        store: AsyncRunStore,
+        policy: LearnerService,
+        prm: LearnerService | None,
+        train: TrainConfig,
+        adapt: AdaptConfig,
+        episode: EpisodeConfig,
+        selector_file: Path,
+        on_metrics: GroupMetricsHook | None = None,
+        replay: SuccessReplay | None = None,
+        replay_file: Path | None = None,
+        budgets: TaskBudgets | None = None,
+        budgets_file: Path | None = None,
+        upkeep: StoreUpkeep | None = None,
+    ) -> None:
         self.selector, self.store = selector, store
         self.policy, self.prm = policy, prm
         self.train, self.adapt, self.episode = train, adapt, episode
@@ -93,14 +104,20 @@ class GroupRouter:
         await self._observe(group)
         trained = await self._replay(group)
         samples = await group_samples(
-            trained.group, self.store, self.episode, lam=self.train.lam,
+            trained.group,
+            self.store,
+            self.episode,
+            reward=self.train.reward,
             band=self.train.prm_sample_band or self.adapt.band,
             keep_zero_advantage=self.train.keep_zero_advantage,
-            replayed=trained.replayed_ids)
+            replayed=trained.replayed_ids,
+            prm_samples=self.prm is not None,
+        )
         if trained.replaced is not None:  # every step accounted for
             samples.skipped["policy/replaced_by_replay"] += len(trained.replaced.steps)
             samples.skipped["prm/replaced_by_replay"] += sum(
-                len(v.votes) for v in group.verdicts.get(trained.replaced.id, ()))
+                len(v.votes) for v in group.verdicts.get(trained.replaced.id, ())
+            )
         self._metrics(group, samples)
         await self.policy.submit(samples.policy, group.group_id)
         if self.prm is not None:  # with or without samples: it counts into the same step

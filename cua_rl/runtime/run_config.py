@@ -17,9 +17,14 @@ if TYPE_CHECKING:
     from cua_rl.config import RunConfig
 
 
-def flag_overrides(*, osworld: Path | None = None, pairs: Path | None = None,
-                   split: str | None = None, model: str | None = None,
-                   provider: str | None = None) -> list[str]:
+def flag_overrides(
+    *,
+    osworld: Path | None = None,
+    pairs: Path | None = None,
+    split: str | None = None,
+    model: str | None = None,
+    provider: str | None = None,
+) -> list[str]:
     """The dotted overrides the shared run flags stand for."""
     out = []  # values JSON-quoted: a path may hold YAML syntax (": ", "#")
     if osworld is not None:
@@ -37,8 +42,14 @@ def flag_overrides(*, osworld: Path | None = None, pairs: Path | None = None,
     return out
 
 
-def resolve_run_config(config: str | None, preset: str | None, overrides: tuple[str, ...], *,
-                       under: str | None = None, fixed: tuple[str, ...] = ()) -> RunConfig:
+def resolve_run_config(
+    config: str | None,
+    preset: str | None,
+    overrides: tuple[str, ...],
+    *,
+    under: str | None = None,
+    fixed: tuple[str, ...] = (),
+) -> RunConfig:
     """The RunConfig of CONFIG, --preset and the overrides (defaults when neither
     CONFIG nor a preset is given). A CONFIG holding `=` is the first override, given
     without a config file. `under` is a preset below `preset` (eval's protocol

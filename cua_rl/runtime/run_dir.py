@@ -40,10 +40,11 @@ def prepare_new_run_dir(run_dir: Path, overwrite: bool, *, resumable: bool = Tru
         if not is_run:
             raise RunDirError(f"{run_dir}: not empty and not a cua-rl run; choose another --out")
         if not overwrite:
-            keep = f"continue it with --resume {run_dir}" if resumable else \
-                "choose another --out"
-            raise RunDirError(f"{run_dir}: already holds a run; {keep}, or add --overwrite "
-                              f"to delete it and start fresh")
+            keep = f"continue it with --resume {run_dir}" if resumable else "choose another --out"
+            raise RunDirError(
+                f"{run_dir}: already holds a run; {keep}, or add --overwrite "
+                f"to delete it and start fresh"
+            )
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
 

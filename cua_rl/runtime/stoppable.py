@@ -39,8 +39,9 @@ def run_stoppable(coro: Coroutine[Any, Any, T]) -> T:
     try:
         return asyncio.run(main())
     except (KeyboardInterrupt, asyncio.CancelledError):
-        raise RunInterrupted("interrupted; run the same command with --resume "
-                             "(train) or again (eval) to continue") from None
+        raise RunInterrupted(
+            "interrupted; run the same command with --resume (train) or again (eval) to continue"
+        ) from None
 
 
 @contextlib.contextmanager

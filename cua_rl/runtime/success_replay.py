@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cua_rl.config.train import ReplayConfig
-from cua_rl.store.run_store import AsyncRunStore
+from cua_rl.store.async_run_store import AsyncRunStore
 from cua_rl.types import GroupRecord, Trajectory
 
 _log = logging.getLogger(__name__)
@@ -128,20 +128,30 @@ class SuccessReplay:
             verdicts = tuple(await self.store.load_verdicts(stored.trajectory_id))
         except KeyError as exc:  # never expected in one run dir: lose the entry, not the run
             self._drop(group.variant.variant_id, stored)
-            _log.warning("success replay: %s; group %s trains as sampled", exc.args[0],
-                         group.group_id)
+            _log.warning(
+                "success replay: %s; group %s trains as sampled", exc.args[0], group.group_id
+            )
             return ReplayedGroup(group)
         replaced = group.trajectories[-1]
         members = (*group.trajectories[:-1], success)
         by_id = {t.id: group.verdicts.get(t.id, ()) for t in group.trajectories[:-1]}
-        record = dataclasses.replace(group, trajectories=members,
-                                     verdicts={**by_id, success.id: verdicts})
+        record = dataclasses.replace(
+            group, trajectories=members, verdicts={**by_id, success.id: verdicts}
+        )
         lag = learner_version - stored.version
         await self.store.incr("replay_groups")
-        await self.store.add_event("success_replay", group.group_id, {
-            "replayed": success.id, "from_group": stored.group_id, "replaced": replaced.id,
-            "behaviour_version": stored.version, "learner_version": learner_version,
-            "lag": lag})
+        await self.store.add_event(
+            "success_replay",
+            group.group_id,
+            {
+                "replayed": success.id,
+                "from_group": stored.group_id,
+                "replaced": replaced.id,
+                "behaviour_version": stored.version,
+                "learner_version": learner_version,
+                "lag": lag,
+            },
+        )
         return ReplayedGroup(record, replayed=success, replaced=replaced, lag=lag)
 
     async def _freshest(self, variant_id: str, learner_version: int) -> StoredSuccess | None:
@@ -167,9 +177,11 @@ class SuccessReplay:
         """This group's replay values for metrics.jsonl (none when disabled)."""
         if not self.cfg.enabled:
             return {}
-        out = {"replay_buffer_trajectories": float(self.size),
-               "replay_buffer_tasks": float(sum(1 for b in self._buffers.values() if b)),
-               "replay_replayed": 0.0}
+        out = {
+            "replay_buffer_trajectories": float(self.size),
+            "replay_buffer_tasks": float(sum(1 for b in self._buffers.values() if b)),
+            "replay_replayed": 0.0,
+        }
         if self._last is not None and self._last[0] == group_id and self._last[1].replayed:
             out["replay_replayed"] = 1.0
             out["replay_lag"] = float(self._last[1].lag)
@@ -180,9 +192,13 @@ class SuccessReplay:
         return frozenset(s.trajectory_id for buf in self._buffers.values() for s in buf)
 
     def state_dict(self) -> dict[str, Any]:
-        return {v: [[s.trajectory_id, s.group_id, s.version] for s in buf]
-                for v, buf in self._buffers.items() if buf}
+        return {
+            v: [[s.trajectory_id, s.group_id, s.version] for s in buf]
+            for v, buf in self._buffers.items()
+            if buf
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self._buffers = {v: deque(StoredSuccess(t, g, int(n)) for t, g, n in rows)
-                         for v, rows in state.items()}
+        self._buffers = {
+            v: deque(StoredSuccess(t, g, int(n)) for t, g, n in rows) for v, rows in state.items()
+        }

@@ -33,8 +33,9 @@ class SyncBatches:
     then the reward model's, which trains the same groups step for step.
     """
 
-    def __init__(self, source: TaskSource, learners: Sequence[LearnerService],
-                 tasks_per_update: int) -> None:
+    def __init__(
+        self, source: TaskSource, learners: Sequence[LearnerService], tasks_per_update: int
+    ) -> None:
         if not learners:
             raise ValueError("a synchronous run needs the policy learner")
         self.source = source

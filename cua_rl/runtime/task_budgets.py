@@ -79,10 +79,10 @@ class TaskBudgets:
         if not self.cfg.enabled or group.empty:
             return
         wins = [t for t in group.trajectories if t.outcome == 1]
-        window = self._windows.setdefault(group.variant.task_id,
-                                          deque(maxlen=self.cfg.window))
-        window.append(GroupOutcome(len(wins), len(group.trajectories),
-                                   tuple(len(t.steps) for t in wins)))
+        window = self._windows.setdefault(group.variant.task_id, deque(maxlen=self.cfg.window))
+        window.append(
+            GroupOutcome(len(wins), len(group.trajectories), tuple(len(t.steps) for t in wins))
+        )
 
     def accuracy(self, task_id: str) -> float | None:
         """Pooled window accuracy; None until the window holds `min_scored` rollouts."""
@@ -131,20 +131,31 @@ class TaskBudgets:
         if not self.cfg.enabled:
             return {}
         accuracy = self.accuracy(group.variant.task_id)
-        return {"budget_rollouts": float(len(group.trajectories) + group.gave_up),
-                "budget_task_accuracy": -1.0 if accuracy is None else accuracy,
-                "budget_next_rollouts": float(self.group_size(group.variant)),
-                "budget_next_max_steps": float(self.max_steps(group.variant) or 0),
-                "budget_tasks": float(len(self._windows))}
+        return {
+            "budget_rollouts": float(len(group.trajectories) + group.gave_up),
+            "budget_task_accuracy": -1.0 if accuracy is None else accuracy,
+            "budget_next_rollouts": float(self.group_size(group.variant)),
+            "budget_next_max_steps": float(self.max_steps(group.variant) or 0),
+            "budget_tasks": float(len(self._windows)),
+        }
 
     def state_dict(self) -> dict[str, Any]:
         """{task id: [[wins, scored, [success lengths]], ...] oldest first}."""
-        return {task: [[g.wins, g.scored, list(g.success_lengths)] for g in window]
-                for task, window in self._windows.items() if window}
+        return {
+            task: [[g.wins, g.scored, list(g.success_lengths)] for g in window]
+            for task, window in self._windows.items()
+            if window
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore saved windows; a window saved longer than `window` keeps its latest."""
         self._windows = {
-            task: deque((GroupOutcome(int(w), int(n), tuple(int(x) for x in lengths))
-                         for w, n, lengths in rows), maxlen=self.cfg.window)
-            for task, rows in state.items()}
+            task: deque(
+                (
+                    GroupOutcome(int(w), int(n), tuple(int(x) for x in lengths))
+                    for w, n, lengths in rows
+                ),
+                maxlen=self.cfg.window,
+            )
+            for task, rows in state.items()
+        }

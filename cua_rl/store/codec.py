@@ -35,8 +35,19 @@ def action_from_dict(data: dict[str, Any]) -> Action:
 
 def step_from_row(row: tuple[Any, ...]) -> Step:
     """Inverse of `step_to_row`, from (step_index, *columns)."""
-    (index, before, after, response, actions, parse_error, code,
-     token_ids, logprobs, version, timings) = row
+    (
+        index,
+        before,
+        after,
+        response,
+        actions,
+        parse_error,
+        code,
+        token_ids,
+        logprobs,
+        version,
+        timings,
+    ) = row
     return Step(
         index=index,
         screenshot_before=before,

@@ -9,7 +9,9 @@ except:
 - a screenshot any other trajectory still needs: every screenshot of a group not yet
   routed, or routed within the window, or of a trajectory in the success-replay buffer
   (screenshots are stored once per content, so one file can serve several steps);
-- with `keep_ends`, the first and last screenshot of every trajectory (recorded in
+- with `keep_successes`, every screenshot of a successful trajectory (score > 0), and
+  of every other trajectory, with `keep_ends`, its first and last screenshot and, with
+  `keep_every` k, the screenshot before steps 0, k, 2k, ... (all recorded in
   `kept_screenshots` as their group is pruned, so a later group with the same content
   cannot take them);
 - a file written or re-written since the group was routed: `RunStore.put_screenshot`
@@ -53,45 +55,96 @@ class PrunePlan:
     """Groups done by this pass (marked `pruned` after the files are gone)."""
     doomed: dict[str, float] = field(default_factory=dict)
     """Screenshot name -> the latest routing time among the pruned groups using it."""
-    ends: set[str] = field(default_factory=set)
-    """First and last screenshots of this pass's trajectories (kept for good)."""
+    kept: set[str] = field(default_factory=set)
+    """Screenshots of this pass's trajectories that stay for good: successes whole, of
+    the others the ends and every k-th step's (`RetentionConfig`)."""
 
 
 def mark_routed(db: sqlite3.Connection, group_id: str, version: int) -> None:
     """Record that a training group's samples were built at policy `version` (once)."""
-    db.execute("INSERT OR IGNORE INTO routed_groups(group_id, policy_version, routed_at) "
-               "VALUES (?, ?, ?)", (group_id, version, time.time()))
+    db.execute(
+        "INSERT OR IGNORE INTO routed_groups(group_id, policy_version, routed_at) VALUES (?, ?, ?)",
+        (group_id, version, time.time()),
+    )
 
 
-def plan_pruning(db: sqlite3.Connection, version: int, cfg: RetentionConfig,
-                 protected: frozenset[str]) -> PrunePlan:
+def plan_pruning(
+    db: sqlite3.Connection, version: int, cfg: RetentionConfig, protected: frozenset[str]
+) -> PrunePlan:
     """The screenshots of groups routed at `version - after_updates` or earlier that no
     kept trajectory needs; `protected`: trajectory ids that keep all of theirs."""
     limit = version - cfg.after_updates
-    routed = dict(db.execute("SELECT group_id, routed_at FROM routed_groups "
-                             "WHERE pruned = 0 AND policy_version <= ?", (limit,)))
+    routed = dict(
+        db.execute(
+            "SELECT group_id, routed_at FROM routed_groups "
+            "WHERE pruned = 0 AND policy_version <= ?",
+            (limit,),
+        )
+    )
     plan = PrunePlan()
     if not routed:
         return plan
     members = db.execute(
-        "SELECT t.trajectory_id, t.group_id FROM trajectories t WHERE t.group_id IN "
-        "(SELECT value FROM json_each(?))", (json.dumps(list(routed)),)).fetchall()
-    held = {g for tid, g in members if tid in protected}
+        "SELECT t.trajectory_id, t.group_id, t.score FROM trajectories t WHERE t.group_id IN "
+        "(SELECT value FROM json_each(?))",
+        (json.dumps(list(routed)),),
+    ).fetchall()
+    held = {g for tid, g, _ in members if tid in protected}
     plan.groups = [g for g in routed if g not in held]
     used: dict[str, float] = {}
-    for tid, group in members:
+    for tid, group, score in members:
         if tid in protected:
             continue
-        steps = db.execute("SELECT screenshot_before, screenshot_after FROM steps "
-                           "WHERE trajectory_id = ? ORDER BY step_index", (tid,)).fetchall()
-        if steps and cfg.keep_ends:
-            plan.ends.update((steps[0][0], steps[-1][1]))
+        steps = db.execute(
+            "SELECT screenshot_before, screenshot_after FROM steps "
+            "WHERE trajectory_id = ? ORDER BY step_index",
+            (tid,),
+        ).fetchall()
+        plan.kept.update(kept_of(steps, score, cfg))
         for name in (n for row in steps for n in row):
             used[name] = max(used.get(name, 0.0), routed[group])
-    needed = _needed(db, limit, protected) | plan.ends
+    needed = _needed(db, limit, protected) | plan.kept
     needed |= _kept(db, list(used))
     plan.doomed = {n: t for n, t in used.items() if n not in needed}
     return plan
+
+
+def kept_of(steps: list[tuple[str, str]], score: float | None, cfg: RetentionConfig) -> set[str]:
+    """The screenshots of one trajectory (its steps' (before, after) in order, its
+    evaluator score) that retention keeps for good (`RetentionConfig`)."""
+    if not steps:
+        return set()
+    if cfg.keep_successes and score is not None and score > 0:
+        return {n for row in steps for n in row}
+    kept = {steps[0][0], steps[-1][1]} if cfg.keep_ends else set()
+    if cfg.keep_every:
+        kept.update(before for before, _ in steps[:: cfg.keep_every])
+    return kept
+
+
+def describe(cfg: RetentionConfig) -> str:
+    """One line of what retention will delete in a run with `cfg` (`train` logs it at
+    its start, so nobody learns it only when an export skips trajectories)."""
+    if not cfg.enabled:
+        return "screenshot retention: off, every screenshot is kept"
+    kept = ["every screenshot of a successful trajectory"] if cfg.keep_successes else []
+    parts = ["the first", "the last"] if cfg.keep_ends else []
+    if cfg.keep_every:
+        k = cfg.keep_every
+        parts.append(f"the one before steps 0, {k}, {2 * k}, ..." if k > 1 else "every one")
+    if parts:
+        whose = "of the others" if cfg.keep_successes else "of every trajectory"
+        kept.append(
+            f"{whose}, {', '.join(parts[:-1])} and {parts[-1]}"
+            if len(parts) > 1
+            else f"{whose}, {parts[0]}"
+        )
+    kept.append("everything of the trajectories in the success-replay buffer")
+    return (
+        f"screenshot retention: {cfg.after_updates} policy updates after a group was "
+        f"trained, its screenshots are deleted except: {'; '.join(kept)} "
+        "(store.retention.enabled=false keeps everything)"
+    )
 
 
 def _needed(db: sqlite3.Connection, limit: int, protected: frozenset[str]) -> set[str]:
@@ -103,23 +156,28 @@ def _needed(db: sqlite3.Connection, limit: int, protected: frozenset[str]) -> se
         "JOIN steps s ON s.trajectory_id = t.trajectory_id "
         "WHERE r.group_id IS NULL OR r.policy_version > ? "
         "OR t.trajectory_id IN (SELECT value FROM json_each(?))",
-        (limit, json.dumps(sorted(protected))))
+        (limit, json.dumps(sorted(protected))),
+    )
     return {n for row in rows for n in row}
 
 
 def _kept(db: sqlite3.Connection, names: list[str]) -> set[str]:
-    rows = db.execute("SELECT name FROM kept_screenshots WHERE name IN "
-                      "(SELECT value FROM json_each(?))", (json.dumps(names),))
+    rows = db.execute(
+        "SELECT name FROM kept_screenshots WHERE name IN (SELECT value FROM json_each(?))",
+        (json.dumps(names),),
+    )
     return {r[0] for r in rows}
 
 
 def finish_pruning(db: sqlite3.Connection, plan: PrunePlan) -> None:
-    """Mark the pass's groups pruned and remember its ends (after the deletions: a pass
-    cut short is simply done again)."""
-    db.executemany("INSERT OR IGNORE INTO kept_screenshots(name) VALUES (?)",
-                   [(n,) for n in sorted(plan.ends)])
-    db.executemany("UPDATE routed_groups SET pruned = 1 WHERE group_id = ?",
-                   [(g,) for g in plan.groups])
+    """Mark the pass's groups pruned and remember what it kept (after the deletions: a
+    pass cut short is simply done again)."""
+    db.executemany(
+        "INSERT OR IGNORE INTO kept_screenshots(name) VALUES (?)", [(n,) for n in sorted(plan.kept)]
+    )
+    db.executemany(
+        "UPDATE routed_groups SET pruned = 1 WHERE group_id = ?", [(g,) for g in plan.groups]
+    )
 
 
 def delete_screenshots(shots_dir: Path, doomed: dict[str, float]) -> tuple[int, int]:
@@ -142,8 +200,7 @@ def delete_screenshots(shots_dir: Path, doomed: dict[str, float]) -> tuple[int, 
         if gone:
             files, size = files + 1, size + gone
     if failed:
-        log.warning("screenshot retention: %d file(s) not deleted, e.g. %s", len(failed),
-                    failed[0])
+        log.warning("screenshot retention: %d file(s) not deleted, e.g. %s", len(failed), failed[0])
     return files, size
 
 

@@ -20,17 +20,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from cua_rl.errors import StoreError
-from cua_rl.store.schema import (  # noqa: F401 - the kinds are imported from here
-    ENDED,
-    FAILURE_KINDS,
-    GAVE_UP,
-    JUDGE_FAILURE,
-    SET_ASIDE,
-    STARTED,
-)
+from cua_rl.store.schema import ENDED, FAILURE_KINDS, GAVE_UP, JUDGE_FAILURE, SET_ASIDE, STARTED  # noqa: F401 - the kinds are imported from here
 
 log = logging.getLogger(__name__)
-
 
 
 def _record(run_dir: Path, kind: str, data: dict[str, object]) -> None:
@@ -66,7 +58,8 @@ def run_lifecycle(run_dir: Path, kind: str) -> Iterator[None]:
         status = "finished"
     except BaseException as exc:
         stopped = isinstance(exc, KeyboardInterrupt | asyncio.CancelledError) or getattr(
-            exc, "interrupted", False)
+            exc, "interrupted", False
+        )
         status = "interrupted" if stopped else "failed"
         reason = f"{type(exc).__name__}: {exc}"
         if fresh and not stopped and _only_our_events(run_dir):
@@ -75,13 +68,22 @@ def run_lifecycle(run_dir: Path, kind: str) -> Iterator[None]:
         raise
     finally:
         if status:
-            _record(run_dir, ENDED, {"kind": kind, "status": status, "reason": reason,
-                                     "wall_s": round(time.monotonic() - started, 1)})
+            _record(
+                run_dir,
+                ENDED,
+                {
+                    "kind": kind,
+                    "status": status,
+                    "reason": reason,
+                    "wall_s": round(time.monotonic() - started, 1),
+                },
+            )
 
 
 def _only_our_events(run_dir: Path) -> bool:
     """True when `run_dir` holds nothing but a store with no records besides events
     (what `run_lifecycle` itself created): the run never started."""
+    from cua_rl.store.read_only import connect_read_only
     from cua_rl.store.run_store import DB_NAME, SHOTS_DIR
 
     names = {p.name for p in run_dir.iterdir()} if run_dir.is_dir() else set()
@@ -90,10 +92,12 @@ def _only_our_events(run_dir: Path) -> bool:
     if any((run_dir / SHOTS_DIR).iterdir()) if (run_dir / SHOTS_DIR).is_dir() else False:
         return False
     try:
-        db = sqlite3.connect(f"{(run_dir / DB_NAME).resolve().as_uri()}?mode=ro", uri=True)
+        db = connect_read_only(run_dir / DB_NAME)
         try:
-            rows = sum(db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
-                       for table in ("variants", "trajectories", "votes", "counters"))
+            rows = sum(
+                db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+                for table in ("variants", "trajectories", "votes", "counters")
+            )
         finally:
             db.close()
     except sqlite3.Error:

@@ -1,15 +1,14 @@
 """The run store: SQLite (WAL) plus screenshot files named by content hash.
 
-`RunStore` is the synchronous core; `AsyncRunStore` runs it on one dedicated
-thread so the event loop never blocks on disk and writes from one process are
-serialized. Several processes of the same run may write at once: WAL mode and a
-busy timeout make SQLite queue them. Writes are idempotent by primary key, so a
+`RunStore` is the synchronous core; `AsyncRunStore` (store/async_run_store.py) runs
+it on one dedicated thread so the event loop never blocks on disk and writes from one
+process are serialized. Several processes of the same run may write at once: WAL mode
+and a busy timeout make SQLite queue them. Writes are idempotent by primary key, so a
 trajectory saved twice (e.g. after a resume) is stored once.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import os
@@ -17,12 +16,12 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
 from cua_rl.errors import StoreError, naming_path
 from cua_rl.store.codec import step_from_row, step_to_row
+from cua_rl.store.read_only import connect_read_only
 from cua_rl.store.schema import SCHEMA, SCHEMA_VERSION
 from cua_rl.types import StepVerdict, TaskVariant, Trajectory, TrajectoryStatus, Vote
 
@@ -76,19 +75,19 @@ class RunStore:
 
     @classmethod
     def read_only(cls, run_dir: str | Path) -> RunStore:
-        """Open an existing store for reading only (`runs show`, reports): SQLite's
-        `mode=ro`, so looking at a run, even a live or damaged one, never changes it.
-        A file that is not a readable run store raises StoreError naming it."""
+        """Open an existing store for reading only (`runs show`, reports): looking at
+        a run, even a live or damaged one, never changes it nor leaves a file beside
+        it (`store.read_only`). A file that is not a readable run store raises
+        StoreError naming it."""
         store = cls.__new__(cls)
         store.run_dir = Path(run_dir)
         db = store.run_dir / DB_NAME
         if not db.is_file():
             raise StoreError(f"{store.run_dir}: no {DB_NAME} here; is this a cua-rl run directory?")
         try:
-            store._db = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True,
-                                        timeout=30.0, isolation_level=None,
-                                        check_same_thread=False)
-            store._db.execute("PRAGMA query_only=ON")
+            store._db = connect_read_only(
+                db, timeout=30.0, isolation_level=None, check_same_thread=False
+            )
             run_id = store._existing_run_id()
         except sqlite3.DatabaseError as exc:
             raise unreadable(db, exc) from None
@@ -152,12 +151,23 @@ class RunStore:
     def add_variant(self, variant: TaskVariant) -> None:
         self._db.execute(
             "INSERT OR IGNORE INTO variants VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (variant.variant_id, self.run_id, variant.task_id, variant.domain,
-             variant.evaluator_name, variant.instruction,
-             json.dumps({"config": list(variant.config), "evaluator": variant.evaluator,
-                         "related_apps": list(variant.related_apps),
-                         "snapshot": variant.snapshot}),
-             time.time()),
+            (
+                variant.variant_id,
+                self.run_id,
+                variant.task_id,
+                variant.domain,
+                variant.evaluator_name,
+                variant.instruction,
+                json.dumps(
+                    {
+                        "config": list(variant.config),
+                        "evaluator": variant.evaluator,
+                        "related_apps": list(variant.related_apps),
+                        "snapshot": variant.snapshot,
+                    }
+                ),
+                time.time(),
+            ),
         )
 
     def save_trajectory(
@@ -169,9 +179,21 @@ class RunStore:
             db.execute(
                 "INSERT OR REPLACE INTO trajectories VALUES "
                 "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (traj.id, self.run_id, traj.variant_id, group_id, str(traj.status), traj.score,
-                 traj.outcome, traj.policy_version_at_start, len(traj.steps), *traj.screen,
-                 error, started_at or time.time(), time.time()),
+                (
+                    traj.id,
+                    self.run_id,
+                    traj.variant_id,
+                    group_id,
+                    str(traj.status),
+                    traj.score,
+                    traj.outcome,
+                    traj.policy_version_at_start,
+                    len(traj.steps),
+                    *traj.screen,
+                    error,
+                    started_at or time.time(),
+                    time.time(),
+                ),
             )
             db.execute("DELETE FROM steps WHERE trajectory_id = ?", (traj.id,))
             db.executemany(
@@ -187,12 +209,25 @@ class RunStore:
     def save_verdicts(self, verdicts: list[StepVerdict]) -> None:
         """Many verdicts in one transaction (the judge's writes come in bursts)."""
         rows = [
-            (verdict.trajectory_id, verdict.step_index, i, self.run_id, v.score, v.text,
-             json.dumps(list(v.token_ids)), json.dumps(list(v.logprobs)), verdict.prm_version)
-            for verdict in verdicts for i, v in enumerate(verdict.votes)
+            (
+                verdict.trajectory_id,
+                verdict.step_index,
+                i,
+                self.run_id,
+                v.score,
+                v.text,
+                json.dumps(list(v.token_ids)),
+                json.dumps(list(v.logprobs)),
+                verdict.prm_version,
+            )
+            for verdict in verdicts
+            for i, v in enumerate(verdict.votes)
         ]
-        self._tx(lambda db: db.executemany(
-            "INSERT OR REPLACE INTO votes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows))
+        self._tx(
+            lambda db: db.executemany(
+                "INSERT OR REPLACE INTO votes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
+            )
+        )
 
     def incr(self, name: str, by: float = 1) -> None:
         self._db.execute(
@@ -225,53 +260,63 @@ class RunStore:
 
     def events(self, kind: str | None = None) -> list[dict[str, Any]]:
         sql = "SELECT kind, subject, data_json, created_at FROM events"
-        rows = self._db.execute(sql + (" WHERE kind = ?" if kind else "") + " ORDER BY id",
-                                (kind,) if kind else ())
-        return [{"kind": k, "subject": s, "data": json.loads(d), "created_at": t}
-                for k, s, d, t in rows]
+        rows = self._db.execute(
+            sql + (" WHERE kind = ?" if kind else "") + " ORDER BY id", (kind,) if kind else ()
+        )
+        return [
+            {"kind": k, "subject": s, "data": json.loads(d), "created_at": t} for k, s, d, t in rows
+        ]
 
     def load_trajectory(self, trajectory_id: str) -> Trajectory:
         row = self._db.execute(
             "SELECT variant_id, status, score, policy_version_at_start, screen_w, screen_h "
-            "FROM trajectories WHERE trajectory_id = ?", (trajectory_id,),
+            "FROM trajectories WHERE trajectory_id = ?",
+            (trajectory_id,),
         ).fetchone()
         if row is None:
             raise KeyError(f"trajectory {trajectory_id!r} is not in {self.run_dir}")
         steps = self._db.execute(
             "SELECT step_index, screenshot_before, screenshot_after, response, actions_json, "
             "parse_error_json, code, token_ids_json, logprobs_json, policy_version, timings_json "
-            "FROM steps WHERE trajectory_id = ? ORDER BY step_index", (trajectory_id,),
+            "FROM steps WHERE trajectory_id = ? ORDER BY step_index",
+            (trajectory_id,),
         ).fetchall()
         return Trajectory(
-            id=trajectory_id, variant_id=row[0], status=TrajectoryStatus(row[1]), score=row[2],
-            policy_version_at_start=row[3], screen=(row[4], row[5]),
+            id=trajectory_id,
+            variant_id=row[0],
+            status=TrajectoryStatus(row[1]),
+            score=row[2],
+            policy_version_at_start=row[3],
+            screen=(row[4], row[5]),
             steps=tuple(step_from_row(r) for r in steps),
         )
 
     def load_verdicts(self, trajectory_id: str) -> list[StepVerdict]:
         rows = self._db.execute(
             "SELECT step_index, score, text, token_ids_json, logprobs_json, prm_version FROM votes "
-            "WHERE trajectory_id = ? ORDER BY step_index, vote_index", (trajectory_id,),
+            "WHERE trajectory_id = ? ORDER BY step_index, vote_index",
+            (trajectory_id,),
         ).fetchall()
         by_step: dict[int, list[tuple[Any, ...]]] = {}
         for r in rows:
             by_step.setdefault(r[0], []).append(r)
         return [
             StepVerdict(
-                trajectory_id=trajectory_id, step_index=idx, prm_version=votes[0][5],
-                votes=tuple(Vote(score=v[1], text=v[2], token_ids=tuple(json.loads(v[3])),
-                                 logprobs=tuple(json.loads(v[4]))) for v in votes),
+                trajectory_id=trajectory_id,
+                step_index=idx,
+                prm_version=votes[0][5],
+                votes=tuple(
+                    Vote(
+                        score=v[1],
+                        text=v[2],
+                        token_ids=tuple(json.loads(v[3])),
+                        logprobs=tuple(json.loads(v[4])),
+                    )
+                    for v in votes
+                ),
             )
             for idx, votes in sorted(by_step.items())
         ]
-
-    def finished_trajectory_ids(self, variant_id: str | None = None) -> list[str]:
-        sql = ("SELECT trajectory_id FROM trajectories "
-               "WHERE status NOT IN ('aborted', 'setup_failed')")
-        args: tuple[Any, ...] = ()
-        if variant_id is not None:
-            sql, args = sql + " AND variant_id = ?", (variant_id,)
-        return [r[0] for r in self._db.execute(sql + " ORDER BY finished_at", args)]
 
     def trajectory_records(self) -> list[dict[str, Any]]:
         """Every trajectory's summary row (no steps), with its variant's task id and
@@ -281,120 +326,41 @@ class RunStore:
             "t.finished_at, v.task_id, v.domain, t.error, t.started_at FROM trajectories t "
             "LEFT JOIN variants v ON v.variant_id = t.variant_id ORDER BY t.finished_at"
         )
-        keys = ("trajectory_id", "variant_id", "group_id", "status", "score", "n_steps",
-                "finished_at", "task_id", "domain", "error", "started_at")
+        keys = (
+            "trajectory_id",
+            "variant_id",
+            "group_id",
+            "status",
+            "score",
+            "n_steps",
+            "finished_at",
+            "task_id",
+            "domain",
+            "error",
+            "started_at",
+        )
         return [dict(zip(keys, row, strict=True)) for row in rows]
 
     def saved_config(self) -> str:
         """The run's config as `save_config` stored it (JSON text; '{}' when none was)."""
-        row = self._db.execute("SELECT config_json FROM runs WHERE run_id = ?",
-                               (self.run_id,)).fetchone()
+        row = self._db.execute(
+            "SELECT config_json FROM runs WHERE run_id = ?", (self.run_id,)
+        ).fetchone()
         return row[0] if row else "{}"
 
     def variant_rows(self) -> dict[str, dict[str, str]]:
         """variant id -> its task id, domain, evaluator name and instruction (what
         exports need to rebuild prompts without loading task specs)."""
         rows = self._db.execute(
-            "SELECT variant_id, task_id, domain, evaluator_name, instruction FROM variants")
-        return {v: {"task_id": t, "domain": d, "evaluator": e, "instruction": i}
-                for v, t, d, e, i in rows}
+            "SELECT variant_id, task_id, domain, evaluator_name, instruction FROM variants"
+        )
+        return {
+            v: {"task_id": t, "domain": d, "evaluator": e, "instruction": i}
+            for v, t, d, e, i in rows
+        }
 
     def summary(self) -> dict[str, Any]:
         """What `cua-rl runs show` prints (see `store/run_summary.py`)."""
         from cua_rl.store.run_summary import summarize
 
         return summarize(self._db, self.run_id, self.counters(), self.events())
-
-
-class AsyncRunStore:
-    """`RunStore` for asyncio code: every call runs on the store's own thread."""
-
-    def __init__(self, store: RunStore) -> None:
-        self.sync = store
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="run-store")
-        self._verdicts: list[StepVerdict] = []
-        self._verdicts_written: asyncio.Future[None] | None = None
-
-    @classmethod
-    def open(cls, run_dir: str | Path, run_id: str | None = None) -> AsyncRunStore:
-        return cls(RunStore(run_dir, run_id))
-
-    async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run `fn` on the store thread; SQLite's own errors (disk full, read-only,
-        locked past the busy timeout) become StoreError naming the database."""
-        loop = asyncio.get_running_loop()
-        try:
-            return await loop.run_in_executor(self._executor, lambda: fn(*args, **kwargs))
-        except sqlite3.OperationalError as exc:
-            if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
-                raise StoreError(f"{self.sync.run_dir / DB_NAME}: no space left on device "
-                                 f"(SQLite: {exc})") from exc
-            raise StoreError(f"{self.sync.run_dir / DB_NAME}: {exc}") from exc
-
-    async def put_screenshot(self, data: bytes) -> str:
-        # A file write, not a SQLite one: keep it off the store thread so screenshots
-        # never queue behind verdict writes.
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(None, self.sync.put_screenshot, data)
-
-    async def save_trajectory(self, traj: Trajectory, **kwargs: Any) -> None:
-        await self.call(self.sync.save_trajectory, traj, **kwargs)
-
-    async def save_verdict(self, verdict: StepVerdict) -> None:
-        """Stored once this returns; verdicts arriving in the same loop tick share
-        one transaction (one per verdict was a tenth of the fleet's CPU)."""
-        self._verdicts.append(verdict)
-        if len(self._verdicts) == 1:
-            self._verdicts_written = asyncio.ensure_future(self._write_verdicts())
-        assert self._verdicts_written is not None
-        await asyncio.shield(self._verdicts_written)
-
-    async def _write_verdicts(self) -> None:
-        await asyncio.sleep(0)  # let the verdicts of this tick join the batch
-        batch, self._verdicts = self._verdicts, []
-        await self.call(self.sync.save_verdicts, batch)
-
-    async def incr(self, name: str, by: float = 1) -> None:
-        await self.call(self.sync.incr, name, by)
-
-    # The rest of RunStore's API, on the store thread, so callers never reach into
-    # `sync` (which would run SQLite on the event loop).
-    async def save_config(self, config: dict[str, Any]) -> None:
-        await self.call(self.sync.save_config, config)
-
-    async def add_variant(self, variant: TaskVariant) -> None:
-        await self.call(self.sync.add_variant, variant)
-
-    async def set_counter(self, name: str, value: float) -> None:
-        await self.call(self.sync.set_counter, name, value)
-
-    async def add_event(self, kind: str, subject: str, data: dict[str, Any]) -> None:
-        await self.call(self.sync.add_event, kind, subject, data)
-
-    async def counters(self) -> dict[str, float]:
-        return await self.call(self.sync.counters)
-
-    async def events(self, kind: str | None = None) -> list[dict[str, Any]]:
-        return await self.call(self.sync.events, kind)
-
-    async def summary(self) -> dict[str, Any]:
-        return await self.call(self.sync.summary)
-
-    async def load_verdicts(self, trajectory_id: str) -> list[StepVerdict]:
-        return await self.call(self.sync.load_verdicts, trajectory_id)
-
-    async def load_trajectory(self, trajectory_id: str) -> Trajectory:
-        return await self.call(self.sync.load_trajectory, trajectory_id)
-
-    def screenshot_path(self, name: str) -> Path:
-        """Where a stored screenshot's file is (a path, no I/O)."""
-        return self.sync.screenshot_path(name)
-
-    @property
-    def run_dir(self) -> Path:
-        """The run directory (a path, no I/O)."""
-        return self.sync.run_dir
-
-    async def close(self) -> None:
-        await self.call(self.sync.close)
-        self._executor.shutdown(wait=True)

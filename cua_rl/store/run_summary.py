@@ -52,8 +52,7 @@ def _one(db: sqlite3.Connection, sql: str) -> Any:
     return db.execute(sql).fetchone()[0]
 
 
-def _lifecycle(events: list[dict[str, Any]], trajectory_span: tuple[Any, Any]
-               ) -> dict[str, Any]:
+def _lifecycle(events: list[dict[str, Any]], trajectory_span: tuple[Any, Any]) -> dict[str, Any]:
     """Kind, finished, wall time from the run's start/end events (a run store
     written before they existed reports kind `unknown`, finished None and the span
     of its trajectories as wall time)."""
@@ -65,7 +64,8 @@ def _lifecycle(events: list[dict[str, Any]], trajectory_span: tuple[Any, Any]
     last_end = ended[-1] if ended else None
     # finished: the last invocation (a resume is one more start) ended by itself.
     if last_end is not None and (
-            not started or last_end["created_at"] >= started[-1]["created_at"]):
+        not started or last_end["created_at"] >= started[-1]["created_at"]
+    ):
         out["end"] = last_end["data"].get("status")
         out["finished"] = out["end"] == "finished"
         if last_end["data"].get("reason"):
@@ -86,13 +86,24 @@ def _per_version(db: sqlite3.Connection) -> list[dict[str, Any]]:
         f"FROM trajectories WHERE {GOOD} GROUP BY policy_version_at_start "
         f"ORDER BY policy_version_at_start"
     )
-    return [{"policy_version": v, "trajectories": n,
-             "mean_score": None if r is None else round(r, 4),
-             "success_rate": round(s or 0.0, 4)} for v, n, r, s in rows]
+    return [
+        {
+            "policy_version": v,
+            "trajectories": n,
+            "mean_score": None if r is None else round(r, 4),
+            "success_rate": round(s or 0.0, 4),
+        }
+        for v, n, r, s in rows
+    ]
 
 
-REPLAY_COUNTERS = ("replay_groups", "replay_stored", "replay_evicted_full",
-                   "replay_evicted_stale", "replay_buffer_trajectories")
+REPLAY_COUNTERS = (
+    "replay_groups",
+    "replay_stored",
+    "replay_evicted_full",
+    "replay_evicted_stale",
+    "replay_buffer_trajectories",
+)
 
 
 def _replay(config: dict[str, Any], counters: dict[str, float]) -> dict[str, Any]:
@@ -103,14 +114,16 @@ def _replay(config: dict[str, Any], counters: dict[str, float]) -> dict[str, Any
         return {}
     if not replay.get("enabled"):
         return {"replay": "off"}
-    out: dict[str, Any] = {"replay": f"on (per_task {replay.get('per_task')}, "
-                                     f"max_lag {replay.get('max_lag')})"}
+    out: dict[str, Any] = {
+        "replay": f"on (per_task {replay.get('per_task')}, max_lag {replay.get('max_lag')})"
+    }
     out.update({name: int(counters.get(name, 0)) for name in REPLAY_COUNTERS})
     return out
 
 
-def summarize(db: sqlite3.Connection, run_id: str, counters: dict[str, float],
-              events: list[dict[str, Any]]) -> dict[str, Any]:
+def summarize(
+    db: sqlite3.Connection, run_id: str, counters: dict[str, float], events: list[dict[str, Any]]
+) -> dict[str, Any]:
     """The whole `runs show` summary of one store (see the module docstring)."""
     per_task: dict[str, dict[str, Any]] = {}
     for variant_id, n, wins in db.execute(
@@ -118,31 +131,50 @@ def summarize(db: sqlite3.Connection, run_id: str, counters: dict[str, float],
         "GROUP BY variant_id ORDER BY variant_id"
     ):
         per_task[variant_id] = {"trajectories": n, "success_rate": (wins or 0) / n}
-    bad_steps = ("SELECT COUNT(*) FROM steps s JOIN trajectories t "
-                 "ON t.trajectory_id = s.trajectory_id WHERE t.status IN "
-                 "('aborted', 'setup_failed')")
-    good_verdicts = (f"SELECT COUNT(*) FROM (SELECT DISTINCT v.trajectory_id, v.step_index "
-                     f"FROM votes v JOIN trajectories t ON t.trajectory_id = v.trajectory_id "
-                     f"WHERE t.{GOOD})")
+    bad_steps = (
+        "SELECT COUNT(*) FROM steps s JOIN trajectories t "
+        "ON t.trajectory_id = s.trajectory_id WHERE t.status IN "
+        "('aborted', 'setup_failed')"
+    )
+    good_verdicts = (
+        f"SELECT COUNT(*) FROM (SELECT DISTINCT v.trajectory_id, v.step_index "
+        f"FROM votes v JOIN trajectories t ON t.trajectory_id = v.trajectory_id "
+        f"WHERE t.{GOOD})"
+    )
     all_verdicts = "SELECT COUNT(*) FROM (SELECT DISTINCT trajectory_id, step_index FROM votes)"
     out: dict[str, Any] = {
         "run_id": run_id,
         "trajectories": _one(db, f"SELECT COUNT(*) FROM trajectories WHERE {GOOD}"),
-        "setup_failed": _one(db, "SELECT COUNT(*) FROM trajectories "
-                                 "WHERE status = 'setup_failed'"),
-        "steps": _one(db, f"SELECT COUNT(*) FROM steps WHERE trajectory_id IN "
-                          f"(SELECT trajectory_id FROM trajectories WHERE {GOOD})"),
+        "setup_failed": _one(db, "SELECT COUNT(*) FROM trajectories WHERE status = 'setup_failed'"),
+        "steps": _one(
+            db,
+            f"SELECT COUNT(*) FROM steps WHERE trajectory_id IN "
+            f"(SELECT trajectory_id FROM trajectories WHERE {GOOD})",
+        ),
         "verdicts": _one(db, good_verdicts),
         "aborted": _one(db, "SELECT COUNT(*) FROM trajectories WHERE status = 'aborted'"),
     }
-    for name in ("policy_updates", "prm_updates", "weight_syncs",
-                 "adapt_proposals", "adapt_accepted"):
+    for name in (
+        "policy_updates",
+        "prm_updates",
+        "weight_syncs",
+        "adapt_proposals",
+        "adapt_accepted",
+    ):
         out[name] = int(counters.get(name, 0))
     # New keys of training runs: what Algorithm 2 made of the groups (S u N), and
     # RL steps with and without an update.
-    training = ("groups_original", "groups_accepted", "candidate_groups_rejected",
-                "groups_empty", "adapt_no_rollouts", "policy_steps", "policy_steps_empty",
-                "prm_steps", "prm_steps_empty")
+    training = (
+        "groups_original",
+        "groups_accepted",
+        "candidate_groups_rejected",
+        "groups_empty",
+        "adapt_no_rollouts",
+        "policy_steps",
+        "policy_steps_empty",
+        "prm_steps",
+        "prm_steps_empty",
+    )
     for name in training if "policy_steps" in counters else ():
         out[name] = int(counters.get(name, 0))
     row = db.execute("SELECT config_json FROM runs WHERE run_id = ?", (run_id,)).fetchone()
@@ -155,11 +187,16 @@ def summarize(db: sqlite3.Connection, run_id: str, counters: dict[str, float],
     # New keys: lost work and why.
     out["aborted_steps"] = _one(db, bad_steps)
     out["aborted_verdicts"] = _one(db, all_verdicts) - out["verdicts"]
-    failures = {kind: [(e["subject"], str(e["data"].get("reason", ""))) for e in events
-                       if e["kind"] == kind] for kind in FAILURE_KINDS}
+    failures = {
+        kind: [
+            (e["subject"], str(e["data"].get("reason", ""))) for e in events if e["kind"] == kind
+        ]
+        for kind in FAILURE_KINDS
+    }
     out["gave_up"] = len(failures["gave_up"])
-    out["judge_failures"] = max(len(failures["judge_failure"]),
-                                int(counters.get("judge_failures", 0)))
+    out["judge_failures"] = max(
+        len(failures["judge_failure"]), int(counters.get("judge_failures", 0))
+    )
     out["set_aside"] = {subject: reason for subject, reason in failures["set_aside"]}
     lost = defaultdict(list)
     for status, tid, error in db.execute(

@@ -5,6 +5,9 @@ Two kinds, both read from the config the run saved (`RunStore.save_config`):
   run that turns one on trains differently from the paper, so `runs show` names the
   ones that are on (key `switches`). A switch is on when its value is set and not
   false;
+- `PAPER_VALUES`: the paper's comparisons (a frozen reward model, the outcome weight,
+  the two lambdas): listed under `switches` too when the saved value differs from
+  the paper's;
 - `SHOWN`: settings that change what the counts mean (e.g. whether weight syncs took
   replicas out of routing, whether spans of where its time went were recorded under
   RUN_DIR/spans/), printed as they were, at top level. A key the saved
@@ -25,7 +28,16 @@ OPT_IN = (
     "train.budgets.enabled",
 )
 """Dotted keys of the opt-in switches (docs/algorithms.md describes each)."""
-SHOWN: tuple[str, ...] = ("train.mode", "train.sync.staggered", "metrics.spans")
+PAPER_VALUES: dict[str, Any] = {
+    "train.prm.enabled": True,
+    "train.reward.outcome_weight": 1.0,
+    "train.reward.policy_lam": 1.0,
+    "train.reward.prm_lam": 1.0,
+    "train.lam": 1.0,  # the one lambda of runs stored before the split
+}
+"""Dotted keys of the paper's comparisons and the paper's value of each
+(docs/algorithms.md, "The paper's comparisons as switches")."""
+SHOWN: tuple[str, ...] = ("seed", "train.mode", "train.sync.staggered", "metrics.spans")
 """Dotted keys always shown when the saved config holds them, in order."""
 
 
@@ -47,9 +59,21 @@ def _lookup(config: dict[str, Any], key: str) -> Any:
 
 def switches_on(config: dict[str, Any]) -> dict[str, Any]:
     """{dotted key: value} of every switch of `OPT_IN` that the saved config
-    (`saved_config`) turns on (a store without a saved config has none on)."""
-    return {key: value for key in OPT_IN
-            if (value := _lookup(config, key)) is not None and value is not False}
+    (`saved_config`) turns on, then of every `PAPER_VALUES` key it holds with another
+    value than the paper's (a store without a saved config has none on)."""
+    on = {
+        key: value
+        for key in OPT_IN
+        if (value := _lookup(config, key)) is not None and value is not False
+    }
+    on.update(
+        {
+            key: value
+            for key, paper in PAPER_VALUES.items()
+            if (value := _lookup(config, key)) is not None and value != paper
+        }
+    )
+    return on
 
 
 def shown_settings(config: dict[str, Any]) -> dict[str, Any]:

@@ -22,6 +22,9 @@ UPDATE = "update"
 """One RL step of a learner that changed the weights: when its training started,
 when it ended and when the weight sync that followed it ended (subject: role)."""
 FAILURE_KINDS = (GAVE_UP, JUDGE_FAILURE, SET_ASIDE)
+STEP_LABELS = "step_labels"
+"""Good/bad labels of a trajectory's steps from some labeller (store/step_labels.py;
+subject: trajectory id; data: `{"labels": [1, -1, null, ...], "source": "..."}`)."""
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (

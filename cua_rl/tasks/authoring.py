@@ -12,7 +12,7 @@ own (docs/pair-authoring.md):
 A task id is looked up in `tasks/` first, then in the project's local suite, so
 a new pair for an existing local task needs no task file. The project itself is
 an authoring root whose suite, goldens and difficulty live in
-`osworld_tasks/local/`.
+`cua_rl/tasks/data/local/`.
 
 `scaffold_pair` writes a pair that validates (structurally, and on a desktop
 when the task has no setup): a placeholder evaluator on a marker file and a
@@ -31,7 +31,7 @@ from typing import Any
 from cua_rl.errors import TaskFormatError
 from cua_rl.tasks.pairs import evaluator_path, template_path, write_pair
 from cua_rl.tasks.schema import Problem, child, type_name
-from cua_rl.tasks.sources import LOCAL_SUITE, PROJECT_ROOT
+from cua_rl.tasks.sources import DATA_ROOT, LOCAL_SUITE
 
 TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 """Task ids become file names: no slash, no leading dot."""
@@ -52,8 +52,8 @@ class AuthoringRoot:
     @classmethod
     def of(cls, root: Path | None) -> AuthoringRoot:
         """The layout of `root`; None or the project checkout means the project's."""
-        if root is None or root.resolve() == PROJECT_ROOT:
-            return cls(PROJECT_ROOT, LOCAL_SUITE, LOCAL_SUITE, LOCAL_SUITE / "difficulty.json")
+        if root is None or root.resolve() == DATA_ROOT:
+            return cls(DATA_ROOT, LOCAL_SUITE, LOCAL_SUITE, LOCAL_SUITE / "difficulty.json")
         root = root.resolve()
         return cls(root, root / "tasks", root, root / "difficulty.json")
 
@@ -78,8 +78,9 @@ def read_difficulty(path: Path) -> tuple[dict[str, Any], list[Problem]]:
     except ValueError as exc:
         return {}, [Problem(str(path), "$", f"valid JSON ({exc})")]
     if not isinstance(data, dict):
-        return {}, [Problem(str(path), "$", f"an object of task id -> names, got "
-                                            f"{type_name(data)}")]
+        return {}, [
+            Problem(str(path), "$", f"an object of task id -> names, got {type_name(data)}")
+        ]
     return data, []
 
 
@@ -95,14 +96,27 @@ def difficulty_problems(path: Path, pairs: dict[str, Sequence[str]]) -> list[Pro
         entry = data.get(task_id)
         order = entry.get("order") if isinstance(entry, dict) else entry
         if entry is None:
-            problems.append(Problem(str(path), at, f"an entry for task {task_id} listing its "
-                                                   f"variants easiest first: {sorted(names)}"))
+            problems.append(
+                Problem(
+                    str(path),
+                    at,
+                    f"an entry for task {task_id} listing its "
+                    f"variants easiest first: {sorted(names)}",
+                )
+            )
         elif not isinstance(order, list) or not all(isinstance(n, str) for n in order):
-            problems.append(Problem(str(path), at, "an array of variant names (or an object "
-                                                   "with 'order'), got " + type_name(entry)))
+            problems.append(
+                Problem(
+                    str(path),
+                    at,
+                    "an array of variant names (or an object "
+                    "with 'order'), got " + type_name(entry),
+                )
+            )
         elif sorted(order) != sorted(names) or len(set(order)) != len(order):
-            problems.append(Problem(str(path), at, f"exactly the template's names "
-                                                   f"{sorted(names)}, got {order}"))
+            problems.append(
+                Problem(str(path), at, f"exactly the template's names {sorted(names)}, got {order}")
+            )
     return problems
 
 
@@ -122,21 +136,35 @@ def golden_problems(layout: AuthoringRoot, task_id: str, names: Sequence[str]) -
 
     task_file = find_base_task(layout, task_id)
     if task_file is None:
-        return [Problem(str(template_path(layout.root, task_id)), "$",
-                        f"a base task <domain>/{task_id}.json under {layout.suites_text()}")]
+        return [
+            Problem(
+                str(template_path(layout.root, task_id)),
+                "$",
+                f"a base task <domain>/{task_id}.json under {layout.suites_text()}",
+            )
+        ]
     golden = layout.golden_file(task_file.parent.name, task_id)
     if not golden.is_file():
-        return [Problem(str(golden), "$", f"a golden solution file for task {task_id} "
-                                          f"(variants {sorted(names)})")]
+        return [
+            Problem(
+                str(golden),
+                "$",
+                f"a golden solution file for task {task_id} (variants {sorted(names)})",
+            )
+        ]
     try:
         data = json.loads(golden.read_text(encoding="utf-8"))
     except ValueError as exc:
         return [Problem(str(golden), "$", f"valid JSON ({exc})")]
     if not isinstance(data, dict):
-        return [Problem(str(golden), "$", f"an object of variant name -> steps, got "
-                                          f"{type_name(data)}")]
-    problems = [Problem(str(golden), child("$", n), "golden steps for this variant")
-                for n in names if n not in data]
+        return [
+            Problem(str(golden), "$", f"an object of variant name -> steps, got {type_name(data)}")
+        ]
+    problems = [
+        Problem(str(golden), child("$", n), "golden steps for this variant")
+        for n in names
+        if n not in data
+    ]
     for name, steps in data.items():
         if not isinstance(steps, list):
             problems.append(Problem(str(golden), child("$", name), "an array of steps"))
@@ -159,22 +187,28 @@ def _placeholder(task_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     evaluator = {
         "_comment": "placeholder: replace with the real check (cua-rl templates validate)",
         "func": "exact_match",
-        "result": {"type": "vm_command_line",
-                   "command": f"cat {marker} 2>/dev/null || true", "shell": True},
+        "result": {
+            "type": "vm_command_line",
+            "command": f"cat {marker} 2>/dev/null || true",
+            "shell": True,
+        },
         "expected": {"type": "rule", "rules": {"expected": "done\n"}},
     }
     golden = [{"execute": {"command": f"echo done > {marker}", "shell": True}}]
     return evaluator, golden
 
 
-def scaffold_pair(root: Path, task_id: str, domain: str = "os",
-                  instruction: str | None = None) -> list[Path]:
+def scaffold_pair(
+    root: Path, task_id: str, domain: str = "os", instruction: str | None = None
+) -> list[Path]:
     """Write a new pair for `task_id` under `root` (template, evaluator, golden
     stub, difficulty entry, and a base task file when the id is not a known
     task); refuses to overwrite any of them."""
     if not TASK_ID.match(task_id):
-        raise TaskFormatError(f"task id {task_id!r}: expected letters, digits, '_', '.' or '-' "
-                              "(it becomes a file name)")
+        raise TaskFormatError(
+            f"task id {task_id!r}: expected letters, digits, '_', '.' or '-' "
+            "(it becomes a file name)"
+        )
     if not DOMAIN.match(domain):
         raise TaskFormatError(f"domain {domain!r}: expected lower-case letters, digits or '_'")
     layout = AuthoringRoot.of(root)
@@ -187,9 +221,15 @@ def scaffold_pair(root: Path, task_id: str, domain: str = "os",
     if base is None:
         base = layout.suite / domain / f"{task_id}.json"
         instruction = instruction or f"TODO: say what task {task_id} asks"
-        task = {"id": task_id, "snapshot": domain, "instruction": instruction,
-                "source": "cua-rl templates new", "config": [], "related_apps": [],
-                "evaluator": evaluator}
+        task = {
+            "id": task_id,
+            "snapshot": domain,
+            "instruction": instruction,
+            "source": "cua-rl templates new",
+            "config": [],
+            "related_apps": [],
+            "evaluator": evaluator,
+        }
     else:  # an existing task: its own evaluator is the first variant; the golden is to write
         domain = base.parent.name
         known = json.loads(base.read_text(encoding="utf-8"))
@@ -197,8 +237,7 @@ def scaffold_pair(root: Path, task_id: str, domain: str = "os",
         evaluator, golden = known.get("evaluator", evaluator), []
     golden_file = layout.golden_file(domain, task_id)
     if golden_file.exists():
-        raise TaskFormatError(f"{golden_file}: a golden solution for task {task_id} exists "
-                              "already")
+        raise TaskFormatError(f"{golden_file}: a golden solution for task {task_id} exists already")
     data, problems = read_difficulty(layout.difficulty)
     if problems:
         raise TaskFormatError(str(problems[0]))
@@ -207,11 +246,13 @@ def scaffold_pair(root: Path, task_id: str, domain: str = "os",
         base.parent.mkdir(parents=True, exist_ok=True)
         base.write_text(json.dumps(task, indent=2) + "\n", encoding="utf-8")
         written.append(base)
-    written += write_pair(layout.root, task_id, {PLACEHOLDER_NAME: str(instruction)},
-                          {PLACEHOLDER_NAME: evaluator})
+    written += write_pair(
+        layout.root, task_id, {PLACEHOLDER_NAME: str(instruction)}, {PLACEHOLDER_NAME: evaluator}
+    )
     golden_file.parent.mkdir(parents=True, exist_ok=True)
-    golden_file.write_text(json.dumps({PLACEHOLDER_NAME: golden}, indent=2) + "\n",
-                           encoding="utf-8")
+    golden_file.write_text(
+        json.dumps({PLACEHOLDER_NAME: golden}, indent=2) + "\n", encoding="utf-8"
+    )
     written.append(golden_file)
     data[task_id] = [PLACEHOLDER_NAME]
     layout.difficulty.parent.mkdir(parents=True, exist_ok=True)
@@ -225,12 +266,12 @@ def authoring_groups(layout: AuthoringRoot, task_ids: Sequence[str] | None = Non
     its local suite (all tasks, or `task_ids`); for another root, its pairs and
     its own tasks (or `task_ids`), base tasks found as `find_base_task` does.
     Malformed tasks or pairs raise TaskFormatError."""
-    from cua_rl.tasks.on_desktop import suite_groups
+    from cua_rl.tasks.check_jobs import suite_groups
     from cua_rl.tasks.osworld import index_tasks, load_task_file
     from cua_rl.tasks.pairs import load_variants, pair_task_ids
 
-    if layout.root == PROJECT_ROOT:
-        return suite_groups(LOCAL_SUITE, PROJECT_ROOT, task_ids)
+    if layout.root == DATA_ROOT:
+        return suite_groups(LOCAL_SUITE, DATA_ROOT, task_ids)
     if task_ids is None:
         own = index_tasks(layout.suite) if layout.suite.is_dir() else {}
         task_ids = sorted(set(pair_task_ids(layout.root)) | set(own))
@@ -244,6 +285,8 @@ def authoring_groups(layout: AuthoringRoot, task_ids: Sequence[str] | None = Non
         if task is not None:
             groups.append((task, load_variants(task, layout.root)))
     if missing:
-        raise TaskFormatError(f"no base task for {', '.join(missing)} under "
-                              f"{layout.suites_text()} (expected <domain>/<task id>.json)")
+        raise TaskFormatError(
+            f"no base task for {', '.join(missing)} under "
+            f"{layout.suites_text()} (expected <domain>/<task id>.json)"
+        )
     return groups

@@ -26,8 +26,9 @@ def golden_path(task: TaskVariant, golden_root: Path | None = None) -> Path:
     return base / GOLDEN_DIR / source.parent.name / f"{task.task_id}.json"
 
 
-def read_golden(task: TaskVariant,
-                golden_root: Path | None = None) -> dict[str, list[dict[str, Any]]]:
+def read_golden(
+    task: TaskVariant, golden_root: Path | None = None
+) -> dict[str, list[dict[str, Any]]]:
     """Variant name -> golden steps; TaskFormatError naming the file on bad shape."""
     path = golden_path(task, golden_root)
     if not path.is_file():
@@ -48,9 +49,10 @@ def read_golden(task: TaskVariant,
 
 def check_golden_step(step: Any, where: str) -> None:
     if not isinstance(step, dict) or len(step) != 1:
-        raise TaskFormatError(f"{where}: expected an object with one key: pyautogui, "
-                              "execute or sleep")
-    (kind, value), = step.items()
+        raise TaskFormatError(
+            f"{where}: expected an object with one key: pyautogui, execute or sleep"
+        )
+    ((kind, value),) = step.items()
     if kind == "pyautogui" and isinstance(value, str) and value.strip():
         return
     if kind == "sleep" and isinstance(value, int | float) and 0 <= value <= 30:
@@ -61,5 +63,7 @@ def check_golden_step(step: Any, where: str) -> None:
             return
         except ValidationError as exc:
             raise TaskFormatError(f"{where}: execute: {exc}") from None
-    raise TaskFormatError(f"{where}: expected pyautogui (code string), execute "
-                          f"(setup-step parameters) or sleep (0-30 s), got {kind}={value!r:.80}")
+    raise TaskFormatError(
+        f"{where}: expected pyautogui (code string), execute "
+        f"(setup-step parameters) or sleep (0-30 s), got {kind}={value!r:.80}"
+    )

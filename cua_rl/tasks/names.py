@@ -53,14 +53,18 @@ def variant_name_problems(variant: TaskVariant, templates_root: Path | None) -> 
     names += check_evaluator_spec(variant.evaluator, "").unimplemented
     if not names:
         return []
-    evaluator_file = (templates_root / "evaluators" / variant.task_id
-                      / f"{variant.evaluator_name}.json") if templates_root else None
+    evaluator_file = (
+        (templates_root / "evaluators" / variant.task_id / f"{variant.evaluator_name}.json")
+        if templates_root
+        else None
+    )
     if evaluator_file is not None and evaluator_file.is_file():
         file, spec = str(evaluator_file), {"evaluator": variant.evaluator}
         steps = [n for n in names if n.startswith("step:")]
         rest = [n for n in names if not n.startswith("step:")]
-        return (unknown_name_lines(variant.source_path, {"config": list(variant.config)}, steps)
-                + unknown_name_lines(file, spec, rest))
+        return unknown_name_lines(
+            variant.source_path, {"config": list(variant.config)}, steps
+        ) + unknown_name_lines(file, spec, rest)
     task = {"config": list(variant.config), "evaluator": variant.evaluator}
     return unknown_name_lines(variant.source_path or variant.task_id, task, names)
 

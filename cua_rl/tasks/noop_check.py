@@ -65,11 +65,15 @@ class NoopResult:
             return f"evaluation failed: {self.error}"
         reasons = []
         if self.success_score != 0.0:
-            reasons.append(f"scored {self.success_score:g} when the no-op agent declared "
-                           "success (expected 0)" + (f": {self.detail}" if self.detail else ""))
+            reasons.append(
+                f"scored {self.success_score:g} when the no-op agent declared "
+                "success (expected 0)" + (f": {self.detail}" if self.detail else "")
+            )
         if self.failure_score != float(self.infeasible):
-            reasons.append(f"scored {self.failure_score:g} when it declared failure "
-                           f"(expected {float(self.infeasible):g})")
+            reasons.append(
+                f"scored {self.failure_score:g} when it declared failure "
+                f"(expected {float(self.infeasible):g})"
+            )
         return "; ".join(reasons)
 
     @property
@@ -77,18 +81,23 @@ class NoopResult:
         """Reported apart, not judged: the expected file is a stand-in and either the
         untouched desktop passed against it, or the postconfig writes the result by
         keystrokes, so the success run's score says nothing either way (module doc)."""
-        return (self.standin_expected and not self.error
-                and self.failure_score == float(self.infeasible)
-                and (self.success_score != 0.0 or self.exported_by_postconfig))
+        return (
+            self.standin_expected
+            and not self.error
+            and self.failure_score == float(self.infeasible)
+            and (self.success_score != 0.0 or self.exported_by_postconfig)
+        )
 
     @property
     def apart_reason(self) -> str:
         """Why a `standin_apart` task is set apart: its scores and compared values."""
         if self.success_score != 0.0:
             return self.wrong
-        return ("scored 0 when the no-op agent declared success, but the postconfig "
-                "writes the result file by keystrokes and the expected file is a stand-in"
-                + (f": {self.detail}" if self.detail else ""))
+        return (
+            "scored 0 when the no-op agent declared success, but the postconfig "
+            "writes the result file by keystrokes and the expected file is a stand-in"
+            + (f": {self.detail}" if self.detail else "")
+        )
 
 
 def expects_download(task: TaskVariant) -> bool:
@@ -99,8 +108,10 @@ def expects_download(task: TaskVariant) -> bool:
     items = expected if isinstance(expected, list) else [expected]
     if any(isinstance(g, dict) and g.get("type") == "cloud_file" for g in items):
         return True
-    return any(isinstance(step, dict) and step.get("type") == "download"
-               for step in task.evaluator.get("postconfig") or ())
+    return any(
+        isinstance(step, dict) and step.get("type") == "download"
+        for step in task.evaluator.get("postconfig") or ()
+    )
 
 
 def _result_stems(task: TaskVariant) -> list[str]:
@@ -135,8 +146,9 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
 
 
-async def score_noop_agent(task: TaskVariant, client: GuestClient, cache: FileCache,
-                           context: SetupContext, work: Path) -> NoopResult:
+async def score_noop_agent(
+    task: TaskVariant, client: GuestClient, cache: FileCache, context: SetupContext, work: Path
+) -> NoopResult:
     """Both evaluations of the module doc on the desktop `task` was just set up on."""
     from dataclasses import replace
 
@@ -145,26 +157,44 @@ async def score_noop_agent(task: TaskVariant, client: GuestClient, cache: FileCa
 
     infeasible = task.evaluator.get("func") == "infeasible"
     exported = exports_by_keystrokes(task)
-    base: dict[str, Any] = {"task_id": task.task_id, "infeasible": infeasible,
-                            "standin_expected": expects_download(task),
-                            "exported_by_postconfig": exported}
+    base: dict[str, Any] = {
+        "task_id": task.task_id,
+        "infeasible": infeasible,
+        "standin_expected": expects_download(task),
+        "exported_by_postconfig": exported,
+    }
     success = Action(kind="terminate", status="success")
     failure = Action(kind="terminate", status="failure")
     try:
-        success_score = await evaluate(task, client, cache=cache, context=context,
-                                       last_action=success, cache_dir=work / "noop-success")
+        success_score = await evaluate(
+            task,
+            client,
+            cache=cache,
+            context=context,
+            last_action=success,
+            cache_dir=work / "noop-success",
+        )
         detail = ""
         if success_score != 0.0 or exported:  # a 0 from a missing export is shown too
-            detail = await explain_score(task, client, cache=cache, context=context,
-                                         cache_dir=work / "noop-success")
-        declared = replace(task, evaluator={k: v for k, v in task.evaluator.items()
-                                            if k != "postconfig"})
-        failure_score = await evaluate(declared, client, cache=cache, context=context,
-                                       last_action=failure, cache_dir=work / "noop-failure")
+            detail = await explain_score(
+                task, client, cache=cache, context=context, cache_dir=work / "noop-success"
+            )
+        declared = replace(
+            task, evaluator={k: v for k, v in task.evaluator.items() if k != "postconfig"}
+        )
+        failure_score = await evaluate(
+            declared,
+            client,
+            cache=cache,
+            context=context,
+            last_action=failure,
+            cache_dir=work / "noop-failure",
+        )
     except Exception as exc:  # any getter, metric or postconfig failure is this task's finding
         return NoopResult(**base, error=_first_line(exc))
-    return NoopResult(**base, success_score=success_score, failure_score=failure_score,
-                      detail=detail)
+    return NoopResult(
+        **base, success_score=success_score, failure_score=failure_score, detail=detail
+    )
 
 
 def noop_report(results: list[NoopResult]) -> dict[str, Any]:

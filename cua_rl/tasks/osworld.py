@@ -96,11 +96,30 @@ def check_task(data: Any, file: Path) -> Checks:
     # `config` is optional in OSWorld (an infeasible task has none): absent = no setup.
     if "config" in data:
         checks.extend(check_setup_steps(data["config"], where, "$.config"))
+    if "step_progress" in data:
+        problem = step_progress_problem(data["step_progress"])
+        if problem:
+            problems.append(Problem(where, "$.step_progress", problem))
     if "evaluator" not in data:
         problems.append(Problem(where, "$.evaluator", "an evaluator object (key is missing)"))
     else:
         checks.extend(check_evaluator(data["evaluator"], where, "$.evaluator"))
     return checks
+
+
+def step_progress_problem(spec: Any) -> str | None:
+    """What a task's `step_progress` probe was expected to be (None: it is): an object
+    with a `command` (an array of strings, or a shell line with `shell: true`)."""
+    if not isinstance(spec, dict) or set(spec) - {"command", "shell"}:
+        return f'an object with "command" and optionally "shell", got {type_name(spec)}'
+    command, shell = spec.get("command"), spec.get("shell", False)
+    if not isinstance(shell, bool):
+        return f'"shell" as true or false, got {type_name(shell)}'
+    if shell and isinstance(command, str) and command.strip():
+        return None
+    if isinstance(command, list) and command and all(isinstance(c, str) for c in command):
+        return None
+    return '"command" as a non-empty array of strings (or a string with "shell": true)'
 
 
 def task_from_json(data: dict[str, Any], file: Path, domain: str) -> TaskVariant:
@@ -115,6 +134,7 @@ def task_from_json(data: dict[str, Any], file: Path, domain: str) -> TaskVariant
         related_apps=tuple(data.get("related_apps", ())),
         snapshot=data.get("snapshot", ""),
         source_path=str(file),
+        step_progress=data.get("step_progress"),
     )
 
 

@@ -23,14 +23,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from cua_rl.errors import TaskFormatError
-from cua_rl.tasks.schema import (
-    Checks,
-    Problem,
-    check_evaluator,
-    child,
-    read_json,
-    type_name,
-)
+from cua_rl.tasks.schema import Checks, Problem, check_evaluator, child, read_json, type_name
 from cua_rl.types import TaskVariant
 
 MAX_STEM_BYTES = 250
@@ -104,9 +97,7 @@ def read_template(path: Path) -> tuple[dict[str, str | None], list[Problem]]:
 
 
 def check_pair(
-    root: Path,
-    task_id: str,
-    unimplemented_is_problem: bool = True,
+    root: Path, task_id: str, unimplemented_is_problem: bool = True
 ) -> tuple[dict[str, tuple[str, dict[str, Any]]], Checks]:
     """Check one task's template and evaluator files.
 
@@ -167,14 +158,17 @@ def _check_evaluator_file(file: Path, unimplemented_is_problem: bool) -> Checks:
         # golden, which never exercises it): a typo must fail here.
         from cua_rl.tasks.rule_keys import rule_key_findings
 
-        checks.problems += [Problem(str(file), f"${sub}", expected)
-                            for sub, expected in rule_key_findings(spec)]
+        checks.problems += [
+            Problem(str(file), f"${sub}", expected) for sub, expected in rule_key_findings(spec)
+        ]
     if unimplemented_is_problem and checks.unimplemented:
         from cua_rl.tasks.names import unknown_name_lines
 
         # One line per use, with a "did you mean" from the registered names.
-        checks.problems += [Problem.from_line(str(file), "$", line) for line in
-                            unknown_name_lines(str(file), spec, checks.unimplemented)]
+        checks.problems += [
+            Problem.from_line(str(file), "$", line)
+            for line in unknown_name_lines(str(file), spec, checks.unimplemented)
+        ]
     return checks
 
 

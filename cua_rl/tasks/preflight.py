@@ -14,7 +14,9 @@ What counts as what (docs/osworld-local.md explains the local provider's side):
   internet (pages to open, URLs the agent must reach), and so does any URL in the
   instruction, a hub link included: the agent itself has to fetch it from inside
   the desktop ("clone the repo https://...", "download the image from ..."), where
-  the cache cannot help;
+  the cache cannot help; it blocks the task only where the provider's desktops
+  have no network (`has_network` of its config: docker on its default network and
+  aws have one, local has one only with `network: true`);
 - `googledrive`/`login` steps and the `googledrive_file` getter need credentials;
 - `sudo` in a command needs root, which local desktops never grant: their `sudo`
   only runs commands as the user and answers `apt install` from the host's
@@ -29,39 +31,70 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from cua_rl.desktop.file_cache import FileCache, local_path
-from cua_rl.desktop.providers.local import vscode as local_vscode
 from cua_rl.desktop.setup_steps.chrome import EMPTY_HISTORY_URL
-from cua_rl.tasks.rootless_sudo import rootless_problem
+from cua_rl.tasks.capabilities import (
+    HostCapabilities,
+    capabilities_for,
+    image_capabilities,
+    local_capabilities,
+    local_gaps,
+)
 from cua_rl.types import TaskVariant
 
-REASON_ORDER = ("unimplemented", "unsupported_app", "local_gap", "credentials", "needs_root",
-                "network", "assets_uncached")
+__all__ = [
+    "HostCapabilities",
+    "Preflight",
+    "TaskNeeds",
+    "capabilities_for",
+    "describe",
+    "first_blocker",
+    "image_capabilities",
+    "local_capabilities",
+    "local_gaps",
+    "preflight",
+    "task_needs",
+]
+
+REASON_ORDER = (
+    "unimplemented",
+    "unsupported_app",
+    "local_gap",
+    "credentials",
+    "needs_root",
+    "network",
+    "assets_uncached",
+)
 """Blockers in the order they are checked; a task is filed under its first."""
 
-UNSUPPORTED_LOCAL_APPS: dict[str, str] = {}
-"""Apps local desktops cannot provide at all, with why."""
-LOCAL_INSTALLS: dict[str, str] = {
-    "code": "VS Code (code-server) is not installed: run ./setup.sh as root "
-            "(docs/osworld-local.md)",
-}
-"""Apps local desktops get from an install of this project's own, not from the
-host's PATH, with what to do when it is missing."""
-
-APP_EXECUTABLES = ("google-chrome", "socat", "thunderbird", "gimp", "vlc", "libreoffice",
-                   "soffice", "code", "nautilus", "gnome-terminal", "gedit")
+APP_EXECUTABLES = (
+    "google-chrome",
+    "socat",
+    "thunderbird",
+    "gimp",
+    "vlc",
+    "libreoffice",
+    "soffice",
+    "code",
+    "nautilus",
+    "gnome-terminal",
+    "gedit",
+)
 """Executables a task's commands start that decide whether it can run."""
 
 DOMAIN_APPS: dict[str, str] = {
-    "chrome": "google-chrome", "gimp": "gimp", "vlc": "vlc", "thunderbird": "thunderbird",
-    "vs_code": "code", "libreoffice_calc": "libreoffice", "libreoffice_impress": "libreoffice",
+    "chrome": "google-chrome",
+    "gimp": "gimp",
+    "vlc": "vlc",
+    "thunderbird": "thunderbird",
+    "vs_code": "code",
+    "libreoffice_calc": "libreoffice",
+    "libreoffice_impress": "libreoffice",
     "libreoffice_writer": "libreoffice",
 }
 """The app a domain's tasks drive, whether or not the setup starts it."""
@@ -122,8 +155,12 @@ def _command_words(command: Any) -> list[str]:
 
 
 def _getters(evaluator: dict[str, Any]) -> list[dict[str, Any]]:
-    return [g for key in ("result", "expected") for g in _as_list(evaluator.get(key))
-            if isinstance(g, dict)]
+    return [
+        g
+        for key in ("result", "expected")
+        for g in _as_list(evaluator.get(key))
+        if isinstance(g, dict)
+    ]
 
 
 def task_needs(task: TaskVariant) -> TaskNeeds:
@@ -136,8 +173,9 @@ def task_needs(task: TaskVariant) -> TaskNeeds:
     for step in steps:
         kind, params = step.get("type", ""), step.get("parameters") or {}
         if kind == "download":
-            assets += [f.get("url", "") for f in _as_list(params.get("files"))
-                       if isinstance(f, dict)]
+            assets += [
+                f.get("url", "") for f in _as_list(params.get("files")) if isinstance(f, dict)
+            ]
         elif kind == "update_browse_history":
             assets.append(EMPTY_HISTORY_URL)
         elif kind in CREDENTIAL_STEPS:
@@ -162,8 +200,9 @@ def task_needs(task: TaskVariant) -> TaskNeeds:
     # Every other URL: hub file links are assets too; the rest needs the internet.
     # update_browse_history only writes its URLs into a database: no traffic.
     scanned = [s for s in task.config if s.get("type") != "update_browse_history"]
-    found = [u.rstrip(".,)") for text in _strings([scanned, task.evaluator])
-             for u in _URL.findall(text)]
+    found = [
+        u.rstrip(".,)") for text in _strings([scanned, task.evaluator]) for u in _URL.findall(text)
+    ]
     network: list[str] = []
     for url in found:
         if url in assets or urlsplit(url).hostname in LOOPBACK:
@@ -172,99 +211,27 @@ def task_needs(task: TaskVariant) -> TaskNeeds:
             assets.append(url)
         else:
             network.append(url)
-    network += [u.rstrip(".,)") for u in _URL.findall(task.instruction)
-                if urlsplit(u.rstrip(".,)")).hostname not in LOOPBACK]
-    return TaskNeeds(tuple(dict.fromkeys(a for a in assets if a)), tuple(dict.fromkeys(apps)),
-                     tuple(creds), tuple(root), tuple(dict.fromkeys(network)))
+    network += [
+        u.rstrip(".,)")
+        for u in _URL.findall(task.instruction)
+        if urlsplit(u.rstrip(".,)")).hostname not in LOOPBACK
+    ]
+    return TaskNeeds(
+        tuple(dict.fromkeys(a for a in assets if a)),
+        tuple(dict.fromkeys(apps)),
+        tuple(creds),
+        tuple(root),
+        tuple(dict.fromkeys(network)),
+    )
 
 
-@dataclass(frozen=True, slots=True)
-class HostCapabilities:
-    """What the provider's desktops offer."""
-
-    provider: str
-    has_app: Callable[[str], bool]
-    root: bool
-    """Whether `sudo` inside a desktop works (OSWorld's VM images: yes; local: never)."""
-    network: bool = False
-    """Whether desktops may reach the internet (never in this project's tests)."""
-    gaps: Mapping[str, str] = field(default_factory=dict)
-    """Task id -> what these desktops lack that the task needs (`local_gap`)."""
-    sudo_problem: Callable[[str], str | None] | None = None
-    """Without root: what the desktops' own `sudo` cannot do in a command, or None
-    if it can do all (local: `rootless_problem`); unset, every sudo needs root."""
-    missing_why: Mapping[str, str] = field(default_factory=dict)
-    """App -> why these desktops lack it (beyond "not found")."""
-
-
-def local_capabilities() -> HostCapabilities:
-    """Local desktops: the host's executables (Chromium counts as `google-chrome`,
-    see `local.user.chrome_shim`), VS Code when setup.sh built code-server
-    (`local.vscode`), minus the apps that cannot be provided."""
-    why = {**LOCAL_INSTALLS, **UNSUPPORTED_LOCAL_APPS}
-
-    def has_app(name: str) -> bool:
-        if name in UNSUPPORTED_LOCAL_APPS:
-            return False
-        if name == "code":
-            return local_vscode.install_dir() is not None
-        if name == "google-chrome":
-            return any(shutil.which(n) for n in ("google-chrome", "chromium", "chromium-browser"))
-        return shutil.which(name) is not None
-
-    return HostCapabilities("local", has_app, root=False, gaps=local_gaps(),
-                            sudo_problem=rootless_problem, missing_why=why)
-
-
-def local_gaps() -> dict[str, str]:
-    """{task id: reason} of `local_gaps.json` (module docstring)."""
-    return json.loads((Path(__file__).with_name("local_gaps.json")).read_text())
-
-
-IMAGE_APP_PACKAGES: dict[str, str] = {
-    "socat": "socat", "thunderbird": "thunderbird", "gimp": "gimp", "vlc": "vlc",
-    "libreoffice": "libreoffice-calc", "soffice": "libreoffice-calc",
-    "nautilus": "nautilus", "gnome-terminal": "gnome-terminal", "gedit": "gedit",
-}
-"""A task's executable (`APP_EXECUTABLES`) -> the package of this project's image
-(`cua-rl image build`, profile `full`) that provides it."""
-IMAGE_GAPS: dict[str, str] = {
-    "google-chrome": "the image has Chromium but no `google-chrome` launcher "
-                     "(local desktops have one: --provider local)",
-    "code": "the image has no VS Code (code-server): local desktops do after ./setup.sh",
-}
-"""Executables the image lacks, with why."""
-
-
-def image_capabilities(provider: str = "container") -> HostCapabilities:
-    """Desktops of this project's `full` image (the `container` provider's): its apps,
-    no root (unlike OSWorld's VM image, its user has no sudo) and no network."""
-    from cua_rl.images.recipe import packages
-
-    installed = set(packages("full"))
-
-    def has_app(name: str) -> bool:
-        package = IMAGE_APP_PACKAGES.get(name)
-        return package is not None and package in installed
-
-    return HostCapabilities(provider, has_app, root=False, missing_why=IMAGE_GAPS,
-                            sudo_problem=lambda command: "the image's user has no sudo: "
-                            + command[:100])
-
-
-def capabilities_for(provider: str) -> HostCapabilities:
-    """Local desktops: this host's apps; `container`: this project's image; the VM
-    providers (`docker`, `qemu`, `aws`) run OSWorld's own image by default: every app,
-    and sudo with the user's password."""
-    if provider == "local":
-        return local_capabilities()
-    if provider == "container":
-        return image_capabilities(provider)
-    return HostCapabilities(provider, lambda name: True, root=True)
-
-
-def first_blocker(task: TaskVariant, needs: TaskNeeds, host: HostCapabilities,
-                  cache: FileCache, unimplemented: Iterable[str] = ()) -> tuple[str, str] | None:
+def first_blocker(
+    task: TaskVariant,
+    needs: TaskNeeds,
+    host: HostCapabilities,
+    cache: FileCache,
+    unimplemented: Iterable[str] = (),
+) -> tuple[str, str] | None:
     """(reason, detail) of the first thing that stops `task` here, or None if it can run."""
     names = list(unimplemented)
     if names:
@@ -311,23 +278,28 @@ class Preflight:
 
     def summary(self) -> dict[str, Any]:
         """The `--json` shape: total, runnable count, not_runnable {reason: [ids]}."""
-        return {"total": self.total, "runnable": len(self.runnable),
-                "not_runnable": self.not_runnable}
+        return {
+            "total": self.total,
+            "runnable": len(self.runnable),
+            "not_runnable": self.not_runnable,
+        }
 
-    def reason_of(self, task_id: str) -> str | None:
-        return next((r for r, ids in self.not_runnable.items() if task_id in ids), None)
 
-
-def preflight(tasks: Iterable[TaskVariant], host: HostCapabilities, cache: FileCache,
-              unimplemented: dict[str, list[str]] | None = None) -> Preflight:
+def preflight(
+    tasks: Iterable[TaskVariant],
+    host: HostCapabilities,
+    cache: FileCache,
+    unimplemented: dict[str, list[str]] | None = None,
+) -> Preflight:
     """Check every task (see the module docstring); the lists keep the input order."""
     result = Preflight()
     for task in tasks:
         result.total += 1
         needs = task_needs(task)
         result.needs[task.task_id] = needs
-        blocker = first_blocker(task, needs, host, cache,
-                                (unimplemented or {}).get(task.task_id, ()))
+        blocker = first_blocker(
+            task, needs, host, cache, (unimplemented or {}).get(task.task_id, ())
+        )
         if blocker is None:
             result.runnable.append(task.task_id)
             continue
@@ -335,14 +307,26 @@ def preflight(tasks: Iterable[TaskVariant], host: HostCapabilities, cache: FileC
         result.not_runnable.setdefault(reason, []).append(task.task_id)
         result.details[task.task_id] = f"{reason}: {detail}"
     order = {r: i for i, r in enumerate(REASON_ORDER)}
-    result.not_runnable = dict(sorted(result.not_runnable.items(),
-                                      key=lambda kv: (order.get(kv[0].split(":")[0], 99), kv[0])))
+    result.not_runnable = dict(
+        sorted(
+            result.not_runnable.items(), key=lambda kv: (order.get(kv[0].split(":")[0], 99), kv[0])
+        )
+    )
     return result
 
 
 def describe(needs: TaskNeeds) -> str:
     """One line of what a task needs (for the per-task listing)."""
-    return json.dumps({k: len(v) if k == "assets" else list(v)
-                       for k, v in (("assets", needs.assets), ("apps", needs.apps),
-                                    ("credentials", needs.credentials), ("root", needs.root),
-                                    ("network", needs.network[:3])) if v})
+    return json.dumps(
+        {
+            k: len(v) if k == "assets" else list(v)
+            for k, v in (
+                ("assets", needs.assets),
+                ("apps", needs.apps),
+                ("credentials", needs.credentials),
+                ("root", needs.root),
+                ("network", needs.network[:3]),
+            )
+            if v
+        }
+    )

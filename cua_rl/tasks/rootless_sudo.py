@@ -22,8 +22,20 @@ USER_COMMANDS = frozenset({"mkdir", "touch", "cp", "mv", "rm", "chmod", "ln"})
 """Commands whose effect in the user's own folders is the same without root."""
 USER_PATHS = ("~/", "/home/user/", "/tmp/")
 """Prefixes of the paths a command run as `user` may name (`~root/...` does not count)."""
-SUDO_OPTIONS = frozenset({"-S", "--stdin", "-E", "-H", "-k", "-n", "--preserve-env",
-                          "--set-home", "--reset-timestamp", "--non-interactive"})
+SUDO_OPTIONS = frozenset(
+    {
+        "-S",
+        "--stdin",
+        "-E",
+        "-H",
+        "-k",
+        "-n",
+        "--preserve-env",
+        "--set-home",
+        "--reset-timestamp",
+        "--non-interactive",
+    }
+)
 """The options the desktop's sudo accepts (any other makes it fail)."""
 _SEGMENTS = re.compile(r"&&|\|\||;|\n")
 DPKG_INFO = Path("/var/lib/dpkg/info")
@@ -55,8 +67,9 @@ def _sudo_argv(segment: str) -> list[str] | None:
     return None
 
 
-def rootless_problem(command: str,
-                     has_package: Callable[[str], bool] = host_has_package) -> str | None:
+def rootless_problem(
+    command: str, has_package: Callable[[str], bool] = host_has_package
+) -> str | None:
     """Why the desktop's rootless `sudo` would fail some step of `command`, or None
     when every sudo in it would succeed (module docstring)."""
     for segment in _SEGMENTS.split(command):
@@ -73,7 +86,9 @@ def rootless_problem(command: str,
             if words[:1] == ["install"]:
                 missing = [p for p in words[1:] if not has_package(p)]
                 if missing:
-                    return f"sudo {tool} install of package(s) the host lacks: {' '.join(missing)}"
+                    return (
+                        f"sudo {tool} install of package(s) the desktop lacks: {' '.join(missing)}"
+                    )
                 continue
             return f"sudo {tool} {' '.join(words[:1])} needs root"
         paths = [w for w in rest if not w.startswith("-")]

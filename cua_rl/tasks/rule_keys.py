@@ -43,22 +43,35 @@ def _keys_read(func: Callable[..., Any], name: str, depth: int = 0) -> frozenset
     node = _function_node(func)
     if node is None or depth > MAX_DEPTH:
         return None
-    parents = {child: parent for parent in ast.walk(node)
-               for child in ast.iter_child_nodes(parent)}
+    parents = {child: parent for parent in ast.walk(node) for child in ast.iter_child_nodes(parent)}
     keys: set[str] = set()
     for use in ast.walk(node):
         if not (isinstance(use, ast.Name) and use.id == name and isinstance(use.ctx, ast.Load)):
             continue
         parent = parents.get(use)
-        if (isinstance(parent, ast.Subscript) and parent.value is use
-                and isinstance(parent.slice, ast.Constant) and isinstance(parent.slice.value, str)):
+        if (
+            isinstance(parent, ast.Subscript)
+            and parent.value is use
+            and isinstance(parent.slice, ast.Constant)
+            and isinstance(parent.slice.value, str)
+        ):
             keys.add(parent.slice.value)
-        elif (isinstance(parent, ast.Attribute) and parent.value is use and parent.attr == "get"
-              and isinstance(call := parents.get(parent), ast.Call) and call.args
-              and isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str)):
+        elif (
+            isinstance(parent, ast.Attribute)
+            and parent.value is use
+            and parent.attr == "get"
+            and isinstance(call := parents.get(parent), ast.Call)
+            and call.args
+            and isinstance(call.args[0], ast.Constant)
+            and isinstance(call.args[0].value, str)
+        ):
             keys.add(call.args[0].value)
-        elif (isinstance(parent, ast.Compare) and use in parent.comparators
-              and isinstance(parent.left, ast.Constant) and isinstance(parent.left.value, str)):
+        elif (
+            isinstance(parent, ast.Compare)
+            and use in parent.comparators
+            and isinstance(parent.left, ast.Constant)
+            and isinstance(parent.left.value, str)
+        ):
             keys.add(parent.left.value)
         elif isinstance(parent, ast.Call) and use in parent.args:
             inner = _helper_keys(func, parent, parent.args.index(use), depth)
@@ -66,16 +79,19 @@ def _keys_read(func: Callable[..., Any], name: str, depth: int = 0) -> frozenset
                 return None
             keys |= inner
         elif isinstance(parent, ast.UnaryOp | ast.BoolOp) or (
-                isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name)
-                and parent.func.id in ("isinstance", "bool", "len")):
+            isinstance(parent, ast.Call)
+            and isinstance(parent.func, ast.Name)
+            and parent.func.id in ("isinstance", "bool", "len")
+        ):
             continue  # a truth test or a type check reads no key
         else:
             return None
     return frozenset(keys)
 
 
-def _helper_keys(func: Callable[..., Any], call: ast.Call, index: int,
-                 depth: int) -> frozenset[str] | None:
+def _helper_keys(
+    func: Callable[..., Any], call: ast.Call, index: int, depth: int
+) -> frozenset[str] | None:
     """Keys a module-level helper reads from its `index`-th positional argument."""
     if isinstance(call.func, ast.Name) and call.func.id in ("isinstance", "bool", "len"):
         return frozenset()
@@ -84,8 +100,11 @@ def _helper_keys(func: Callable[..., Any], call: ast.Call, index: int,
     helper = getattr(func, "__globals__", {}).get(call.func.id)
     if not inspect.isfunction(helper):
         return None
-    params = [p for p in inspect.signature(helper).parameters.values()
-              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    params = [
+        p
+        for p in inspect.signature(helper).parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
     if index >= len(params):
         return None
     return _keys_read(helper, params[index].name, depth + 1)
@@ -96,8 +115,10 @@ def rule_keys(func: Callable[..., Any]) -> frozenset[str] | None:
     """Keys the metric reads from its second positional argument (the value of
     its `expected` getter, a `rule` getter's `rules` object); None if unknown."""
     params = list(inspect.signature(func).parameters.values())
-    if len(params) < 2 or params[1].kind not in (params[1].POSITIONAL_ONLY,
-                                                 params[1].POSITIONAL_OR_KEYWORD):
+    if len(params) < 2 or params[1].kind not in (
+        params[1].POSITIONAL_ONLY,
+        params[1].POSITIONAL_OR_KEYWORD,
+    ):
         return None
     return _keys_read(func, params[1].name)
 
@@ -107,8 +128,7 @@ def free_option_keys(func: Callable[..., Any]) -> frozenset[str] | None:
     """Keys the metric reads from its `**options`; None if it has none or it is
     used in a way that could read other keys (named options are checked by the
     signature already)."""
-    var_kw = [p for p in inspect.signature(func).parameters.values()
-              if p.kind is p.VAR_KEYWORD]
+    var_kw = [p for p in inspect.signature(func).parameters.values() if p.kind is p.VAR_KEYWORD]
     if not var_kw:
         return None
     return _keys_read(func, var_kw[0].name)
@@ -141,25 +161,40 @@ def rule_key_findings(spec: Any) -> list[tuple[str, str]]:
     if not isinstance(spec, Mapping):
         return []
     func = spec.get("func")
-    names, n = ([func], None) if isinstance(func, str) else (
-        (func, len(func)) if isinstance(func, list) else ([], None))
+    names, n = (
+        ([func], None)
+        if isinstance(func, str)
+        else ((func, len(func)) if isinstance(func, list) else ([], None))
+    )
     findings: list[tuple[str, str]] = []
-    for i, (name, expected, options) in enumerate(zip(
-            names, _aligned(spec, "expected", n), _aligned(spec, "options", n), strict=True)):
+    for i, (name, expected, options) in enumerate(
+        zip(names, _aligned(spec, "expected", n), _aligned(spec, "options", n), strict=True)
+    ):
         metric = METRICS.get(name) if isinstance(name, str) else None
         if metric is None:
             continue
         at = "" if n is None else f"[{i}]"
-        if (isinstance(expected, Mapping) and expected.get("type") == "rule"
-                and isinstance(expected.get("rules"), Mapping)
-                and (accepted := rule_keys(metric.func))):
+        if (
+            isinstance(expected, Mapping)
+            and expected.get("type") == "rule"
+            and isinstance(expected.get("rules"), Mapping)
+            and (accepted := rule_keys(metric.func))
+        ):
             for key, hint in _unknown(expected["rules"], accepted):
-                findings.append((f".expected{at}.rules.{key}",
-                                 f"a rule key metric {name!r} reads ({', '.join(sorted(accepted))})"
-                                 f", not {key!r}{hint}"))
+                findings.append(
+                    (
+                        f".expected{at}.rules.{key}",
+                        f"a rule key metric {name!r} reads ({', '.join(sorted(accepted))})"
+                        f", not {key!r}{hint}",
+                    )
+                )
         if isinstance(options, Mapping) and (accepted := free_option_keys(metric.func)):
             for key, hint in _unknown(options, accepted):
-                findings.append((f".options{at}.{key}",
-                                 f"an option metric {name!r} reads ({', '.join(sorted(accepted))})"
-                                 f", not {key!r}{hint}"))
+                findings.append(
+                    (
+                        f".options{at}.{key}",
+                        f"an option metric {name!r} reads ({', '.join(sorted(accepted))})"
+                        f", not {key!r}{hint}",
+                    )
+                )
     return findings

@@ -25,14 +25,19 @@ PROVIDERS = ("local", "container", "docker", "qemu", "aws")
 def write_split(path: Path, ids: list[str], header: str) -> None:
     """A split file (one id per line, `#` comments) of the runnable tasks."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(f"# {line}\n" for line in header.splitlines())
-                    + "".join(f"{i}\n" for i in ids))
+    path.write_text(
+        "".join(f"# {line}\n" for line in header.splitlines()) + "".join(f"{i}\n" for i in ids)
+    )
 
 
-def check_on_desktop(tasks: Sequence[TaskVariant], cache: FileCache, desktops: int,
-                     sample: int | None, noop: bool,
-                     on_outcome: Callable[[SetupOutcome], None] | None = None
-                     ) -> dict[str, Any]:
+def check_on_desktop(
+    tasks: Sequence[TaskVariant],
+    cache: FileCache,
+    desktops: int,
+    sample: int | None,
+    noop: bool,
+    on_outcome: Callable[[SetupOutcome], None] | None = None,
+) -> dict[str, Any]:
     """Run the setups of `tasks` (a stratified sample of at most `sample` of them) on
     `desktops` local desktops, with `noop` also scoring a no-op agent; the summary of
     the outcomes (see `cua_rl.tasks.setup_check`)."""
@@ -47,14 +52,21 @@ def check_on_desktop(tasks: Sequence[TaskVariant], cache: FileCache, desktops: i
     async def run() -> list[SetupOutcome]:
         provider = LocalProvider()
         try:
-            return await check_setups(chosen, provider, cache, desktops=desktops,
-                                      score_noop=noop, on_outcome=on_outcome)
+            return await check_setups(
+                chosen, provider, cache, desktops=desktops, score_noop=noop, on_outcome=on_outcome
+            )
         finally:
             await provider.close()
 
     outcomes = asyncio.run(run())
-    return {"checked": len(outcomes), "ok": sum(o.ok for o in outcomes),
-            "setup_failed": {o.task_id: o.error for o in outcomes if o.error},
-            "blank": [o.task_id for o in outcomes if o.blank],
-            **({"noop_agent": noop_report([o.noop for o in outcomes if o.noop is not None])}
-               if noop else {})}
+    return {
+        "checked": len(outcomes),
+        "ok": sum(o.ok for o in outcomes),
+        "setup_failed": {o.task_id: o.error for o in outcomes if o.error},
+        "blank": [o.task_id for o in outcomes if o.blank],
+        **(
+            {"noop_agent": noop_report([o.noop for o in outcomes if o.noop is not None])}
+            if noop
+            else {}
+        ),
+    }

@@ -31,8 +31,12 @@ EXPLAIN_TIMEOUT_S = 60.0
 
 def show_value(value: Any) -> str:
     """A short, one-line rendering of a getter's value (a file: path, size, text head)."""
-    if (isinstance(value, str | Path) and len(str(value)) < 4096 and Path(value).is_absolute()
-            and Path(value).is_file()):
+    if (
+        isinstance(value, str | Path)
+        and len(str(value)) < 4096
+        and Path(value).is_absolute()
+        and Path(value).is_file()
+    ):
         path = Path(value)
         head = path.read_bytes()[:MAX_VALUE_CHARS]
         try:
@@ -44,8 +48,14 @@ def show_value(value: Any) -> str:
     return text if len(text) <= MAX_VALUE_CHARS else text[:MAX_VALUE_CHARS] + "..."
 
 
-async def explain_score(variant: TaskVariant, client: GuestClient, *, cache: FileCache,
-                        context: SetupContext, cache_dir: Path) -> str:
+async def explain_score(
+    variant: TaskVariant,
+    client: GuestClient,
+    *,
+    cache: FileCache,
+    context: SetupContext,
+    cache_dir: Path,
+) -> str:
     """`metric NAME scored S: got X, expected Y` per metric of the variant, `; `-joined."""
     spec = variant.evaluator
     func = spec.get("func")
@@ -56,22 +66,27 @@ async def explain_score(variant: TaskVariant, client: GuestClient, *, cache: Fil
     results = per_metric(spec, "result", len(names), single)
     expecteds = per_metric(spec, "expected", len(names), single)
     options = per_metric(spec, "options", len(names), single)
-    ctx = GetterContext(client=client, cache=cache, cache_dir=cache_dir / "explain",
-                        task_id=variant.task_id, setup=context)
+    ctx = GetterContext(
+        client=client,
+        cache=cache,
+        cache_dir=cache_dir / "explain",
+        task_id=variant.task_id,
+        setup=context,
+    )
     parts = []
     try:
         async with asyncio.timeout(EXPLAIN_TIMEOUT_S):
             await asyncio.to_thread(ctx.cache_dir.mkdir, parents=True, exist_ok=True)
             for i, name in enumerate(names):
-                parts.append(await _explain_one(ctx, name, results[i], expecteds[i],
-                                                options[i]))
+                parts.append(await _explain_one(ctx, name, results[i], expecteds[i], options[i]))
     except Exception as exc:  # explaining is best effort; the score stands
         parts.append(f"(explanation stopped: {type(exc).__name__}: {exc})")
     return "; ".join(parts)
 
 
-async def _explain_one(ctx: GetterContext, name: str, result_cfg: Any, expected_cfg: Any,
-                       options: Any) -> str:
+async def _explain_one(
+    ctx: GetterContext, name: str, result_cfg: Any, expected_cfg: Any, options: Any
+) -> str:
     try:
         got = await get_getter(result_cfg["type"]).func(ctx, result_cfg)
     except FileNotFoundError as exc:

@@ -60,14 +60,6 @@ class SetupOutcome:
         return self.noop.failure_score if self.noop.infeasible else self.noop.success_score
 
     @property
-    def noop_expected(self) -> float | None:
-        return None if self.noop is None else float(self.noop.infeasible)
-
-    @property
-    def noop_error(self) -> str:
-        return "" if self.noop is None else self.noop.error
-
-    @property
     def standin_expected(self) -> bool:
         return self.noop is not None and self.noop.standin_expected
 
@@ -81,39 +73,61 @@ def opens_something(task: TaskVariant) -> bool:
     return any(step.get("type") in OPENING_STEPS for step in task.config)
 
 
-async def _one(provider: LocalProvider, handle: DesktopHandle, task: TaskVariant,
-               cache: FileCache, settle_max_s: float,
-               score_noop: bool) -> tuple[SetupOutcome, DesktopHandle]:
+async def _one(
+    provider: LocalProvider,
+    handle: DesktopHandle,
+    task: TaskVariant,
+    cache: FileCache,
+    settle_max_s: float,
+    score_noop: bool,
+) -> tuple[SetupOutcome, DesktopHandle]:
     began = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="setup-check-"))
     try:
         handle = await provider.reset(handle)
         client = provider.client(handle)
         width, height = await client.screen_size()
-        context = SetupContext(screen_width=width, screen_height=height, output_dir=work,
-                               strict=True)
-        await run_setup_steps(client, list(task.config), task_id=task.task_id, cache=cache,
-                              context=context)
+        context = SetupContext(
+            screen_width=width, screen_height=height, output_dir=work, strict=True
+        )
+        await run_setup_steps(
+            client, list(task.config), task_id=task.task_id, cache=cache, context=context
+        )
         opened = opens_something(task)
-        settled = await wait_until_settled(lambda: client.screenshot("png"), max_s=settle_max_s,
-                                           drawn=opened)
+        settled = await wait_until_settled(
+            lambda: client.screenshot("png"), max_s=settle_max_s, drawn=opened
+        )
         blank = opened and is_blank(await client.screenshot("png"))
-        noop = (await score_noop_agent(task, client, cache, context, work)
-                if score_noop else None)
-        return SetupOutcome(task.task_id, task.domain, blank=blank, settled=settled.settled,
-                            seconds=time.monotonic() - began, noop=noop), handle
+        noop = await score_noop_agent(task, client, cache, context, work) if score_noop else None
+        return SetupOutcome(
+            task.task_id,
+            task.domain,
+            blank=blank,
+            settled=settled.settled,
+            seconds=time.monotonic() - began,
+            noop=noop,
+        ), handle
     except (SetupStepError, GuestError, DesktopError) as exc:
-        return SetupOutcome(task.task_id, task.domain, error=str(exc).splitlines()[0][:300],
-                            seconds=time.monotonic() - began), handle
+        return SetupOutcome(
+            task.task_id,
+            task.domain,
+            error=str(exc).splitlines()[0][:300],
+            seconds=time.monotonic() - began,
+        ), handle
     finally:
         await asyncio.to_thread(shutil.rmtree, work, True)
 
 
-async def check_setups(tasks: Sequence[TaskVariant], provider: LocalProvider, cache: FileCache,
-                       *, desktops: int = 1, settle_max_s: float = 10.0,
-                       score_noop: bool = False,
-                       on_outcome: Callable[[SetupOutcome], None] | None = None,
-                       ) -> list[SetupOutcome]:
+async def check_setups(
+    tasks: Sequence[TaskVariant],
+    provider: LocalProvider,
+    cache: FileCache,
+    *,
+    desktops: int = 1,
+    settle_max_s: float = 10.0,
+    score_noop: bool = False,
+    on_outcome: Callable[[SetupOutcome], None] | None = None,
+) -> list[SetupOutcome]:
     """Run every task's setup on `desktops` local desktops; outcomes in task order.
     With `score_noop`, also score the untouched desktop (`SetupOutcome.noop_score`)."""
     queue: asyncio.Queue[tuple[int, TaskVariant]] = asyncio.Queue()
@@ -126,8 +140,9 @@ async def check_setups(tasks: Sequence[TaskVariant], provider: LocalProvider, ca
         try:
             while not queue.empty():
                 position, task = queue.get_nowait()
-                outcome, handle = await _one(provider, handle, task, cache, settle_max_s,
-                                             score_noop)
+                outcome, handle = await _one(
+                    provider, handle, task, cache, settle_max_s, score_noop
+                )
                 outcomes[position] = outcome
                 if on_outcome is not None:
                     on_outcome(outcome)

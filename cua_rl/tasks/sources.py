@@ -1,5 +1,5 @@
 """Where a run's tasks come from: `osworld:PATH` (a user's OSWorld checkout),
-`local` (the project's own suite in osworld_tasks/local/) or `pairs:DIR` (a pair
+`local` (the project's own suite in cua_rl/tasks/data/local/) or `pairs:DIR` (a pair
 folder a user wrote with `cua-rl templates new`), restricted to a split.
 
 This is the one place that turns a `tasks.source` string into tasks, variants
@@ -30,10 +30,12 @@ from cua_rl.tasks.schema import Problem
 from cua_rl.tasks.splits import read_split
 from cua_rl.types import TaskVariant
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-"""The source checkout (when installed from one): holds templates/, evaluators/, osworld_tasks/."""
+DATA_ROOT = Path(__file__).resolve().parent / "data"
+"""The project's task data, installed with the package (a wheel has it too): the local
+suite's pairs (templates/, evaluators/), its tasks (local/), the goldens of OSWorld's
+tasks (osworld/) and the splits (splits/)."""
 
-LOCAL_SUITE = PROJECT_ROOT / "osworld_tasks" / "local"
+LOCAL_SUITE = DATA_ROOT / "local"
 SOURCE_FORMS = "osworld:PATH, local or pairs:DIR"
 """What a task source may be, for messages."""
 
@@ -48,7 +50,7 @@ def pair_folder(source: str) -> Path | None:
 def templates_root_of(source: str, templates_root: Path | None) -> Path:
     """Where the variants of `source`'s tasks are read: a pair folder's own
     templates/ and evaluators/, else `templates_root` (None: the project's)."""
-    return pair_folder(source) or templates_root or PROJECT_ROOT
+    return pair_folder(source) or templates_root or DATA_ROOT
 
 
 def difficulty_file(source: str, templates_root: Path | None) -> Path:
@@ -56,7 +58,7 @@ def difficulty_file(source: str, templates_root: Path | None) -> Path:
     folder's (or a user's templates root's) own, the local suite's for the
     project's templates. A pair folder's tasks never take the project's order."""
     root = templates_root_of(source, templates_root)
-    if root.resolve() == PROJECT_ROOT:
+    if root.resolve() == DATA_ROOT:
         return LOCAL_SUITE / "difficulty.json"
     return root / "difficulty.json"
 
@@ -85,20 +87,30 @@ def load_pair_tasks(folder: Path, ids: list[str] | None, ids_source: str) -> Tas
     `folder/tasks/<domain>/` first, then in the project's local suite, as
     `templates validate` does (tasks/authoring.py)."""
     if not (folder / "templates").is_dir():
-        raise TaskFormatError(f"pairs:{folder}: no templates/ folder; expected a pair folder "
-                              "made by `cua-rl templates new TASK_ID --root DIR`")
+        raise TaskFormatError(
+            f"pairs:{folder}: no templates/ folder; expected a pair folder "
+            "made by `cua-rl templates new TASK_ID --root DIR`"
+        )
     index = {**index_tasks(LOCAL_SUITE), **index_tasks(folder / "tasks")}
     load = TaskLoad()
     own = pair_task_ids(folder)
     for task_id in own if ids is None else ids:
         if task_id not in own:
-            load.problems.append(Problem(ids_source or str(folder), "$",
-                                         f"task id {task_id!r} to have a pair in "
-                                         f"{folder}/templates/"))
+            load.problems.append(
+                Problem(
+                    ids_source or str(folder),
+                    "$",
+                    f"task id {task_id!r} to have a pair in {folder}/templates/",
+                )
+            )
         elif task_id not in index:
-            load.problems.append(Problem(str(folder / "templates" / f"{task_id}.json"), "$",
-                                         f"a base task {folder}/tasks/<domain>/{task_id}.json "
-                                         f"(or one in {LOCAL_SUITE})"))
+            load.problems.append(
+                Problem(
+                    str(folder / "templates" / f"{task_id}.json"),
+                    "$",
+                    f"a base task {folder}/tasks/<domain>/{task_id}.json (or one in {LOCAL_SUITE})",
+                )
+            )
         else:
             load_task_file(index[task_id], into=load)
     return load
@@ -120,7 +132,7 @@ def load_task_set(
     source: str,
     split: str | None = None,
     ids: Iterable[str] = (),
-    templates_root: Path | None = PROJECT_ROOT,
+    templates_root: Path | None = DATA_ROOT,
 ) -> list[list[TaskVariant]]:
     """The variants of every task in scope, one list per task (the first entry
     is the variant a run starts from). Raises on any malformed task and on any
@@ -141,6 +153,7 @@ def load_task_set(
     task_set = [load_variants(task, templates_root) for task in tasks]
     unknown = task_set_name_problems(task_set, templates_root)
     if unknown:  # it would fail at the first evaluation, after whole episodes
-        raise UnknownNameError(f"{len(unknown)} unknown name(s) in the task set:\n"
-                               + "\n".join(unknown))
+        raise UnknownNameError(
+            f"{len(unknown)} unknown name(s) in the task set:\n" + "\n".join(unknown)
+        )
     return task_set

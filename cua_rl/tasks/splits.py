@@ -1,7 +1,7 @@
 """Named split lists: which task ids a run or an evaluation uses.
 
 A split file holds one task id per line; `#` starts a comment. The lists ship
-as package data in `cua_rl/tasks/splits/` (not in `osworld_tasks/splits/`) so
+as package data in `cua_rl/tasks/data/splits/` so
 that an installed `cua-rl` finds them too.
 They hold task ids only; the task files stay in the user's OSWorld checkout.
 `build_splits` derives them from a checkout; `tools/make_splits.py` writes
@@ -33,7 +33,7 @@ SPLIT_HEADERS: dict[str, str] = {
 
 def splits_dir() -> Path:
     """Folder of the shipped split files (inside the installed package)."""
-    return Path(str(resources.files("cua_rl.tasks") / "splits"))
+    return Path(str(resources.files("cua_rl.tasks") / "data" / "splits"))
 
 
 def split_names() -> list[str]:

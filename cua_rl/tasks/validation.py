@@ -17,7 +17,7 @@ from cua_rl.tasks.names import variant_name_problems
 from cua_rl.tasks.osworld import TaskLoad
 from cua_rl.tasks.pairs import check_pair, pair_task_ids, read_template, template_path
 from cua_rl.tasks.schema import Problem
-from cua_rl.tasks.sources import PROJECT_ROOT
+from cua_rl.tasks.sources import DATA_ROOT
 
 NAMES_UNCHECKED = (
     "note: metric/getter names were not checked (cua_rl.evaluation.registry is not available yet)"
@@ -51,16 +51,21 @@ def validate_load(load: TaskLoad, templates_root: Path) -> Findings:
     for task in load.tasks:
         runnable = [task]
         if template_path(templates_root, task.task_id).is_file():
-            found, checks = check_pair(templates_root, task.task_id,
-                                       unimplemented_is_problem=False)
+            found, checks = check_pair(templates_root, task.task_id, unimplemented_is_problem=False)
             problems += [str(problem) for problem in checks.problems]
-            runnable = [] if checks.problems else [
-                replace(task, evaluator_name=name, instruction=instruction, evaluator=spec)
-                for name, (instruction, spec) in found.items()]
+            runnable = (
+                []
+                if checks.problems
+                else [
+                    replace(task, evaluator_name=name, instruction=instruction, evaluator=spec)
+                    for name, (instruction, spec) in found.items()
+                ]
+            )
             names_checked = names_checked and checks.deep
         variants += max(len(runnable), 1)
-        unknown += dict.fromkeys(line for variant in runnable
-                                 for line in variant_name_problems(variant, templates_root))
+        unknown += dict.fromkeys(
+            line for variant in runnable for line in variant_name_problems(variant, templates_root)
+        )
     return Findings(problems, unknown, variants, names_checked)
 
 
@@ -69,7 +74,7 @@ def pair_targets(paths: tuple[Path, ...], root: Path | None) -> list[tuple[Path,
     evaluator files or folders, folders holding templates/ and evaluators/, or task
     ids under `root`; none means every pair under `root` (default: this project's)."""
     if not paths:
-        base = root or PROJECT_ROOT
+        base = root or DATA_ROOT
         return [(base, task_id) for task_id in pair_task_ids(base)]
     targets = []
     for path in paths:
@@ -86,7 +91,8 @@ def pair_targets(paths: tuple[Path, ...], root: Path | None) -> list[tuple[Path,
         else:
             raise NotAPairPath(
                 f"{path}: expected templates/<id>.json, evaluators/<id>[/<name>.json], a folder "
-                "with templates/ or evaluators/, or (with --root) a task id")
+                "with templates/ or evaluators/, or (with --root) a task id"
+            )
     return list(dict.fromkeys(targets))
 
 
@@ -101,8 +107,7 @@ def validate_pairs(targets: list[tuple[Path, str]]) -> Findings:
         found, checks = check_pair(pair_root, task_id, unimplemented_is_problem=True)
         problems += [str(p) for p in checks.problems]
         if template_path(pair_root, task_id).is_file():
-            problems += [str(p) for p in authoring_problems(AuthoringRoot.of(pair_root),
-                                                            task_id)]
+            problems += [str(p) for p in authoring_problems(AuthoringRoot.of(pair_root), task_id)]
         variants += len(found)
         names_checked = names_checked and checks.deep
     return Findings(problems, [], variants, names_checked)

@@ -29,7 +29,8 @@ def group_rollouts(conn: sqlite3.Connection, group_id: str) -> dict[str, Any] | 
         return None
     rows = conn.execute(
         f"SELECT {', '.join(TRAJ_COLUMNS)}, {TASK_EXPR} {TRAJ_FROM} WHERE t.group_id = ? "
-        "ORDER BY t.started_at, t.trajectory_id LIMIT ?", (group_id, MAX_MEMBERS + 1),
+        "ORDER BY t.started_at, t.trajectory_id LIMIT ?",
+        (group_id, MAX_MEMBERS + 1),
     ).fetchall()
     if not rows:
         return None
@@ -40,15 +41,15 @@ def group_rollouts(conn: sqlite3.Connection, group_id: str) -> dict[str, Any] | 
     for tid, idx, before, after in conn.execute(
         "SELECT trajectory_id, step_index, screenshot_before, screenshot_after FROM steps "
         f"WHERE trajectory_id IN ({marks}) AND step_index < ? "
-        "ORDER BY trajectory_id, step_index", (*ids, MAX_STEPS),
+        "ORDER BY trajectory_id, step_index",
+        (*ids, MAX_STEPS),
     ):
-        shots[tid].append({"index": idx, "screenshot_before": before,
-                           "screenshot_after": after})
+        shots[tid].append({"index": idx, "screenshot_before": before, "screenshot_after": after})
     for m in members:
         m["steps"] = shots.get(m["trajectory_id"], [])
     instruction = conn.execute(
-        "SELECT instruction FROM variants WHERE variant_id = ?",
-        (members[0]["variant_id"],)).fetchone()
+        "SELECT instruction FROM variants WHERE variant_id = ?", (members[0]["variant_id"],)
+    ).fetchone()
     return {
         "group_id": group_id,
         "task_id": members[0]["task_id"],

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cua_rl.reward.config import RewardConfig, stored_reward
+from cua_rl.store.read_only import connect_read_only
 from cua_rl.store.run_store import DB_NAME
 
 MAX_PAGE = 200
@@ -32,22 +34,31 @@ the variant) the part of `task:evaluator` variant ids before the colon."""
 TRAJ_FROM = "FROM trajectories t LEFT JOIN variants v ON v.variant_id = t.variant_id"
 
 TRAJ_COLUMNS = (
-    "t.trajectory_id", "t.run_id", "t.variant_id", "t.group_id", "t.status", "t.score",
-    "t.outcome", "t.policy_version_at_start", "t.n_steps", "t.screen_w", "t.screen_h",
-    "t.error", "t.started_at", "t.finished_at",
+    "t.trajectory_id",
+    "t.run_id",
+    "t.variant_id",
+    "t.group_id",
+    "t.status",
+    "t.score",
+    "t.outcome",
+    "t.policy_version_at_start",
+    "t.n_steps",
+    "t.screen_w",
+    "t.screen_h",
+    "t.error",
+    "t.started_at",
+    "t.finished_at",
 )
 TRAJ_KEYS = tuple(c.removeprefix("t.") for c in TRAJ_COLUMNS) + ("task_id",)
 
 
 def open_readonly(run_dir: str | Path) -> sqlite3.Connection:
-    """A read-only connection to the run store of `run_dir` (never creates it)."""
+    """A read-only connection to the run store of `run_dir`: it never creates the
+    store, nor leaves a file beside it (`store.read_only`)."""
     path = Path(run_dir).resolve() / DB_NAME
     if not path.is_file():
         raise FileNotFoundError(f"no run store at {path} (expected a run directory)")
-    conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=10.0,
-                           check_same_thread=False)
-    conn.execute("PRAGMA query_only = 1")
-    return conn
+    return connect_read_only(path, timeout=10.0, check_same_thread=False)
 
 
 def clamp_limit(limit: int | None, default: int = 50) -> int:
@@ -77,34 +88,54 @@ def overview(conn: sqlite3.Connection) -> dict[str, Any]:
         "(SELECT COALESCE(SUM(n_steps), 0) FROM trajectories t WHERE t.run_id = r.run_id) "
         f"FROM runs r ORDER BY r.created_at LIMIT {MAX_PAGE}"
     ):
-        runs.append({"run_id": run_id, "created_at": created_at, "trajectories": n,
-                     "success_rate": wins / n if n else None, "aborted": aborted,
-                     "steps": steps})
-    counters = {f"{run_id}/{name}" if len(runs) > 1 else name: value
-                for run_id, name, value in conn.execute(
-                    f"SELECT run_id, name, value FROM counters ORDER BY name LIMIT {MAX_PAGE}")}
-    versions = [r[0] for r in conn.execute(
-        "SELECT DISTINCT policy_version_at_start FROM trajectories "
-        f"ORDER BY 1 LIMIT {MAX_PAGE}")]
-    return {"runs": runs, "counters": counters, "policy_versions": versions,
-            "trajectories_total": _one(conn, "SELECT COUNT(*) FROM trajectories")}
+        runs.append(
+            {
+                "run_id": run_id,
+                "created_at": created_at,
+                "trajectories": n,
+                "success_rate": wins / n if n else None,
+                "aborted": aborted,
+                "steps": steps,
+            }
+        )
+    counters = {
+        f"{run_id}/{name}" if len(runs) > 1 else name: value
+        for run_id, name, value in conn.execute(
+            f"SELECT run_id, name, value FROM counters ORDER BY name LIMIT {MAX_PAGE}"
+        )
+    }
+    versions = [
+        r[0]
+        for r in conn.execute(
+            f"SELECT DISTINCT policy_version_at_start FROM trajectories ORDER BY 1 LIMIT {MAX_PAGE}"
+        )
+    ]
+    return {
+        "runs": runs,
+        "counters": counters,
+        "policy_versions": versions,
+        "trajectories_total": _one(conn, "SELECT COUNT(*) FROM trajectories"),
+    }
 
 
-def run_lambda(conn: sqlite3.Connection) -> float:
-    """lambda of R_i = O + lambda * mean_j S_ij from the run's saved config (1.0 if
-    the run did not save one), so the viewer shows the rewards the learner used."""
+def run_reward(conn: sqlite3.Connection) -> RewardConfig:
+    """The outcome weight and lambdas the run's rewards were made with, from its saved
+    config (`train.reward`, or the old `train.lam` as both lambdas; the defaults if the
+    run saved none or an unreadable one), so the viewer shows the rewards the learner
+    used (`R_i = w * O + lambda * mean_j S_ij`, docs/algorithms.md)."""
     row = conn.execute("SELECT config_json FROM runs ORDER BY created_at LIMIT 1").fetchone()
     try:
-        return float(json.loads(row[0])["train"]["lam"]) if row else 1.0
-    except (KeyError, TypeError, ValueError):
-        return 1.0
+        return stored_reward(json.loads(row[0])) if row else RewardConfig()
+    except (TypeError, ValueError):  # ValidationError is a ValueError
+        return RewardConfig()
 
 
 # tasks -----------------------------------------------------------------------
 
 
-def tasks_page(conn: sqlite3.Connection, offset: int = 0, limit: int | None = None,
-               search: str = "") -> dict:
+def tasks_page(
+    conn: sqlite3.Connection, offset: int = 0, limit: int | None = None, search: str = ""
+) -> dict:
     """Tasks (those with variants or trajectories), with their domain, the
     instruction of their first variant and success rates over trajectories that
     were not aborted. `search` keeps the tasks whose id, domain or any variant's
@@ -138,12 +169,25 @@ def tasks_page(conn: sqlite3.Connection, offset: int = 0, limit: int | None = No
         f"FROM ({grouped}) g ORDER BY g.task_id LIMIT ? OFFSET ?",
         (*args, limit, max(0, offset)),
     ).fetchall()
-    items = [{"task_id": tid, "domain": dom or "", "instruction": ins or "",
-              "trajectories": n, "successes": w, "success_rate": w / n if n else None,
-              "aborted": ab}
-             for tid, dom, n, w, ab, ins in rows]
-    return {"items": items, "total": total, "offset": max(0, offset), "limit": limit,
-            "search": search}
+    items = [
+        {
+            "task_id": tid,
+            "domain": dom or "",
+            "instruction": ins or "",
+            "trajectories": n,
+            "successes": w,
+            "success_rate": w / n if n else None,
+            "aborted": ab,
+        }
+        for tid, dom, n, w, ab, ins in rows
+    ]
+    return {
+        "items": items,
+        "total": total,
+        "offset": max(0, offset),
+        "limit": limit,
+        "search": search,
+    }
 
 
 def task_variants(conn: sqlite3.Connection, task_id: str) -> list[dict[str, Any]]:
@@ -157,9 +201,17 @@ def task_variants(conn: sqlite3.Connection, task_id: str) -> list[dict[str, Any]
         f"FROM variants v WHERE v.task_id = ? ORDER BY v.created_at LIMIT {MAX_PAGE}",
         (task_id,),
     )
-    return [{"variant_id": vid, "evaluator_name": ev, "instruction": ins, "created_at": ts,
-             "trajectories": n, "success_rate": w / n if n else None}
-            for vid, ev, ins, ts, n, w in rows]
+    return [
+        {
+            "variant_id": vid,
+            "evaluator_name": ev,
+            "instruction": ins,
+            "created_at": ts,
+            "trajectories": n,
+            "success_rate": w / n if n else None,
+        }
+        for vid, ev, ins, ts, n, w in rows
+    ]
 
 
 def adaptation_history(
@@ -171,7 +223,9 @@ def adaptation_history(
     total = _one(conn, f"SELECT COUNT(*) FROM events {where}", (task_id,))
     rows = conn.execute(
         f"SELECT id, kind, data_json, created_at FROM events {where} "
-        "ORDER BY id DESC LIMIT ? OFFSET ?", (task_id, limit, max(0, offset)))
+        "ORDER BY id DESC LIMIT ? OFFSET ?",
+        (task_id, limit, max(0, offset)),
+    )
     items = [{"id": i, "kind": k, "created_at": ts, **json.loads(d)} for i, k, d, ts in rows]
     return {"items": items, "total": total, "offset": max(0, offset), "limit": limit}
 
@@ -237,7 +291,8 @@ def trajectories_page(
         page_args += list(decode_cursor(cursor))
     rows = conn.execute(
         f"SELECT {', '.join(TRAJ_COLUMNS)}, {TASK_EXPR} {TRAJ_FROM} WHERE {page_where} "
-        "ORDER BY t.finished_at DESC, t.trajectory_id DESC LIMIT ?", (*page_args, limit + 1),
+        "ORDER BY t.finished_at DESC, t.trajectory_id DESC LIMIT ?",
+        (*page_args, limit + 1),
     ).fetchall()
     items = [dict(zip(TRAJ_KEYS, r, strict=True)) for r in rows[:limit]]
     more = len(rows) > limit
@@ -247,6 +302,7 @@ def trajectories_page(
 
 def trajectory_summary(conn: sqlite3.Connection, trajectory_id: str) -> dict[str, Any] | None:
     row = conn.execute(
-        f"SELECT {', '.join(TRAJ_COLUMNS)}, {TASK_EXPR} {TRAJ_FROM} "
-        "WHERE t.trajectory_id = ?", (trajectory_id,)).fetchone()
+        f"SELECT {', '.join(TRAJ_COLUMNS)}, {TASK_EXPR} {TRAJ_FROM} WHERE t.trajectory_id = ?",
+        (trajectory_id,),
+    ).fetchone()
     return dict(zip(TRAJ_KEYS, row, strict=True)) if row else None

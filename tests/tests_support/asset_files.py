@@ -22,17 +22,10 @@ tarball (`thunderbird-profile.tar.gz`) gets a small working profile
 
 from __future__ import annotations
 
-import io
 import json
 import re
 import shutil
-import sqlite3
-import struct
-import subprocess
-import tarfile
-import tempfile
-import zipfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -40,170 +33,8 @@ from urllib.parse import unquote, urlsplit
 from cua_rl.desktop.cache_seed import repo_path
 from cua_rl.desktop.file_cache import FileCache
 from cua_rl.types import TaskVariant
+from tests_support.standin_writers import SPECIAL_KINDS, WRITERS, media, opaque_bytes
 from tests_support.thunderbird_profile import write_thunderbird_profile
-
-
-def _xlsx(path: Path) -> None:
-    from openpyxl import Workbook
-
-    book = Workbook()
-    sheet = book.active
-    sheet.append(["Name", "Value"])
-    sheet.append(["a", 1])
-    book.save(path)
-
-
-def _docx(path: Path) -> None:
-    import docx
-
-    document = docx.Document()
-    document.add_paragraph("Stand-in document.")
-    document.save(str(path))
-
-
-def _pptx(path: Path) -> None:
-    from pptx import Presentation
-
-    deck = Presentation()
-    slide = deck.slides.add_slide(deck.slide_layouts[1])
-    slide.shapes.title.text = "Stand-in slide"
-    deck.save(str(path))
-
-
-def _image(fmt: str) -> Callable[[Path], None]:
-    def write(path: Path) -> None:
-        from PIL import Image
-
-        Image.new("RGB", (64, 48), (200, 80, 40)).save(path, format=fmt)
-
-    return write
-
-
-def _media(args: list[str]) -> Callable[[Path], None]:
-    def write(path: Path) -> None:
-        subprocess.run(["ffmpeg", "-loglevel", "error", "-y", *args, str(path)], check=True,
-                       timeout=60)
-
-    return write
-
-
-def _text(text: str) -> Callable[[Path], None]:
-    return lambda path: path.write_text(text)
-
-
-def _zip(path: Path) -> None:
-    with zipfile.ZipFile(path, "w") as archive:
-        archive.writestr("README.txt", "stand-in archive\n")
-
-
-_ODF_BODY = {"text": "<office:text><text:p>Stand-in document.</text:p></office:text>",
-             "spreadsheet": "<office:spreadsheet><table:table table:name=\"Sheet1\">"
-             "<table:table-row><table:table-cell office:value-type=\"string\">"
-             "<text:p>a</text:p></table:table-cell></table:table-row></table:table>"
-             "</office:spreadsheet>"}
-
-
-def _odf(kind: str) -> Callable[[Path], None]:
-    mimetype = f"application/vnd.oasis.opendocument.{kind}"
-    ns = ('xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
-          'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" '
-          'xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0"')
-
-    def write(path: Path) -> None:
-        with zipfile.ZipFile(path, "w") as archive:
-            archive.writestr(zipfile.ZipInfo("mimetype"), mimetype)  # stored, first
-            archive.writestr("content.xml", f'<?xml version="1.0" encoding="UTF-8"?>'
-                             f'<office:document-content {ns} office:version="1.2">'
-                             f"<office:body>{_ODF_BODY[kind]}</office:body>"
-                             "</office:document-content>", zipfile.ZIP_DEFLATED)
-            archive.writestr("META-INF/manifest.xml", '<?xml version="1.0" encoding="UTF-8"?>'
-                             '<manifest:manifest xmlns:manifest="urn:oasis:names:tc:'
-                             'opendocument:xmlns:manifest:1.0" manifest:version="1.2">'
-                             f'<manifest:file-entry manifest:full-path="/" '
-                             f'manifest:media-type="{mimetype}"/>'
-                             '<manifest:file-entry manifest:full-path="content.xml" '
-                             'manifest:media-type="text/xml"/></manifest:manifest>',
-                             zipfile.ZIP_DEFLATED)
-
-    return write
-
-
-def _tar(mode: str) -> Callable[[Path], None]:
-    def write(path: Path) -> None:
-        data = b"stand-in\n"
-        with tarfile.open(path, mode) as archive:
-            info = tarfile.TarInfo("standin/README.txt")
-            info.size = len(data)
-            archive.addfile(info, io.BytesIO(data))
-
-    return write
-
-
-SPECIAL_KINDS = {"thunderbird-profile": "/thunderbird-profile.tar.gz"}
-"""Kind -> URL path suffix of the stand-ins with their own writer."""
-
-
-CHROMIUMS = ("chromium", "chromium-browser", "google-chrome")
-
-
-def _sqlite(path: Path) -> None:
-    """Chrome's empty History database, as the real asset is: written by Chromium
-    itself when it is installed. A database without Chromium's `meta` table is
-    razed when the browser starts (a postconfig's `pkill chrome` and relaunch),
-    which dropped the visits the setup had added and let a "delete the YouTube
-    history" task pass untouched. Without Chromium: the two tables setup steps fill."""
-    chromium = next((found for name in CHROMIUMS if (found := shutil.which(name))), None)
-    if chromium is not None:
-        with tempfile.TemporaryDirectory() as profile:
-            subprocess.run([chromium, "--headless=new", "--no-sandbox", "--disable-gpu",
-                            f"--user-data-dir={profile}", f"--screenshot={profile}/shot.png",
-                            "about:blank"], capture_output=True, timeout=120, check=False)
-            history = Path(profile) / "Default" / "History"
-            if history.is_file():
-                with sqlite3.connect(history) as src, sqlite3.connect(path) as dst:
-                    src.backup(dst)
-                src.close()
-                dst.close()
-                return
-    with sqlite3.connect(path) as db:  # Chrome's History tables that setup steps fill
-        db.execute("CREATE TABLE urls (id INTEGER PRIMARY KEY AUTOINCREMENT, url LONGVARCHAR, "
-                   "title LONGVARCHAR, visit_count INTEGER DEFAULT 0, typed_count INTEGER "
-                   "DEFAULT 0, last_visit_time INTEGER, hidden INTEGER DEFAULT 0)")
-        db.execute("CREATE TABLE visits (id INTEGER PRIMARY KEY AUTOINCREMENT, url INTEGER, "
-                   "visit_time INTEGER, from_visit INTEGER, transition INTEGER, segment_id "
-                   "INTEGER, visit_duration INTEGER)")
-    db.close()
-
-
-def _xcf(path: Path) -> None:
-    # GIMP's native format: header, no properties, no layers, no channels.
-    path.write_bytes(b"gimp xcf file\0" + struct.pack(">III", 64, 48, 0)
-                     + struct.pack(">II", 0, 0) + struct.pack(">II", 0, 0))
-
-
-def _bytes(path: Path) -> None:
-    path.write_bytes(bytes(range(256)) * 4)
-
-
-WRITERS: dict[str, Callable[[Path], None]] = {
-    "xlsx": _xlsx, "docx": _docx, "pptx": _pptx,
-    "pdf": _image("PDF"), "png": _image("PNG"), "jpg": _image("JPEG"), "jpeg": _image("JPEG"),
-    "gif": _image("GIF"), "webp": _image("WEBP"),
-    "mp3": _media(["-f", "lavfi", "-i", "sine=frequency=440:duration=1"]),
-    "wav": _media(["-f", "lavfi", "-i", "sine=frequency=440:duration=1"]),
-    "mp4": _media(["-f", "lavfi", "-i", "color=c=blue:s=160x120:d=1", "-pix_fmt", "yuv420p"]),
-    "txt": _text("stand-in text\n"), "md": _text("# Stand-in\n"), "csv": _text("a,b\n1,2\n"),
-    "json": _text(json.dumps({"standin": True}) + "\n"), "py": _text("print('stand-in')\n"),
-    "sh": _text("#!/bin/sh\necho stand-in\n"), "html": _text("<html><body>x</body></html>\n"),
-    "css": _text("body { color: black; }\n"), "tex": _text("\\documentclass{article}\n"),
-    "bib": _text("@misc{x, title={x}}\n"), "srt": _text("1\n00:00:00,000 --> 00:00:01,000\nx\n"),
-    "eml": _text("From: a@example.com\nTo: b@example.com\nSubject: x\n\nbody\n"),
-    "code-workspace": _text('{"folders": []}\n'),
-    "zip": _zip, "whl": _zip, "vsix": _zip, "epub": _zip,
-    "odt": _odf("text"), "ods": _odf("spreadsheet"),
-    "gz": _tar("w:gz"), "xz": _tar("w:xz"), "sqlite": _sqlite, "xcf": _xcf,
-}
-"""Extension -> writer; anything else gets opaque bytes (bin, raw, data, ppt, xls)."""
 
 
 def extension(url: str) -> str:
@@ -238,15 +69,21 @@ def standins_for(tasks: Iterable[TaskVariant]) -> dict[str, StandIn]:
     found: dict[str, StandIn] = {}
     for task in tasks:
         steps = [*task.config, *(task.evaluator.get("postconfig") or [])]
-        downloads = [(f["url"], str(f.get("path", "")).rsplit("/", 1)[-1])
-                     for step in steps if step.get("type") == "download"
-                     for f in (step.get("parameters") or {}).get("files", [])
-                     if isinstance(f, dict) and isinstance(f.get("url"), str)]
+        downloads = [
+            (f["url"], str(f.get("path", "")).rsplit("/", 1)[-1])
+            for step in steps
+            if step.get("type") == "download"
+            for f in (step.get("parameters") or {}).get("files", [])
+            if isinstance(f, dict) and isinstance(f.get("url"), str)
+        ]
         downloads += _cloud_files(task.evaluator)
         text = json.dumps(steps)
         seek = max((float(x) for x in _SEEK.findall(text)), default=0.0)
-        windows = [str((step.get("parameters") or {}).get("window_name", ""))
-                   for step in steps if step.get("type") == "activate_window"]
+        windows = [
+            str((step.get("parameters") or {}).get("window_name", ""))
+            for step in steps
+            if step.get("type") == "activate_window"
+        ]
         for url, name in downloads:
             ext = extension(url)
             saved = name.rsplit(".", 1)[-1].lower() if "." in name else ""
@@ -254,14 +91,32 @@ def standins_for(tasks: Iterable[TaskVariant]) -> dict[str, StandIn]:
                 ext = saved
             title = ""
             if ext in MEDIA:
-                title = next((w.removesuffix(VLC_TITLE_SUFFIX) for w in windows
-                              if w.endswith(VLC_TITLE_SUFFIX)), "")
+                title = next(
+                    (
+                        w.removesuffix(VLC_TITLE_SUFFIX)
+                        for w in windows
+                        if w.endswith(VLC_TITLE_SUFFIX)
+                    ),
+                    "",
+                )
             elif ext == "pdf":
-                title = next((w.split(EVINCE_SEPARATOR, 1)[1] for w in windows
-                              if w.startswith(name + EVINCE_SEPARATOR)), "")
+                title = next(
+                    (
+                        w.split(EVINCE_SEPARATOR, 1)[1]
+                        for w in windows
+                        if w.startswith(name + EVINCE_SEPARATOR)
+                    ),
+                    "",
+                )
             seconds = int(seek) + 2 if ext in MEDIA and seek else 1
-            kind = next((k for k, suffix in SPECIAL_KINDS.items()
-                         if unquote(urlsplit(url).path).endswith(suffix)), "")
+            kind = next(
+                (
+                    k
+                    for k, suffix in SPECIAL_KINDS.items()
+                    if unquote(urlsplit(url).path).endswith(suffix)
+                ),
+                "",
+            )
             spec = StandIn(ext, title, seconds, kind)
             if spec != StandIn(extension(url)) and url not in found:
                 found[url] = spec
@@ -278,8 +133,11 @@ def _cloud_files(evaluator: dict) -> list[tuple[str, str]]:
                 paths, dests = getter.get("path"), getter.get("dest")
                 paths = paths if isinstance(paths, list) else [paths]
                 dests = dests if isinstance(dests, list) else [dests]
-                found += [(u, str(d or "")) for u, d in zip(paths, dests, strict=False)
-                          if isinstance(u, str)]
+                found += [
+                    (u, str(d or ""))
+                    for u, d in zip(paths, dests, strict=False)
+                    if isinstance(u, str)
+                ]
     return found
 
 
@@ -292,17 +150,27 @@ def _write_special(spec: StandIn, path: Path) -> None:
 
         Image.new("RGB", (64, 48), (200, 80, 40)).save(path, format="PDF", title=spec.title)
     elif spec.ext in MEDIA:
-        source = (["-f", "lavfi", "-i", f"color=c=blue:s=160x120:r=5:d={spec.seconds}",
-                   "-pix_fmt", "yuv420p"] if spec.ext == "mp4" else
-                  ["-f", "lavfi", "-i", f"sine=frequency=440:duration={spec.seconds}"])
+        source = (
+            [
+                "-f",
+                "lavfi",
+                "-i",
+                f"color=c=blue:s=160x120:r=5:d={spec.seconds}",
+                "-pix_fmt",
+                "yuv420p",
+            ]
+            if spec.ext == "mp4"
+            else ["-f", "lavfi", "-i", f"sine=frequency=440:duration={spec.seconds}"]
+        )
         meta = ["-metadata", f"title={spec.title}"] if spec.title else []
-        _media([*source, *meta])(path)
+        media([*source, *meta])(path)
     else:
-        WRITERS.get(spec.ext, _bytes)(path)
+        WRITERS.get(spec.ext, opaque_bytes)(path)
 
 
-def write_asset_tree(urls: Iterable[str], root: Path,
-                     standins: Mapping[str, StandIn] | None = None) -> int:
+def write_asset_tree(
+    urls: Iterable[str], root: Path, standins: Mapping[str, StandIn] | None = None
+) -> int:
     """Write a stand-in for every URL at its hub-repository path under `root`
     (the layout `cua-rl cache seed --from` reads first); returns files written.
     `standins` (from `standins_for`) overrides the type, title or length per URL."""
@@ -316,7 +184,7 @@ def write_asset_tree(urls: Iterable[str], root: Path,
             made[spec] = templates / f"standin-{len(made)}.{spec.ext or 'bin'}"
             made[spec].unlink(missing_ok=True)  # a rerun must not append to an old one
             if spec == StandIn(spec.ext):
-                WRITERS.get(spec.ext, _bytes)(made[spec])
+                WRITERS.get(spec.ext, opaque_bytes)(made[spec])
             else:
                 _write_special(spec, made[spec])
         rel = repo_path(url) or unquote(urlsplit(url).path).lstrip("/")

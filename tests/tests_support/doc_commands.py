@@ -46,11 +46,11 @@ def mentions(text: str, where: str) -> Iterator[Mention]:
                 continue
             pending = ""
             if LEAD.match(line):
-                yield Mention(f"{where}:{number}", line[line.index("cua-rl "):])
+                yield Mention(f"{where}:{number}", line[line.index("cua-rl ") :])
             continue
         for span in SPAN.findall(raw):
             if LEAD.match(span.strip()):
-                yield Mention(f"{where}:{number}", span[span.index("cua-rl "):])
+                yield Mention(f"{where}:{number}", span[span.index("cua-rl ") :])
 
 
 def _words(line: str) -> list[str]:
@@ -67,8 +67,13 @@ def _words(line: str) -> list[str]:
 
 
 def _placeholder(word: str) -> bool:
-    return (word.isupper() or word.startswith(("<", "{", "$")) or "..." in word
-            or word in {"…"} or not re.match(r"^[a-z][a-z0-9-]*$", word))
+    return (
+        word.isupper()
+        or word.startswith(("<", "{", "$"))
+        or "..." in word
+        or word in {"…"}
+        or not re.match(r"^[a-z][a-z0-9-]*$", word)
+    )
 
 
 def problems(mention: Mention, root: click.Group) -> list[str]:
@@ -81,11 +86,17 @@ def problems(mention: Mention, root: click.Group) -> list[str]:
             name = word.split("=", 1)[0]
             if name in ("--help", "--version"):
                 continue
-            known = {o for p in command.params if isinstance(p, click.Option)
-                     for o in (*p.opts, *p.secondary_opts)}
+            known = {
+                o
+                for p in command.params
+                if isinstance(p, click.Option)
+                for o in (*p.opts, *p.secondary_opts)
+            }
             if name not in known:
-                out.append(f"{mention.where}: `{mention.line}`: {command.name or 'cua-rl'} "
-                           f"has no option {name}")
+                out.append(
+                    f"{mention.where}: `{mention.line}`: {command.name or 'cua-rl'} "
+                    f"has no option {name}"
+                )
             continue
         if word.startswith("-"):
             continue
@@ -93,8 +104,10 @@ def problems(mention: Mention, root: click.Group) -> list[str]:
             sub = command.get_command(ctx, word)
             if sub is None:
                 if not _placeholder(word) and "=" not in word:
-                    out.append(f"{mention.where}: `{mention.line}`: no command "
-                               f"{word!r} under {command.name or 'cua-rl'}")
+                    out.append(
+                        f"{mention.where}: `{mention.line}`: no command "
+                        f"{word!r} under {command.name or 'cua-rl'}"
+                    )
                 break
             command = sub
             continue

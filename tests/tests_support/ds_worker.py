@@ -25,8 +25,13 @@ def rank_samples(rank: int, step: int = 0) -> list[StepSample]:
     """Rank r gets 2 + r text-only samples with distinct lengths and advantages."""
     messages = ({"role": "user", "content": f"Rank {rank} step {step}: open the file menu."},)
     return [
-        StepSample(messages, tuple(range(100 + 7 * i + rank, 110 + 8 * i + rank)),
-                   tuple([-8.3] * (10 + i)), 0, advantage=1.0 - 2.0 * ((i + rank + step) % 2))
+        StepSample(
+            messages,
+            tuple(range(100 + 7 * i + rank, 110 + 8 * i + rank)),
+            tuple([-8.3] * (10 + i)),
+            0,
+            advantage=1.0 - 2.0 * ((i + rank + step) % 2),
+        )
         for i in range(2 + rank)
     ]
 
@@ -46,8 +51,9 @@ def main() -> None:
 
 def run_stage(model_dir: str, out_dir: Path, stage: int) -> None:
     rank = int(os.environ["RANK"])
-    cfg = LearnerConfig(engine=DeepSpeedEngineConfig(zero_stage=stage), lr=LR,
-                        micro_batch_tokens=40)  # ranks end up with different micro-batch counts
+    cfg = LearnerConfig(
+        engine=DeepSpeedEngineConfig(zero_stage=stage), lr=LR, micro_batch_tokens=40
+    )  # ranks end up with different micro-batch counts
     engine = DeepSpeedTrainEngine(cfg, model_dir)
     before = params(engine)
     metrics = engine.train_step(rank_samples(rank))
@@ -61,9 +67,17 @@ def run_stage(model_dir: str, out_dir: Path, stage: int) -> None:
     restored_version = engine.version
     engine.train_step(rank_samples(rank, step=1))
     resumed = params(engine)
-    torch.save({"before": before, "after": after, "metrics": metrics,
-                "continued": continued, "resumed": resumed,
-                "restored_version": restored_version}, out_dir / f"rank{rank}.pt")
+    torch.save(
+        {
+            "before": before,
+            "after": after,
+            "metrics": metrics,
+            "continued": continued,
+            "resumed": resumed,
+            "restored_version": restored_version,
+        },
+        out_dir / f"rank{rank}.pt",
+    )
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import shutil
 from pathlib import Path
 
@@ -22,8 +23,13 @@ async def host_root_process(handle: DesktopHandle) -> psutil.Process:
     if "pid" in handle.info:
         return psutil.Process(handle.info["pid"])
     proc = await asyncio.create_subprocess_exec(
-        "docker", "inspect", "--format", "{{.State.Pid}}", handle.info["container"],
-        stdout=asyncio.subprocess.PIPE)
+        "docker",
+        "inspect",
+        "--format",
+        "{{.State.Pid}}",
+        handle.info["container"],
+        stdout=asyncio.subprocess.PIPE,
+    )
     out, _ = await asyncio.wait_for(proc.communicate(), 30)
     return psutil.Process(int(out.decode().strip()))
 
@@ -52,8 +58,13 @@ async def listeners(handle: DesktopHandle) -> list[str]:
 
 async def engine_log(handle: DesktopHandle) -> Path:
     proc = await asyncio.create_subprocess_exec(
-        "docker", "inspect", "--format", "{{.LogPath}}", handle.info["container"],
-        stdout=asyncio.subprocess.PIPE)
+        "docker",
+        "inspect",
+        "--format",
+        "{{.LogPath}}",
+        handle.info["container"],
+        stdout=asyncio.subprocess.PIPE,
+    )
     out, _ = await asyncio.wait_for(proc.communicate(), 30)
     return Path(out.decode().strip())
 
@@ -68,6 +79,21 @@ async def screenshot_p99(client: GuestClient, count: int = 20) -> float:
     return max(times)
 
 
+def processes_in_pid_namespace(ns: str) -> int:
+    """How many of the host's processes are in the PID namespace `ns`, as `readlink
+    /proc/self/ns/pid` prints it from inside ("pid:[4026532301]"): every process a
+    desktop's agent can start is in it, and nothing else a shared machine runs is
+    (a host-wide count also counted other test runs' processes)."""
+    count = 0
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                count += os.readlink(f"/proc/{name}/ns/pid") == ns
+            except OSError:  # gone meanwhile
+                continue
+    return count
+
+
 HOST_NOISE_MB = 2048
 """Margin on the host's available-memory drop for other processes of a shared machine."""
 
@@ -77,8 +103,9 @@ async def desktop_memory_peak(handle: DesktopHandle) -> int:
     through a process of the sandbox (the local launcher's child bwrap, or the
     container's init)."""
     if "pid" in handle.info:
-        inside = next(c for c in psutil.Process(handle.info["pid"]).children()
-                      if c.name() == "bwrap")
+        inside = next(
+            c for c in psutil.Process(handle.info["pid"]).children() if c.name() == "bwrap"
+        )
     else:
         inside = await host_root_process(handle)
     return await asyncio.to_thread(cgroup_memory_peak, inside.pid)

@@ -45,9 +45,16 @@ def _container(request: pytest.FixtureRequest, state_dir: Path) -> DesktopProvid
     """Containers of the session's minimal image (engine and image shared with
     test_container_provider.py: built once, cached by content hash)."""
     image = request.getfixturevalue("minimal_docker_image")
-    provider = ContainerProvider(ContainerProviderConfig(
-        image=image, state_dir=state_dir, engine="docker", width=800, height=600,
-        name_prefix=f"cua-rl-escape-{os.getpid()}-"))
+    provider = ContainerProvider(
+        ContainerProviderConfig(
+            image=image,
+            state_dir=state_dir,
+            engine="docker",
+            width=800,
+            height=600,
+            name_prefix=f"cua-rl-escape-{os.getpid()}-",
+        )
+    )
     provider.owner_pid = os.getpid()  # a killed test run takes its containers with it
     return provider
 
@@ -60,16 +67,29 @@ idle machine, several on a loaded one)."""
 def _qemu(request: pytest.FixtureRequest, state_dir: Path) -> DesktopProvider:
     """VMs of the session's minimal qcow2 (the image test's build, cached by hash)."""
     if os.environ.get(QEMU_OPT_OUT) == "0":
-        pytest.skip(f"qemu: left out by {QEMU_OPT_OUT}=0 (two VM boots under TCG); "
-                    "docs/sandbox.md says what each provider shares")
+        pytest.skip(
+            f"qemu: left out by {QEMU_OPT_OUT}=0 (two VM boots under TCG); "
+            "docs/sandbox.md says what each provider shares"
+        )
     image = request.getfixturevalue("minimal_qcow2_image")
-    return QemuProvider(QemuProviderConfig(
-        image=image, state_dir=state_dir, memory_mb=1024, cpus=1, vnc=False,
-        ready_timeout_s=900, firmware=None))
+    return QemuProvider(
+        QemuProviderConfig(
+            image=image,
+            state_dir=state_dir,
+            memory_mb=1024,
+            cpus=1,
+            vnc=False,
+            ready_timeout_s=900,
+            firmware=None,
+        )
+    )
 
 
 PROVIDERS: dict[str, Callable[[pytest.FixtureRequest, Path], DesktopProvider]] = {
-    "local": _local, "container": _container, "qemu": _qemu}
+    "local": _local,
+    "container": _container,
+    "qemu": _qemu,
+}
 """Provider name -> factory of a provider keeping its state under the given dir."""
 
 
@@ -95,6 +115,7 @@ class Scene:
 
 async def _model_server(hits: list[str]) -> tuple[web.AppRunner, int]:
     """A stand-in for a model server on host loopback (no credential, like ours)."""
+
     async def record(request: web.Request) -> web.Response:
         hits.append(request.path)
         return web.json_response({"ok": True})
@@ -115,8 +136,9 @@ def port_of(url: str) -> int:
 
 
 @contextlib.asynccontextmanager
-async def open_scene(request: pytest.FixtureRequest, provider_name: str,
-                     state_dir: Path) -> AsyncIterator[Scene]:
+async def open_scene(
+    request: pytest.FixtureRequest, provider_name: str, state_dir: Path
+) -> AsyncIterator[Scene]:
     """Start the scene on `provider_name`'s desktops (may skip before changing
     anything); everything is stopped, restored and removed on exit."""
     provider = PROVIDERS[provider_name](request, state_dir)
@@ -129,8 +151,7 @@ async def open_scene(request: pytest.FixtureRequest, provider_name: str,
     os.environ[MARKER_VAR] = marker  # the launching shell's environment
     try:
         a, b = await asyncio.gather(provider.start("agent-a"), provider.start("neighbour-b"))
-        yield Scene(provider, a, b, provider.client(a), state_dir, marker, root_file, port,
-                    hits)
+        yield Scene(provider, a, b, provider.client(a), state_dir, marker, root_file, port, hits)
     finally:
         if old is None:
             os.environ.pop(MARKER_VAR, None)

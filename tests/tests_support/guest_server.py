@@ -73,18 +73,37 @@ def running_guest(
         env = {**os.environ, "DISPLAY": display, "HOME": str(home)}
         env.pop("CUA_GUEST_TOKEN", None)
         if shutil.which("openbox"):
-            procs.append(subprocess.Popen(
-                ["openbox"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                start_new_session=True,
-            ))
+            procs.append(
+                subprocess.Popen(
+                    ["openbox"],
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            )
         token_file = tmp / "token"
         token_file.write_text(token + "\n")
         port = free_port()
         log = tmp / "guest.log"
         server = subprocess.Popen(
-            [*prefix, sys.executable, "-m", "cua_guest", "--host", "127.0.0.1",
-             "--port", str(port), "--token-file", str(token_file), *args],
-            env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                *prefix,
+                sys.executable,
+                "-m",
+                "cua_guest",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--token-file",
+                str(token_file),
+                *args,
+            ],
+            env=env,
+            stdout=log.open("wb"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         procs.append(server)
         url = f"{scheme}://127.0.0.1:{port}"

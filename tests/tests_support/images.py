@@ -20,8 +20,14 @@ def engine_answers() -> bool:
     if shutil.which("docker") is None:
         return False
     try:
-        return subprocess.run(["docker", "version", "--format", "{{.Server.Version}}"],
-                              capture_output=True, timeout=10).returncode == 0
+        return (
+            subprocess.run(
+                ["docker", "version", "--format", "{{.Server.Version}}"],
+                capture_output=True,
+                timeout=10,
+            ).returncode
+            == 0
+        )
     except subprocess.TimeoutExpired:
         return False
 
@@ -41,9 +47,12 @@ def docker_engine(log_path: Path) -> Iterator[str | None]:
         yield "no running Docker engine and not root to start dockerd"
         return
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen(["dockerd", "--bridge=none", "--iptables=false",
-                                 "--ip6tables=false"], stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            ["dockerd", "--bridge=none", "--iptables=false", "--ip6tables=false"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         deadline = time.monotonic() + ENGINE_DEADLINE_S
         while not engine_answers():

@@ -48,8 +48,11 @@ def _name_of(node: ast.expr, module: str, package: str) -> str | None:
     for part in node.values:
         if isinstance(part, ast.Constant) and isinstance(part.value, str):
             text += part.value
-        elif (isinstance(part, ast.FormattedValue) and isinstance(part.value, ast.Name)
-              and part.value.id in known):
+        elif (
+            isinstance(part, ast.FormattedValue)
+            and isinstance(part.value, ast.Name)
+            and part.value.id in known
+        ):
             text += known[part.value.id]
         else:
             return text[:-1] + _CHILDREN if text.endswith(".") else None
@@ -108,9 +111,14 @@ def import_graph(package_dir: Path) -> dict[str, set[str]]:
         nodes = list(ast.walk(tree))
         names = [n for node in nodes for n in _imported(node, name, package)]
         if any(_calls_importer(node) for node in nodes):
-            names += [m.group(1) for node in nodes
-                      if isinstance(node, ast.Constant) and isinstance(node.value, str)
-                      and (m := _ENTRY.match(node.value)) and m.group(1) in files]
+            names += [
+                m.group(1)
+                for node in nodes
+                if isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and (m := _ENTRY.match(node.value))
+                and m.group(1) in files
+            ]
         for target in set().union(*(_targets(n, files) for n in names)) if names else ():
             if target != name and not name.startswith(target + "."):
                 graph[name].add(target)

@@ -20,7 +20,7 @@ from cua_rl.config import RunConfig
 from cua_rl.learner.base import TrainEngine
 from cua_rl.learner.config import LearnerLoopConfig
 from cua_rl.learner.service import LearnerService, Role
-from cua_rl.store.run_store import AsyncRunStore
+from cua_rl.store.async_run_store import AsyncRunStore
 from cua_rl.types import StepSample
 
 if TYPE_CHECKING:
@@ -30,10 +30,18 @@ if TYPE_CHECKING:
 def text_samples(update: int) -> list[StepSample]:
     """Three text-only samples with mixed advantages (token ids inside the tiny vocab)."""
     messages = ({"role": "user", "content": f"Update {update}: open the file menu."},)
-    return [StepSample(messages, tuple(range(100 + 7 * i, 110 + 8 * i)), tuple([-8.3] * (10 + i)),
-                       0, advantage=1.0 - 2.0 * ((i + update) % 2), trajectory_id=f"t{i}",
-                       step_index=0)
-            for i in range(3)]
+    return [
+        StepSample(
+            messages,
+            tuple(range(100 + 7 * i, 110 + 8 * i)),
+            tuple([-8.3] * (10 + i)),
+            0,
+            advantage=1.0 - 2.0 * ((i + update) % 2),
+            trajectory_id=f"t{i}",
+            step_index=0,
+        )
+        for i in range(3)
+    ]
 
 
 def exported(out: Path) -> dict[str, torch.Tensor]:
@@ -49,8 +57,9 @@ def checkpoint_layout(run_dir: Path, role: Role, engine_checkpoint: Path, versio
     root = run_dir / "checkpoints" / role
     root.mkdir(parents=True)
     shutil.copytree(engine_checkpoint, root / f"step-{version:06d}")
-    (root / "latest.json").write_text(json.dumps({"version": version,
-                                                  "path": f"step-{version:06d}"}))
+    (root / "latest.json").write_text(
+        json.dumps({"version": version, "path": f"step-{version:06d}"})
+    )
 
 
 def write_run_config(run_dir: Path, tiny_model_dir: Path) -> None:
@@ -65,13 +74,20 @@ def train_and_checkpoint(run_dir: Path, engine: TrainEngine, role: Role, updates
     asyncio.run(train_and_checkpoint_async(run_dir, engine, role, updates))
 
 
-async def train_and_checkpoint_async(run_dir: Path, engine: TrainEngine, role: Role,
-                                     updates: int) -> None:
+async def train_and_checkpoint_async(
+    run_dir: Path, engine: TrainEngine, role: Role, updates: int
+) -> None:
     """`train_and_checkpoint` inside a running event loop."""
     store = AsyncRunStore.open(run_dir)
     try:
-        service = LearnerService(role, engine, store, LearnerLoopConfig(),
-                                 checkpoint_dir=run_dir / "checkpoints", eta=updates)
+        service = LearnerService(
+            role,
+            engine,
+            store,
+            LearnerLoopConfig(),
+            checkpoint_dir=run_dir / "checkpoints",
+            eta=updates,
+        )
         run = asyncio.create_task(service.run(max_updates=updates))
         for update in range(updates):
             await service.submit(text_samples(update), f"g{update}")

@@ -45,10 +45,12 @@ class SerializedMotoServer:
             with lock:
                 return list(app(environ, start_response))
 
-        self._server = make_server("127.0.0.1", port, serialized, threaded=True,
-                                   request_handler=MotoRequestHandler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
-                                        name="moto-ec2")
+        self._server = make_server(
+            "127.0.0.1", port, serialized, threaded=True, request_handler=MotoRequestHandler
+        )
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, daemon=True, name="moto-ec2"
+        )
         self._thread.start()
 
     def stop(self) -> None:
@@ -57,10 +59,18 @@ class SerializedMotoServer:
 
 
 def make_config(network: dict[str, Any], **kwargs: Any) -> AwsProviderConfig:
-    defaults = {"region": REGION, "endpoint_url": network["url"], "ami_id": network["ami"],
-                "subnet_id": network["subnet"], "security_group_ids": [network["group"]],
-                "key_name": "cua-rl-test", "run_id": "run-1", "poll_interval_s": 0.05,
-                "ready_timeout_s": 30, "extra_tags": {"team": "rl"}}
+    defaults = {
+        "region": REGION,
+        "endpoint_url": network["url"],
+        "ami_id": network["ami"],
+        "subnet_id": network["subnet"],
+        "security_group_ids": [network["group"]],
+        "key_name": "cua-rl-test",
+        "run_id": "run-1",
+        "poll_interval_s": 0.05,
+        "ready_timeout_s": 30,
+        "extra_tags": {"team": "rl"},
+    }
     return AwsProviderConfig(**{**defaults, **kwargs})
 
 
@@ -73,14 +83,20 @@ def tags_of(instance: dict[str, Any]) -> dict[str, str]:
 
 
 def fleet_user_data(ec2: Any, instance_id: str) -> dict[str, Any]:
-    raw = ec2.describe_instance_attribute(InstanceId=instance_id,
-                                          Attribute="userData")["UserData"]["Value"]
+    raw = ec2.describe_instance_attribute(InstanceId=instance_id, Attribute="userData")["UserData"][
+        "Value"
+    ]
     return yaml.safe_load(gzip.decompress(base64.b64decode(raw)))
 
 
-async def serve_fleet_host(user_data: dict[str, Any], root: Path, guest_port: int,
-                           control_port: int, slots: int,
-                           bind: str = "127.0.0.1") -> tuple[Any, list[Any], Path]:
+async def serve_fleet_host(
+    user_data: dict[str, Any],
+    root: Path,
+    guest_port: int,
+    control_port: int,
+    slots: int,
+    bind: str = "127.0.0.1",
+) -> tuple[Any, list[Any], Path]:
     """What the instance runs, on loopback: the agent from the user data's own files
     (pairs, control token, its config's initial leases) and, per slot, a guest stub on
     the slot's Unix socket that accepts only the slot's token from the user data. The
@@ -95,7 +111,7 @@ async def serve_fleet_host(user_data: dict[str, Any], root: Path, guest_port: in
             (tls / Path(path).name).write_text(content)
     log = root / "resets.log"
     command = root / "cua-fleet-desktop"
-    command.write_text(f"#!/bin/sh\necho \"$1\" >> {log}\n")
+    command.write_text(f'#!/bin/sh\necho "$1" >> {log}\n')
     command.chmod(0o755)
     runners = []
     for slot in range(slots):
@@ -114,10 +130,20 @@ async def serve_fleet_host(user_data: dict[str, Any], root: Path, guest_port: in
         await web.UnixSite(runner, str(root / f"slot-{slot}" / "run" / "guest.sock")).start()
         runners.append(runner)
     leases = json.loads(files["/etc/cua-fleet/agent.json"])["leases"]
-    agent = asyncio.create_task(serve({
-        "slots": slots, "guest_port": guest_port, "control_port": control_port,
-        "state_dir": str(root), "tls_dir": str(tls), "desktop_command": [str(command)],
-        "bind": bind, "leases": leases}))
+    agent = asyncio.create_task(
+        serve(
+            {
+                "slots": slots,
+                "guest_port": guest_port,
+                "control_port": control_port,
+                "state_dir": str(root),
+                "tls_dir": str(tls),
+                "desktop_command": [str(command)],
+                "bind": bind,
+                "leases": leases,
+            }
+        )
+    )
     deadline = asyncio.get_running_loop().time() + 10.0
     while True:  # poll until the agent listens (its last listener is the control port)
         assert not agent.done(), agent.exception()
@@ -137,8 +163,9 @@ class FleetAgents:
     appears, and stopped when it terminates: what the instances would run. Pass
     `address` as the provider's `host_address`."""
 
-    def __init__(self, ec2: Any, root: Path, guest_port: int, control_port: int,
-                 slots: int) -> None:
+    def __init__(
+        self, ec2: Any, root: Path, guest_port: int, control_port: int, slots: int
+    ) -> None:
         self.ec2, self.root = ec2, root
         self.ports, self.slots = (guest_port, control_port), slots
         self.addresses: dict[str, str] = {}
@@ -146,8 +173,9 @@ class FleetAgents:
         self._watch: asyncio.Task[None] | None = None
 
     def address(self, instance: dict[str, Any]) -> str:
-        return self.addresses.setdefault(instance["InstanceId"],
-                                         f"127.0.0.{len(self.addresses) + 2}")
+        return self.addresses.setdefault(
+            instance["InstanceId"], f"127.0.0.{len(self.addresses) + 2}"
+        )
 
     def resets(self, instance_id: str) -> list[str]:
         """The slots the host's desktop command was run for (resets and releases)."""
@@ -167,15 +195,18 @@ class FleetAgents:
 
     async def _run(self) -> None:
         while True:
-            found = await asyncio.to_thread(self.ec2.describe_instances, Filters=[
-                {"Name": "tag:cua-rl:kind", "Values": ["fleet-host"]}])
+            found = await asyncio.to_thread(
+                self.ec2.describe_instances,
+                Filters=[{"Name": "tag:cua-rl:kind", "Values": ["fleet-host"]}],
+            )
             for instance in (i for r in found["Reservations"] for i in r["Instances"]):
                 instance_id, state = instance["InstanceId"], instance["State"]["Name"]
                 if state == "running" and instance_id not in self.served:
                     data = await asyncio.to_thread(fleet_user_data, self.ec2, instance_id)
                     root = self.root / f"h{len(self.served)}"  # short: socket paths
                     self.served[instance_id] = await serve_fleet_host(
-                        data, root, *self.ports, self.slots, bind=self.address(instance))
+                        data, root, *self.ports, self.slots, bind=self.address(instance)
+                    )
                 elif state != "running" and instance_id in self.served:
                     await self._stop(instance_id)
             await asyncio.sleep(0.02)

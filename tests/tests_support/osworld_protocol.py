@@ -86,24 +86,34 @@ class OSWorldProtocol:
         return await self.call("POST", "/execute", json={"command": command, "shell": shell})
 
     async def setup_execute(self, command: list[str] | str, shell: bool = False) -> Reply:
-        return await self.call(
-            "POST", "/setup/execute", json={"command": command, "shell": shell}
-        )
+        return await self.call("POST", "/setup/execute", json={"command": command, "shell": shell})
 
     async def setup_execute_with_verification(
         self, command: list[str], verification: dict
     ) -> Reply:
         return await self.call(
-            "POST", "/setup/execute_with_verification",
-            json={"command": command, "shell": False, "verification": verification,
-                  "max_wait_time": 5, "check_interval": 0.2},
+            "POST",
+            "/setup/execute_with_verification",
+            json={
+                "command": command,
+                "shell": False,
+                "verification": verification,
+                "max_wait_time": 5,
+                "check_interval": 0.2,
+            },
         )
 
     async def execute_with_verification(self, command: list[str], verification: dict) -> Reply:
         return await self.call(
-            "POST", "/execute_with_verification",
-            json={"command": command, "shell": False, "verification": verification,
-                  "max_wait_time": 5, "check_interval": 0.2},
+            "POST",
+            "/execute_with_verification",
+            json={
+                "command": command,
+                "shell": False,
+                "verification": verification,
+                "max_wait_time": 5,
+                "check_interval": 0.2,
+            },
         )
 
     async def run_python(self, code: str) -> Reply:
@@ -135,13 +145,15 @@ class OSWorldProtocol:
 
     async def activate_window(self, window_name: str) -> Reply:
         return await self.call(
-            "POST", "/setup/activate_window",
+            "POST",
+            "/setup/activate_window",
             json={"window_name": window_name, "strict": False, "by_class": False},
         )
 
     async def close_window(self, window_name: str) -> Reply:
         return await self.call(
-            "POST", "/setup/close_window",
+            "POST",
+            "/setup/close_window",
             json={"window_name": window_name, "strict": False, "by_class": False},
         )
 

@@ -31,16 +31,24 @@ def samples(tokens: int) -> list[StepSample]:
     """Samples that fill one micro-batch of `tokens` tokens, mostly response."""
     messages = ({"role": "user", "content": "Open the file menu."},)
     per = 480
-    return [StepSample(messages, tuple(100 + (7 * j + i) % 3800 for j in range(per)),
-                       tuple([-8.3] * per), 0, advantage=1.0 - 2.0 * (i % 2))
-            for i in range(max(1, tokens // (per + 40)))]
+    return [
+        StepSample(
+            messages,
+            tuple(100 + (7 * j + i) % 3800 for j in range(per)),
+            tuple([-8.3] * per),
+            0,
+            advantage=1.0 - 2.0 * (i % 2),
+        )
+        for i in range(max(1, tokens // (per + 40)))
+    ]
 
 
 def main() -> None:
     model_dir, tokens, engine_type = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     torch.set_num_threads(1)
-    engine_cfg = DeepSpeedEngineConfig(zero_stage=3) if engine_type == "deepspeed" else \
-        TorchEngineConfig()
+    engine_cfg = (
+        DeepSpeedEngineConfig(zero_stage=3) if engine_type == "deepspeed" else TorchEngineConfig()
+    )
     cfg = LearnerConfig(lr=1e-3, micro_batch_tokens=tokens, engine=engine_cfg)
     if engine_type == "deepspeed":
         import deepspeed  # noqa: F401 - imported before the baseline
@@ -57,8 +65,15 @@ def main() -> None:
     engine = Engine(cfg, model_dir)
     metrics = engine.train_step(batch)
     peak = status("VmHWM")
-    print(json.dumps({"peak_bytes": peak - baseline, "micro_batches": metrics.get(
-        "micro_batches"), "pid": os.getpid()}))
+    print(
+        json.dumps(
+            {
+                "peak_bytes": peak - baseline,
+                "micro_batches": metrics.get("micro_batches"),
+                "pid": os.getpid(),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

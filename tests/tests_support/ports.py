@@ -1,4 +1,5 @@
-"""Taking a picked port away, as another program would, for port-race tests."""
+"""Taking a picked port away, as another program would, for port-race tests; whether a
+reservation still holds its port."""
 
 from __future__ import annotations
 
@@ -22,6 +23,12 @@ def listen(port: int, host: str = "127.0.0.1") -> socket.socket:
     return sock
 
 
+def released(reservation: PortReservation) -> bool:
+    """Whether `reservation` let its port go (`release`, or the server that took it
+    over stopped): its socket is closed."""
+    return reservation._sock.fileno() == -1
+
+
 class PortThief:
     """Listens on the next ports a picker reserves, right after the pick: the one
     kind of socket a reservation cannot keep out (net_ports.py), so the server's own
@@ -39,6 +46,7 @@ class PortThief:
 
     def wrap(self, reserve: Callable[..., PortReservation]) -> Callable[..., PortReservation]:
         """`reserve` (net_ports.reserve_port as a module imported it), stealing when armed."""
+
         def reserve_and_steal(*args: Any, **kwargs: Any) -> PortReservation:
             reservation = reserve(*args, **kwargs)
             if self._budget:
@@ -46,6 +54,7 @@ class PortThief:
                 self._socks.append(listen(reservation.port, reservation.host))
                 self.stolen.append(reservation.port)
             return reservation
+
         return reserve_and_steal
 
     def close(self) -> None:

@@ -102,5 +102,3 @@ def start_hf_server(model_dir: Path, log_dir: Path, deadline_s: float = 120.0) -
         server.kill()  # never leak a server process, whatever interrupted the wait
         raise
     return server
-
-

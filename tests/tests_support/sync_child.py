@@ -52,8 +52,9 @@ async def _main() -> None:
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     url = f"http://127.0.0.1:{runner.addresses[0][1]}"
-    sync = WeightSync([url], WeightSyncConfig(timeout_s=600),
-                      Path(tempfile.mkdtemp(prefix="sync-child-")))
+    sync = WeightSync(
+        [url], WeightSyncConfig(timeout_s=600), Path(tempfile.mkdtemp(prefix="sync-child-"))
+    )
     push = asyncio.create_task(sync.push(_Source(), 1))
     try:
         await accepted.wait()

@@ -55,15 +55,18 @@ _TB_PREFS = {
     "mail.provider.suppress_dialog_on_startup": True,
 }
 _TB_MESSAGES = {  # Local Folders mbox name -> (sender, subject, body) of its messages
-    "Inbox": [("Outlook.com <no-reply@microsoft.com>",
-               "\u6b61\u8fce\u4f7f\u7528\u65b0\u7684 Outlook.com \u5e33\u6236",
-               "Welcome to your new Outlook.com account."),
-              ("Anonym Tester <anonym-x2024@outlook.com>", "A Test E-mail",
-               "This is a test e-mail.")],
-    "Bills": [("AWS Billing <billing@example.com>", "Your AWS bill for May",
-               "Your bill is available."),
-              ("City Power <invoices@example.com>", "Electricity invoice",
-               "Your invoice is attached.")],
+    "Inbox": [
+        (
+            "Outlook.com <no-reply@microsoft.com>",
+            "\u6b61\u8fce\u4f7f\u7528\u65b0\u7684 Outlook.com \u5e33\u6236",
+            "Welcome to your new Outlook.com account.",
+        ),
+        ("Anonym Tester <anonym-x2024@outlook.com>", "A Test E-mail", "This is a test e-mail."),
+    ],
+    "Bills": [
+        ("AWS Billing <billing@example.com>", "Your AWS bill for May", "Your bill is available."),
+        ("City Power <invoices@example.com>", "Electricity invoice", "Your invoice is attached."),
+    ],
 }
 
 
@@ -73,13 +76,15 @@ def _mbox(folder: str, messages: list[tuple[str, str, str]]) -> bytes:
     out = []
     for n, (sender, subject, body) in enumerate(messages, start=1):
         subj = subject if subject.isascii() else Header(subject, "utf-8").encode()
-        out.append(f"From - Mon Jan {n:02d} 09:00:00 2024\n"
-                   f"From: {sender}\nTo: Anonym Tester <{TB_ACCOUNT}>\n"
-                   f"Subject: {subj}\nDate: Mon, {n:02d} Jan 2024 09:00:00 +0000\n"
-                   f"Message-ID: <standin-{folder.lower()}-{n}@example.com>\n"
-                   "MIME-Version: 1.0\n"
-                   "Content-Type: text/plain; charset=UTF-8\n\n"
-                   f"{body}\n\n")
+        out.append(
+            f"From - Mon Jan {n:02d} 09:00:00 2024\n"
+            f"From: {sender}\nTo: Anonym Tester <{TB_ACCOUNT}>\n"
+            f"Subject: {subj}\nDate: Mon, {n:02d} Jan 2024 09:00:00 +0000\n"
+            f"Message-ID: <standin-{folder.lower()}-{n}@example.com>\n"
+            "MIME-Version: 1.0\n"
+            "Content-Type: text/plain; charset=UTF-8\n\n"
+            f"{body}\n\n"
+        )
     return "".join(out).encode()
 
 
@@ -100,27 +105,36 @@ def write_thunderbird_profile(path: Path) -> None:
     entries, gzip without a timestamp."""
     import gzip
 
-    prefs = "".join(f'user_pref("{k}", {json.dumps(v, ensure_ascii=False)});\n'
-                    for k, v in sorted(_TB_PREFS.items()))
+    prefs = "".join(
+        f'user_pref("{k}", {json.dumps(v, ensure_ascii=False)});\n'
+        for k, v in sorted(_TB_PREFS.items())
+    )
     prof = f".thunderbird/{TB_PROFILE}"
     files = {
         ".thunderbird/profiles.ini": (
             "[Profile0]\nName=default-release\nIsRelative=1\n"
             f"Path={TB_PROFILE}\nDefault=1\n\n"
             "[General]\nStartWithLastProfile=1\nVersion=2\n\n"
-            f"[Install{TB_INSTALL_HASH}]\nDefault={TB_PROFILE}\nLocked=1\n").encode(),
-        ".thunderbird/installs.ini":
-            f"[{TB_INSTALL_HASH}]\nDefault={TB_PROFILE}\nLocked=1\n".encode(),
+            f"[Install{TB_INSTALL_HASH}]\nDefault={TB_PROFILE}\nLocked=1\n"
+        ).encode(),
+        ".thunderbird/installs.ini": (
+            f"[{TB_INSTALL_HASH}]\nDefault={TB_PROFILE}\nLocked=1\n".encode()
+        ),
         f"{prof}/prefs.js": ("// Mozilla User Preferences\n\n" + prefs).encode(),
-        f"{prof}/ImapMail/outlook.office365.com/msgFilterRules.dat":
-            b'version="9"\nlogging="no"\n',
-        **{f"{prof}/Mail/Local Folders/{name}": _mbox(name, msgs)
-           for name, msgs in _TB_MESSAGES.items()},
+        f"{prof}/ImapMail/outlook.office365.com/msgFilterRules.dat": b'version="9"\nlogging="no"\n',
+        **{
+            f"{prof}/Mail/Local Folders/{name}": _mbox(name, msgs)
+            for name, msgs in _TB_MESSAGES.items()
+        },
     }
-    dirs = sorted({"/".join(name.split("/")[:i]) for name in files
-                   for i in range(1, name.count("/") + 1)})
-    with open(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz, \
-            tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as archive:
+    dirs = sorted(
+        {"/".join(name.split("/")[:i]) for name in files for i in range(1, name.count("/") + 1)}
+    )
+    with (
+        open(path, "wb") as raw,
+        gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz,
+        tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as archive,
+    ):
         for name in dirs:
             info = tarfile.TarInfo(name)
             info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o700, 1704067200

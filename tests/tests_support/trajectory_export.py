@@ -20,9 +20,23 @@ SCORED = ("finished", "step_limit")
 
 def export_lines(run: Path, out: Path, *args: str) -> tuple[dict[str, Any], list[dict]]:
     """Run the CLI; its --json summary and the lines it wrote."""
-    done = subprocess.run([sys.executable, "-m", "cua_rl.cli", "export", "trajectories",
-                           str(run), "--out", str(out), "--json", *args],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cua_rl.cli",
+            "export",
+            "trajectories",
+            str(run),
+            "--out",
+            str(out),
+            "--json",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout), [json.loads(line) for line in out.read_text().splitlines()]
 
@@ -47,10 +61,14 @@ def check_export(run: Path, processor_dir: Path, out: Path) -> list[dict]:
         responses = [s.response for s in traj.steps]
         assert len(record["steps"]) == len(record["images"]) == len(traj.steps)
         for i, step in enumerate(record["steps"]):
-            assistant = [part["text"] for m in step["messages"] if m["role"] == "assistant"
-                         for part in m["content"]]
+            assistant = [
+                part["text"]
+                for m in step["messages"]
+                if m["role"] == "assistant"
+                for part in m["content"]
+            ]
             assert assistant[-1] == responses[i]
-            assert assistant == responses[i + 1 - len(assistant): i + 1]
+            assert assistant == responses[i + 1 - len(assistant) : i + 1]
             assert step["images"][-1] == record["images"][i]
             with Image.open(record["images"][i]) as image:
                 image.load()
@@ -60,14 +78,15 @@ def check_export(run: Path, processor_dir: Path, out: Path) -> list[dict]:
     for i, step in enumerate(first["steps"]):
         # the actor's messages (data URLs) and the export's render the same prompt
         urls = [f"data:image/png;base64,step{k}" for k in range(i + 1)]
-        actor = step_messages(first["instruction"], traj.steps[:i], urls, traj.screen,
-                              prompting.episode)
+        actor = step_messages(
+            first["instruction"], traj.steps[:i], urls, traj.screen, prompting.episode
+        )
         exported = step["messages"][:-1]
         assert image_parts(actor)[0] == exported
-        text = processor.apply_chat_template(exported, tokenize=False,
-                                             add_generation_prompt=True)
-        assert text == processor.apply_chat_template(actor, tokenize=False,
-                                                     add_generation_prompt=True)
+        text = processor.apply_chat_template(exported, tokenize=False, add_generation_prompt=True)
+        assert text == processor.apply_chat_template(
+            actor, tokenize=False, add_generation_prompt=True
+        )
         images = [Image.open(p).convert("RGB") for p in step["images"]]
         batch = processor(text=[text], images=images, return_tensors="pt")
         assert batch["image_grid_thw"].shape[0] == len(images)

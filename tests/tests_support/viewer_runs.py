@@ -10,15 +10,7 @@ from pathlib import Path
 from PIL import Image, ImageDraw
 
 from cua_rl.store.run_store import RunStore
-from cua_rl.types import (
-    Action,
-    Step,
-    StepVerdict,
-    TaskVariant,
-    Trajectory,
-    TrajectoryStatus,
-    Vote,
-)
+from cua_rl.types import Action, Step, StepVerdict, TaskVariant, Trajectory, TrajectoryStatus, Vote
 
 SCREEN = (1280, 720)
 ACTIONS = (
@@ -44,9 +36,15 @@ def tiny_png(seed: int, size: tuple[int, int] = SCREEN) -> bytes:
 
 
 def variant(task_id: str, evaluator: str = "default", revision: int = 0) -> TaskVariant:
-    return TaskVariant(task_id=task_id, domain="os", evaluator_name=evaluator,
-                       instruction=f"Do {task_id} with {evaluator}", config=(),
-                       evaluator={"func": "exact_match"}, revision=revision)
+    return TaskVariant(
+        task_id=task_id,
+        domain="os",
+        evaluator_name=evaluator,
+        instruction=f"Do {task_id} with {evaluator}",
+        config=(),
+        evaluator={"func": "exact_match"},
+        revision=revision,
+    )
 
 
 @dataclass
@@ -62,8 +60,9 @@ def vote_scores(t: int, i: int) -> tuple[int, int, int]:
     return ((1, 1, -1), (-1, -1, 0), (1, 1, 1))[(t + i) % 3]
 
 
-def build_run(run_dir: Path, n_trajectories: int = 3, n_steps: int = 4,
-              policy_version: int = 0) -> BuiltRun:
+def build_run(
+    run_dir: Path, n_trajectories: int = 3, n_steps: int = 4, policy_version: int = 0
+) -> BuiltRun:
     """`n_trajectories` of task t1 in one group (the last one fails), each with
     `n_steps` steps cycling through ACTIONS, 3 votes per step, screenshots, and an
     adaptation proposal + decision for t1."""
@@ -77,35 +76,77 @@ def build_run(run_dir: Path, n_trajectories: int = 3, n_steps: int = 4,
         tid = f"traj-{t}"
         names = [store.put_screenshot(tiny_png(10 * t + i)) for i in range(n_steps + 1)]
         steps = tuple(
-            Step(index=i, screenshot_before=names[i], screenshot_after=names[i + 1],
-                 response=f"<think>step {i} of {tid}</think> {ACTIONS[i % 4].kind}",
-                 actions=(ACTIONS[i % 4],), parse_error=None, code=f"pyautogui.step({i})",
-                 token_ids=(1, 2, 3), logprobs=(-0.1, -0.2, -0.3),
-                 policy_version=policy_version + (i >= 2))
+            Step(
+                index=i,
+                screenshot_before=names[i],
+                screenshot_after=names[i + 1],
+                response=f"<think>step {i} of {tid}</think> {ACTIONS[i % 4].kind}",
+                actions=(ACTIONS[i % 4],),
+                parse_error=None,
+                code=f"pyautogui.step({i})",
+                token_ids=(1, 2, 3),
+                logprobs=(-0.1, -0.2, -0.3),
+                policy_version=policy_version + (i >= 2),
+            )
             for i in range(n_steps)
         )
         score = 0.0 if t == n_trajectories - 1 else 1.0
         store.save_trajectory(
-            Trajectory(id=tid, variant_id="t1:default", steps=steps,
-                       status=TrajectoryStatus.FINISHED, score=score,
-                       policy_version_at_start=policy_version, screen=SCREEN),
-            group_id="g1", started_at=now + 60 * t)
+            Trajectory(
+                id=tid,
+                variant_id="t1:default",
+                steps=steps,
+                status=TrajectoryStatus.FINISHED,
+                score=score,
+                policy_version_at_start=policy_version,
+                screen=SCREEN,
+            ),
+            group_id="g1",
+            started_at=now + 60 * t,
+        )
         # finished_at is the store's clock: spread it so paging order is stable.
-        store._db.execute("UPDATE trajectories SET finished_at = ? WHERE trajectory_id = ?",
-                          (now + 60 * t + 30, tid))
+        store._db.execute(
+            "UPDATE trajectories SET finished_at = ? WHERE trajectory_id = ?",
+            (now + 60 * t + 30, tid),
+        )
         for i in range(n_steps):
-            store.save_verdict(StepVerdict(tid, i, tuple(
-                Vote(s, f"reasoning {j} on step {i} of {tid} \\boxed{{{s}}}")
-                for j, s in enumerate(vote_scores(t, i))), prm_version=2))
+            store.save_verdict(
+                StepVerdict(
+                    tid,
+                    i,
+                    tuple(
+                        Vote(s, f"reasoning {j} on step {i} of {tid} \\boxed{{{s}}}")
+                        for j, s in enumerate(vote_scores(t, i))
+                    ),
+                    prm_version=2,
+                )
+            )
         built.trajectory_ids.append(tid)
         built.shots[tid] = names[:n_steps]
-    store.add_event("adapt_proposal", "t1", {
-        "direction": "harder", "acc_parent": 0.9, "candidate": "t1:harder@1",
-        "instruction": "Do t1 with harder", "summaries": ["the agent found the menu fast"]})
-    store.add_event("adapt_decision", "t1", {
-        "accepted": True, "direction": "harder", "parent": "t1:default",
-        "candidate": "t1:harder@1", "acc_parent": 0.9, "acc_candidate": 0.5,
-        "summaries": ["the agent found the menu fast"]})
+    store.add_event(
+        "adapt_proposal",
+        "t1",
+        {
+            "direction": "harder",
+            "acc_parent": 0.9,
+            "candidate": "t1:harder@1",
+            "instruction": "Do t1 with harder",
+            "summaries": ["the agent found the menu fast"],
+        },
+    )
+    store.add_event(
+        "adapt_decision",
+        "t1",
+        {
+            "accepted": True,
+            "direction": "harder",
+            "parent": "t1:default",
+            "candidate": "t1:harder@1",
+            "acc_parent": 0.9,
+            "acc_candidate": 0.5,
+            "summaries": ["the agent found the menu fast"],
+        },
+    )
     store.incr("policy_updates", 2)
     store.close()
     return built
@@ -114,12 +155,28 @@ def build_run(run_dir: Path, n_trajectories: int = 3, n_steps: int = 4,
 def add_bulk_trajectories(run_dir: Path, n: int) -> None:
     """`n` step-less trajectories in one transaction (a large run's list pages)."""
     store = RunStore(run_dir)
-    rows = [(f"bulk-{i:05d}", store.run_id, f"t{i % 7}:default", f"b{i // 8}", "finished",
-             float(i % 3 == 0), 1 if i % 3 == 0 else -1, i // 1000, 0, *SCREEN, "",
-             1000.0 + i, 1000.5 + i) for i in range(n)]
+    rows = [
+        (
+            f"bulk-{i:05d}",
+            store.run_id,
+            f"t{i % 7}:default",
+            f"b{i // 8}",
+            "finished",
+            float(i % 3 == 0),
+            1 if i % 3 == 0 else -1,
+            i // 1000,
+            0,
+            *SCREEN,
+            "",
+            1000.0 + i,
+            1000.5 + i,
+        )
+        for i in range(n)
+    ]
     store._db.execute("BEGIN")
     store._db.executemany(
-        "INSERT INTO trajectories VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        "INSERT INTO trajectories VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
+    )
     store._db.execute("COMMIT")
     store.close()
 
@@ -133,11 +190,17 @@ def add_failed_trajectories(run_dir: Path, group_id: str = "g1") -> list[str]:
     aborted before its first step, each with its reason in the store."""
     store = RunStore(run_dir)
     out = []
-    for tid, status, reason in (("setup-failed", TrajectoryStatus.SETUP_FAILED, SETUP_REASON),
-                                ("aborted-0", TrajectoryStatus.ABORTED, ABORT_REASON)):
-        store.save_trajectory(Trajectory(id=tid, variant_id="t1:default", steps=(),
-                                         status=status, score=None, screen=SCREEN),
-                              group_id=group_id, error=reason)
+    for tid, status, reason in (
+        ("setup-failed", TrajectoryStatus.SETUP_FAILED, SETUP_REASON),
+        ("aborted-0", TrajectoryStatus.ABORTED, ABORT_REASON),
+    ):
+        store.save_trajectory(
+            Trajectory(
+                id=tid, variant_id="t1:default", steps=(), status=status, score=None, screen=SCREEN
+            ),
+            group_id=group_id,
+            error=reason,
+        )
         out.append(tid)
     store.close()
     return out
@@ -154,14 +217,31 @@ def write_recording(run_dir: Path, trajectory_id: str, seconds: int = 1) -> Path
     ffmpeg = shutil.which("ffmpeg")
     if ffmpeg is None:
         raise RuntimeError("write_recording needs ffmpeg: apt install ffmpeg")
-    subprocess.run([ffmpeg, "-loglevel", "error", "-y", "-f", "lavfi", "-i",
-                    f"testsrc=size=320x180:rate=5:duration={seconds}", "-pix_fmt", "yuv420p",
-                    "-movflags", "+faststart", str(out)], check=True, timeout=60)
+    subprocess.run(
+        [
+            ffmpeg,
+            "-loglevel",
+            "error",
+            "-y",
+            "-f",
+            "lavfi",
+            "-i",
+            f"testsrc=size=320x180:rate=5:duration={seconds}",
+            "-pix_fmt",
+            "yuv420p",
+            "-movflags",
+            "+faststart",
+            str(out),
+        ],
+        check=True,
+        timeout=60,
+    )
     return out
 
 
-def build_training_run(run_dir: Path, n_trajectories: int = 240, n_steps: int = 3,
-                       seed: int = 0) -> Path:
+def build_training_run(
+    run_dir: Path, n_trajectories: int = 240, n_steps: int = 3, seed: int = 0
+) -> Path:
     """A run shaped like training (success rising from ~20% to ~70%, votes that
     mostly agree with the outcome, the policy version advancing every 16
     trajectories with some lag): enough points for the learning-curve plots to
@@ -181,20 +261,46 @@ def build_training_run(run_dir: Path, n_trajectories: int = 240, n_steps: int = 
         outcome = 1 if score > 0 else -1
         version = max(0, t // 16 - rng.choice((0, 0, 1, 2)))
         steps = tuple(
-            Step(index=i, screenshot_before=shot, screenshot_after=shot, response="r",
-                 actions=(ACTIONS[0],), parse_error=None, code="", token_ids=(1,),
-                 logprobs=(-0.1,), policy_version=version)
-            for i in range(n_steps))
+            Step(
+                index=i,
+                screenshot_before=shot,
+                screenshot_after=shot,
+                response="r",
+                actions=(ACTIONS[0],),
+                parse_error=None,
+                code="",
+                token_ids=(1,),
+                logprobs=(-0.1,),
+                policy_version=version,
+            )
+            for i in range(n_steps)
+        )
         tid = f"run-{t:04d}"
-        store.save_trajectory(Trajectory(id=tid, variant_id="t1:default", steps=steps,
-                                         status=TrajectoryStatus.FINISHED, score=score,
-                                         policy_version_at_start=version, screen=SCREEN),
-                              group_id=f"g{t // 8}", started_at=t0 + 12 * t)
+        store.save_trajectory(
+            Trajectory(
+                id=tid,
+                variant_id="t1:default",
+                steps=steps,
+                status=TrajectoryStatus.FINISHED,
+                score=score,
+                policy_version_at_start=version,
+                screen=SCREEN,
+            ),
+            group_id=f"g{t // 8}",
+            started_at=t0 + 12 * t,
+        )
         rows.append((t0 + 12 * t + 20 + rng.random() * 10, tid))
         for i in range(n_steps):
-            store.save_verdict(StepVerdict(tid, i, tuple(
-                Vote(outcome if rng.random() < 0.75 else -outcome, "v") for _ in range(3)),
-                prm_version=1))
+            store.save_verdict(
+                StepVerdict(
+                    tid,
+                    i,
+                    tuple(
+                        Vote(outcome if rng.random() < 0.75 else -outcome, "v") for _ in range(3)
+                    ),
+                    prm_version=1,
+                )
+            )
     store._db.executemany("UPDATE trajectories SET finished_at = ? WHERE trajectory_id = ?", rows)
     store.close()
     return run_dir

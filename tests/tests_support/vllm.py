@@ -73,16 +73,28 @@ class VllmReplica:
         return left
 
 
-def start_vllm_replica(model_dir: Path, log_dir: Path, deadline_s: float = 400.0,
-                       **pool: Any) -> VllmReplica:
+def start_vllm_replica(
+    model_dir: Path, log_dir: Path, deadline_s: float = 400.0, **pool: Any
+) -> VllmReplica:
     """Start an owner that launches one vLLM replica; return once it is ready."""
-    cfg = {"engine": "vllm", "model": str(model_dir), "replicas": 1,
-           "ready_timeout_s": deadline_s, **pool}
+    cfg = {
+        "engine": "vllm",
+        "model": str(model_dir),
+        "replicas": 1,
+        "ready_timeout_s": deadline_s,
+        **pool,
+    }
     token = secrets.token_urlsafe(16)
     owner = subprocess.Popen(
-        [sys.executable, str(Path(__file__).with_name("vllm_owner.py")), json.dumps(cfg),
-         str(log_dir)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(log_dir / "owner.log", "wb"),
+        [
+            sys.executable,
+            str(Path(__file__).with_name("vllm_owner.py")),
+            json.dumps(cfg),
+            str(log_dir),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=open(log_dir / "owner.log", "wb"),
         env={**os.environ, TOKEN_ENV: token},
     )  # noqa: SIM115 - the log lives with the process
     assert owner.stdout is not None
@@ -104,6 +116,7 @@ def chat(url: str, body: dict[str, Any], timeout_s: float = 120.0) -> tuple[dict
     request = urllib.request.Request(
         url + "/v1/chat/completions",
         json.dumps({"logprobs": True, "return_token_ids": True, **body}).encode(),
-        {"Content-Type": "application/json"})
+        {"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(request, timeout=timeout_s) as response:
         return json.loads(response.read()), int(response.headers["x-model-version"])

@@ -21,8 +21,9 @@ from cua_rl.inference.server_auth import TOKEN_ENV
 async def main(config_json: str, log_dir: str) -> None:
     cfg = ModelServersConfig.model_validate_json(config_json)
     # the test's credential (from the environment), so the test can update weights
-    async with replica_set(cfg, name="vllm", log_dir=Path(log_dir),
-                           token=os.environ[TOKEN_ENV]) as replicas:
+    async with replica_set(
+        cfg, name="vllm", log_dir=Path(log_dir), token=os.environ[TOKEN_ENV]
+    ) as replicas:
         print(json.dumps(replicas.urls), flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
 

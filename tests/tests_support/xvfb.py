@@ -19,15 +19,26 @@ def kill_group(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=10)
 
 
-def start_xvfb(log: Path, size: tuple[int, int] = (1920, 1080),
-               ) -> tuple[subprocess.Popen[bytes], str]:
+def start_xvfb(
+    log: Path, size: tuple[int, int] = (1920, 1080)
+) -> tuple[subprocess.Popen[bytes], str]:
     """Xvfb picks a free display itself (-displayfd) and reports it once it accepts
     connections, so parallel runs never collide and no sleep is needed."""
     read_fd, write_fd = os.pipe()
     proc = subprocess.Popen(
-        ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", f"{size[0]}x{size[1]}x24",
-         "-nolisten", "tcp"],
-        pass_fds=(write_fd,), stdout=subprocess.DEVNULL, stderr=log.open("wb"),
+        [
+            "Xvfb",
+            "-displayfd",
+            str(write_fd),
+            "-screen",
+            "0",
+            f"{size[0]}x{size[1]}x24",
+            "-nolisten",
+            "tcp",
+        ],
+        pass_fds=(write_fd,),
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("wb"),
         start_new_session=True,
     )
     os.close(write_fd)

@@ -11,8 +11,7 @@ from click.testing import CliRunner
 from tests_support.mounts import fill, tmpfs
 
 from cua_rl.cli import cli
-from cua_rl.command_errors import describe_os_error, user_message
-from cua_rl.errors import ConfigError, StoreError
+from cua_rl.errors import ConfigError, StoreError, describe_os_error, user_message
 
 
 def _fails_with_one_line(args: list[str], *expected: str) -> str:
@@ -37,8 +36,10 @@ def test_translation_finds_our_error_in_groups_and_causes() -> None:
     except RuntimeError as outer:
         assert user_message(outer) == "/runs/a/run.sqlite: no space left on device"
     assert user_message(KeyError("bug")) is None  # a bug keeps its traceback
-    bind = OSError(errno.EADDRINUSE, "error while attempting to bind on address "
-                   "('127.0.0.1', 8765): address already in use")
+    bind = OSError(
+        errno.EADDRINUSE,
+        "error while attempting to bind on address ('127.0.0.1', 8765): address already in use",
+    )
     assert describe_os_error(bind) == "port 8765 on 127.0.0.1: address already in use"
 
 
@@ -50,33 +51,46 @@ def test_port_in_use(tmp_path: Path) -> None:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        _fails_with_one_line(["view", str(tmp_path), "--port", str(port)],
-                             f"port {port} on 127.0.0.1", "in use")
+        _fails_with_one_line(
+            ["view", str(tmp_path), "--port", str(port)], f"port {port} on 127.0.0.1", "in use"
+        )
 
 
 def test_serve_without_a_model(tmp_path: Path) -> None:
-    _fails_with_one_line(["serve", "--engine", "hf", "--model", str(tmp_path / "missing")],
-                         str(tmp_path / "missing"), "config.json")
+    _fails_with_one_line(
+        ["serve", "--engine", "hf", "--model", str(tmp_path / "missing")],
+        str(tmp_path / "missing"),
+        "config.json",
+    )
 
 
 def test_run_dir_under_a_file(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     out = tmp_path / "file" / "run"
-    _fails_with_one_line(["train", "--preset", "quickstart", "--out", str(out)],
-                         str(tmp_path / "file"), "not a directory")
+    _fails_with_one_line(
+        ["train", "--preset", "quickstart", "--out", str(out)],
+        str(tmp_path / "file"),
+        "not a directory",
+    )
 
 
 def test_read_only_run_dir(tmp_path: Path) -> None:
     with tmpfs(tmp_path / "ro", "ro") as ro:
-        _fails_with_one_line(["train", "--preset", "quickstart", "--out", str(ro / "run")],
-                             str(ro / "run"), "read-only file system")
+        _fails_with_one_line(
+            ["train", "--preset", "quickstart", "--out", str(ro / "run")],
+            str(ro / "run"),
+            "read-only file system",
+        )
 
 
 def test_full_disk(tmp_path: Path) -> None:
     with tmpfs(tmp_path / "full", "size=64k") as full:
         fill(full)
-        _fails_with_one_line(["train", "--preset", "quickstart", "--out", str(full / "run")],
-                             str(full / "run"), "no space left on device")
+        _fails_with_one_line(
+            ["train", "--preset", "quickstart", "--out", str(full / "run")],
+            str(full / "run"),
+            "no space left on device",
+        )
 
 
 def test_store_on_a_full_disk_is_a_store_error(tmp_path: Path) -> None:

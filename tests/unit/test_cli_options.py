@@ -25,11 +25,15 @@ def test_a_union_value_names_the_field_and_the_allowed_types() -> None:
     runner = CliRunner()
     engine = runner.invoke(cli, ["config", "show", "train.policy.engine={zero_stage: 3}"])
     assert engine.exit_code == 1
-    assert engine.output.strip() == ("Error: overrides: train.policy.engine: expected a "
-                                     "mapping whose `type` is one of 'torch', 'deepspeed'")
+    assert engine.output.strip() == (
+        "Error: overrides: train.policy.engine: expected a "
+        "mapping whose `type` is one of 'torch', 'deepspeed'"
+    )
     provider = runner.invoke(cli, ["config", "show", "desktops.provider.type=dockr"])
-    assert "desktops.provider: expected a mapping whose `type` is one of 'local', " \
+    assert (
+        "desktops.provider: expected a mapping whose `type` is one of 'local', "
         "'container', 'docker', 'qemu', 'aws' (got 'dockr')" in provider.output
+    )
     assert "discriminator" not in engine.output + provider.output
 
 
@@ -64,6 +68,7 @@ def test_every_json_result_goes_through_the_one_writer() -> None:
 
     root = Path(cua_rl.__file__).parent
     pattern = re.compile(r"click\.echo\(\s*json\.dumps")
-    offenders = [str(p.relative_to(root)) for p in root.rglob("*.py")
-                 if pattern.search(p.read_text())]
+    offenders = [
+        str(p.relative_to(root)) for p in root.rglob("*.py") if pattern.search(p.read_text())
+    ]
     assert offenders == []

@@ -14,8 +14,7 @@ PAGES = [REPO / "README.md", REPO / "infra" / "README.md", *sorted((REPO / "docs
 
 
 def test_every_command_and_flag_in_the_docs_exists() -> None:
-    found = [m for page in PAGES
-             for m in mentions(page.read_text(), str(page.relative_to(REPO)))]
+    found = [m for page in PAGES for m in mentions(page.read_text(), str(page.relative_to(REPO)))]
     assert len(found) > 100  # the parser sees the docs' commands at all
     wrong = [line for m in found for line in problems(m, cli)]
     assert not wrong, "\n".join(wrong)

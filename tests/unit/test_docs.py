@@ -27,8 +27,11 @@ def test_no_citation_of_files_outside_the_repository() -> None:
     this = Path(__file__).resolve()
     for root in ("cua_rl", "vm", "infra", "tests", "docs"):
         for path in (REPO / root).rglob("*"):
-            if path.suffix not in (".py", ".md", ".yaml", ".service", ".sh", ".toml") \
-                    or path.resolve() == this or not path.is_file():
+            if (
+                path.suffix not in (".py", ".md", ".yaml", ".service", ".sh", ".toml")
+                or path.resolve() == this
+                or not path.is_file()
+            ):
                 continue
             text = path.read_text(errors="replace")
             cited = [name for name in OUTSIDE if name in text]

@@ -20,9 +20,14 @@ def _lint(root: Path) -> subprocess.CompletedProcess[str]:
     """`lint-imports` on the package under `root` with the contract of its pyproject.toml;
     `root` first on the path, so the copy checked is the one there, not an installed one."""
     env = {**os.environ, "PYTHONPATH": str(root)}
-    return subprocess.run([sys.executable, "-c", LINT, "--no-cache", "--config",
-                           str(root / "pyproject.toml")], cwd=root, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", LINT, "--no-cache", "--config", str(root / "pyproject.toml")],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def _contract() -> dict[str, object]:
@@ -41,11 +46,14 @@ def test_an_upward_import_breaks_the_layers(tmp_path: Path) -> None:
     """A copy of the package whose `types` (the bottom layer) imports the runtime inside
     a function, as a lazy import would: the same contract must refuse it."""
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    shutil.copytree(ROOT / "cua_rl", tmp_path / "cua_rl",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        ROOT / "cua_rl", tmp_path / "cua_rl", ignore=shutil.ignore_patterns("__pycache__")
+    )
     types = tmp_path / "cua_rl" / "types.py"
-    types.write_text(types.read_text()
-                     + "\n\ndef _upward() -> None:\n    from cua_rl.runtime import train  # noqa\n")
+    types.write_text(
+        types.read_text()
+        + "\n\ndef _upward() -> None:\n    from cua_rl.runtime import train  # noqa\n"
+    )
     result = _lint(tmp_path)
     assert result.returncode != 0, result.stdout
     assert "cua_rl layers BROKEN" in result.stdout

@@ -13,7 +13,7 @@ import socket
 from pathlib import Path
 
 import pytest
-from tests_support.ports import listen
+from tests_support.ports import listen, released
 
 from cua_rl import net_ports
 from cua_rl.errors import InferenceUnavailable, PortInUse
@@ -73,7 +73,7 @@ def test_a_reserved_port_is_skipped_by_other_pickers_but_bound_by_its_server() -
             pass
     finally:
         first.release()
-    assert first.released
+    assert released(first)
     first.release()  # idempotent
 
 
@@ -113,8 +113,10 @@ def test_port_taken_recognises_address_in_use_and_nothing_else() -> None:
 
 
 def test_address_in_use_is_found_in_server_output() -> None:
-    aiohttp = ("OSError: [Errno 98] error while attempting to bind on address "
-               "('127.0.0.1', 20001): address already in use")
+    aiohttp = (
+        "OSError: [Errno 98] error while attempting to bind on address "
+        "('127.0.0.1', 20001): address already in use"
+    )
     vllm = "    sock.bind(addr)\nOSError: [Errno 98] Address already in use"
     assert address_in_use(aiohttp) and address_in_use(vllm)
     assert not address_in_use("OSError: [Errno 111] Connection refused")
@@ -155,10 +157,11 @@ async def test_a_start_whose_port_was_taken_runs_again_on_another_port(
             server, reservation = await on_free_port(start, "start of the test server")
         with server, reservation:
             assert reservation.port not in thief.stolen and len(thief.stolen) == 2
-            assert not reservation.released  # the started server's, until it stops
-            assert all(r.released for r in thief.reservations[:2])
-        retries = [r.getMessage() for r in caplog.records if "start of the test server" in
-                   r.getMessage()]
+            assert not released(reservation)  # the started server's, until it stops
+            assert all(released(r) for r in thief.reservations[:2])
+        retries = [
+            r.getMessage() for r in caplog.records if "start of the test server" in r.getMessage()
+        ]
         assert len(retries) == 2, retries  # one line per retry
         assert "Address already in use" in retries[0] and "retry 1/4" in retries[0]
     finally:
@@ -176,7 +179,7 @@ async def test_the_start_fails_once_its_attempts_are_spent() -> None:
             await on_free_port(start, "start of the test server", attempts=3)
         assert info.value.errno == errno.EADDRINUSE
         assert len(thief.stolen) == 3 and len(set(thief.stolen)) == 3
-        assert all(r.released for r in thief.reservations)
+        assert all(released(r) for r in thief.reservations)
     finally:
         thief.close()
 
@@ -190,7 +193,7 @@ async def test_other_errors_are_not_retried() -> None:
 
     with pytest.raises(InferenceUnavailable, match="out of memory"):
         await on_free_port(start, "start of the test server")
-    assert len(seen) == 1 and seen[0].released
+    assert len(seen) == 1 and released(seen[0])
 
 
 async def test_the_preferred_port_is_tried_first_then_fresh_ones() -> None:
@@ -216,7 +219,7 @@ def test_the_synchronous_start_retries_the_same_way(caplog: pytest.LogCaptureFix
             server = on_free_port_sync(thief.serve, "start of the sync server")
         with server:
             assert server.getsockname()[1] != thief.stolen[0]
-        assert thief.reservations[0].released
+        assert released(thief.reservations[0])
         thief.reservations[1].release()
         assert [r for r in caplog.records if "start of the sync server" in r.getMessage()]
     finally:

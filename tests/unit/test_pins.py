@@ -7,11 +7,17 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-INSTALLERS = [REPO / "setup.sh", *sorted((REPO / "infra").rglob("*.yaml")),
-              *sorted((REPO / "infra").rglob("*.sh"))]
+INSTALLERS = [
+    REPO / "setup.sh",
+    *sorted((REPO / "infra").rglob("*.yaml")),
+    *sorted((REPO / "infra").rglob("*.sh")),
+]
 
-OWN_TORCH = re.compile(r"""pip install[^\n]*['"\s](torch(?:vision)?(?:[=<>~!][^\s'"]*)?)"""
-                       r"""(?=[\s'"]|$)""", re.M)
+OWN_TORCH = re.compile(
+    r"""pip install[^\n]*['"\s](torch(?:vision)?(?:[=<>~!][^\s'"]*)?)"""
+    r"""(?=[\s'"]|$)""",
+    re.M,
+)
 """A `pip install ... torch[version]` line: an installer naming torch itself."""
 
 

@@ -30,8 +30,11 @@ def _recorder_off() -> Iterator[None]:
 
 
 def _lines(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for path in sorted((run_dir / "spans").glob("*.jsonl"))
-            for line in path.read_text().splitlines()]
+    return [
+        json.loads(line)
+        for path in sorted((run_dir / "spans").glob("*.jsonl"))
+        for line in path.read_text().splitlines()
+    ]
 
 
 def test_off_it_records_nothing_and_writes_nothing(tmp_path: Path) -> None:
@@ -71,8 +74,14 @@ async def test_on_it_writes_one_line_per_span_with_wall_clock_times(tmp_path: Pa
             raise ValueError("evaluator broke")
     assert not spans.enabled()
     lines = _lines(tmp_path)
-    assert [s["kind"] for s in lines] == ["policy_call", "act", "lease_wait", "learner_step",
-                                          "pool", "evaluate"]
+    assert [s["kind"] for s in lines] == [
+        "policy_call",
+        "act",
+        "lease_wait",
+        "learner_step",
+        "pool",
+        "evaluate",
+    ]
     assert all(s["pid"] == os.getpid() for s in lines)
     call, act, lease, step, pool, failed = lines
     assert call["tid"] == "t1" and call["step"] == 0 and call["replica"] == "r0"
@@ -121,11 +130,18 @@ if sys.argv[2] == "crash":
 
 
 def test_processes_write_their_own_files_and_a_crash_keeps_the_flushed_lines(
-        tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get(
-        "PYTHONPATH", "")])}
-    runs = [subprocess.run([sys.executable, "-c", CHILD, str(tmp_path), mode], env=env,
-                           timeout=60, check=False) for mode in ("crash", "exit")]
+    tmp_path: Path,
+) -> None:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", CHILD, str(tmp_path), mode], env=env, timeout=60, check=False
+        )
+        for mode in ("crash", "exit")
+    ]
     assert runs[0].returncode == -signal.SIGKILL and runs[1].returncode == 0
     files = sorted((tmp_path / "spans").glob("spans-*.jsonl"))
     assert len(files) == 2

@@ -53,16 +53,29 @@ class FaultBench:
     @property
     def base_overrides(self) -> list[str]:
         """Overrides of every run: no live table, the bench's tiny model."""
-        return ["metrics.live=false",
-                *([f"tiny_model_dir={self.tiny_dir}"] if self.tiny_dir else [])]
+        return [
+            "metrics.live=false",
+            *([f"tiny_model_dir={self.tiny_dir}"] if self.tiny_dir else []),
+        ]
 
-    def run(self, name: str, kind: str, overrides: list[str] | None = None,
-            *, run_dir: Path | None = None, env: dict[str, str] | None = None) -> RunProcess:
+    def run(
+        self,
+        name: str,
+        kind: str,
+        overrides: list[str] | None = None,
+        *,
+        run_dir: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> RunProcess:
         run_dir = run_dir or self.work_dir / name
         self.log(f"[{name}] starting {kind} run in {run_dir}")
-        return RunProcess(kind, run_dir, self.work_dir / f"{name}.desktops",
-                          [*self.base_overrides, *(overrides or [])],
-                          env=dict(env or {})).start()
+        return RunProcess(
+            kind,
+            run_dir,
+            self.work_dir / f"{name}.desktops",
+            [*self.base_overrides, *(overrides or [])],
+            env=dict(env or {}),
+        ).start()
 
     def resume(self, first: RunProcess) -> RunProcess:
         self.log(f"[{first.run_dir.name}] resuming")
@@ -81,7 +94,7 @@ def wait_for_progress(run: RunProcess, deadline_s: float, after: int = 0) -> flo
 
     def progressed() -> bool:
         run.descendants()
-        return good_trajectories(run.run_dir) > after or run.proc.poll() is not None  # type: ignore[union-attr]
+        return good_trajectories(run.run_dir) > after or run.proc.poll() is not None  # type: ignore[union-attr]  # the run was started, so proc is set
 
     poll_until(progressed, deadline_s, 0.5)
     if good_trajectories(run.run_dir) > after:
@@ -136,12 +149,13 @@ def trajectories_reported(runs: Iterable[ReportingRun]) -> int:
     metrics.jsonl, read once per run directory (a resume appends to the same file,
     and a SIGKILLed run prints no summary)."""
     runs = list(runs)
-    reported = sum(int((r.summary() or {}).get("episodes", 0))
-                   for r in runs if r.kind == "rollout")
+    reported = sum(int((r.summary() or {}).get("episodes", 0)) for r in runs if r.kind == "rollout")
     for run_dir in dict.fromkeys(r.run_dir for r in runs if r.kind == "train"):
-        reported += sum(int(record.get("trajectories", 0))
-                        for record in metrics_records(run_dir)
-                        if record.get("scope") == "rollout")
+        reported += sum(
+            int(record.get("trajectories", 0))
+            for record in metrics_records(run_dir)
+            if record.get("scope") == "rollout"
+        )
     return reported
 
 
@@ -152,9 +166,16 @@ def trajectories_lost(runs: Iterable[ReportingRun], stored: int) -> int:
     return max(0, trajectories_reported(runs) - stored)
 
 
-def figures(name: str, runs: list[RunProcess], codes: list[int | None],
-            recover_s: float | None, *, extra_ok: bool = True, detail: str = "",
-            need_finished: bool = True) -> dict[str, Any]:
+def figures(
+    name: str,
+    runs: list[RunProcess],
+    codes: list[int | None],
+    recover_s: float | None,
+    *,
+    extra_ok: bool = True,
+    detail: str = "",
+    need_finished: bool = True,
+) -> dict[str, Any]:
     """The figures of one fault from its run(s) (see the module docstring)."""
     last = runs[-1]
     summary = store_summary(last.run_dir) or {}
@@ -164,8 +185,13 @@ def figures(name: str, runs: list[RunProcess], codes: list[int | None],
         left["processes"].update(more["processes"])
     lost = trajectories_lost(runs, summary.get("trajectories", 0))
     ended = codes[-1] == 0
-    survived = (ended and (bool(summary.get("finished")) or not need_finished) and extra_ok
-                and not left["processes"] and not left["desktops"])
+    survived = (
+        ended
+        and (bool(summary.get("finished")) or not need_finished)
+        and extra_ok
+        and not left["processes"]
+        and not left["desktops"]
+    )
     why = []
     if codes[-1] is None:
         why.append(f"did not end within the deadline (killed); {detail}".strip("; "))
@@ -175,12 +201,16 @@ def figures(name: str, runs: list[RunProcess], codes: list[int | None],
     elif detail:
         why.append(detail)
     if left["processes"] or left["desktops"]:
-        why.append(f"left running: {len(left['processes'])} processes, "
-                   f"desktops {left['desktops']}")
-    return {"name": name, "survived": survived, "trajectories_lost": lost,
-            "updates_duplicated": updates_duplicated(last.run_dir),
-            "episodes_aborted": summary.get("aborted", 0), "recover_s": recover_s,
-            **({} if survived else {"why": "; ".join(why) or "store not finished"})}
+        why.append(f"left running: {len(left['processes'])} processes, desktops {left['desktops']}")
+    return {
+        "name": name,
+        "survived": survived,
+        "trajectories_lost": lost,
+        "updates_duplicated": updates_duplicated(last.run_dir),
+        "episodes_aborted": summary.get("aborted", 0),
+        "recover_s": recover_s,
+        **({} if survived else {"why": "; ".join(why) or "store not finished"}),
+    }
 
 
 @contextlib.contextmanager
@@ -188,8 +218,9 @@ def model_server(tiny_dir: Path, log: Path) -> Iterator[str]:
     """A real `cua-rl serve --engine hf` replica of the tiny model on a free port (on
     another one when the port picked is taken before the server binds it)."""
     log.write_bytes(b"")
-    proc, port = on_free_port_sync(lambda port: _start_model_server(tiny_dir, log, port),
-                                   f"start of the model server ({log})")
+    proc, port = on_free_port_sync(
+        lambda port: _start_model_server(tiny_dir, log, port), f"start of the model server ({log})"
+    )
     try:
         yield f"http://127.0.0.1:{port.port}"
     finally:
@@ -202,8 +233,9 @@ def model_server(tiny_dir: Path, log: Path) -> Iterator[str]:
         port.release()
 
 
-def _start_model_server(tiny_dir: Path, log: Path, port: PortReservation
-                        ) -> tuple[subprocess.Popen, PortReservation]:
+def _start_model_server(
+    tiny_dir: Path, log: Path, port: PortReservation
+) -> tuple[subprocess.Popen, PortReservation]:
     """Start the server on `port` and wait for /health; the log names what failed (an
     `OSError` EADDRINUSE when the port was taken, so the start is retried)."""
     import errno
@@ -212,9 +244,24 @@ def _start_model_server(tiny_dir: Path, log: Path, port: PortReservation
     start = log.stat().st_size
     with log.open("ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "cua_rl.cli", "serve", "--engine", "hf", "--model",
-             str(tiny_dir), "--port", str(port.port), "--threads", "1"],
-            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "cua_rl.cli",
+                "serve",
+                "--engine",
+                "hf",
+                "--model",
+                str(tiny_dir),
+                "--port",
+                str(port.port),
+                "--threads",
+                "1",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     url = f"http://127.0.0.1:{port.port}"
 
     def ready() -> bool:
@@ -233,7 +280,8 @@ def _start_model_server(tiny_dir: Path, log: Path, port: PortReservation
     if proc.poll() is not None:
         output = log.read_bytes()[start:].decode(errors="replace")
         if address_in_use(output):
-            raise OSError(errno.EADDRINUSE, f"model server could not bind port {port.port}; "
-                                            f"see {log}")
+            raise OSError(
+                errno.EADDRINUSE, f"model server could not bind port {port.port}; see {log}"
+            )
         raise RuntimeError(f"model server exited; see {log}")
     return proc, port

@@ -56,14 +56,21 @@ def replica_kill(role: str, replicas: int) -> Fault:
 
     def fault(bench: FaultBench) -> dict[str, Any]:
         name = f"{role}_replica_kill" + ("_2_replicas" if replicas > 1 else "")
-        run = bench.run(name, "train",
-                        [*TRAIN, *([f"{role}.replicas={replicas}"] if replicas > 1 else [])])
+        run = bench.run(
+            name, "train", [*TRAIN, *([f"{role}.replicas={replicas}"] if replicas > 1 else [])]
+        )
         before = _mid_run(bench, run)
         victims = run.replica_pids(role)[:1]
         if not victims:
             run.kill_tree()
-            return figures(name, [run], [run.wait(5)], None, extra_ok=False,
-                           detail=f"no {role} replica found to kill")
+            return figures(
+                name,
+                [run],
+                [run.wait(5)],
+                None,
+                extra_ok=False,
+                detail=f"no {role} replica found to kill",
+            )
         bench.log(f"[{name}] SIGKILL {role} replica pid {victims[0]}")
         t0 = time.monotonic()
         _kill(victims)
@@ -82,8 +89,14 @@ def guest_kill(bench: FaultBench) -> dict[str, Any]:
     bench.log(f"[guest_kill] SIGKILL guest pid {victims}")
     _kill(victims)
     recover = wait_for_progress(run, bench.deadline_s, after=before)
-    return figures("guest_kill", [run], [run.wait(bench.deadline_s)], recover,
-                   extra_ok=bool(victims), detail="" if victims else "no guest found")
+    return figures(
+        "guest_kill",
+        [run],
+        [run.wait(bench.deadline_s)],
+        recover,
+        extra_ok=bool(victims),
+        detail="" if victims else "no guest found",
+    )
 
 
 def stop_and_resume(sig: signal.Signals) -> Fault:
@@ -103,14 +116,21 @@ def stop_and_resume(sig: signal.Signals) -> Fault:
         if first is None:
             detail.append(f"did not stop within {STOP_DEADLINE_S:.0f} s of {sig.name}")
         if left["processes"] or left["desktops"]:
-            detail.append(f"after {sig.name}: left {len(left['processes'])} processes, "
-                          f"desktops {left['desktops']}")
+            detail.append(
+                f"after {sig.name}: left {len(left['processes'])} processes, "
+                f"desktops {left['desktops']}"
+            )
         resumed = bench.resume(run)
         recover = wait_for_progress(resumed, bench.deadline_s, after=before)
         code = resumed.wait(bench.deadline_s)
-        out = figures(name, [run, resumed], [first, code],
-                      stop_s if sig == signal.SIGTERM else recover,
-                      extra_ok=not detail, detail="; ".join(detail))
+        out = figures(
+            name,
+            [run, resumed],
+            [first, code],
+            stop_s if sig == signal.SIGTERM else recover,
+            extra_ok=not detail,
+            detail="; ".join(detail),
+        )
         return out
 
     return fault
@@ -129,13 +149,21 @@ def proxied(mode: Mode) -> Fault:
             proxy = FaultProxy(url).start()
             try:
                 proxy.arm(mode, 1)
-                overrides = [*ROLLOUT, f"policy.urls=[{proxy.url}]",
-                             "policy.requests.request_timeout_s=20"]
+                overrides = [
+                    *ROLLOUT,
+                    f"policy.urls=[{proxy.url}]",
+                    "policy.requests.request_timeout_s=20",
+                ]
                 run = bench.run(name, "rollout", overrides)
                 code = run.wait(bench.deadline_s)
-                return figures(name, [run], [code], proxy.recover_s,
-                               extra_ok=proxy.injected == 1,
-                               detail="" if proxy.injected else "the fault was never served")
+                return figures(
+                    name,
+                    [run],
+                    [code],
+                    proxy.recover_s,
+                    extra_ok=proxy.injected == 1,
+                    detail="" if proxy.injected else "the fault was never served",
+                )
             finally:
                 proxy.stop()
 
@@ -147,21 +175,37 @@ def disk_full(bench: FaultBench) -> dict[str, Any]:
     line naming the full disk, no traceback, nothing left running."""
     mount = bench.work_dir / "disk_full.tmpfs"
     mount.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)],
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
-        return {"name": "disk_full", "survived": False, "trajectories_lost": 0,
-                "updates_duplicated": 0, "episodes_aborted": 0, "recover_s": None,
-                "why": f"cannot mount a tmpfs: {done.stderr.strip()}"}
+        return {
+            "name": "disk_full",
+            "survived": False,
+            "trajectories_lost": 0,
+            "updates_duplicated": 0,
+            "episodes_aborted": 0,
+            "recover_s": None,
+            "why": f"cannot mount a tmpfs: {done.stderr.strip()}",
+        }
     try:
-        run = bench.run("disk_full", "rollout", ["fleet.max_groups=20"],
-                        run_dir=mount / "run")
+        run = bench.run("disk_full", "rollout", ["fleet.max_groups=20"], run_dir=mount / "run")
         code = run.wait(bench.deadline_s)
         errors = run.error_lines()
-        clean = (code not in (0, None) and len(errors) == 1
-                 and "no space left on device" in errors[0])
-        out = figures("disk_full", [run], [0 if clean else code], None, extra_ok=clean,
-                      detail="" if clean else f"errors: {errors[-3:]}", need_finished=False)
+        clean = (
+            code not in (0, None) and len(errors) == 1 and "no space left on device" in errors[0]
+        )
+        out = figures(
+            "disk_full",
+            [run],
+            [0 if clean else code],
+            None,
+            extra_ok=clean,
+            detail="" if clean else f"errors: {errors[-3:]}",
+            need_finished=False,
+        )
         out["error"] = errors[0] if errors else None
         return out
     finally:
@@ -180,8 +224,14 @@ def corrupt_screenshot(bench: FaultBench) -> dict[str, Any]:
     bench.log(f"[corrupt_screenshot] an episode got a truncated screenshot: {hit}")
     progressed = wait_for_progress(run, bench.deadline_s, after=before)
     recover = None if progressed is None else round(time.monotonic() - t0, 1)
-    return figures("corrupt_screenshot", [run], [run.wait(bench.deadline_s)], recover,
-                   extra_ok=hit, detail="" if hit else "no episode got a truncated screenshot")
+    return figures(
+        "corrupt_screenshot",
+        [run],
+        [run.wait(bench.deadline_s)],
+        recover,
+        extra_ok=hit,
+        detail="" if hit else "no episode got a truncated screenshot",
+    )
 
 
 FAULTS: dict[str, Fault] = {

@@ -17,8 +17,13 @@ from pathlib import Path
 from typing import Any
 
 
-def run_faults(names: list[str], deadline_s: float, work_dir: Path | None = None, *,
-               log: Callable[[str], None] = print) -> tuple[Path, list[dict[str, Any]]]:
+def run_faults(
+    names: list[str],
+    deadline_s: float,
+    work_dir: Path | None = None,
+    *,
+    log: Callable[[str], None] = print,
+) -> tuple[Path, list[dict[str, Any]]]:
     """One run per fault of `names` (keys of `faults.catalog.FAULTS`) in `work_dir`
     (default: a fresh temporary directory, kept); returns it and the figures of each
     run. Each result is also appended to WORK_DIR/results.jsonl as soon as it is
@@ -34,8 +39,10 @@ def run_faults(names: list[str], deadline_s: float, work_dir: Path | None = None
         t0 = time.monotonic()
         result = FAULTS[name](bench)
         result["bench_s"] = round(time.monotonic() - t0, 1)
-        log(f"[{name}] survived={result['survived']} in {result['bench_s']} s"
-            + (f": {result['why']}" if "why" in result else ""))
+        log(
+            f"[{name}] survived={result['survived']} in {result['bench_s']} s"
+            + (f": {result['why']}" if "why" in result else "")
+        )
         results.append(result)
         with (work_dir / "results.jsonl").open("a") as out:  # kept if the bench is cut short
             out.write(json.dumps(result) + "\n")

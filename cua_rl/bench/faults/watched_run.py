@@ -38,8 +38,7 @@ LEFTOVER_GRACE_S = 30.0
 was killed notices through its owner watch and stops itself)."""
 
 
-def poll_until(predicate: Callable[[], Any], deadline_s: float, interval_s: float = 0.2
-               ) -> Any:
+def poll_until(predicate: Callable[[], Any], deadline_s: float, interval_s: float = 0.2) -> Any:
     """The first truthy value of `predicate` before the deadline, else None."""
     end = time.monotonic() + deadline_s
     while True:
@@ -66,7 +65,8 @@ def _alive(pid: int, started: float | None = None) -> bool:
     try:
         proc = psutil.Process(pid)
         return proc.status() != psutil.STATUS_ZOMBIE and (
-            started is None or abs(proc.create_time() - started) < START_TOLERANCE_S)
+            started is None or abs(proc.create_time() - started) < START_TOLERANCE_S
+        )
     except psutil.NoSuchProcess:
         return False
 
@@ -92,18 +92,33 @@ class RunProcess:
 
     def start(self) -> RunProcess:
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        where = ["--resume", str(self.run_dir)] if self.resume else [
-            "--preset", "quickstart", "--out", str(self.run_dir)]
-        cmd = [sys.executable, "-m", "cua_rl.cli", self.kind, *where, "--json",
-               *([] if self.resume else self.overrides)]
+        where = (
+            ["--resume", str(self.run_dir)]
+            if self.resume
+            else ["--preset", "quickstart", "--out", str(self.run_dir)]
+        )
+        cmd = [
+            sys.executable,
+            "-m",
+            "cua_rl.cli",
+            self.kind,
+            *where,
+            "--json",
+            *([] if self.resume else self.overrides),
+        ]
         env = {**os.environ, **self.env, "CUA_RL_STATE_DIR": str(self.state_dir)}
         # Outputs beside the desktop state dir, not in the run dir (which may be full).
         log = self.state_dir.with_suffix(".resume" if self.resume else ".run")
         self.out_path, self.err_path = Path(f"{log}.out"), Path(f"{log}.err")
-        self.proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL,
-                                     stdout=self.out_path.open("w"),
-                                     stderr=self.err_path.open("w"),
-                                     start_new_session=True, text=True)
+        self.proc = subprocess.Popen(
+            cmd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=self.out_path.open("w"),
+            stderr=self.err_path.open("w"),
+            start_new_session=True,
+            text=True,
+        )
         self.started = time.monotonic()
         return self
 
@@ -143,8 +158,11 @@ class RunProcess:
     def find(self, pattern: str) -> list[int]:
         """Pids of live descendants whose command line matches `pattern` (regex)."""
         live = {child.pid for child in self.descendants()}
-        return [pid for pid, cmd in self.seen.items()
-                if pid in live and re.search(pattern, cmd) and self.is_ours(pid)]
+        return [
+            pid
+            for pid, cmd in self.seen.items()
+            if pid in live and re.search(pattern, cmd) and self.is_ours(pid)
+        ]
 
     def replica_pids(self, role: str) -> list[int]:
         """Pids of the run's `role` model replicas (policy/prm): a replica's log
@@ -188,8 +206,11 @@ class RunProcess:
 
         def corrupt_aborts() -> int:
             reasons = (store_summary(self.run_dir) or {}).get("reasons", {}).get("abort", {})
-            return sum(entry["count"] for reason, entry in reasons.items()
-                       if reason.startswith("CorruptImageError"))
+            return sum(
+                entry["count"]
+                for reason, entry in reasons.items()
+                if reason.startswith("CorruptImageError")
+            )
 
         before = corrupt_aborts()
         triggers: set[Path] = set()
@@ -223,13 +244,15 @@ class RunProcess:
     def leftovers(self, grace_s: float = LEFTOVER_GRACE_S) -> dict[str, Any]:
         """What still runs after the run ended: descendants seen and live desktops of
         its state dir, polled for up to `grace_s` while they stop by themselves."""
+
         def left() -> dict[str, Any] | None:
             procs = {pid: cmd for pid, cmd in self.seen.items() if self.is_ours(pid)}
             from cua_rl.desktop.providers.local.provider import record_alive
 
             desktops = [r.id for r in st.list_records(self.state_dir) if record_alive(r)]
-            return None if not procs and not desktops else {"processes": procs,
-                                                            "desktops": desktops}
+            return (
+                None if not procs and not desktops else {"processes": procs, "desktops": desktops}
+            )
 
         remaining = left()
         if remaining is not None:
@@ -252,8 +275,7 @@ class RunProcess:
             text = self.err_path.read_text(errors="replace")
         except OSError:
             return []
-        return [line for line in text.splitlines()
-                if line.startswith(("Error:", "Traceback"))]
+        return [line for line in text.splitlines() if line.startswith(("Error:", "Traceback"))]
 
 
 def store_summary(run_dir: Path) -> dict[str, Any] | None:

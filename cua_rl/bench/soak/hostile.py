@@ -1,7 +1,7 @@
 """Hostile actions played inside a live desktop of a soak, as a policy would type them.
 
 A policy under RL eventually finds what a desktop lets it exhaust. The soak plays the
-containment work's hostile programs (`cua_rl.desktop.hostile`) through the desktop's
+containment work's hostile programs (`cua_rl.desktop.attack_scripts`) through the desktop's
 own authenticated `/execute`, the channel a policy's actions take, on a desktop that
 is running an episode of the live run:
 
@@ -16,7 +16,7 @@ What the program reports is checked against the desktop's limits (`contained`:
 the fork loop got at most `pids` processes, the fills at most the tmpfs sizes, the
 hog at most `memory_mb`); a program that ends without a report (its desktop died
 under it) is recorded as such. Recovered, as for every fault: the run stored a good
-trajectory that started after it (`soak.chaos.recovered`).
+trajectory that started after it (`soak.injections.recovered`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from cua_rl.desktop import hostile
+from cua_rl.desktop import attack_scripts
 from cua_rl.desktop.providers.local.config import DesktopLimits
 
 SOAK_LIMITS = DesktopLimits(pids=1024, memory_mb=1536, home_mb=256, tmp_mb=256)
@@ -40,8 +40,10 @@ EXECUTE_TIMEOUT_S = 60.0
 
 def limit_overrides(limits: DesktopLimits = SOAK_LIMITS) -> list[str]:
     """`key=value` overrides that give the run's local desktops `limits`."""
-    return [f"desktops.provider.limits.{key}={getattr(limits, key)}"
-            for key in ("pids", "memory_mb", "home_mb", "tmp_mb")]
+    return [
+        f"desktops.provider.limits.{key}={getattr(limits, key)}"
+        for key in ("pids", "memory_mb", "home_mb", "tmp_mb")
+    ]
 
 
 @dataclass(frozen=True)
@@ -54,20 +56,23 @@ class Program:
 
 
 def _fills(limits: DesktopLimits) -> str:
-    return (hostile.disk_fill("/home/user/fill", limits.home_mb + 64)
-            + hostile.disk_fill("/tmp/fill", limits.tmp_mb + 64))
+    return attack_scripts.disk_fill(
+        "/home/user/fill", limits.home_mb + 64
+    ) + attack_scripts.disk_fill("/tmp/fill", limits.tmp_mb + 64)
 
 
 PROGRAMS: dict[str, Program] = {
     "fork_loop": Program(
-        lambda lim: hostile.fork_loop(max_procs=lim.pids + 300, seconds=5),
-        lambda rep, lim: int(rep["started"]) <= lim.pids),
+        lambda lim: attack_scripts.fork_loop(max_procs=lim.pids + 300, seconds=5),
+        lambda rep, lim: int(rep["started"]) <= lim.pids,
+    ),
     "disk_fill": Program(
-        _fills,
-        lambda rep, lim: int(rep["written_mib"]) <= max(lim.home_mb, lim.tmp_mb)),
+        _fills, lambda rep, lim: int(rep["written_mib"]) <= max(lim.home_mb, lim.tmp_mb)
+    ),
     "memory_hog": Program(
-        lambda lim: hostile.memory_hog(lim.memory_mb + 256, seconds=2),
-        lambda rep, lim: int(rep["held_mib"]) <= lim.memory_mb),
+        lambda lim: attack_scripts.memory_hog(lim.memory_mb + 256, seconds=2),
+        lambda rep, lim: int(rep["held_mib"]) <= lim.memory_mb,
+    ),
 }
 """Every hostile kind the soak injects."""
 
@@ -91,8 +96,11 @@ def play(kind: str, url: str, token: str, limits: DesktopLimits) -> dict[str, An
         output = asyncio.run(_execute(url, token, program.script(limits)))
     except Exception as exc:  # noqa: BLE001 - a desktop killed under it is an outcome
         return {"contained": None, "error": f"{type(exc).__name__}: {exc}"[:300]}
-    reports = [hostile.report(line, kind) for line in output.splitlines()
-               if line.startswith(f"HOSTILE {kind} ")]
+    reports = [
+        attack_scripts.report(line, kind)
+        for line in output.splitlines()
+        if line.startswith(f"HOSTILE {kind} ")
+    ]
     if not reports:
         return {"contained": None, "error": f"no HOSTILE {kind} line: {output[-200:]!r}"}
     try:
@@ -114,6 +122,7 @@ class HostilePlayer:
     def start(self, kind: str, url: str, token: str, into: dict[str, Any]) -> None:
         def run() -> None:
             into.update(play(kind, url, token, self.limits))
+
         self._pending.append(self._pool.submit(run))
 
     def close(self, timeout_s: float = EXECUTE_TIMEOUT_S + 15) -> None:

@@ -42,7 +42,6 @@ logged twice or skipped, `faults.cases.updates_duplicated`); the larger of the t
 
 from __future__ import annotations
 
-import sqlite3
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -50,6 +49,7 @@ from typing import Any
 
 from cua_rl.bench.faults.cases import metrics_records
 from cua_rl.bench.faults.cases import updates_duplicated as metrics_duplicates
+from cua_rl.store.read_only import connect_read_only
 from cua_rl.store.run_store import RunStore
 from cua_rl.store.schema import GAVE_UP, UPDATE
 
@@ -57,8 +57,12 @@ WORKER_LOST = "worker_lost"
 ROUTED_AFTER_LOSS = "group_after_worker_lost"
 """Events of a Ray run's driver (runtime/ray/fleet.py)."""
 
-ROUTED_COUNTERS = ("groups_original", "groups_accepted", "candidate_groups_rejected",
-                   "groups_empty")
+ROUTED_COUNTERS = (
+    "groups_original",
+    "groups_accepted",
+    "candidate_groups_rejected",
+    "groups_empty",
+)
 BAD = ("aborted", "setup_failed")
 
 
@@ -71,28 +75,35 @@ def updates_duplicated(run_dir: Path) -> dict[str, int]:
         store.close()
     from_store = sum(n - 1 for n in seen.values())
     from_metrics = metrics_duplicates(run_dir)
-    return {"store_events": from_store, "metrics_jsonl": from_metrics,
-            "total": max(from_store, from_metrics),
-            "policy_updates": sum(1 for role, _ in seen if role == "policy"),
-            "prm_updates": sum(1 for role, _ in seen if role == "prm")}
+    return {
+        "store_events": from_store,
+        "metrics_jsonl": from_metrics,
+        "total": max(from_store, from_metrics),
+        "policy_updates": sum(1 for role, _ in seen if role == "policy"),
+        "prm_updates": sum(1 for role, _ in seen if role == "prm"),
+    }
 
 
 def _orphan_steps(run_dir: Path) -> int:
-    db = sqlite3.connect(f"{(run_dir / 'run.sqlite').resolve().as_uri()}?mode=ro", uri=True)
+    db = connect_read_only(run_dir / "run.sqlite")
     try:
-        return db.execute("SELECT COUNT(DISTINCT s.trajectory_id) FROM steps s LEFT JOIN "
-                          "trajectories t ON t.trajectory_id = s.trajectory_id "
-                          "WHERE t.trajectory_id IS NULL").fetchone()[0]
+        return db.execute(
+            "SELECT COUNT(DISTINCT s.trajectory_id) FROM steps s LEFT JOIN "
+            "trajectories t ON t.trajectory_id = s.trajectory_id "
+            "WHERE t.trajectory_id IS NULL"
+        ).fetchone()[0]
     finally:
         db.close()
 
 
-def group_ledger(records: list[dict[str, Any]], gave_up: list[dict[str, Any]],
-                 group_size: int) -> dict[str, dict[str, Any]]:
+def group_ledger(
+    records: list[dict[str, Any]], gave_up: list[dict[str, Any]], group_size: int
+) -> dict[str, dict[str, Any]]:
     """group id -> its good trajectories, give-ups, whether complete and when its
     last slot ended (the newest row's `finished_at`)."""
     groups: dict[str, dict[str, Any]] = defaultdict(
-        lambda: {"good": 0, "gave_up": 0, "last_at": 0.0})
+        lambda: {"good": 0, "gave_up": 0, "last_at": 0.0}
+    )
     for r in records:
         if not r["group_id"]:
             continue
@@ -110,8 +121,9 @@ def group_ledger(records: list[dict[str, Any]], gave_up: list[dict[str, Any]],
     return dict(groups)
 
 
-def node_losses(records: list[dict[str, Any]], lost: list[dict[str, Any]],
-                routed_after: list[dict[str, Any]]) -> dict[str, Any]:
+def node_losses(
+    records: list[dict[str, Any]], lost: list[dict[str, Any]], routed_after: list[dict[str, Any]]
+) -> dict[str, Any]:
     """What lost fleet workers took along (module doc): figures, and per group the
     good rows that are not its members (`not_members`)."""
     requeued: Counter[str] = Counter()
@@ -123,22 +135,31 @@ def node_losses(records: list[dict[str, Any]], lost: list[dict[str, Any]],
     superseded = 0
     for r in records:
         group_id = r["group_id"]
-        if (group_id in members and r["status"] not in BAD
-                and r["trajectory_id"] not in members[group_id]):
+        if (
+            group_id in members
+            and r["status"] not in BAD
+            and r["trajectory_id"] not in members[group_id]
+        ):
             not_members[group_id] += 1
             superseded += 1
     open_at_stop = [g for g in requeued if g not in members]
     for group_id in open_at_stop:
         not_members[group_id] += requeued[group_id]
-    return {"not_members": not_members, "figures": {
-        "workers_lost": len(lost), "rollouts_requeued_with_node": sum(requeued.values()),
-        "groups_requeued_with_node": len(requeued),
-        "groups_requeued_open_at_stop": len(open_at_stop),
-        "trajectories_lost_with_node": superseded}}
+    return {
+        "not_members": not_members,
+        "figures": {
+            "workers_lost": len(lost),
+            "rollouts_requeued_with_node": sum(requeued.values()),
+            "groups_requeued_with_node": len(requeued),
+            "groups_requeued_open_at_stop": len(open_at_stop),
+            "trajectories_lost_with_node": superseded,
+        },
+    }
 
 
-def lost_from(groups: dict[str, dict[str, Any]], routed: int, stops: Sequence[float],
-              grace_s: float) -> dict[str, int]:
+def lost_from(
+    groups: dict[str, dict[str, Any]], routed: int, stops: Sequence[float], grace_s: float
+) -> dict[str, int]:
     """`unrouted` trajectories and groups, groups cut by a stop and in flight.
 
     Complete groups beyond the routed count were never routed; as many of them as
@@ -153,15 +174,25 @@ def lost_from(groups: dict[str, dict[str, Any]], routed: int, stops: Sequence[fl
 
     cut = min(gap, sum(1 for g in complete if near_stop(g)))
     far = [g for g in complete if not near_stop(g)]
-    lost = far[len(far) - (gap - cut):] if gap > cut else []
-    return {"unrouted": sum(g["good"] for g in lost), "groups_unrouted": len(lost),
-            "groups_cut_by_stop": cut,
-            "groups_in_flight_at_stop": sum(1 for g in groups.values() if not g["complete"]),
-            "groups_complete": len(complete), "groups_routed": routed}
+    lost = far[len(far) - (gap - cut) :] if gap > cut else []
+    return {
+        "unrouted": sum(g["good"] for g in lost),
+        "groups_unrouted": len(lost),
+        "groups_cut_by_stop": cut,
+        "groups_in_flight_at_stop": sum(1 for g in groups.values() if not g["complete"]),
+        "groups_complete": len(complete),
+        "groups_routed": routed,
+    }
 
 
-def trajectories_lost(run_dir: Path, *, group_size: int, stopped_at: float,
-                      grace_s: float = 60.0, stops: Sequence[float] = ()) -> dict[str, int]:
+def trajectories_lost(
+    run_dir: Path,
+    *,
+    group_size: int,
+    stopped_at: float,
+    grace_s: float = 60.0,
+    stops: Sequence[float] = (),
+) -> dict[str, int]:
     """The parts of `trajectories_lost` and their sum `total` (module docstring).
     `stopped_at`: epoch seconds when the run was asked to stop at the end; `stops`:
     earlier stop requests (a SIGTERM then `--resume` mid-soak)."""
@@ -181,11 +212,19 @@ def trajectories_lost(run_dir: Path, *, group_size: int, stopped_at: float,
             g["good"] = max(0, g["good"] - extra)
             g["complete"] = g["good"] + g["gave_up"] >= group_size
     good -= nodes["figures"]["trajectories_lost_with_node"]
-    reported = sum(int(r.get("trajectories", 0)) for r in metrics_records(run_dir)
-                   if r.get("scope") == "rollout")
+    reported = sum(
+        int(r.get("trajectories", 0))
+        for r in metrics_records(run_dir)
+        if r.get("scope") == "rollout"
+    )
     routed = int(sum(counters.get(name, 0) for name in ROUTED_COUNTERS))
-    out = {"reported_not_stored": max(0, reported - good), "orphan_steps": _orphan_steps(run_dir),
-           **lost_from(groups, routed, [*stops, stopped_at], grace_s),
-           **nodes["figures"], "good_trajectories": good, "reported": reported}
+    out = {
+        "reported_not_stored": max(0, reported - good),
+        "orphan_steps": _orphan_steps(run_dir),
+        **lost_from(groups, routed, [*stops, stopped_at], grace_s),
+        **nodes["figures"],
+        "good_trajectories": good,
+        "reported": reported,
+    }
     out["total"] = out["reported_not_stored"] + out["orphan_steps"] + out["unrouted"]
     return out

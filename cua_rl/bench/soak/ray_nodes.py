@@ -33,7 +33,7 @@ from functools import partial
 from typing import Any
 
 from cua_rl.bench.faults.watched_run import RunProcess
-from cua_rl.bench.soak.chaos import RECOVER_DEADLINE_S, Injection
+from cua_rl.bench.soak.injections import RECOVER_DEADLINE_S, Injection
 from cua_rl.runtime.ray.local_cluster import LocalCluster, NodeStartFailed, cluster_overrides
 from cua_rl.store.run_store import RunStore
 
@@ -64,11 +64,19 @@ class NodeChaos:
     """Node kills at a seeded Poisson rate (module doc); the face `run_soak` uses of
     `soak.chaos.Chaos`: `run`, `tick`, `finish`, `results`, `injections`, `skipped`."""
 
-    def __init__(self, run: RunProcess, rate_per_min: float, seed: int,
-                 kinds: list[str] | None = None, *, cluster: LocalCluster,
-                 log: Callable[[str], None] = print, restart: Any = None,
-                 node_back_s: float = NODE_BACK_S,
-                 recover_deadline_s: float = RECOVER_DEADLINE_S) -> None:
+    def __init__(
+        self,
+        run: RunProcess,
+        rate_per_min: float,
+        seed: int,
+        kinds: list[str] | None = None,
+        *,
+        cluster: LocalCluster,
+        log: Callable[[str], None] = print,
+        restart: Any = None,
+        node_back_s: float = NODE_BACK_S,
+        recover_deadline_s: float = RECOVER_DEADLINE_S,
+    ) -> None:
         unknown = set(kinds or ()) - {NODE_KILL}
         if unknown:
             raise ValueError(f"--runtime ray injects only {NODE_KILL}; not {sorted(unknown)}")
@@ -105,8 +113,13 @@ class NodeChaos:
             return
         self.next_t += 60.0 * self.rng.expovariate(self.rate)
         if any(f.recovered is None for f in self.injections) or not self.cluster.fleet_node_ids():
-            self.skipped.append({"t": round(t, 1), "drawn": NODE_KILL,
-                                 "why": "the last node kill has not recovered yet"})
+            self.skipped.append(
+                {
+                    "t": round(t, 1),
+                    "drawn": NODE_KILL,
+                    "why": "the last node kill has not recovered yet",
+                }
+            )
             return
         index = self.rng.randrange(len(self.cluster.fleet_node_ids()))
         node = self.cluster.kill_fleet_node(index)
@@ -114,11 +127,11 @@ class NodeChaos:
         fault.extra.update(node=node, killed_epoch=time.time())
         self.injections.append(fault)
         self._add_due.append(t + self.node_back_s)
-        self.log(f"chaos: t={t:.0f}s {NODE_KILL}: {fault.detail}; a new node in "
-                 f"{self.node_back_s:.0f} s")
+        self.log(
+            f"chaos: t={t:.0f}s {NODE_KILL}: {fault.detail}; a new node in {self.node_back_s:.0f} s"
+        )
 
-    def _decide(self, fault: Injection, t: float, progress: float | None, *,
-                final: bool) -> None:
+    def _decide(self, fault: Injection, t: float, progress: float | None, *, final: bool) -> None:
         replaced = replacements_since(self.run.run_dir, fault.extra["killed_epoch"])
         if progress is not None and progress > fault.after and replaced > 0:
             fault.recovered, fault.recover_s = True, round(t - fault.t, 1)
@@ -136,8 +149,12 @@ class NodeChaos:
         return [asdict(f) for f in self.injections]
 
 
-def run_ray_soak(spec: Any, nodes: int, run_soak: Callable[..., dict[str, Any]],
-                 log: Callable[[str], None] = print) -> dict[str, Any]:
+def run_ray_soak(
+    spec: Any,
+    nodes: int,
+    run_soak: Callable[..., dict[str, Any]],
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
     """The soak of `spec` (a `soak.runner.SoakSpec`, run by its `run_soak`, given so this
     module does not import the command's) on a cluster of `nodes` nodes (the head +
     `nodes - 1` fleet nodes); its figures, also in OUT/soak.json (module doc)."""
@@ -147,18 +164,25 @@ def run_ray_soak(spec: Any, nodes: int, run_soak: Callable[..., dict[str, Any]],
     state_dir = spec.out / "run.desktops"  # where FaultBench puts the run's desktops
     started = time.monotonic()
     with LocalCluster(fleet_nodes=nodes - 1) as cluster:
-        log(f"soak: Ray cluster of {nodes} nodes at {cluster.address} "
-            f"({time.monotonic() - started:.0f} s to start)")
-        ray_spec = replace(spec, extra=(*cluster_overrides(cluster, str(state_dir)),
-                                        *spec.extra),
-                           make_chaos=partial(NodeChaos, cluster=cluster))
+        log(
+            f"soak: Ray cluster of {nodes} nodes at {cluster.address} "
+            f"({time.monotonic() - started:.0f} s to start)"
+        )
+        ray_spec = replace(
+            spec,
+            extra=(*cluster_overrides(cluster, str(state_dir)), *spec.extra),
+            make_chaos=partial(NodeChaos, cluster=cluster),
+        )
         result = run_soak(ray_spec, log)
     left = cluster.leftovers()
     result["processes_left"] += [{"pid": pid, "cmd": cmd} for pid, cmd in sorted(left.items())]
     result["runtime"] = "ray"
-    result["cluster"] = {"nodes": nodes, "fleet_nodes_started": cluster.nodes_started,
-                         "fleet_nodes_killed": cluster.nodes_killed,
-                         "fleet_node_start_failures": cluster.start_failures,
-                         "processes_seen": len(cluster.seen)}
+    result["cluster"] = {
+        "nodes": nodes,
+        "fleet_nodes_started": cluster.nodes_started,
+        "fleet_nodes_killed": cluster.nodes_killed,
+        "fleet_node_start_failures": cluster.start_failures,
+        "processes_seen": len(cluster.seen),
+    }
     (spec.out / "soak.json").write_text(json.dumps(result, indent=2, default=str))
     return result

@@ -35,10 +35,16 @@ PROGRESS_EVERY_S = 30.0
 
 def soak_overrides(engine: str, seed: int) -> list[str]:
     """The run's overrides on the quickstart preset (see the module docstring)."""
-    return [f"policy.engine={engine}", f"prm.engine={engine}",
-            f"train.max_policy_updates={BIG}", f"fleet.max_groups={BIG}",
-            f"train.policy.seed={seed}", f"train.prm.seed={seed}", "metrics.spans=true",
-            *limit_overrides()]
+    return [
+        f"policy.engine={engine}",
+        f"prm.engine={engine}",
+        f"train.max_policy_updates={BIG}",
+        f"fleet.max_groups={BIG}",
+        f"train.policy.seed={seed}",
+        f"train.prm.seed={seed}",
+        "metrics.spans=true",
+        *limit_overrides(),
+    ]
 
 
 def quiet_end_s(duration_s: float) -> float:
@@ -67,19 +73,33 @@ class SoakSpec:
 def run_soak(spec: SoakSpec, log: Any = print) -> dict[str, Any]:
     """Run the soak of `spec` and return its figures (also written to OUT/soak.json)."""
     from cua_rl.bench.faults.cases import FaultBench
+    from cua_rl.bench.faults.proxy import FaultProxy
     from cua_rl.bench.faults.watched_run import FAULT_HOOKS_ENV, RunProcess
-    from cua_rl.bench.soak.chaos import Chaos, store_progress
+    from cua_rl.bench.soak.chaos import Chaos
+    from cua_rl.bench.soak.injections import store_progress
+    from cua_rl.bench.soak.malformed import MALFORMED, MalformedAnswers
     from cua_rl.bench.soak.sampler import Sampler, load_samples
     from cua_rl.config import RunConfig, load_config
+    from cua_rl.inference.client import PROXY_ENV
 
     spec.out.mkdir(parents=True, exist_ok=True)
     samples_path = spec.out / "samples.jsonl"
     samples_path.write_text("")
     group_size = load_config(RunConfig, preset="quickstart").fleet.group_size
-    bench = FaultBench(spec.out, deadline_s=spec.stop_deadline_s, log=log,
-                       tiny_dir=spec.tiny_model_dir)
-    first = bench.run("run", "train", [*soak_overrides(spec.engine, spec.seed), *spec.extra],
-                      env=FAULT_HOOKS_ENV)
+    bench = FaultBench(
+        spec.out, deadline_s=spec.stop_deadline_s, log=log, tiny_dir=spec.tiny_model_dir
+    )
+    # The malformed answers' proxy sits between the run's model clients and its
+    # replicas from the start (soak.malformed), when that kind may be drawn.
+    proxy = (
+        FaultProxy().start()
+        if spec.make_chaos is None and (spec.kinds is None or MALFORMED in spec.kinds)
+        else None
+    )
+    env = {**FAULT_HOOKS_ENV, **({PROXY_ENV: proxy.url} if proxy else {})}
+    first = bench.run(
+        "run", "train", [*soak_overrides(spec.engine, spec.seed), *spec.extra], env=env
+    )
     t0 = time.time()
     sampler = Sampler(first.pid, first.run_dir, samples_path, interval_s=spec.interval_s, t0=t0)
     sampler.start()
@@ -104,31 +124,37 @@ def run_soak(spec: SoakSpec, log: Any = print) -> dict[str, Any]:
         sampler.root_pid = new.pid
         return new, {"exit": code, "stop_s": stop_s, "left": len(left["processes"])}
 
-    chaos = (spec.make_chaos or Chaos)(first, spec.chaos, spec.seed, spec.kinds, log=log,
-                                       restart=restart)
+    extra = {"malformed": MalformedAnswers(proxy)} if proxy else {}
+    chaos = (spec.make_chaos or Chaos)(
+        first, spec.chaos, spec.seed, spec.kinds, log=log, restart=restart, **extra
+    )
     duration_s = spec.minutes * 60.0
     quiet_s = quiet_end_s(duration_s)
     last_progress = 0.0
     try:
-        while (t := time.time() - t0) < duration_s and chaos.run.proc.poll() is None:  # type: ignore[union-attr]
+        while (t := time.time() - t0) < duration_s and chaos.run.proc.poll() is None:  # type: ignore[union-attr]  # the run was started, so proc is set
             good, newest = store_progress(first.run_dir)
             progress = None if newest is None else newest - t0
             chaos.tick(t, progress, inject=good > 0 and t < duration_s - quiet_s)
             if t - last_progress >= PROGRESS_EVERY_S:
                 last_progress = t
-                log(f"soak: {t / 60:.1f}/{spec.minutes} min, {good} good trajectories, "
-                    f"{len(chaos.injections)} faults, {sampler.samples} samples")
+                log(
+                    f"soak: {t / 60:.1f}/{spec.minutes} min, {good} good trajectories, "
+                    f"{len(chaos.injections)} faults, {sampler.samples} samples"
+                )
             time.sleep(TICK_S)
         run = chaos.run
         stopped_at = time.time()
-        ended_early = run.proc.poll() is not None  # type: ignore[union-attr]
+        ended_early = run.proc.poll() is not None  # type: ignore[union-attr]  # the run was started, so proc is set
         newest = store_progress(run.run_dir)[1]
         chaos.finish(stopped_at - t0, None if newest is None else newest - t0)
         stop_s = None
         if ended_early:
-            code = run.proc.returncode  # type: ignore[union-attr]
-            log(f"soak: the run ended by itself after {(stopped_at - t0) / 60:.1f} min "
-                f"(exit {code})")
+            code = run.proc.returncode  # type: ignore[union-attr]  # the run was started, so proc is set
+            log(
+                f"soak: the run ended by itself after {(stopped_at - t0) / 60:.1f} min "
+                f"(exit {code})"
+            )
         else:
             log("soak: SIGTERM to the run")
             run.signal(signal.SIGTERM)
@@ -138,6 +164,8 @@ def run_soak(spec: SoakSpec, log: Any = print) -> dict[str, Any]:
         sampler.stop()
         if chaos.run.proc is not None and chaos.run.proc.poll() is None:
             chaos.run.kill_tree()
+        if proxy is not None:
+            proxy.stop()
     for other in earlier:
         for pid, cmd in other.seen.items():
             run.remember(pid, cmd, other.seen_started[pid])
@@ -148,15 +176,35 @@ def run_soak(spec: SoakSpec, log: Any = print) -> dict[str, Any]:
     samples = load_samples(samples_path)
     from cua_rl.bench.soak.report import soak_figures
 
-    figures = soak_figures(run_dir=run.run_dir, samples=samples, t0=t0, stopped_at=stopped_at,
-                           window_s=spec.window_min * 60.0, faults=chaos.results(),
-                           group_size=group_size, left=left, stops=stops)
-    result = {"minutes": spec.minutes, "chaos": spec.chaos, "seed": spec.seed,
-              "engine": spec.engine, "window_min": spec.window_min, "t0": t0,
-              "run_exit": code, "stop_s": stop_s, "ended_before_stop": ended_early,
-              "run_errors": run.error_lines()[-5:], "faults_skipped": chaos.skipped,
-              **figures, "out": str(spec.out), "run_dir": str(run.run_dir),
-              "samples_file": str(samples_path)}
+    figures = soak_figures(
+        run_dir=run.run_dir,
+        samples=samples,
+        t0=t0,
+        stopped_at=stopped_at,
+        window_s=spec.window_min * 60.0,
+        faults=chaos.results(),
+        group_size=group_size,
+        left=left,
+        stops=stops,
+    )
+    result = {
+        "minutes": spec.minutes,
+        "chaos": spec.chaos,
+        "seed": spec.seed,
+        "engine": spec.engine,
+        "window_min": spec.window_min,
+        "t0": t0,
+        "run_exit": code,
+        "stop_s": stop_s,
+        "ended_before_stop": ended_early,
+        "run_errors": run.error_lines()[-5:],
+        "faults_skipped": chaos.skipped,
+        **({"fault_proxy": extra["malformed"].figures()} if proxy else {}),
+        **figures,
+        "out": str(spec.out),
+        "run_dir": str(run.run_dir),
+        "samples_file": str(samples_path),
+    }
     (spec.out / "soak.json").write_text(json.dumps(result, indent=2, default=str))
     try:
         result["png"] = str(_plot(spec.out, samples, result, t0))

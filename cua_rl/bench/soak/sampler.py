@@ -51,12 +51,21 @@ DIR_PARTS: dict[str, tuple[str, ...]] = {
 cover; anything else counts as `other`."""
 
 
-EXECUTABLES = {"Xvfb": "xvfb", "bwrap": "desktop-sandbox", "socat": "forwarder",
-               "bash": "shell", "sh": "shell"}
-MODULES = (("cua_rl.learner.rank_process", "learner-rank"),
-           ("cua_guest.fd_forward", "guest-forwarder"), ("cua_guest.act_child", "guest-act"),
-           ("cua_guest", "guest"), ("cua_rl.desktop.unix_forward", "forwarder"),
-           ("cua_rl.desktop.providers.local.session", "desktop-launcher"))
+EXECUTABLES = {
+    "Xvfb": "xvfb",
+    "bwrap": "desktop-sandbox",
+    "socat": "forwarder",
+    "bash": "shell",
+    "sh": "shell",
+}
+MODULES = (
+    ("cua_rl.learner.rank_process", "learner-rank"),
+    ("cua_guest.fd_forward", "guest-forwarder"),
+    ("cua_guest.act_child", "guest-act"),
+    ("cua_guest", "guest"),
+    ("cua_rl.desktop.unix_forward", "forwarder"),
+    ("cua_rl.desktop.providers.local.session", "desktop-launcher"),
+)
 """`python -m MODULE` -> kind (the first prefix that matches)."""
 
 
@@ -67,8 +76,9 @@ def process_label(cmdline: list[str], ports: dict[int, str]) -> str:
     exe = os.path.basename(cmdline[0]) if cmdline else ""
     port = re.search(r"--port[ =](\d+)", text)
     module = cmdline[cmdline.index("-m") + 1] if "-m" in cmdline[:-1] else ""
-    if port and ((module == "cua_rl.cli" and "serve" in cmdline)
-                 or module.startswith("vllm.entrypoints")):
+    if port and (
+        (module == "cua_rl.cli" and "serve" in cmdline) or module.startswith("vllm.entrypoints")
+    ):
         return f"model-server:{ports.get(int(port.group(1)), port.group(1))}"
     if exe.startswith("VLLM::"):
         return "vllm-" + exe.split("::", 1)[1].lower()
@@ -115,11 +125,17 @@ def sample_process(proc: psutil.Process, ports: dict[int, str]) -> dict[str, Any
             if proc.status() == psutil.STATUS_ZOMBIE:
                 return None
             cmdline = proc.cmdline()
-            return {"pid": proc.pid, "ppid": proc.ppid(), "started": proc.create_time(),
-                    "name": f"{process_label(cmdline, ports)}#{proc.pid}",
-                    "rss_mb": round(proc.memory_info().rss / MB, 2),
-                    "fds": proc.num_fds(), "threads": proc.num_threads(),
-                    "children": len(proc.children()), "cmd": " ".join(cmdline)[:300]}
+            return {
+                "pid": proc.pid,
+                "ppid": proc.ppid(),
+                "started": proc.create_time(),
+                "name": f"{process_label(cmdline, ports)}#{proc.pid}",
+                "rss_mb": round(proc.memory_info().rss / MB, 2),
+                "fds": proc.num_fds(),
+                "threads": proc.num_threads(),
+                "children": len(proc.children()),
+                "cmd": " ".join(cmdline)[:300],
+            }
     except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
         return None
 
@@ -171,18 +187,26 @@ def host_figures(path: Path) -> dict[str, float]:
         free_disk = psutil.disk_usage(str(path)).free / MB
     except OSError:
         free_disk = float("nan")
-    return {"mem_available_mb": round(psutil.virtual_memory().available / MB, 1),
-            "disk_free_mb": round(free_disk, 1)}
+    return {
+        "mem_available_mb": round(psutil.virtual_memory().available / MB, 1),
+        "disk_free_mb": round(free_disk, 1),
+    }
 
 
-def take_sample(root_pid: int, run_dir: Path, t0: float,
-                ports: dict[int, str] | None = None) -> dict[str, Any]:
+def take_sample(
+    root_pid: int, run_dir: Path, t0: float, ports: dict[int, str] | None = None
+) -> dict[str, Any]:
     """One sample: `t` (seconds since t0, wall clock), the processes, the run
     directory and the host."""
     procs = [s for p in process_tree(root_pid) if (s := sample_process(p, ports or {}))]
     attribute_to_servers(procs)
-    return {"t": round(time.time() - t0, 2), "time": time.time(), "processes": procs,
-            "run_dir_mb": run_dir_sizes(run_dir), "host": host_figures(run_dir.parent)}
+    return {
+        "t": round(time.time() - t0, 2),
+        "time": time.time(),
+        "processes": procs,
+        "run_dir_mb": run_dir_sizes(run_dir),
+        "host": host_figures(run_dir.parent),
+    }
 
 
 class Sampler(threading.Thread):
@@ -192,9 +216,16 @@ class Sampler(threading.Thread):
     looked for after it ended. `root_pid` may be changed (a run resumed after a stop
     is a new root)."""
 
-    def __init__(self, root_pid: int, run_dir: Path, out: Path, *, interval_s: float = 5.0,
-                 t0: float | None = None, on_sample: Callable[[dict[str, Any]], None] | None
-                 = None) -> None:
+    def __init__(
+        self,
+        root_pid: int,
+        run_dir: Path,
+        out: Path,
+        *,
+        interval_s: float = 5.0,
+        t0: float | None = None,
+        on_sample: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
         super().__init__(name="soak-sampler", daemon=True)
         self.root_pid, self.run_dir, self.out = root_pid, run_dir, out
         self.interval_s = interval_s

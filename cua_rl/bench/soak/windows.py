@@ -58,14 +58,24 @@ def _index(bounds: list[tuple[float, float]], t: float) -> int | None:
     return None
 
 
-def throughput(records: Iterable[dict[str, Any]], t0: float,
-               bounds: list[tuple[float, float]]) -> list[dict[str, Any]]:
+def throughput(
+    records: Iterable[dict[str, Any]], t0: float, bounds: list[tuple[float, float]]
+) -> list[dict[str, Any]]:
     """Per window: finished steps and episodes, steps per minute, episodes aborted
     and why (reasons masked as `runs show` groups them). `records`: the store's
     `trajectory_records()`; `t0`: the run's start (epoch seconds)."""
-    out = [{"index": i, "start_s": round(s, 1), "end_s": round(e, 1), "finished_steps": 0,
-            "episodes": 0, "aborted": 0, "abort_reasons": Counter()}
-           for i, (s, e) in enumerate(bounds)]
+    out = [
+        {
+            "index": i,
+            "start_s": round(s, 1),
+            "end_s": round(e, 1),
+            "finished_steps": 0,
+            "episodes": 0,
+            "aborted": 0,
+            "abort_reasons": Counter(),
+        }
+        for i, (s, e) in enumerate(bounds)
+    ]
     for record in records:
         i = _index(bounds, float(record["finished_at"]) - t0)
         if i is None:
@@ -109,8 +119,9 @@ def latest_names(samples: list[dict[str, Any]]) -> dict[tuple[int, float], str]:
     return {process_key(p): p["name"] for s in samples for p in s["processes"]}
 
 
-def _medians(samples: list[dict[str, Any]], bound: tuple[float, float]
-             ) -> dict[tuple[int, float], dict[str, float]]:
+def _medians(
+    samples: list[dict[str, Any]], bound: tuple[float, float]
+) -> dict[tuple[int, float], dict[str, float]]:
     """process -> median rss_mb, fds, threads of its samples inside `bound`, and the
     floors (smallest samples) of fds and threads."""
     values: dict[tuple[int, float], dict[str, list[float]]] = {}
@@ -118,13 +129,17 @@ def _medians(samples: list[dict[str, Any]], bound: tuple[float, float]
         if not bound[0] <= sample["t"] <= bound[1]:
             continue
         for proc in sample["processes"]:
-            entry = values.setdefault(process_key(proc),
-                                      {"rss_mb": [], "fds": [], "threads": []})
+            entry = values.setdefault(process_key(proc), {"rss_mb": [], "fds": [], "threads": []})
             for key in entry:
                 entry[key].append(float(proc[key]))
-    return {key: {**{k: statistics.median(v) for k, v in entry.items()},
-                  "fds_floor": min(entry["fds"]), "threads_floor": min(entry["threads"])}
-            for key, entry in values.items()}
+    return {
+        key: {
+            **{k: statistics.median(v) for k, v in entry.items()},
+            "fds_floor": min(entry["fds"]),
+            "threads_floor": min(entry["threads"]),
+        }
+        for key, entry in values.items()
+    }
 
 
 def _hours_between(bounds: list[tuple[float, float]], a: int, b: int) -> float:
@@ -132,8 +147,9 @@ def _hours_between(bounds: list[tuple[float, float]], a: int, b: int) -> float:
     return (mid[b] - mid[a]) / 3600.0
 
 
-def process_growth(samples: list[dict[str, Any]], bounds: list[tuple[float, float]]
-                   ) -> dict[str, dict[str, float]]:
+def process_growth(
+    samples: list[dict[str, Any]], bounds: list[tuple[float, float]]
+) -> dict[str, dict[str, float]]:
     """Per long-lived process (sampled in the reference and the last window): its
     medians in both, growth in MB and %, and rates per hour (module docstring)."""
     if len(bounds) < 2:
@@ -146,24 +162,28 @@ def process_growth(samples: list[dict[str, Any]], bounds: list[tuple[float, floa
     for key in sorted(before.keys() & after.keys(), key=lambda k: names[k]):
         a, b = before[key], after[key]
         out[names[key]] = {
-            "rss_mb_first": round(a["rss_mb"], 1), "rss_mb_last": round(b["rss_mb"], 1),
+            "rss_mb_first": round(a["rss_mb"], 1),
+            "rss_mb_last": round(b["rss_mb"], 1),
             "rss_growth_mb": round(b["rss_mb"] - a["rss_mb"], 1),
-            "rss_growth_pct": round(100 * (b["rss_mb"] - a["rss_mb"]) / max(a["rss_mb"], 1e-9),
-                                    1),
+            "rss_growth_pct": round(100 * (b["rss_mb"] - a["rss_mb"]) / max(a["rss_mb"], 1e-9), 1),
             "rss_mb_per_h": round((b["rss_mb"] - a["rss_mb"]) / hours, 1),
-            "fds_first": a["fds"], "fds_last": b["fds"],
+            "fds_first": a["fds"],
+            "fds_last": b["fds"],
             "fds_per_h": round((b["fds"] - a["fds"]) / hours, 1),
-            "threads_first": a["threads"], "threads_last": b["threads"],
+            "threads_first": a["threads"],
+            "threads_last": b["threads"],
             "threads_per_h": round((b["threads"] - a["threads"]) / hours, 1),
-            "fds_floor_first": a["fds_floor"], "fds_floor_last": b["fds_floor"],
+            "fds_floor_first": a["fds_floor"],
+            "fds_floor_last": b["fds_floor"],
             "threads_floor_first": a["threads_floor"],
             "threads_floor_last": b["threads_floor"],
         }
     return out
 
 
-def dir_growth(samples: list[dict[str, Any]], bounds: list[tuple[float, float]]
-               ) -> dict[str, float]:
+def dir_growth(
+    samples: list[dict[str, Any]], bounds: list[tuple[float, float]]
+) -> dict[str, float]:
     """Run-directory MB per hour by part, between the reference and the last window
     (median of each part's size in each)."""
     if len(bounds) < 2:
@@ -179,8 +199,9 @@ def dir_growth(samples: list[dict[str, Any]], bounds: list[tuple[float, float]]
     return {k: round((b[k] - a[k]) / hours, 2) for k in sorted(a.keys() & b.keys())}
 
 
-def window_resources(samples: list[dict[str, Any]], bounds: list[tuple[float, float]]
-                     ) -> list[dict[str, Any]]:
+def window_resources(
+    samples: list[dict[str, Any]], bounds: list[tuple[float, float]]
+) -> list[dict[str, Any]]:
     """Per window: the run's processes' summed RSS, fds and threads and the run
     directory's size (medians of the window's samples), and how many processes."""
     out = []
@@ -190,14 +211,16 @@ def window_resources(samples: list[dict[str, Any]], bounds: list[tuple[float, fl
         def med(values: list[float]) -> float | None:
             return round(statistics.median(values), 1) if values else None
 
-        out.append({
-            "rss_mb": med([sum(p["rss_mb"] for p in s["processes"]) for s in inside]),
-            "fds": med([sum(p["fds"] for p in s["processes"]) for s in inside]),
-            "threads": med([sum(p["threads"] for p in s["processes"]) for s in inside]),
-            "processes": med([len(s["processes"]) for s in inside]),
-            "run_dir_mb": med([s["run_dir_mb"]["total"] for s in inside]),
-            "process_kinds": _kinds(inside),
-        })
+        out.append(
+            {
+                "rss_mb": med([sum(p["rss_mb"] for p in s["processes"]) for s in inside]),
+                "fds": med([sum(p["fds"] for p in s["processes"]) for s in inside]),
+                "threads": med([sum(p["threads"] for p in s["processes"]) for s in inside]),
+                "processes": med([len(s["processes"]) for s in inside]),
+                "run_dir_mb": med([s["run_dir_mb"]["total"] for s in inside]),
+                "process_kinds": _kinds(inside),
+            }
+        )
     return out
 
 
@@ -210,8 +233,9 @@ def _kinds(samples: list[dict[str, Any]]) -> dict[str, float]:
     return {k: float(statistics.median(c.get(k, 0) for c in counts)) for k in kinds}
 
 
-def faults_per_window(faults: list[dict[str, Any]], bounds: list[tuple[float, float]]
-                      ) -> list[dict[str, int]]:
+def faults_per_window(
+    faults: list[dict[str, Any]], bounds: list[tuple[float, float]]
+) -> list[dict[str, int]]:
     """Per window: faults injected in it and, of those, recovered."""
     out = [{"faults_injected": 0, "faults_recovered": 0} for _ in bounds]
     for fault in faults:

@@ -15,6 +15,7 @@ BENCH_COMMANDS: dict[str, str] = {
     "inference": "cua_rl.cli.bench.inference:bench_inference",
     "faults": "cua_rl.cli.bench.faults:bench_faults",
     "sync": "cua_rl.cli.bench.sync:bench_sync",
+    "weight-sync": "cua_rl.cli.bench.weight_sync:bench_weight_sync",
     "loop": "cua_rl.cli.bench.loop:bench_loop",
     "soak": "cua_rl.cli.bench.soak:bench_soak",
 }

@@ -10,8 +10,12 @@ import click
 @click.option("--replicas", default=2, show_default=True)
 @click.option("--syncs", default=3, show_default=True)
 @click.option("--clients", default=4, show_default=True)
-@click.option("--staggered/--no-staggered", default=True, show_default=True,
-              help="train.sync.staggered: take the replica under update out of routing")
+@click.option(
+    "--staggered/--no-staggered",
+    default=True,
+    show_default=True,
+    help="train.sync.staggered: take the replica under update out of routing",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def bench_sync(replicas: int, syncs: int, clients: int, staggered: bool, as_json: bool) -> None:
     """How long requests routed to a replica under update wait (real hf replicas, tiny model)."""

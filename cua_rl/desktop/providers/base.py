@@ -11,6 +11,7 @@ member and one entry there.
 from __future__ import annotations
 
 import asyncio
+import builtins
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,8 +45,13 @@ class DesktopHandle:
     def guest_client(self, *, timeout: float = 30.0) -> GuestClient:
         """A new `GuestClient` for this desktop, with its URL, token and TLS pin: the one
         way to build one from a handle, so no caller can forget the pin."""
-        client = GuestClient(self.url, self.token, timeout=timeout,
-                             tls_fingerprint=self.tls_fingerprint, ca_file=self.tls_ca_file)
+        client = GuestClient(
+            self.url,
+            self.token,
+            timeout=timeout,
+            tls_fingerprint=self.tls_fingerprint,
+            ca_file=self.tls_ca_file,
+        )
         client.cdp_port = self.cdp_port
         return client
 
@@ -55,6 +61,19 @@ class DesktopHandle:
         inside a sandboxed desktop), or None when the provider forwards none."""
         port = self.info.get("cdp_port")
         return port if isinstance(port, int) and port > 0 else None
+
+
+@dataclass(frozen=True, slots=True)
+class ForkPoint:
+    """A desktop's whole state saved once (`DesktopProvider.save_fork`), from which any
+    desktop of the same provider can be started (`restore_fork`)."""
+
+    name: str
+    """Unique among the provider's live fork points."""
+    provider: str
+    info: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    """Where the provider keeps it (paths) and what a restored desktop inherits (its
+    guest token)."""
 
 
 class GuestClients:
@@ -114,9 +133,13 @@ class DesktopProvider(ABC):
     type: str
     owner_pid: int | None = None
     """A run's process: desktops started while it is set stop themselves when that
-    process exits, even by SIGKILL (local provider; cloud desktops rely on the
-    sweep and their time-to-live). None for desktops that outlive their starter
+    process exits, even by SIGKILL (local: the session launcher; container: the
+    forwarder; qemu: `owner_watch`; aws desktops rely on the sweep and their
+    time-to-live, see `orphans`). None for desktops that outlive their starter
     (`cua-rl vm up`)."""
+    orphans: str | None = None
+    """None: desktops started while `owner_pid` is set go when that process dies, even
+    by SIGKILL (`check_provider` checks it); else how they go instead, in one sentence."""
 
     @abstractmethod
     async def start(self, desktop_id: str) -> DesktopHandle:
@@ -135,6 +158,30 @@ class DesktopProvider(ABC):
     async def health(self, handle: DesktopHandle) -> bool:
         """True when the desktop is alive and its guest answers."""
 
+    def fork_support(self) -> str | None:
+        """None when this provider can save a running desktop's whole state and start
+        other desktops from it (`save_fork`, `restore_fork`); else why not, in one
+        sentence (docs/desktops.md, forks)."""
+        return (
+            f"the {self.type} provider cannot save a running desktop's whole state "
+            "(its apps' processes)"
+        )
+
+    async def save_fork(self, handle: DesktopHandle, name: str) -> ForkPoint:
+        """Save the desktop's state as fork point `name`. The desktop stops running:
+        restore a fork point on it (or reset it) before using it again."""
+        raise DesktopError(self.fork_support() or f"{self.type}: save_fork not implemented")
+
+    async def restore_fork(self, handle: DesktopHandle, point: ForkPoint) -> DesktopHandle:
+        """Make the desktop a copy of the fork point's state, running; the returned
+        handle replaces the given one (its token may change). A later `reset` brings
+        back the desktop's own initial state."""
+        raise DesktopError(self.fork_support() or f"{self.type}: restore_fork not implemented")
+
+    async def drop_fork(self, point: ForkPoint) -> None:
+        """Delete a fork point (desktops restored from it keep running); idempotent."""
+        return None
+
     async def list(self) -> list[DesktopHandle]:
         """Desktops this provider knows about, including ones started by earlier
         processes (so `cua-rl vm list/down` work across invocations)."""
@@ -146,6 +193,11 @@ class DesktopProvider(ABC):
             if handle.id == desktop_id:
                 return handle
         raise DesktopError(f"{self.type} provider: no desktop {desktop_id!r}")
+
+    async def remains(self, handle: DesktopHandle) -> builtins.list[str]:
+        """What of the desktop still exists (processes, containers, VMs, instances), a
+        phrase each; [] once it is wholly gone. The default asks `health`."""
+        return [f"desktop {handle.id!r} still answers"] if await self.health(handle) else []
 
     async def close(self) -> None:
         """Release the provider's own resources (HTTP sessions); desktops stay up."""

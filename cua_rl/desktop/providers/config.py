@@ -19,7 +19,10 @@ from cua_rl.desktop.providers.qemu.config import QemuProviderConfig
 # The union grows one member per provider; the
 # `type` field selects the member, so YAML reads `provider: {type: local, ...}`.
 ProviderConfig = Annotated[
-    LocalProviderConfig | ContainerProviderConfig | DockerProviderConfig | QemuProviderConfig
+    LocalProviderConfig
+    | ContainerProviderConfig
+    | DockerProviderConfig
+    | QemuProviderConfig
     | AwsProviderConfig,
     Field(discriminator="type"),
 ]

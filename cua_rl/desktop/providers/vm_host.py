@@ -68,8 +68,10 @@ async def run_command(argv: list[str], *, timeout: float, hint: str = "") -> Com
     require_tool(argv[0], hint or "install it or fix PATH")
     try:
         proc = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
         )
     except OSError as exc:
         raise DesktopError(f"cannot run `{argv[0]}`: {exc}; {hint}") from exc
@@ -85,16 +87,18 @@ async def run_command(argv: list[str], *, timeout: float, hint: str = "") -> Com
             await proc.wait()
         raise
     assert proc.returncode is not None
-    return CommandResult(tuple(argv), proc.returncode, out.decode(errors="replace"),
-                         err.decode(errors="replace"))
+    return CommandResult(
+        tuple(argv), proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+    )
 
 
 def require_image(path: Path, provider: str) -> Path:
     """The absolute path of the OSWorld disk image; DesktopError saying how to get it."""
     resolved = Path(path).expanduser().absolute()
     if not resolved.is_file():
-        raise DesktopError(f"{provider} provider: disk image {resolved} not found; "
-                           f"{OSWORLD_IMAGE_HELP}")
+        raise DesktopError(
+            f"{provider} provider: disk image {resolved} not found; {OSWORLD_IMAGE_HELP}"
+        )
     return resolved
 
 
@@ -106,11 +110,16 @@ def use_kvm(mode: Literal["auto", "on", "off"], provider: str) -> bool:
     """
     usable = KVM_DEVICE.exists() and os.access(KVM_DEVICE, os.R_OK | os.W_OK)
     if mode == "on" and not usable:
-        raise DesktopError(f"{provider} provider: kvm=on but {KVM_DEVICE} is missing or not "
-                           "accessible (load kvm_intel/kvm_amd, add the user to group kvm, "
-                           "or pass the device into this container)")
+        raise DesktopError(
+            f"{provider} provider: kvm=on but {KVM_DEVICE} is missing or not "
+            "accessible (load kvm_intel/kvm_amd, add the user to group kvm, "
+            "or pass the device into this container)"
+        )
     if mode == "off" or not usable:
-        log.warning("%s provider: running without KVM (software emulation); desktops "
-                    "will be very slow to boot and to act", provider)
+        log.warning(
+            "%s provider: running without KVM (software emulation); desktops "
+            "will be very slow to boot and to act",
+            provider,
+        )
         return False
     return True

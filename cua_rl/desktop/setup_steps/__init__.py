@@ -19,7 +19,13 @@ from cua_rl.desktop.setup_steps.core import (
 )
 
 __all__ = [
-    "SETUP_STEPS", "SetupContext", "StepRun", "StepSpec", "parse_setup_step",
-    "register_setup_step", "run_setup_steps", "substitute_placeholders",
+    "SETUP_STEPS",
+    "SetupContext",
+    "StepRun",
+    "StepSpec",
+    "parse_setup_step",
+    "register_setup_step",
+    "run_setup_steps",
+    "substitute_placeholders",
     "validate_setup_steps",
 ]

@@ -82,8 +82,9 @@ async def _with_browser(run: StepRun[Any], action: Any) -> Any:
     api = cdp.import_playwright(run.where)
     async with api.async_playwright() as playwright:
         try:
-            browser = await cdp.connect(playwright, run.client, run.context,
-                                        relaunch=False, deadline_s=CONNECT_DEADLINE_S)
+            browser = await cdp.connect(
+                playwright, run.client, run.context, relaunch=False, deadline_s=CONNECT_DEADLINE_S
+            )
         except ChromeRequirementMissing as exc:
             raise SetupStepError(str(exc)) from exc
         try:
@@ -119,6 +120,7 @@ async def _chrome_open_tabs(run: StepRun[ChromeOpenTabsParams]) -> None:
 @register_setup_step("chrome_close_tabs", ChromeCloseTabsParams)
 async def _chrome_close_tabs(run: StepRun[ChromeCloseTabsParams]) -> None:
     """Close, for each URL, the first tab showing it (OSWorld's URL equivalence)."""
+
     async def action(browser: Any) -> None:
         context = browser.contexts[0]
         for url in run.params.urls_to_close:
@@ -140,10 +142,14 @@ def _fill_history(template: Path, items: list[HistoryItem], now: datetime) -> by
                 stamp = int((when - CHROME_EPOCH).total_seconds() * 1_000_000)
                 cur = conn.execute(
                     "INSERT INTO urls (url, title, visit_count, typed_count, last_visit_time, "
-                    "hidden) VALUES (?, ?, 1, 0, ?, 0)", (item.url, item.title, stamp))
+                    "hidden) VALUES (?, ?, 1, 0, ?, 0)",
+                    (item.url, item.title, stamp),
+                )
                 conn.execute(
                     "INSERT INTO visits (url, visit_time, from_visit, transition, segment_id, "
-                    "visit_duration) VALUES (?, ?, 0, ?, 0, 0)", (cur.lastrowid, stamp, TYPED_LINK))
+                    "visit_duration) VALUES (?, ?, 0, ?, 0, 0)",
+                    (cur.lastrowid, stamp, TYPED_LINK),
+                )
         conn.close()
         return db.read_bytes()
 
@@ -172,8 +178,10 @@ async def _login(run: StepRun[LoginParams]) -> None:
     try:
         email, password = settings["email"], settings["password"]
     except (KeyError, TypeError):
-        raise SetupStepError(f"settings_file {run.params.settings_file!r}: expected an object "
-                             "with 'email' and 'password'") from None
+        raise SetupStepError(
+            f"settings_file {run.params.settings_file!r}: expected an object "
+            "with 'email' and 'password'"
+        ) from None
 
     async def action(browser: Any) -> None:
         page = await browser.contexts[0].new_page()
@@ -198,8 +206,9 @@ async def _googledrive(run: StepRun[GoogleDriveParams]) -> None:
     moves them to the bin instead), `mkdirs` a folder path, `upload` a URL's file."""
     p = run.params
     if len(p.args) != len(p.operation):
-        raise SetupStepError(f"field 'parameters.args': expected {len(p.operation)} entries "
-                             "aligned with 'operation'")
+        raise SetupStepError(
+            f"field 'parameters.args': expected {len(p.operation)} entries aligned with 'operation'"
+        )
     settings = _settings(run, p.settings_file)
     try:
         drive = await asyncio.to_thread(drive_for, settings, what=run.where)
@@ -213,8 +222,10 @@ async def _googledrive(run: StepRun[GoogleDriveParams]) -> None:
 def _mkdirs(drive: Any, parts: list[str]) -> str:
     parent = "root"
     for name in parts:
-        q = (f'"{parent}" in parents and title = "{name}" and mimeType = "{FOLDER_MIME}" '
-             "and trashed = false")
+        q = (
+            f'"{parent}" in parents and title = "{name}" and mimeType = "{FOLDER_MIME}" '
+            "and trashed = false"
+        )
         found = drive.ListFile({"q": q}).GetList()
         if found:
             parent = found[0]["id"]
@@ -230,8 +241,11 @@ def _drive_operation(drive: Any, operation: str, args: dict[str, Any], local: Pa
     if operation == "delete":
         q = str(args.get("query", "")).strip()
         for kind in ("!=", "="):  # files first, then folders (which take their content along)
-            query = f"( {q} ) and mimeType {kind} '{FOLDER_MIME}'" if q \
+            query = (
+                f"( {q} ) and mimeType {kind} '{FOLDER_MIME}'"
+                if q
                 else f"mimeType {kind} '{FOLDER_MIME}'"
+            )
             for item in drive.ListFile({"q": query}).GetList():
                 item.Trash() if args.get("trash", False) else item.Delete()
     elif operation == "mkdirs":

@@ -25,13 +25,14 @@ import logging
 import re
 import shlex
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from pydantic import ValidationError
 
-from cua_rl.desktop.client import ExecResult, GuestClient
+from cua_rl.desktop.client import GuestClient
+from cua_rl.desktop.exec_result import ExecResult
 from cua_rl.desktop.file_cache import FileCache
 from cua_rl.desktop.setup_context import SetupContext
 from cua_rl.desktop.setup_step_params import (
@@ -48,6 +49,7 @@ from cua_rl.desktop.setup_step_params import (
     StepParams,
     UploadFileParams,
 )
+from cua_rl.desktop.setup_steps.app_progress import launched_alive, launched_text, window_list
 from cua_rl.errors import GuestError, GuestUnavailable, SetupStepError
 
 log = logging.getLogger(__name__)
@@ -65,6 +67,10 @@ class StepRun(Generic[P]):
     context: SetupContext
     where: str
     """Prefix for messages, e.g. `task abc: config[3] ('download')`."""
+    launched: list[str] = field(default_factory=list)
+    """Commands launched by earlier steps of the same setup, as `ps` shows them
+    (`app_progress.launched_text`), shared by its steps: `activate_window` waits
+    while one of them still runs."""
 
 
 Handler = Callable[[StepRun[Any]], Awaitable[None]]
@@ -104,8 +110,9 @@ def parse_setup_step(step: Any, *, where: str, index: int) -> tuple[str, StepSpe
     """Check one step's shape; raise SetupStepError naming index, field and expectation."""
     at = f"{where}[{index}]"
     if not isinstance(step, Mapping):
-        raise SetupStepError(f"{at}: expected an object with 'type' and 'parameters', "
-                             f"got {type(step).__name__}")
+        raise SetupStepError(
+            f"{at}: expected an object with 'type' and 'parameters', got {type(step).__name__}"
+        )
     kind = step.get("type")
     if not isinstance(kind, str):
         raise SetupStepError(f"{at}: field 'type': expected a step type string, got {kind!r}")
@@ -115,8 +122,9 @@ def parse_setup_step(step: Any, *, where: str, index: int) -> tuple[str, StepSpe
         raise SetupStepError(f"{at}: unknown step type {kind!r} (known: {known})")
     raw = step.get("parameters", {})
     if not isinstance(raw, Mapping):
-        raise SetupStepError(f"{at} ({kind!r}): field 'parameters': expected an object, "
-                             f"got {type(raw).__name__}")
+        raise SetupStepError(
+            f"{at} ({kind!r}): field 'parameters': expected an object, got {type(raw).__name__}"
+        )
     try:
         return kind, spec, spec.params.model_validate(dict(raw))
     except ValidationError as exc:
@@ -175,9 +183,12 @@ async def run_setup_steps(
     where = f"task {task_id}: {phase}"
     parsed = [parse_setup_step(step, where=where, index=i) for i, step in enumerate(steps)]
     warnings: list[str] = []
+    launched: list[str] = []
     for index, (kind, spec, params) in enumerate(parsed):
         at = f"{where}[{index}] ({kind!r})"
-        run = StepRun(client=client, params=params, cache=cache, context=context, where=at)
+        run = StepRun(
+            client=client, params=params, cache=cache, context=context, where=at, launched=launched
+        )
         try:
             await spec.run(run)
         except GuestUnavailable:
@@ -243,6 +254,7 @@ async def _launch(run: StepRun[LaunchParams]) -> None:
     if isinstance(command, str) and not run.params.shell:
         command = shlex.split(command)  # an argv, as the guest's own launch route does
     await run.client.launch(command, shell=run.params.shell)
+    run.launched.append(launched_text(command, run.params.shell))
 
 
 async def _execute(run: StepRun[ExecuteParams]) -> None:
@@ -255,13 +267,17 @@ async def _execute(run: StepRun[ExecuteParams]) -> None:
     while True:
         # A non-zero exit code is data, not a failure: postconfig steps such as
         # `diff` report through it and the evaluator reads their output.
-        result = _require_ok(await run.client.execute(command, shell=p.shell,
-                                                      timeout=ctx.execute_timeout_s), "execute")
+        result = _require_ok(
+            await run.client.execute(command, shell=p.shell, timeout=ctx.execute_timeout_s),
+            "execute",
+        )
         if p.until is None or p.until.met_by(result):
             break
         if loop.time() >= end:
-            raise GuestError(f"'until' {p.until.model_dump(exclude_none=True)} not met within "
-                             f"{ctx.until_deadline_s:.0f} s; last result {result}")
+            raise GuestError(
+                f"'until' {p.until.model_dump(exclude_none=True)} not met within "
+                f"{ctx.until_deadline_s:.0f} s; last result {result}"
+            )
         await asyncio.sleep(0.3)
     for name, text in ((p.stdout, result.output), (p.stderr, result.error)):
         if name:
@@ -278,8 +294,10 @@ register_setup_step("command", ExecuteParams, best_effort=True)(_execute)
 async def _execute_with_verification(run: StepRun[ExecuteWithVerificationParams]) -> None:
     p = run.params
     result = await run.client.execute_with_verification(
-        substitute_placeholders(p.command, run.context), shell=p.shell,
-        verification=p.verification, max_wait_time=p.max_wait_time,
+        substitute_placeholders(p.command, run.context),
+        shell=p.shell,
+        verification=p.verification,
+        max_wait_time=p.max_wait_time,
         check_interval=p.check_interval,
     )
     _require_ok(result, "execute_with_verification")
@@ -292,9 +310,10 @@ async def _sleep(run: StepRun[SleepParams]) -> None:
 
 @register_setup_step("activate_window", ActivateWindowParams, best_effort=True)
 async def _activate_window(run: StepRun[ActivateWindowParams]) -> None:
-    """Activate the window, waiting for it by progress: the wait ends `window_wait_s`
-    after the desktop's window list last changed (a window appeared, closed or was
-    retitled: the app is still starting), or at the cap, whichever comes first."""
+    """Activate the window, waiting for it by progress (`app_progress`): the wait ends
+    `window_wait_s` after the desktop's window list last changed (a window appeared,
+    closed or was retitled) while no app this setup launched still runs, or at the
+    cap, whichever comes first."""
     p = run.params
     loop = asyncio.get_running_loop()
     wait_s = run.context.window_wait_s
@@ -309,26 +328,21 @@ async def _activate_window(run: StepRun[ActivateWindowParams]) -> None:
         except GuestError:  # no such window (yet)
             now = loop.time()
             if now >= end:
-                windows = await _window_list(run.client)
-                if windows is None or windows == seen or now >= cap:
+                windows = await window_list(run.client)
+                changed = windows is not None and windows != seen
+                alive = not changed and await launched_alive(run.client, run.launched)
+                if now >= cap or not (changed or alive):
                     raise
                 if seen is not None:
-                    log.info("%s: windows still changing while waiting for %r: %.300s",
-                             run.where, p.window_name, windows)
+                    log.info(
+                        "%s: %s while waiting for %r: %.300s",
+                        run.where,
+                        "windows still changing" if changed else "its app still runs",
+                        p.window_name,
+                        windows,
+                    )
                 seen, end = windows, min(cap, now + wait_s)
         await asyncio.sleep(0.3)
-
-
-async def _window_list(client: GuestClient) -> str | None:
-    """The desktop's windows (`wmctrl -l` without ids), or None when it cannot say."""
-    try:
-        result = await client.execute(["wmctrl", "-l"], timeout=10)
-    except GuestError:
-        return None
-    if result.returncode != 0:
-        return None
-    return "\n".join(line.split(None, 3)[-1] for line in (result.output or "").splitlines()
-                     if len(line.split(None, 3)) == 4)
 
 
 @register_setup_step("close_window", CloseWindowParams, best_effort=True)

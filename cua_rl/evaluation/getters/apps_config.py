@@ -82,8 +82,7 @@ VSCODE_FILE_DEADLINE_S = 5.0
 (OSWorld sleeps one second, then reads once)."""
 
 
-@getter("vscode_config", required=("vscode_extension_command", "path", "dest"),
-        check=_check_vscode)
+@getter("vscode_config", required=("vscode_extension_command", "path", "dest"), check=_check_vscode)
 async def vscode_config(ctx: GetterContext, config: dict[str, Any]) -> str:
     """Run a command of OSWorld's VS Code evaluation extension through the command
     palette (ctrl+shift+p, type it, enter); the file it writes at `path`."""

@@ -36,8 +36,10 @@ class _Page:
 
     async def texts(self, selector: str) -> list[str]:
         try:
-            return [((await el.text_content()) or "").strip()
-                    for el in await self.page.query_selector_all(selector)]
+            return [
+                ((await el.text_content()) or "").strip()
+                for el in await self.page.query_selector_all(selector)
+            ]
         except Exception as exc:
             log.warning("active_tab_html_parse: %s: %s", selector, exc)
             return []
@@ -70,8 +72,11 @@ class _Page:
             if await loc.count() == 0:
                 return ""
             first = loc.first
-            text = await (first.input_value(timeout=ELEMENT_TIMEOUT_MS) if value
-                          else first.text_content(timeout=ELEMENT_TIMEOUT_MS))
+            text = await (
+                first.input_value(timeout=ELEMENT_TIMEOUT_MS)
+                if value
+                else first.text_content(timeout=ELEMENT_TIMEOUT_MS)
+            )
             return (text or "").strip()
         except Exception as exc:
             log.warning("active_tab_html_parse: %s: %s", selector, exc)
@@ -141,8 +146,9 @@ async def parse_page(page: Any, config: dict[str, Any]) -> dict[str, Any]:
             out[key] = await helper.locator_text(f"text={label}")
     elif category == "xpath":
         for xpath, key in config.get("xpathObject", {}).items():
-            out[key] = (await helper.locator_text(f"xpath={xpath}")
-                        or await helper.locator_text(xpath))
+            out[key] = await helper.locator_text(f"xpath={xpath}") or await helper.locator_text(
+                xpath
+            )
     elif category == "input":
         for xpath, key in config.get("inputObject", {}).items():
             out[key] = await helper.locator_text(f"xpath={xpath}", value=True)

@@ -60,7 +60,7 @@ async def enable_do_not_track(ctx: GetterContext, config: dict[str, Any]) -> str
 
 @getter("enable_safe_browsing")
 async def enable_safe_browsing(ctx: GetterContext, config: dict[str, Any]) -> str:
-    """"true" when standard or enhanced Safe Browsing is on."""
+    """ "true" when standard or enhanced Safe Browsing is on."""
     prefs = await read_profile_json(ctx.client, _PREFS) or {}
     safe = prefs.get("safebrowsing", {})
     return _flag(safe.get("enhanced", False) or safe.get("enabled", False))
@@ -74,7 +74,7 @@ async def enable_enhanced_safety_browsing(ctx: GetterContext, config: dict[str, 
 
 @getter("new_startup_page")
 async def new_startup_page(ctx: GetterContext, config: dict[str, Any]) -> str | None:
-    """"true" when Chrome opens the New Tab page on startup: no `session` key yet
+    """ "true" when Chrome opens the New Tab page on startup: no `session` key yet
     (a fresh profile) or `session.restore_on_startup` == 5."""
     prefs = await read_profile_json(ctx.client, _PREFS)
     if prefs is None:
@@ -97,13 +97,14 @@ def has_default_content_settings(values: Any) -> bool:
 
 @getter("data_delete_automacally")
 async def data_delete_automacally(ctx: GetterContext, config: dict[str, Any]) -> str | None:
-    """"true" when the profile has default content settings (see
+    """ "true" when the profile has default content settings (see
     `has_default_content_settings`; the misspelt name is OSWorld's)."""
     prefs = await read_profile_json(ctx.client, _PREFS)
     if prefs is None or not isinstance(prefs.get("profile"), dict):
         return None
-    return _flag(has_default_content_settings(
-        prefs["profile"].get("default_content_setting_values")))
+    return _flag(
+        has_default_content_settings(prefs["profile"].get("default_content_setting_values"))
+    )
 
 
 def _extension_settings(prefs: dict[str, Any] | None) -> dict[str, Any]:
@@ -115,16 +116,20 @@ def _extension_settings(prefs: dict[str, Any] | None) -> dict[str, Any]:
 async def find_unpacked_extension_path(ctx: GetterContext, config: dict[str, Any]) -> list[str]:
     """The `path` of every extension registered in Preferences."""
     settings = _extension_settings(await read_profile_json(ctx.client, _PREFS))
-    return [entry["path"] for entry in settings.values()
-            if isinstance(entry, dict) and "path" in entry]
+    return [
+        entry["path"] for entry in settings.values() if isinstance(entry, dict) and "path" in entry
+    ]
 
 
 @getter("find_installed_extension_name")
 async def find_installed_extension_name(ctx: GetterContext, config: dict[str, Any]) -> list[str]:
     """The manifest name of every extension registered in Preferences."""
     settings = _extension_settings(await read_profile_json(ctx.client, _PREFS))
-    return [entry["manifest"]["name"] for entry in settings.values()
-            if isinstance(entry, dict) and "name" in entry.get("manifest", {})]
+    return [
+        entry["manifest"]["name"]
+        for entry in settings.values()
+        if isinstance(entry, dict) and "name" in entry.get("manifest", {})
+    ]
 
 
 @getter("enabled_experiments")
@@ -141,7 +146,7 @@ async def chrome_language(ctx: GetterContext, config: dict[str, Any]) -> str:
 
 
 def color_scheme_of(prefs: dict[str, Any]) -> str:
-    """"light", "dark" or "system" from Preferences (`browser.theme.color_scheme2`,
+    """ "light", "dark" or "system" from Preferences (`browser.theme.color_scheme2`,
     older `color_scheme`: 0 system, 1 light, 2 dark; a GTK-off theme counts as light)."""
     theme = prefs.get("browser", {}).get("theme", {})
     raw = theme.get("color_scheme2", theme.get("color_scheme"))
@@ -174,8 +179,9 @@ async def bookmarks(ctx: GetterContext, config: dict[str, Any]) -> Any:
     return data.get("roots", {})
 
 
-async def _sqlite_rows(ctx: GetterContext, config: dict[str, Any], relatives: tuple[str, ...],
-                       query: str) -> list[tuple[Any, ...]]:
+async def _sqlite_rows(
+    ctx: GetterContext, config: dict[str, Any], relatives: tuple[str, ...], query: str
+) -> list[tuple[Any, ...]]:
     data = None
     for relative in relatives:
         data = await read_profile_file(ctx.client, relative)
@@ -200,15 +206,17 @@ def _query(path: Path, query: str) -> list[tuple[Any, ...]]:
         with sqlite3.connect(f"file:{path}?immutable=1", uri=True) as conn:
             return conn.execute(query).fetchall()
     except sqlite3.DatabaseError as exc:
-        raise FileNotFoundError(f"{path.name} copied from Chrome's profile has no readable "
-                                f"data for {query!r}: {exc}") from None
+        raise FileNotFoundError(
+            f"{path.name} copied from Chrome's profile has no readable data for {query!r}: {exc}"
+        ) from None
 
 
 @getter("history")
 async def history(ctx: GetterContext, config: dict[str, Any]) -> list[tuple[Any, ...]]:
     """Rows (url, title, last_visit_time) of the History `urls` table."""
-    return await _sqlite_rows(ctx, config, ("Default/History",),
-                              "SELECT url, title, last_visit_time FROM urls")
+    return await _sqlite_rows(
+        ctx, config, ("Default/History",), "SELECT url, title, last_visit_time FROM urls"
+    )
 
 
 @getter("cookie_data")
@@ -217,8 +225,9 @@ async def cookie_data(ctx: GetterContext, config: dict[str, Any]) -> list[tuple[
 
     OSWorld reads `Default/Cookies`; Chrome 96+ keeps it in `Default/Network/Cookies`,
     which is read when the old place is empty."""
-    return await _sqlite_rows(ctx, config, ("Default/Cookies", "Default/Network/Cookies"),
-                              "SELECT * FROM cookies")
+    return await _sqlite_rows(
+        ctx, config, ("Default/Cookies", "Default/Network/Cookies"), "SELECT * FROM cookies"
+    )
 
 
 @getter("shortcuts_on_desktop")

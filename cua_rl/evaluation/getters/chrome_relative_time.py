@@ -27,17 +27,33 @@ from cua_rl.evaluation.registry import Finding, GetterContext, getter
 log = logging.getLogger(__name__)
 
 _DOW = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
-_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
-           "September", "October", "November", "December")
+_MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
 
 
 def format_day(template: str, day: datetime) -> str:
     """Fill OSWorld's placeholders (each replaced once, in OSWorld's order)."""
     replacements = (
-        ("{DoW}", _DOW[day.weekday()]), ("{Month}", _MONTHS[day.month - 1][:3]),
-        ("{DayD}", str(day.day)), ("{Year}", str(day.year)),
-        ("{Month0D}", f"{day.month:02d}"), ("{month}", _MONTHS[day.month - 1].lower()),
-        ("{MonthFull}", _MONTHS[day.month - 1]), ("{Day0D}", f"{day.day:02d}"),
+        ("{DoW}", _DOW[day.weekday()]),
+        ("{Month}", _MONTHS[day.month - 1][:3]),
+        ("{DayD}", str(day.day)),
+        ("{Year}", str(day.year)),
+        ("{Month0D}", f"{day.month:02d}"),
+        ("{month}", _MONTHS[day.month - 1].lower()),
+        ("{MonthFull}", _MONTHS[day.month - 1]),
+        ("{Day0D}", f"{day.day:02d}"),
         ("{MonthD}", str(day.month)),
     )
     for key, value in replacements:
@@ -52,6 +68,7 @@ def _date(now: datetime, year: int, month: int, day: int) -> datetime:
 def _nth_next_month(n: int) -> Callable[[datetime], datetime]:
     def resolve(now: datetime) -> datetime:
         return _date(now, now.year + (now.month == 12), now.month % 12 + 1, n)
+
     return resolve
 
 
@@ -61,6 +78,7 @@ def _first_monday_after(months: int, rollover_from: int) -> Callable[[datetime],
         year = now.year + 1 if now.month >= rollover_from else now.year
         first = _date(now, year, (now.month + months) % 12, 1)
         return first + timedelta(days=((6 - first.weekday()) + 1) % 7)
+
     return resolve
 
 
@@ -120,8 +138,11 @@ def resolve_relative_rules(rules: dict[str, Any], now: datetime) -> dict[str, An
     start = _FROM[start_name](now)
     if "to" not in relative:
         value = expected["time"]
-        expected["time"] = ([format_day(v, start) for v in value] if isinstance(value, list)
-                            else format_day(value, start))
+        expected["time"] = (
+            [format_day(v, start) for v in value]
+            if isinstance(value, list)
+            else format_day(value, start)
+        )
         return out
     if start_name == "next Monday split":
         for key in ("puDay", "puMonth", "puYear"):
@@ -161,8 +182,11 @@ async def _now(ctx: GetterContext, rules: dict[str, Any]) -> datetime:
 
 def _check(config: dict[str, Any]) -> list[Finding]:
     rules = config["rules"]
-    if not isinstance(rules, dict) or not isinstance(rules.get("relativeTime"), dict) \
-            or not isinstance(rules.get("expected"), dict):
+    if (
+        not isinstance(rules, dict)
+        or not isinstance(rules.get("relativeTime"), dict)
+        or not isinstance(rules.get("expected"), dict)
+    ):
         return [(".rules", "an object with 'relativeTime' and 'expected' objects")]
     name = rules["relativeTime"].get("from")
     if name not in _FROM:

@@ -45,10 +45,13 @@ def _is_timeout(exc: BaseException) -> bool:
 async def _tried(what: str, url: str, load: Callable[[], Awaitable[T]]) -> T:
     """`load()`, tried again only after an error a retry can cure; any other error,
     and the last transient one, propagates as it was."""
-    async for attempt in retrying(f"{what} of {url}", attempts=PAGE_ATTEMPTS,
-                                  retry_on=transient_browser_error,
-                                  backoff_s=PAGE_RETRY_BACKOFF_S,
-                                  max_backoff_s=4 * PAGE_RETRY_BACKOFF_S):
+    async for attempt in retrying(
+        f"{what} of {url}",
+        attempts=PAGE_ATTEMPTS,
+        retry_on=transient_browser_error,
+        backoff_s=PAGE_RETRY_BACKOFF_S,
+        max_backoff_s=4 * PAGE_RETRY_BACKOFF_S,
+    ):
         with attempt:
             return await load()
     raise AssertionError("unreachable: retrying re-raises the last error")
@@ -81,8 +84,9 @@ async def active_url_from_access_tree(ctx: GetterContext, config: dict[str, Any]
     return None if found is None else found.url
 
 
-async def _load_in_new_page(ctx: GetterContext, url: str, *, what: str, own_context: bool,
-                            wait_until: str) -> dict[str, str] | None:
+async def _load_in_new_page(
+    ctx: GetterContext, url: str, *, what: str, own_context: bool, wait_until: str
+) -> dict[str, str] | None:
     """Open `url` in a new tab and return {title, url, content} (OSWorld's page info)."""
     async with browser_session(ctx.client, ctx.setup, what=what) as browser:
         if own_context or not browser.contexts:
@@ -112,8 +116,9 @@ async def active_tab_info(ctx: GetterContext, config: dict[str, Any]) -> dict[st
     if found is None:
         return None
     try:
-        return await _load_in_new_page(ctx, found.url, what="active_tab_info", own_context=True,
-                                       wait_until="load")
+        return await _load_in_new_page(
+            ctx, found.url, what="active_tab_info", own_context=True, wait_until="load"
+        )
     except ChromeRequirementMissing as exc:
         log.warning("active_tab_info: %s", exc)
         return None
@@ -130,8 +135,13 @@ async def page_info(ctx: GetterContext, config: dict[str, Any]) -> dict[str, str
     e.g. the agent's shopping cart)."""
     url = config["url"]
     try:
-        info = await _tried("page_info", url, lambda: _load_in_new_page(
-            ctx, url, what="page_info", own_context=False, wait_until="networkidle"))
+        info = await _tried(
+            "page_info",
+            url,
+            lambda: _load_in_new_page(
+                ctx, url, what="page_info", own_context=False, wait_until="networkidle"
+            ),
+        )
     except (EvalExtraMissing, GuestUnavailable):
         raise
     except ChromeRequirementMissing as exc:
@@ -189,8 +199,11 @@ async def pdf_from_url(ctx: GetterContext, config: dict[str, Any]) -> str:
     except (EvalExtraMissing, GuestUnavailable):
         raise
     except Exception as exc:  # the page cannot be printed: OSWorld's empty PDF below
-        log.warning("pdf_from_url: %s could not be printed (%s); writing an empty PDF as "
-                    "OSWorld does", url, exc)
+        log.warning(
+            "pdf_from_url: %s could not be printed (%s); writing an empty PDF as OSWorld does",
+            url,
+            exc,
+        )
     await asyncio.to_thread(target.write_bytes, b"%PDF-1.4\n%EOF\n")
     return str(target)
 
@@ -237,8 +250,12 @@ async def info_from_website(ctx: GetterContext, config: dict[str, Any]) -> Any:
     except EvalExtraMissing:
         raise
     except Exception as exc:
-        log.warning("info_from_website: reading %s failed (%s); using the task's backups %r",
-                    config["url"], exc, config.get("backups"))
+        log.warning(
+            "info_from_website: reading %s failed (%s); using the task's backups %r",
+            config["url"],
+            exc,
+            config.get("backups"),
+        )
         return config.get("backups")
 
 
@@ -284,17 +301,19 @@ async () => {
 
 @getter("chrome_appearance_mode_ui")
 async def chrome_appearance_mode_ui(ctx: GetterContext, config: dict[str, Any]) -> str:
-    """"light", "dark" or "system" as chrome://settings/appearance shows it; from
+    """ "light", "dark" or "system" as chrome://settings/appearance shows it; from
     Preferences when the page cannot be read (OSWorld's fallback)."""
     from cua_rl.evaluation.getters.chrome_profile import chrome_color_scheme
 
     try:
-        async with browser_session(ctx.client, ctx.setup, what="chrome_appearance_mode_ui",
-                                   relaunch=False) as browser:
+        async with browser_session(
+            ctx.client, ctx.setup, what="chrome_appearance_mode_ui", relaunch=False
+        ) as browser:
             page = await browser.contexts[0].new_page()
             try:
-                await page.goto("chrome://settings/appearance", wait_until="domcontentloaded",
-                                timeout=30_000)
+                await page.goto(
+                    "chrome://settings/appearance", wait_until="domcontentloaded", timeout=30_000
+                )
                 loop = asyncio.get_running_loop()
                 end = loop.time() + 5.0  # the settings UI renders its controls after load
                 while True:
@@ -309,6 +328,5 @@ async def chrome_appearance_mode_ui(ctx: GetterContext, config: dict[str, Any]) 
     except EvalExtraMissing:
         raise
     except Exception as exc:
-        log.info("chrome_appearance_mode_ui: settings page unreadable (%s); using Preferences",
-                 exc)
+        log.info("chrome_appearance_mode_ui: settings page unreadable (%s); using Preferences", exc)
     return await chrome_color_scheme(ctx, config)

@@ -90,8 +90,11 @@ def macys_path(url: str, config: Mapping[str, Any]) -> dict[str, Any]:
             continue
         if key == "Price_discount_range":
             ranges = facets[key] or []
-            only_fifty = (_FIFTY_OFF in ranges and "30_PERCENT_ off & more" not in ranges
-                          and "20_PERCENT_ off & more" not in ranges)
+            only_fifty = (
+                _FIFTY_OFF in ranges
+                and "30_PERCENT_ off & more" not in ranges
+                and "20_PERCENT_ off & more" not in ranges
+            )
             result[key] = _FIFTY_OFF if only_fifty else "not_" + _FIFTY_OFF
         else:
             result[key] = facets[key]

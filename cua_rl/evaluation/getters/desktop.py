@@ -37,7 +37,8 @@ async def rule(ctx: GetterContext, config: dict[str, Any]) -> Any:
 async def _execute(ctx: GetterContext, config: dict[str, Any]) -> Any:
     try:
         return await ctx.client.execute(
-            config["command"], shell=flag(config.get("shell", False)),
+            config["command"],
+            shell=flag(config.get("shell", False)),
             timeout=float(config.get("timeout", 30.0)),
         )
     except GuestUnavailable:

@@ -17,11 +17,11 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from cua_rl.atomic_file import write_bytes_atomic
 from cua_rl.evaluation.registry import Finding, GetterContext, getter
 
 
@@ -75,16 +75,6 @@ def _entries(config: Mapping[str, Any]) -> tuple[list[str], list[str], set[int]]
     return [config["path"]], [config["dest"]], set(config.get("gives", [0]))
 
 
-def _write_atomic(target: Path, data: bytes) -> None:
-    """Readers (metrics, a retried evaluation) never see half a file."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.replace(tmp, target)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
 
 
 def _place(source: Path, target: Path) -> None:

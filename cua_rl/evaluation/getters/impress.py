@@ -49,8 +49,15 @@ def _media_target(pptx: Path, slide: int, kind: str) -> tuple[str, str] | None:
             if member not in names:
                 return None
             root = ElementTree.fromstring(z.read(member))
-            wanted_id = next((blip.get(_EMBED) for bg in root.iter(_BG)
-                              for blip in bg.iter(_BLIP) if blip.get(_EMBED)), None)
+            wanted_id = next(
+                (
+                    blip.get(_EMBED)
+                    for bg in root.iter(_BG)
+                    for blip in bg.iter(_BLIP)
+                    if blip.get(_EMBED)
+                ),
+                None,
+            )
             if wanted_id is None:
                 return None
         rels = f"ppt/slides/_rels/slide{slide + 1}.xml.rels"
@@ -61,7 +68,7 @@ def _media_target(pptx: Path, slide: int, kind: str) -> tuple[str, str] | None:
                 continue
             target = rel.get("Target", "")
             if target.startswith("file://"):
-                return "linked", target[len("file://"):]
+                return "linked", target[len("file://") :]
             if target.startswith("/"):
                 return "embedded", target.lstrip("/")
             return "embedded", posixpath.normpath(posixpath.join("ppt/slides", target))
@@ -107,8 +114,9 @@ async def audio_in_slide(ctx: GetterContext, config: dict[str, Any]) -> str | No
     return await _media(ctx, config, "audio")
 
 
-@getter("background_image_in_slide", required=("ppt_file_path", "slide_index", "dest"),
-        check=_check)
+@getter(
+    "background_image_in_slide", required=("ppt_file_path", "slide_index", "dest"), check=_check
+)
 async def background_image_in_slide(ctx: GetterContext, config: dict[str, Any]) -> str | None:
     """The background picture of slide `slide_index`."""
     return await _media(ctx, config, "image")

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
-from cua_rl.eval_extra import require
+from cua_rl.eval_libraries import require
 from cua_rl.evaluation.getters.apps_config import check_dest, fetch_to_cache
 from cua_rl.evaluation.getters.files import _write_atomic
 from cua_rl.evaluation.registry import Finding, GetterContext, getter
@@ -46,8 +46,9 @@ def _last_row(path: str) -> list[str]:
     return frame.iloc[-1].astype(str).tolist()
 
 
-@getter("content_from_vm_file", required=("path", "file_type", "file_content"),
-        check=_check_content)
+@getter(
+    "content_from_vm_file", required=("path", "file_type", "file_content"), check=_check_content
+)
 async def content_from_vm_file(ctx: GetterContext, config: dict[str, Any]) -> list[str]:
     """Values from a desktop file; `xlsx` + `last_row`: the first sheet's last row
     (pandas, header on the first row) as strings."""

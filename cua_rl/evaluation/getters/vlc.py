@@ -51,8 +51,9 @@ async def vlc_playing_info(ctx: GetterContext, config: dict[str, Any]) -> str | 
     url = f"http://localhost:{port}/requests/status.xml"
     password = str(config.get("password", VLC_HTTP_PASSWORD))
     try:
-        result = await ctx.client.execute(["python3", "-c", _FETCH_STATUS, url, password],
-                                          timeout=30.0)
+        result = await ctx.client.execute(
+            ["python3", "-c", _FETCH_STATUS, url, password], timeout=30.0
+        )
     except GuestUnavailable:
         raise
     except GuestError as exc:
@@ -73,12 +74,49 @@ async def vlc_playing_info(ctx: GetterContext, config: dict[str, Any]) -> str | 
 # OSWorld's list of video/* subtypes asked of xdg-mime (duplicates dropped: they
 # only double every count, which leaves the most common answer unchanged).
 VIDEO_SUBTYPES = (
-    "3gp", "3gpp", "3gpp2", "avi", "divx", "dv", "fli", "flv", "mp2t", "mp4", "mp4v-es", "mpeg",
-    "mpeg-system", "msvideo", "ogg", "quicktime", "vnd.divx", "vnd.mpegurl",
-    "vnd.rn-realvideo", "webm", "x-anim", "x-avi", "x-flc", "x-fli", "x-flv", "x-m4v",
-    "x-matroska", "x-mpeg", "x-mpeg-system", "x-mpeg2", "x-ms-asf", "x-ms-asf-plugin",
-    "x-ms-asx", "x-ms-wm", "x-ms-wmv", "x-ms-wmx", "x-ms-wvx", "x-msvideo", "x-nsv", "x-ogm",
-    "x-ogm+ogg", "x-theora", "x-theora+ogg",
+    "3gp",
+    "3gpp",
+    "3gpp2",
+    "avi",
+    "divx",
+    "dv",
+    "fli",
+    "flv",
+    "mp2t",
+    "mp4",
+    "mp4v-es",
+    "mpeg",
+    "mpeg-system",
+    "msvideo",
+    "ogg",
+    "quicktime",
+    "vnd.divx",
+    "vnd.mpegurl",
+    "vnd.rn-realvideo",
+    "webm",
+    "x-anim",
+    "x-avi",
+    "x-flc",
+    "x-fli",
+    "x-flv",
+    "x-m4v",
+    "x-matroska",
+    "x-mpeg",
+    "x-mpeg-system",
+    "x-mpeg2",
+    "x-ms-asf",
+    "x-ms-asf-plugin",
+    "x-ms-asx",
+    "x-ms-wm",
+    "x-ms-wmv",
+    "x-ms-wmx",
+    "x-ms-wvx",
+    "x-msvideo",
+    "x-nsv",
+    "x-ogm",
+    "x-ogm+ogg",
+    "x-theora",
+    "x-theora+ogg",
 )
 # x-ogm+ogg appears once in OSWorld's list, every other subtype twice.
 _WEIGHT = {"x-ogm+ogg": 1}
@@ -102,7 +140,8 @@ async def default_video_player(ctx: GetterContext, config: dict[str, Any]) -> st
     """The desktop file most video types open with (`xdg-mime query default`), as the
     command printed it (e.g. "vlc.desktop\\n"), or "unknown" when none is set."""
     result = await ctx.client.execute(
-        ["python3", "-c", _QUERY_DEFAULTS, json.dumps(list(VIDEO_SUBTYPES))], timeout=120.0)
+        ["python3", "-c", _QUERY_DEFAULTS, json.dumps(list(VIDEO_SUBTYPES))], timeout=120.0
+    )
     try:
         answers = json.loads(result.output) if result.ok else {}
     except ValueError:

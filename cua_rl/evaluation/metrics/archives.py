@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from cua_rl.eval_extra import require
+from cua_rl.eval_libraries import require
 from cua_rl.evaluation.registry import METRICS, Finding, get_metric, metric
 
 log = logging.getLogger(__name__)
@@ -26,9 +26,15 @@ log = logging.getLogger(__name__)
 PathLike = str | Path | None
 
 ARCHIVE_MEMBER_METRICS = {
-    "text": "compare_text_file", "pdf": "compare_pdfs", "docx": "compare_docx_files",
-    "ppt": "compare_pptx_files", "image": "compare_images", "csv": "compare_csv",
-    "table": "compare_table", "audio": "compare_audios", "video": "compare_videos",
+    "text": "compare_text_file",
+    "pdf": "compare_pdfs",
+    "docx": "compare_docx_files",
+    "ppt": "compare_pptx_files",
+    "image": "compare_images",
+    "csv": "compare_csv",
+    "table": "compare_table",
+    "audio": "compare_audios",
+    "video": "compare_videos",
 }
 
 
@@ -57,8 +63,14 @@ def _unpack(archive: str, folder: Path) -> bool:
 
 
 @metric("compare_archive", check_options=_check_archive_options)
-def compare_archive(pred_path: PathLike, gold_path: PathLike, *, file_path: str = "",
-                    file_type: str = "text", **kwargs: Any) -> float:
+def compare_archive(
+    pred_path: PathLike,
+    gold_path: PathLike,
+    *,
+    file_path: str = "",
+    file_type: str = "text",
+    **kwargs: Any,
+) -> float:
     """Mean member score when both archives hold the same file names under `file_path`.
 
     Members pair up in sorted name order and are scored by the metric of
@@ -79,9 +91,14 @@ def compare_archive(pred_path: PathLike, gold_path: PathLike, *, file_path: str 
         return 0.0
     if pred_files != gold_files or not pred_files:
         return 0.0
-    score = sum(float(compare(str(pred_folder / file_path / name),
-                              str(gold_folder / file_path / name), **kwargs))
-                for name in pred_files)
+    score = sum(
+        float(
+            compare(
+                str(pred_folder / file_path / name), str(gold_folder / file_path / name), **kwargs
+            )
+        )
+        for name in pred_files
+    )
     return score / len(pred_files)
 
 

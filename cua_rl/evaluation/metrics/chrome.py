@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from cua_rl.chrome.urls import compare_urls
-from cua_rl.eval_extra import require
+from cua_rl.eval_libraries import require
 from cua_rl.evaluation.registry import metric
 
 log = logging.getLogger(__name__)
@@ -45,8 +45,14 @@ def is_expected_bookmarks(bookmarks: Any, rule: Mapping[str, Any]) -> float:
         urls = {b["url"] for b in _bar_children(bookmarks) if b["type"] == "url"}
         return float(urls == set(rule["urls"]))
     if kind == "liked_authors_websites_urls":
-        folder = next((b for b in _bar_children(bookmarks)
-                       if b["type"] == "folder" and b["name"] == "Liked Authors"), None)
+        folder = next(
+            (
+                b
+                for b in _bar_children(bookmarks)
+                if b["type"] == "folder" and b["name"] == "Liked Authors"
+            ),
+            None,
+        )
         if folder is None:
             return 0.0
         liked = {b["url"] for b in folder["children"] if b["type"] == "url"}
@@ -63,7 +69,7 @@ def is_added_to_steam_cart(active_tab_info: Any, rule: Mapping[str, Any]) -> flo
 
 
 def _entries(content: str, key: str) -> list[str]:
-    return [line[len(key) + 1:] for line in content.split("\n") if line.startswith(key + "=")]
+    return [line[len(key) + 1 :] for line in content.split("\n") if line.startswith(key + "=")]
 
 
 @metric("is_shortcut_on_desktop")
@@ -100,8 +106,9 @@ def is_cookie_deleted(cookie_data: Any, rule: Mapping[str, Any]) -> float:
     if rule["type"] != "domains":
         raise _unsupported("is_cookie_deleted", rule)
     hosts = [row[1] for row in cookie_data]
-    return float(not any(compare_urls(domain, host)
-                         for domain in rule["domains"] for host in hosts))
+    return float(
+        not any(compare_urls(domain, host) for domain in rule["domains"] for host in hosts)
+    )
 
 
 @metric("check_font_size")
@@ -122,7 +129,6 @@ def check_enabled_experiments(enabled: Any, rule: Mapping[str, Any]) -> float:
     if rule["type"] != "names":
         raise _unsupported("check_enabled_experiments", rule)
     return float([e.split("@")[0] for e in enabled] == list(rule["names"]))
-
 
 
 _ALIASES = ({"Zoom Chrome Extension", "Zoom for Google Chrome"},)
@@ -164,7 +170,9 @@ def compare_htmls(html_path1: str, html_path2: str, **options: Any) -> float:
             return True
         return bool(ignore_sdnum) and (
             {k: v for k, v in a.attrs.items() if k != "sdnum"}
-            == {k: v for k, v in b.attrs.items() if k != "sdnum"})
+            == {k: v for k, v in b.attrs.items() if k != "sdnum"}
+        )
 
-    return float(all(same(a, b) for a, b in zip(soup1.descendants, soup2.descendants,
-                                                 strict=False)))
+    return float(
+        all(same(a, b) for a, b in zip(soup1.descendants, soup2.descendants, strict=False))
+    )

@@ -11,7 +11,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from cua_rl.eval_extra import require
+from cua_rl.eval_libraries import require
 from cua_rl.evaluation.registry import metric
 
 
@@ -53,8 +53,11 @@ def odt_paragraphs(path: Any) -> list[str] | None:
 
 
 def _pair(file1: Any, file2: Any, name: str) -> tuple[Any, Any] | None:
-    if not file1 or not file2 or not (str(file1).endswith(".docx")
-                                      and str(file2).endswith(".docx")):
+    if (
+        not file1
+        or not file2
+        or not (str(file1).endswith(".docx") and str(file2).endswith(".docx"))
+    ):
         return None
     doc1, doc2 = _open_docx(file1, name), _open_docx(file2, name)
     return (doc1, doc2) if doc1 is not None and doc2 is not None else None
@@ -62,8 +65,14 @@ def _pair(file1: Any, file2: Any, name: str) -> tuple[Any, Any] | None:
 
 @metric("compare_docx_files")
 def compare_docx_files(
-    file1: Any, file2: Any, *, ignore_blanks: bool = True, ignore_case: bool = False,
-    ignore_order: bool = False, content_only: bool = False, fuzzy_match: bool = False,
+    file1: Any,
+    file2: Any,
+    *,
+    ignore_blanks: bool = True,
+    ignore_case: bool = False,
+    ignore_order: bool = False,
+    content_only: bool = False,
+    fuzzy_match: bool = False,
     delete_empty_lines: bool = False,
 ) -> float:
     """Paragraph text of two .docx files.
@@ -109,8 +118,9 @@ def compare_docx_files(
         fuzz = require("rapidfuzz.fuzz", "rapidfuzz", metric="compare_docx_files")
         if not paras1:
             return 1.0
-        return sum(fuzz.ratio(case(a), case(b)) / 100.0
-                   for a, b in zip(paras1, paras2, strict=True)) / len(paras1)
+        return sum(
+            fuzz.ratio(case(a), case(b)) / 100.0 for a, b in zip(paras1, paras2, strict=True)
+        ) / len(paras1)
     return float(all(case(a) == case(b) for a, b in zip(paras1, paras2, strict=True)))
 
 
@@ -142,7 +152,9 @@ def compare_line_spacing(file1: Any, file2: Any) -> float:
     doc1, doc2 = _pair(file1, file2, "compare_line_spacing") or (None, None)
     if doc1 is None or len(doc1.paragraphs) != len(doc2.paragraphs):
         return 0.0
-    return float(all(
-        p1.paragraph_format.line_spacing == p2.paragraph_format.line_spacing
-        for p1, p2 in zip(doc1.paragraphs, doc2.paragraphs, strict=True)
-    ))
+    return float(
+        all(
+            p1.paragraph_format.line_spacing == p2.paragraph_format.line_spacing
+            for p1, p2 in zip(doc1.paragraphs, doc2.paragraphs, strict=True)
+        )
+    )

@@ -33,7 +33,7 @@ def _read_bytes(path: PathLike) -> bytes | None:
         data = Path(path).read_bytes()
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return None
-    return data[len(_BOM):] if data.startswith(_BOM) else data
+    return data[len(_BOM) :] if data.startswith(_BOM) else data
 
 
 def read_text(path: PathLike) -> str | None:
@@ -88,8 +88,7 @@ def _squash(text: str) -> str:
 
 @metric("compare_text_file")
 def compare_text_file(
-    result: PathLike, expected: PathLike, *, ignore_blanks: bool = False,
-    ignore_case: bool = False,
+    result: PathLike, expected: PathLike, *, ignore_blanks: bool = False, ignore_case: bool = False
 ) -> float:
     """1 when both files have the same text (optionally whitespace-/case-blind).
 
@@ -156,7 +155,10 @@ def check_csv(result: PathLike, rules: Mapping[str, Any]) -> float:
 
 @metric("compare_csv")
 def compare_csv(
-    result: PathLike, expected: PathLike | list[PathLike], *, strict: bool = True,
+    result: PathLike,
+    expected: PathLike | list[PathLike],
+    *,
+    strict: bool = True,
     ignore_case: bool = False,
 ) -> float:
     """1 when the result's lines equal those of the expected file (or of any of a list).

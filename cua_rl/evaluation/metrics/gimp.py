@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from cua_rl.eval_extra import require
+from cua_rl.eval_libraries import require
 from cua_rl.evaluation.metrics.image_similarity import PathLike, open_image, structure_same
 from cua_rl.evaluation.registry import metric
 
@@ -47,8 +47,9 @@ def _mse_same(img1: PILImage.Image, img2: PILImage.Image, threshold: float) -> b
 
 
 @metric("check_brightness_decrease_and_structure_sim")
-def check_brightness_decrease_and_structure_sim(src_path: PathLike, tgt_path: PathLike, *,
-                                                threshold: float = 0.03) -> float:
+def check_brightness_decrease_and_structure_sim(
+    src_path: PathLike, tgt_path: PathLike, *, threshold: float = 0.03
+) -> float:
     """1 when src is darker than tgt and, both normalised to mean gray 128, their
     MSE is below `threshold`."""
     name = "check_brightness_decrease_and_structure_sim"
@@ -57,8 +58,9 @@ def check_brightness_decrease_and_structure_sim(src_path: PathLike, tgt_path: Pa
         return 0.0
     darker = _mean_brightness(tgt) > _mean_brightness(src)
     try:
-        same = _mse_same(_scaled_to_brightness(src, 128), _scaled_to_brightness(tgt, 128),
-                         threshold)
+        same = _mse_same(
+            _scaled_to_brightness(src, 128), _scaled_to_brightness(tgt, 128), threshold
+        )
     except ZeroDivisionError:  # an all-black image cannot be normalised
         return 0.0
     return float(darker and same)
@@ -80,8 +82,7 @@ def check_saturation_increase_and_structure_sim(src_path: PathLike, tgt_path: Pa
         log.info("%s: %s", name, exc)
         return 0.0
     increased = float(np.mean(np.array(s2))) < float(np.mean(np.array(s1)))
-    same = (structure_same(h1, h2, metric_name=name)
-            and structure_same(v1, v2, metric_name=name))
+    same = structure_same(h1, h2, metric_name=name) and structure_same(v1, v2, metric_name=name)
     return float(increased and same)
 
 
@@ -94,7 +95,8 @@ def check_contrast_increase_and_structure_sim(src_path: PathLike, tgt_path: Path
     if src is None or tgt is None:
         return 0.0
     higher = float(np.std(np.asarray(tgt, dtype=np.float32))) < float(
-        np.std(np.asarray(src, dtype=np.float32)))
+        np.std(np.asarray(src, dtype=np.float32))
+    )
     return float(higher and structure_same(src, tgt, 0.65, metric_name=name))
 
 
@@ -146,8 +148,14 @@ def check_config_status(actual_config_path: PathLike, rule: Mapping[str, Any]) -
                 continue
             if isinstance(key, str) and items[0] == key and items[-1] == value:
                 return 1.0
-            if (isinstance(key, list) and len(key) == 2 and len(items) > 1
-                    and items[0] == key[0] and items[1] == key[1] and items[-1] == value):
+            if (
+                isinstance(key, list)
+                and len(key) == 2
+                and len(items) > 1
+                and items[0] == key[0]
+                and items[1] == key[1]
+                and items[-1] == value
+            ):
                 return 1.0
     return 0.0
 
@@ -206,8 +214,12 @@ def check_green_background(src_path: PathLike, tgt_path: PathLike) -> float:
     width, height = tgt.width, tgt.height
     if source.ndim != 3 or target.ndim != 3:
         return 0.0
-    if (target.shape[0] < width or target.shape[1] < height
-            or source.shape[0] < width or source.shape[1] < height):
+    if (
+        target.shape[0] < width
+        or target.shape[1] < height
+        or source.shape[0] < width
+        or source.shape[1] < height
+    ):
         return 0.0
     target, source = target[:width, :height, :3], source[:width, :height, :3].astype(int)
     background = np.any(target != 0, axis=2)

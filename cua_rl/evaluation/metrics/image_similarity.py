@@ -13,7 +13,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cua_rl.eval_extra import require
+from cua_rl.eval_libraries import require
 from cua_rl.evaluation.registry import metric
 
 if TYPE_CHECKING:
@@ -38,18 +38,21 @@ def open_image(path: PathLike, *, metric_name: str) -> PILImage.Image | None:
     return image
 
 
-def ssim_value(array1: Any, array2: Any, *, win_size: int = 7, channels: bool = True,
-               metric_name: str) -> float:
+def ssim_value(
+    array1: Any, array2: Any, *, win_size: int = 7, channels: bool = True, metric_name: str
+) -> float:
     """skimage's SSIM on two uint8 arrays (data range 255, as OSWorld relies on)."""
     metrics = require("skimage.metrics", "scikit-image", metric=metric_name)
     if channels:
-        return float(metrics.structural_similarity(array1, array2, win_size=win_size,
-                                                   channel_axis=2))
+        return float(
+            metrics.structural_similarity(array1, array2, win_size=win_size, channel_axis=2)
+        )
     return float(metrics.structural_similarity(array1, array2))
 
 
-def structure_same(img1: PILImage.Image, img2: PILImage.Image, threshold: float = 0.9, *,
-                   metric_name: str) -> bool:
+def structure_same(
+    img1: PILImage.Image, img2: PILImage.Image, threshold: float = 0.9, *, metric_name: str
+) -> bool:
     """OSWorld's `structure_check_by_ssim`: both RGB, same size, at least 7x7, SSIM >= threshold."""
     np = require("numpy", "numpy", metric=metric_name)
     if min(img1.width, img1.height, img2.width, img2.height) < 7:
@@ -61,8 +64,9 @@ def structure_same(img1: PILImage.Image, img2: PILImage.Image, threshold: float 
 
 
 @metric("compare_images")
-def compare_images(image1: PathLike, image2: PathLike, *,
-                   reference_base_result: float | None = None, **_: Any) -> float:
+def compare_images(
+    image1: PathLike, image2: PathLike, *, reference_base_result: float | None = None, **_: Any
+) -> float:
     """Grayscale SSIM of the two images after resizing both to the smaller size.
 
     "Smaller" is Python's tuple order on (width, height), as in OSWorld. With
@@ -98,8 +102,9 @@ def check_structure_sim(src_path: PathLike, tgt_path: PathLike) -> float:
 
 
 @metric("check_structure_sim_with_threshold")
-def check_structure_sim_with_threshold(src_path: PathLike, tgt_path: PathLike, *,
-                                       ssim_threshold: float = 0.85) -> float:
+def check_structure_sim_with_threshold(
+    src_path: PathLike, tgt_path: PathLike, *, ssim_threshold: float = 0.85
+) -> float:
     """SSIM >= `ssim_threshold`, after resizing the source to the target's size (LANCZOS);
     images under 7 pixels use the largest odd window that fits."""
     name = "check_structure_sim_with_threshold"

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
-from cua_rl.eval_extra import require
+from cua_rl.eval_libraries import require
 from cua_rl.evaluation.registry import metric
 
 _A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
@@ -58,10 +58,12 @@ def check_image_stretch_and_center(result: Any, expected: Any) -> float:
     if not matches:
         return 0.0
     image, width, height = matches[-1], original.slide_width, original.slide_height
-    return float(abs(image.width - width) <= _HALF_INCH
-                 and abs(image.height - height) <= _HALF_INCH
-                 and abs(image.left - (width - image.width) / 2) <= _HALF_INCH
-                 and abs(image.top - (height - image.height) / 2) <= _HALF_INCH)
+    return float(
+        abs(image.width - width) <= _HALF_INCH
+        and abs(image.height - height) <= _HALF_INCH
+        and abs(image.left - (width - image.width) / 2) <= _HALF_INCH
+        and abs(image.top - (height - image.height) / 2) <= _HALF_INCH
+    )
 
 
 def _background_rgb(slide: Any) -> tuple[int, int, int] | None:
@@ -105,8 +107,12 @@ def check_left_panel(result: Any) -> float:
         root = ElementTree.fromstring(result)
     except ElementTree.ParseError:
         return 0.0
-    return float(any(node.get("name") in ("Slides View", "スライドモード")
-                     for node in root.iter("document-frame")))
+    return float(
+        any(
+            node.get("name") in ("Slides View", "スライドモード")
+            for node in root.iter("document-frame")
+        )
+    )
 
 
 @metric("check_transition")
@@ -119,8 +125,9 @@ def check_transition(result: Any, rules: Mapping[str, Any]) -> float:
     if root is None:
         return 0.0
     transition = root.find(f".//{_P}transition")
-    return float(transition is not None
-                 and transition.find(f".//{_P}{rules['transition_type']}") is not None)
+    return float(
+        transition is not None and transition.find(f".//{_P}{rules['transition_type']}") is not None
+    )
 
 
 def _master_number_color(path: Any) -> str | None:
@@ -145,15 +152,18 @@ def check_page_number_colors(result: Any, rules: Mapping[str, Any]) -> float:
     if not result or not Path(result).is_file():
         return 0.0
     value = _master_number_color(result)
+    if not value or len(value) != 6:
+        return 0.0
     try:
-        r, g, b = (int(value[i:i + 2], 16) for i in (0, 2, 4)) if value and len(value) == 6 \
-            else (None, None, None)
+        r, g, b = (int(value[i : i + 2], 16) for i in (0, 2, 4))
     except ValueError:
         return 0.0
-    if r is None:
-        return 0.0
-    tests = {"red": r > g + 50 and r > b + 50, "blue": b > g + 50 and b > r + 50,
-             "green": g > r + 50 and g > b + 50, "black": r < 50 and g < 50 and b < 50}
+    tests = {
+        "red": r > g + 50 and r > b + 50,
+        "blue": b > g + 50 and b > r + 50,
+        "green": g > r + 50 and g > b + 50,
+        "black": r < 50 and g < 50 and b < 50,
+    }
     return float(tests.get(rules["color"], True))
 
 

@@ -47,16 +47,18 @@ def find_default_font(result: Any, rules: Mapping[str, Any]) -> float:
 @metric("check_presenter_console_disable")
 def check_presenter_console_disable(result: Any) -> float:
     """Impress's presenter screen is switched off (the first setting decides)."""
-    values = xcu_values(result, "/org.openoffice.Office.Impress/Misc/Start",
-                        "EnablePresenterScreen")
+    values = xcu_values(
+        result, "/org.openoffice.Office.Impress/Misc/Start", "EnablePresenterScreen"
+    )
     return float(bool(values) and (values[0] or "").lower() == "false")
 
 
 @metric("check_auto_saving_time")
 def check_auto_saving_time(result: Any, rules: Mapping[str, Any]) -> float:
     """The AutoRecovery interval is `rules.minutes` (the last setting wins)."""
-    values = xcu_values(result, "/org.openoffice.Office.Common/Save/Document",
-                        "AutoSaveTimeIntervall")
+    values = xcu_values(
+        result, "/org.openoffice.Office.Common/Save/Document", "AutoSaveTimeIntervall"
+    )
     if not values:
         return 0.0
     try:

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from cua_rl.eval_extra import require
+from cua_rl.eval_libraries import require
 from cua_rl.evaluation.metrics.rules import match_value_to_rule
 from cua_rl.evaluation.registry import metric
 
@@ -67,8 +67,13 @@ def compare_audios(audio_path_1: PathLike, audio_path_2: PathLike, **_: Any) -> 
 
 
 @metric("compare_videos")
-def compare_videos(video_path1: PathLike, video_path2: PathLike, max_frames_to_check: int = 100,
-                   threshold: int = 5, **_: Any) -> float:
+def compare_videos(
+    video_path1: PathLike,
+    video_path2: PathLike,
+    max_frames_to_check: int = 100,
+    threshold: int = 5,
+    **_: Any,
+) -> float:
     """1 when the videos have the same frames: over the first `max_frames_to_check`
     frame pairs at most `threshold` may differ by a perceptual-hash distance above
     `threshold`, and if either ends within them both must end together."""

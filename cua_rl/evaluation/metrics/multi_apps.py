@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from cua_rl.eval_extra import require
+from cua_rl.eval_libraries import require
 from cua_rl.evaluation.registry import metric
 
 log = logging.getLogger(__name__)

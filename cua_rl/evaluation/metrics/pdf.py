@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from cua_rl.eval_extra import require
+from cua_rl.eval_libraries import require
 from cua_rl.evaluation.metrics.files import diff_text_file
 from cua_rl.evaluation.registry import metric
 
@@ -107,8 +107,9 @@ def compare_pdf_images(result: Any, expected: Any) -> float:
         return 0.0
     if not images1:
         return 1.0
-    close = sum(imagehash.phash(a) - imagehash.phash(b) <= 5
-                for a, b in zip(images1, images2, strict=True))
+    close = sum(
+        imagehash.phash(a) - imagehash.phash(b) <= 5 for a, b in zip(images1, images2, strict=True)
+    )
     return close / len(images1)
 
 
@@ -125,8 +126,9 @@ def _epub_parts(path: Any, folder: Path) -> list[Path]:
                 if member in names:
                     lines = z.read(member).decode("utf-8").splitlines()
                     out = folder / member
-                    out.write_text("".join(f"{ln}\n" for ln in lines if drop not in ln),
-                                   encoding="utf-8")
+                    out.write_text(
+                        "".join(f"{ln}\n" for ln in lines if drop not in ln), encoding="utf-8"
+                    )
                     parts.append(out)
             for member in names:
                 if member.endswith(".html"):
@@ -134,8 +136,9 @@ def _epub_parts(path: Any, folder: Path) -> list[Path]:
                     tree = html.fromstring(raw.replace("\n", "").replace("\r", "").encode())
                     out = folder / member
                     out.parent.mkdir(parents=True, exist_ok=True)
-                    out.write_text(html.tostring(tree, pretty_print=True, encoding="unicode"),
-                                   encoding="utf-8")
+                    out.write_text(
+                        html.tostring(tree, pretty_print=True, encoding="unicode"), encoding="utf-8"
+                    )
                     parts.append(out)
     except (zipfile.BadZipFile, OSError, UnicodeDecodeError):  # OSWorld raises on the last
         return []

@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from cua_rl.eval_extra import require
+from cua_rl.eval_libraries import require
 
 _COMPARISONS = frozenset({"eq", "ne", "le", "lt", "ge", "gt"})
 
@@ -44,8 +44,10 @@ def match_value_to_rule(value: Any, rule: Mapping[str, Any]) -> bool:
     if method.startswith("range."):
         left, right = method[6], method[7]
         try:
-            return bool(getattr(operator, "l" + left)(ref[0], value)
-                        and getattr(operator, "l" + right)(value, ref[1]))
+            return bool(
+                getattr(operator, "l" + left)(ref[0], value)
+                and getattr(operator, "l" + right)(value, ref[1])
+            )
         except TypeError:
             return False
     if method in ("str_list_eq", "str_set_eq"):
@@ -60,8 +62,20 @@ def match_value_to_rule(value: Any, rule: Mapping[str, Any]) -> bool:
     raise ValueError(f"unknown rule method {method!r}")
 
 
-KNOWN_METHODS = ("re", "eq", "ne", "le", "lt", "ge", "gt", "approx:", "range.",
-                 "str_list_eq", "str_set_eq", "spreadsheet_range")
+KNOWN_METHODS = (
+    "re",
+    "eq",
+    "ne",
+    "le",
+    "lt",
+    "ge",
+    "gt",
+    "approx:",
+    "range.",
+    "str_list_eq",
+    "str_set_eq",
+    "spreadsheet_range",
+)
 
 
 def method_is_known(method: Any) -> bool:

@@ -23,20 +23,36 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from cua_rl.eval_extra import require
+from cua_rl.eval_libraries import require
 from cua_rl.evaluation.registry import Finding, metric
 
 _DEFAULT_ON = (
-    "examine_number_of_slides", "examine_shape", "examine_text", "examine_indent",
-    "examine_font_name", "examine_font_size", "examine_font_bold", "examine_font_italic",
-    "examine_color_rgb", "examine_font_underline", "examine_strike_through",
-    "examine_alignment", "examine_bullets", "examine_background_color", "examine_note",
+    "examine_number_of_slides",
+    "examine_shape",
+    "examine_text",
+    "examine_indent",
+    "examine_font_name",
+    "examine_font_size",
+    "examine_font_bold",
+    "examine_font_italic",
+    "examine_color_rgb",
+    "examine_font_underline",
+    "examine_strike_through",
+    "examine_alignment",
+    "examine_bullets",
+    "examine_background_color",
+    "examine_note",
     "examine_run_count",
 )
 _DEFAULT_OFF = (
-    "examine_title_bottom_position", "examine_table_bottom_position", "examine_right_position",
-    "examine_top_position", "examine_shape_for_shift_size", "examine_image_size",
-    "examine_modify_height", "examine_shape_lenient_height",
+    "examine_title_bottom_position",
+    "examine_table_bottom_position",
+    "examine_right_position",
+    "examine_top_position",
+    "examine_shape_for_shift_size",
+    "examine_image_size",
+    "examine_modify_height",
+    "examine_shape_lenient_height",
 )
 _OTHER = ("approximately_tolerance", "enable_debug")
 _A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
@@ -46,8 +62,11 @@ PICTURE, TABLE, FREEFORM = 13, 19, 5  # MSO_SHAPE_TYPE values OSWorld compares w
 def check_pptx_options(options: Mapping[str, Any]) -> tuple[list[Finding], list[str]]:
     """Unknown option names are errors (OSWorld would silently ignore a typo)."""
     known = set(_DEFAULT_ON) | set(_DEFAULT_OFF) | set(_OTHER)
-    errors = [(f".{k}", f"a compare_pptx_files option ({', '.join(sorted(known))})")
-              for k in options if k not in known and not k.startswith("_")]
+    errors = [
+        (f".{k}", f"a compare_pptx_files option ({', '.join(sorted(known))})")
+        for k in options
+        if k not in known and not k.startswith("_")
+    ]
     return errors, []
 
 
@@ -141,18 +160,36 @@ class _Comparer:
                     return False
             elif not self.same_box(s1, s2):
                 return False
-        if on["examine_right_position"] and slide_no == 2 and not hasattr(s1, "text") \
-                and not hasattr(s2, "text") and (s1.left <= s2.left or s1.left < 4320000):
+        if (
+            on["examine_right_position"]
+            and slide_no == 2
+            and not hasattr(s1, "text")
+            and not hasattr(s2, "text")
+            and (s1.left <= s2.left or s1.left < 4320000)
+        ):
             return False
-        if on["examine_top_position"] and slide_no == 2 and s1.shape_type == PICTURE \
-                and s2.shape_type == PICTURE and (s1.top >= s2.top or s1.top > 1980000):
+        if (
+            on["examine_top_position"]
+            and slide_no == 2
+            and s1.shape_type == PICTURE
+            and s2.shape_type == PICTURE
+            and (s1.top >= s2.top or s1.top > 1980000)
+        ):
             return False
-        if on["examine_shape_for_shift_size"] and not self.same_box(s1, s2) and not (
-                has_text and s1.text == s2.text
-                and s1.text == "Elaborate on what you want to discuss."):
+        if (
+            on["examine_shape_for_shift_size"]
+            and not self.same_box(s1, s2)
+            and not (
+                has_text
+                and s1.text == s2.text
+                and s1.text == "Elaborate on what you want to discuss."
+            )
+        ):
             return False
-        both_blank = not (getattr(s1, "text", "") or "").strip() \
+        both_blank = (
+            not (getattr(s1, "text", "") or "").strip()
             and not (getattr(s2, "text", "") or "").strip()
+        )
         if on["examine_shape"] and not both_blank and not self.same_box(s1, s2):
             return False
         if on["examine_image_size"]:
@@ -161,7 +198,8 @@ class _Comparer:
                 return False
         if on["examine_modify_height"]:
             height_only = (not hasattr(s1, "text") and not hasattr(s2, "text")) or (
-                s1.shape_type == FREEFORM and s2.shape_type == FREEFORM)
+                s1.shape_type == FREEFORM and s2.shape_type == FREEFORM
+            )
             if not self.same_box(s1, s2, "h" if height_only else "ltwh"):
                 return False
         return True
@@ -201,15 +239,24 @@ class _Comparer:
         """Bold/italic (unset = off) and underline; in tables OSWorld checks them
         regardless of the examine switches."""
         on = self.on
-        if (always or on["examine_font_bold"]) and f1.bold != f2.bold \
-                and not (_off(f1.bold) and _off(f2.bold)):
+        if (
+            (always or on["examine_font_bold"])
+            and f1.bold != f2.bold
+            and not (_off(f1.bold) and _off(f2.bold))
+        ):
             return False
-        if (always or on["examine_font_italic"]) and f1.italic != f2.italic \
-                and not (_off(f1.italic) and _off(f2.italic)):
+        if (
+            (always or on["examine_font_italic"])
+            and f1.italic != f2.italic
+            and not (_off(f1.italic) and _off(f2.italic))
+        ):
             return False
         u1, u2 = f1.underline, f2.underline
-        if (always or on["examine_font_underline"]) and u1 != u2 and (
-                (u1 is not None and u2 is not None) or u1 is True or u2 is True):
+        if (
+            (always or on["examine_font_underline"])
+            and u1 != u2
+            and ((u1 is not None and u2 is not None) or u1 is True or u2 is True)
+        ):
             return False
         return True
 
@@ -225,8 +272,11 @@ class _Comparer:
                 return False
             if on["examine_text"] and p1.text != p2.text:
                 return False
-            if on["examine_indent"] and p1.level != p2.level \
-                    and not ((p1.level or 0) in (0, 1) and (p2.level or 0) in (0, 1)):
+            if (
+                on["examine_indent"]
+                and p1.level != p2.level
+                and not ((p1.level or 0) in (0, 1) and (p2.level or 0) in (0, 1))
+            ):
                 return False
             pair = self.runs(p1, p2)
             if pair is None:
@@ -239,7 +289,8 @@ class _Comparer:
                     return False
                 c1, c2 = _rgb(f1), _rgb(f2)
                 if not self.styles_ok(f1, f2) or (
-                        on["examine_color_rgb"] and None not in (c1, c2) and c1 != c2):
+                    on["examine_color_rgb"] and None not in (c1, c2) and c1 != c2
+                ):
                     return False
                 strike1 = f1._element.attrib.get("strike", "noStrike")
                 strike2 = f2._element.attrib.get("strike", "noStrike")
@@ -278,11 +329,19 @@ def _slides_equal(cmp: _Comparer, slide_no: int, slide1: Any, slide2: Any) -> bo
     for s1, s2 in zip(slide1.shapes, slide2.shapes, strict=True):
         if not cmp.positions_ok(slide_no, s1, s2):
             return False
-        if s1.shape_type == TABLE and getattr(s2, "has_table", False) \
-                and not cmp.table_ok(s1.table, s2.table):
+        if (
+            s1.shape_type == TABLE
+            and getattr(s2, "has_table", False)
+            and not cmp.table_ok(s1.table, s2.table)
+        ):
             return False
-        if hasattr(s1, "text") and hasattr(s2, "text") and hasattr(s1, "text_frame") \
-                and hasattr(s2, "text_frame") and not cmp.text_ok(s1, s2, bullets):
+        if (
+            hasattr(s1, "text")
+            and hasattr(s2, "text")
+            and hasattr(s1, "text_frame")
+            and hasattr(s2, "text_frame")
+            and not cmp.text_ok(s1, s2, bullets)
+        ):
             return False
     texts1, texts2 = _text_shapes(slide1.shapes), _text_shapes(slide2.shapes)
     if len(texts1) != len(texts2):
@@ -293,8 +352,8 @@ def _slides_equal(cmp: _Comparer, slide_no: int, slide1: Any, slide2: Any) -> bo
                 return False
             paras1, paras2 = t1.text_frame.paragraphs, t2.text_frame.paragraphs
             if len(paras1) != len(paras2) or any(
-                    _align(p1) != _align(p2)
-                    for p1, p2 in zip(paras1, paras2, strict=True)):
+                _align(p1) != _align(p2) for p1, p2 in zip(paras1, paras2, strict=True)
+            ):
                 return False
     return True
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from cua_rl.eval_extra import require
+from cua_rl.eval_libraries import require
 from cua_rl.evaluation.metrics.files import file_lines, read_text
 from cua_rl.evaluation.registry import metric
 
@@ -106,8 +106,14 @@ _AT_NS_BASE = {
     "macos": "https://accessibility.macos.example.org/ns/",
 }
 _AT_SUFFIXES = {
-    "st": "state", "attr": "attributes", "cp": "component", "doc": "document",
-    "docattr": "document/attributes", "txt": "text", "val": "value", "act": "action",
+    "st": "state",
+    "attr": "attributes",
+    "cp": "component",
+    "doc": "document",
+    "docattr": "document/attributes",
+    "txt": "text",
+    "val": "value",
+    "act": "action",
 }
 
 
@@ -116,15 +122,17 @@ def at_namespaces(osname: str = "ubuntu") -> dict[str, str]:
     guest's accessibility dump writes for `osname` (OSWorld's current servers and
     our vm/guest write the same ones)."""
     if osname not in _AT_NS_BASE:
-        raise ValueError(f"check_accessibility_tree: osname {osname!r} is not one of "
-                         f"{sorted(_AT_NS_BASE)}")
+        raise ValueError(
+            f"check_accessibility_tree: osname {osname!r} is not one of {sorted(_AT_NS_BASE)}"
+        )
     base = _AT_NS_BASE[osname]
     return {prefix: base + suffix for prefix, suffix in _AT_SUFFIXES.items()}
 
 
 @metric("check_accessibility_tree")
-def check_accessibility_tree(result: str | None, rules: list[Mapping[str, Any]],
-                             osname: str = "ubuntu") -> float:
+def check_accessibility_tree(
+    result: str | None, rules: list[Mapping[str, Any]], osname: str = "ubuntu"
+) -> float:
     """Every rule selects at least one node of the accessibility tree XML.
 
     A rule has `xpath`, or `selectors` (CSS, joined with ", "; namespace prefixes

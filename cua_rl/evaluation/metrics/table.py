@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from cua_rl.eval_extra import require
+from cua_rl.eval_libraries import require
 from cua_rl.evaluation.metrics.files import read_text_latin1_fallback
 from cua_rl.evaluation.metrics.rules import match_value_to_rule, method_is_known
 from cua_rl.evaluation.metrics.table_rules import RULE_NEEDS, structural_rule_ok
@@ -53,15 +53,23 @@ def check_table_options(options: Mapping[str, Any]) -> tuple[list[Finding], list
             if kind not in missing:
                 missing.append(kind)
             continue
-        errors += [(f"{at}.{k}", f"a value (rule {kind!r} requires '{k}')")
-                   for k in _NEEDS[kind] if k not in rule]
+        errors += [
+            (f"{at}.{k}", f"a value (rule {kind!r} requires '{k}')")
+            for k in _NEEDS[kind]
+            if k not in rule
+        ]
         if kind == "check_cell" and isinstance(rule.get("props"), Mapping):
             for prop, prule in rule["props"].items():
                 if prop not in CELL_PROPS:
                     errors.append((f"{at}.props.{prop}", f"one of {sorted(CELL_PROPS)}"))
                 elif not isinstance(prule, Mapping) or not method_is_known(prule.get("method")):
-                    errors.append((f"{at}.props.{prop}", "a rule {method, ref} with a known "
-                                   "method (eq, approx:T, re, range.XY, ...)"))
+                    errors.append(
+                        (
+                            f"{at}.props.{prop}",
+                            "a rule {method, ref} with a known "
+                            "method (eq, approx:T, re, range.XY, ...)",
+                        )
+                    )
     return errors, missing
 
 
@@ -118,8 +126,7 @@ def _printed_lines(books: _Books, index: int | str) -> list[str] | None:
     """Lines of `<book>-<sheet>.csv` beside the book, stripped, trailing blanks dropped
     (UTF-8, else Latin-1, as OSWorld reads them)."""
     side, name = books.resolve(index)
-    text = read_text_latin1_fallback(
-        f"{os.path.splitext(books.paths[side] or '')[0]}-{name}.csv")
+    text = read_text_latin1_fallback(f"{os.path.splitext(books.paths[side] or '')[0]}-{name}.csv")
     if text is None:
         return None
     lines = [line.strip() for line in text.splitlines()]
@@ -153,9 +160,15 @@ def _fuzzy_ok(books: _Books, rule: Mapping[str, Any]) -> bool:
                 if sub.get("ignore_case", False):
                     a, b = a.lower(), b.lower()
                 kind = sub["type"]
-                ok = (b in a if kind == "includes" else a in b if kind == "included_by"
-                      else fuzz.ratio(a, b) >= sub.get("threshold", 85.0)
-                      if kind == "fuzzy_match" else a == b)
+                ok = (
+                    b in a
+                    if kind == "includes"
+                    else a in b
+                    if kind == "included_by"
+                    else fuzz.ratio(a, b) >= sub.get("threshold", 85.0)
+                    if kind == "fuzzy_match"
+                    else a == b
+                )
                 if not ok:
                     return False
     return True

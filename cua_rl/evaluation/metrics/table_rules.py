@@ -26,7 +26,7 @@ import zipfile
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from cua_rl.eval_extra import require
+from cua_rl.eval_libraries import require
 from cua_rl.evaluation.metrics.rules import match_value_to_rule
 from cua_rl.evaluation.metrics.xlsx_cells import sheet_xml
 
@@ -65,8 +65,13 @@ def load_charts(sheet: Any, props: set[str]) -> dict[str, Any]:
         if "anchor" in props:
             anchor = chart.anchor
             # OSWorld's key reads to.row twice (never from.row); kept so equal means equal
-            info["anchor"] = [anchor.editAs, anchor._from.col, anchor.to.row, anchor.to.col,
-                              anchor.to.row]
+            info["anchor"] = [
+                anchor.editAs,
+                anchor._from.col,
+                anchor.to.row,
+                anchor.to.col,
+                anchor.to.row,
+            ]
         if "width" in props:
             info["width"] = chart.width
         if "height" in props:
@@ -92,8 +97,10 @@ def load_pivot_tables(sheet: Any, props: set[str]) -> dict[str, Any]:
     utils = require("openpyxl.utils", "openpyxl", metric="compare_table")
     pivots: dict[str, Any] = {}
     for pivot in getattr(sheet, "_pivots", []) if sheet is not None else []:
-        raw = [[(item.h, item.x) for item in field.items if item.x is not None]
-               for field in pivot.pivotFields]
+        raw = [
+            [(item.h, item.x) for item in field.items if item.x is not None]
+            for field in pivot.pivotFields
+        ]
         trimmed = list(itertools.dropwhile(lambda r: not r, raw))
         left = len(raw) - len(trimmed)
         selection = list(itertools.dropwhile(lambda r: not r, reversed(trimmed)))[::-1]
@@ -107,9 +114,14 @@ def load_pivot_tables(sheet: Any, props: set[str]) -> dict[str, Any]:
             span = str(getattr(sheet_source, "name", None))
         source = f"{cache.type};{span};{getattr(sheet_source, 'sheet', None)}"
         info: dict[str, Any] = {}
-        simple = {"name": "name", "show_total": "visualTotals", "show_empty_row": "showEmptyRow",
-                  "show_empty_col": "showEmptyCol", "show_headers": "showHeaders",
-                  "location": "location"}
+        simple = {
+            "name": "name",
+            "show_total": "visualTotals",
+            "show_empty_row": "showEmptyRow",
+            "show_empty_col": "showEmptyCol",
+            "show_headers": "showHeaders",
+            "location": "location",
+        }
         for prop, attr in simple.items():
             if prop in props:
                 info[prop] = getattr(pivot, attr)
@@ -123,8 +135,10 @@ def load_pivot_tables(sheet: Any, props: set[str]) -> dict[str, Any]:
                 info[prop] = [x for x in xs if x >= 0] if "ignore_special_fields" in props else xs
         if "data_fields" in props:
             named = "data_fields_name" in props
-            info["data_fields"] = [f"{f.fld - left};{f.name if named else ''};{f.subtotal};"
-                                   f"{f.showDataAs}" for f in pivot.dataFields]
+            info["data_fields"] = [
+                f"{f.fld - left};{f.name if named else ''};{f.subtotal};{f.showDataAs}"
+                for f in pivot.dataFields
+            ]
         pivots[source] = info
     return pivots
 
@@ -156,27 +170,41 @@ def load_filters(sheet: Any) -> dict[str, Any]:
     auto = sheet.auto_filter
     columns = []
     for col in auto.filterColumn:
-        entry: dict[str, Any] = {"col_id": col.colId, "hidden_button": col.hiddenButton,
-                                 "show_button": col.showButton}
+        entry: dict[str, Any] = {
+            "col_id": col.colId,
+            "hidden_button": col.hiddenButton,
+            "show_button": col.showButton,
+        }
         if col.filters is not None:
             entry["filters_blank"] = col.filters.blank
             entry["filters"] = set(col.filters.filter)
         if col.customFilters is not None:
             entry["custom_filters_op"] = col.customFilters._and
-            entry["custom_filters"] = {(f.operator, f.val)
-                                       for f in col.customFilters.customFilter}
+            entry["custom_filters"] = {(f.operator, f.val) for f in col.customFilters.customFilter}
         columns.append(entry)
-    result: dict[str, Any] = {"ref": auto.ref,
-                              "filter_column": sorted(columns, key=lambda d: d["col_id"])}
+    result: dict[str, Any] = {
+        "ref": auto.ref,
+        "filter_column": sorted(columns, key=lambda d: d["col_id"]),
+    }
     state = auto.sortState
     if state is not None:
         result["sort_state"] = {
-            "sort": state.columnSort, "case": state.caseSensitive, "method": state.sortMethod,
+            "sort": state.columnSort,
+            "case": state.caseSensitive,
+            "method": state.sortMethod,
             "ref": state.ref,
-            "condition": [{"descending": c.descending, "key": c.sortBy, "ref": c.ref,
-                           "custom_list": c.customList, "dxf_id": c.dxfId,
-                           "icon": c.iconSet, "iconid": c.iconId}
-                          for c in state.sortCondition],
+            "condition": [
+                {
+                    "descending": c.descending,
+                    "key": c.sortBy,
+                    "ref": c.ref,
+                    "custom_list": c.customList,
+                    "dxf_id": c.dxfId,
+                    "icon": c.iconSet,
+                    "iconid": c.iconId,
+                }
+                for c in state.sortCondition
+            ],
         }
     return result
 
@@ -205,8 +233,10 @@ def _validation_ok(sheet: Any, rule: Mapping[str, Any]) -> bool:
     if len(validations) < len(wanted):
         return False
     return all(
-        any(all(match_value_to_rule(getattr(dv, attr), prule) for attr, prule in props.items())
-            for props in wanted)
+        any(
+            all(match_value_to_rule(getattr(dv, attr), prule) for attr, prule in props.items())
+            for props in wanted
+        )
         for dv in validations
     )
 
@@ -239,15 +269,15 @@ def structural_rule_ok(books: Any, rule: Mapping[str, Any]) -> bool:
         return _pair(books, rule, lambda s: load_pivot_tables(s, props))
     if kind == "style":
         props = list(rule.get("props", []))
-        return (_styles(books, rule["sheet_idx0"], props)
-                == _styles(books, rule["sheet_idx1"], props))
+        return _styles(books, rule["sheet_idx0"], props) == _styles(
+            books, rule["sheet_idx1"], props
+        )
     if kind == "freeze":
         first = freeze_key(_sheet(books, rule["sheet_idx0"]))
         return first is not None and first == freeze_key(_sheet(books, rule["sheet_idx1"]))
     if kind == "zoom":
         sheet = _sheet(books, rule["sheet_idx"])
-        return sheet is not None and match_value_to_rule(
-            sheet.sheet_view.zoomScale or 100.0, rule)
+        return sheet is not None and match_value_to_rule(sheet.sheet_view.zoomScale or 100.0, rule)
     if kind == "data_validation":
         return _validation_ok(_sheet(books, rule["sheet_idx"]), rule)
     if kind in ("row_props", "col_props"):
@@ -263,7 +293,14 @@ def structural_rule_ok(books: Any, rule: Mapping[str, Any]) -> bool:
 
 _PAIR = ("sheet_idx0", "sheet_idx1")
 RULE_NEEDS: dict[str, tuple[str, ...]] = {
-    "chart": _PAIR, "pivot_table": _PAIR, "style": _PAIR, "freeze": _PAIR,
-    "row_props": _PAIR, "col_props": _PAIR, "filter": _PAIR, "sparkline": _PAIR,
-    "zoom": ("sheet_idx", "method", "ref"), "data_validation": ("sheet_idx", "dv_props"),
+    "chart": _PAIR,
+    "pivot_table": _PAIR,
+    "style": _PAIR,
+    "freeze": _PAIR,
+    "row_props": _PAIR,
+    "col_props": _PAIR,
+    "filter": _PAIR,
+    "sparkline": _PAIR,
+    "zoom": ("sheet_idx", "method", "ref"),
+    "data_validation": ("sheet_idx", "dv_props"),
 }

@@ -17,14 +17,23 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from cua_rl.eval_extra import require
+from cua_rl.eval_libraries import require
 from cua_rl.evaluation.metrics.xlsx_cells import read_cell_style, read_cell_value
 
 log = logging.getLogger(__name__)
 
 _ABSOLUTE = re.compile(r"\$([A-Z]{1,3})\$(\d+)(?::\$([A-Z]{1,3})\$(\d+))?")
-_FORMULA_TYPES = frozenset({"expression", "containsText", "notContainsText", "endsWith",
-                            "beginsWith", "containsErrors", "notContainsErrors"})
+_FORMULA_TYPES = frozenset(
+    {
+        "expression",
+        "containsText",
+        "notContainsText",
+        "endsWith",
+        "beginsWith",
+        "containsErrors",
+        "notContainsErrors",
+    }
+)
 
 
 def _compare(operator: str, value: Any, refs: list[Any]) -> bool:
@@ -36,9 +45,12 @@ def _compare(operator: str, value: Any, refs: list[Any]) -> bool:
             return inside if operator == "between" else not inside
         ref = refs[0]
         return {
-            "lessThanOrEqual": lambda: value <= ref, "lessThan": lambda: value < ref,
-            "equal": lambda: value == ref, "greaterThanOrEqual": lambda: value >= ref,
-            "notEqual": lambda: value != ref, "greaterThan": lambda: value > ref,
+            "lessThanOrEqual": lambda: value <= ref,
+            "lessThan": lambda: value < ref,
+            "equal": lambda: value == ref,
+            "greaterThanOrEqual": lambda: value >= ref,
+            "notEqual": lambda: value != ref,
+            "greaterThan": lambda: value > ref,
         }.get(operator, lambda: False)()
     except (TypeError, IndexError, ValueError):
         return False
@@ -53,9 +65,12 @@ def _arguments(formula: str, book: str, sheet_name: str) -> list[Any]:
             args.append(read_cell_value(book, sheet_name, f"{col1}{row1}"))
         else:
             rng = cells.CellRange(f"{col1}{row1}:{col2}{row2}")
-            args.append([read_cell_value(book, sheet_name,
-                                         f"{utils.get_column_letter(c)}{r}")
-                         for r, c in rng.cells])
+            args.append(
+                [
+                    read_cell_value(book, sheet_name, f"{utils.get_column_letter(c)}{r}")
+                    for r, c in rng.cells
+                ]
+            )
     return args
 
 
@@ -100,12 +115,16 @@ def _active(condition: Callable[[Any], Any], value: Any) -> bool:
         return False
 
 
-def load_xlsx_styles(sheet: Any, book: str, sheet_name: str,
-                     props: list[str]) -> dict[str, list[Any]]:
+def load_xlsx_styles(
+    sheet: Any, book: str, sheet_name: str, props: list[str]
+) -> dict[str, list[Any]]:
     """{coordinate: [value of each prop]} for every cell of the sheet."""
     utils = require("openpyxl.utils", "openpyxl", metric="compare_table")
-    styles = {cell.coordinate: [read_cell_style(p, cell) for p in props]
-              for column in sheet.iter_cols() for cell in column}
+    styles = {
+        cell.coordinate: [read_cell_style(p, cell) for p in props]
+        for column in sheet.iter_cols()
+        for cell in column
+    }
     for fmt in sheet.conditional_formatting:
         for rule in fmt.rules:
             condition = _condition(rule, book, sheet_name)

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from cua_rl.eval_extra import require
+from cua_rl.eval_libraries import require
 from cua_rl.evaluation.registry import metric
 
 log = logging.getLogger(__name__)

@@ -36,9 +36,11 @@ def _pref_value(raw: str, path: PathLike, line_no: int) -> Any:
     try:
         return json.loads(raw)
     except ValueError as exc:
-        raise _NotJson(f"{path}:{line_no}: user_pref value {raw[:40]!r} is not a JSON "
-                       f"literal (Thunderbird writes double-quoted strings, numbers, "
-                       f"true/false)") from exc
+        raise _NotJson(
+            f"{path}:{line_no}: user_pref value {raw[:40]!r} is not a JSON "
+            f"literal (Thunderbird writes double-quoted strings, numbers, "
+            f"true/false)"
+        ) from exc
 
 
 @metric("check_thunderbird_prefs")
@@ -79,7 +81,8 @@ def _unescape(value: str) -> str:
 
 
 _CONDITION = re.compile(
-    r"""\b(?:AND|OR) \((?:[\w ]+),(?:[\w ']+),(?:"(?:(?:[^"]|\")+)"|(?:[^)]+))\)|\bALL\b""")
+    r"""\b(?:AND|OR) \((?:[\w ]+),(?:[\w ']+),(?:"(?:(?:[^"]|\")+)"|(?:[^)]+))\)|\bALL\b"""
+)
 _FIELDS = ("name", "enabled", "type", "action", "actionValue")
 
 
@@ -104,7 +107,7 @@ def parse_filters(lines: list[str]) -> list[dict[str, Any]] | None:
         if current is None:
             continue
         if key in _FIELDS:
-            current[key] = _unescape(line[len(key) + 2:-2])
+            current[key] = _unescape(line[len(key) + 2 : -2])
         elif key == "condition":
             current["condition"] = _CONDITION.findall(_unescape(line[11:-2]))
             filters.append(current)
@@ -124,8 +127,11 @@ def check_thunderbird_filter(result: PathLike, rules: Mapping[str, Any]) -> floa
         return 0.0
     filters = parse_filters(lines)
     if filters is None:
-        log.info("check_thunderbird_filter: %s: a filter field comes before the first "
-                 "name= line; scoring 0", result)
+        log.info(
+            "check_thunderbird_filter: %s: a filter field comes before the first "
+            "name= line; scoring 0",
+            result,
+        )
         return 0.0
     expect, unexpect = rules.get("expect", []), rules.get("unexpect", [])
     found = all(any(_match_record(p, f) for f in filters) for p in expect)

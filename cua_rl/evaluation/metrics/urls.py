@@ -15,8 +15,9 @@ from cua_rl.evaluation.registry import metric
 log = logging.getLogger(__name__)
 
 
-def are_lists_equal(list1: Sequence[Any], list2: Sequence[Any],
-                    same: Callable[[Any, Any], bool]) -> bool:
+def are_lists_equal(
+    list1: Sequence[Any], list2: Sequence[Any], same: Callable[[Any, Any], bool]
+) -> bool:
     """Same length and every item of `list1` has an equal item in `list2`."""
     if len(list1) != len(list2):
         return False

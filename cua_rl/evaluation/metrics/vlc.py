@@ -121,16 +121,20 @@ def is_vlc_fullscreen(actual_window_size: Any, screen_size: Any) -> float:
     """1 when both sizes are known and equal (the window fills the screen)."""
     if not actual_window_size or not screen_size:
         return 0.0
-    return float(actual_window_size["width"] == screen_size["width"]
-                 and actual_window_size["height"] == screen_size["height"])
+    return float(
+        actual_window_size["width"] == screen_size["width"]
+        and actual_window_size["height"] == screen_size["height"]
+    )
 
 
 _META = 'information/category[@name="meta"]/info[@name="{}"]'
 _FILE_FIELDS = ("filename", "title", "uri", "location", "name")
 _URL_FIELDS = ("url", "URI", "location", "title", "filename")
-_STREAM_FIELDS = ('information/category[@name="Stream 0"]/info[@name="Codec"]',
-                  'information/category[@name="Stream 0"]/info[@name="Type"]',
-                  'information/category[@name="Stream 0"]/info[@name="Language"]')
+_STREAM_FIELDS = (
+    'information/category[@name="Stream 0"]/info[@name="Codec"]',
+    'information/category[@name="Stream 0"]/info[@name="Type"]',
+    'information/category[@name="Stream 0"]/info[@name="Language"]',
+)
 
 
 def _first_text(tree: ElementTree.Element, paths: list[str]) -> str | None:

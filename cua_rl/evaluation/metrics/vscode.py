@@ -62,13 +62,15 @@ def _is_subset(expected: Any, actual: Any) -> bool:
     """Objects recursively by key; anything else (lists included) by equality."""
     if isinstance(expected, dict):
         return isinstance(actual, dict) and all(
-            k in actual and _is_subset(v, actual[k]) for k, v in expected.items())
+            k in actual and _is_subset(v, actual[k]) for k, v in expected.items()
+        )
     return expected == actual
 
 
 @metric("compare_config")
-def compare_config(actual: PathLike, rules: Mapping[str, Any], *,
-                   containment_ok: bool = True) -> float:
+def compare_config(
+    actual: PathLike, rules: Mapping[str, Any], *, containment_ok: bool = True
+) -> float:
     """The file holds `rules.expected`.
 
     With `containment_ok` (default): when both parse as JSON, the expected value
@@ -126,9 +128,13 @@ print("\\n__SCORE__" + json.dumps(score))
 
 
 @metric("check_python_file_by_test_suite")
-def check_python_file_by_test_suite(actual_files: Any, test_file: PathLike, *,
-                                    test_function_name: str = "test",
-                                    timeout_s: float = 300.0) -> float:
+def check_python_file_by_test_suite(
+    actual_files: Any,
+    test_file: PathLike,
+    *,
+    test_function_name: str = "test",
+    timeout_s: float = 300.0,
+) -> float:
     """Score of the test file's `test_function_name()`, run with the test file's
     folder (where the fetched result files land) as working directory and first
     on sys.path. Import errors, exceptions, a missing function or a timeout score 0."""
@@ -137,9 +143,18 @@ def check_python_file_by_test_suite(actual_files: Any, test_file: PathLike, *,
     test_path = Path(test_file).resolve()
     try:
         proc = subprocess.run(
-            [sys.executable, "-c", _RUN_TEST, str(test_path), test_function_name,
-             str(test_path.parent)],
-            cwd=test_path.parent, capture_output=True, text=True, timeout=timeout_s,
+            [
+                sys.executable,
+                "-c",
+                _RUN_TEST,
+                str(test_path),
+                test_function_name,
+                str(test_path.parent),
+            ],
+            cwd=test_path.parent,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
             check=False,
         )
     except subprocess.TimeoutExpired:
@@ -147,10 +162,14 @@ def check_python_file_by_test_suite(actual_files: Any, test_file: PathLike, *,
         return 0.0
     marker = proc.stdout.rfind("__SCORE__")
     if proc.returncode != 0 or marker < 0:
-        log.info("check_python_file_by_test_suite: %s failed (%s): %s", test_path,
-                 proc.returncode, proc.stderr[-2000:])
+        log.info(
+            "check_python_file_by_test_suite: %s failed (%s): %s",
+            test_path,
+            proc.returncode,
+            proc.stderr[-2000:],
+        )
         return 0.0
-    return float(json.loads(proc.stdout[marker + len("__SCORE__"):].strip()))
+    return float(json.loads(proc.stdout[marker + len("__SCORE__") :].strip()))
 
 
 _METADATA_PREFIXES = ("#!", "# -*- coding:", "# coding:", "# coding=")

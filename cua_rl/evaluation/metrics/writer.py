@@ -14,7 +14,7 @@ import zipfile
 from collections.abc import Mapping
 from typing import Any
 
-from cua_rl.eval_extra import require
+from cua_rl.eval_libraries import require
 from cua_rl.evaluation.metrics.docs import _open_docx, compare_docx_files
 from cua_rl.evaluation.registry import metric
 
@@ -80,8 +80,13 @@ def contains_page_break(result: Any, rules: Mapping[str, Any] | None = None) -> 
     docs = _docs(result, name="contains_page_break")
     if docs is None:
         return 0.0
-    count = sum(1 for p in docs[0].paragraphs for run in p.runs
-                for br in run.element.iter(f"{_W}br") if br.get(f"{_W}type") == "page")
+    count = sum(
+        1
+        for p in docs[0].paragraphs
+        for run in p.runs
+        for br in run.element.iter(f"{_W}br")
+        if br.get(f"{_W}type") == "page"
+    )
     want = (rules or {}).get("page_break_count")
     if want is not None and count != want:
         return 0.0
@@ -89,8 +94,9 @@ def contains_page_break(result: Any, rules: Mapping[str, Any] | None = None) -> 
 
 
 @metric("check_tabstops")
-def check_tabstops(result: Any, expected: Any, *, word_number_split_by_tabstop: int | None = None,
-                   index: int = 0) -> float:
+def check_tabstops(
+    result: Any, expected: Any, *, word_number_split_by_tabstop: int | None = None, index: int = 0
+) -> float:
     """1 minus the mean (over non-blank paragraphs) of the summed tab-stop position
     differences relative to the gold's text width; 0 when paragraph or tab-stop
     counts or alignments differ. With `word_number_split_by_tabstop`, the
@@ -108,16 +114,20 @@ def check_tabstops(result: Any, expected: Any, *, word_number_split_by_tabstop: 
             parts = p.text.split("\t")
             if index >= len(parts):
                 return 0.0
-            if len([w for w in re.split(r"\s", parts[index]) if w.strip()]) \
-                    != word_number_split_by_tabstop:
+            if (
+                len([w for w in re.split(r"\s", parts[index]) if w.strip()])
+                != word_number_split_by_tabstop
+            ):
                 return 0.0
     section = docs[1].sections[0]
     width = section.page_width - section.left_margin - section.right_margin
 
     def kept(stop: Any) -> bool:
         clear = enum.WD_TAB_ALIGNMENT.CLEAR
-        return not (stop.alignment == clear
-                    or (stop.alignment == enum.WD_TAB_ALIGNMENT.LEFT and stop.position == 0))
+        return not (
+            stop.alignment == clear
+            or (stop.alignment == enum.WD_TAB_ALIGNMENT.LEFT and stop.position == 0)
+        )
 
     if not paras1:
         return 0.0  # OSWorld divides by the paragraph count here
@@ -129,8 +139,9 @@ def check_tabstops(result: Any, expected: Any, *, word_number_split_by_tabstop: 
             return 0.0
         if any(t1.alignment != t2.alignment for t1, t2 in zip(tabs1, tabs2, strict=True)):
             return 0.0
-        minus += sum(abs(t1.position - t2.position)
-                     for t1, t2 in zip(tabs1, tabs2, strict=True)) / width
+        minus += (
+            sum(abs(t1.position - t2.position) for t1, t2 in zip(tabs1, tabs2, strict=True)) / width
+        )
     return 1.0 - minus / len(paras1)
 
 
@@ -146,8 +157,9 @@ def delta_e_2000(rgb1: tuple[int, int, int], rgb2: tuple[int, int, int]) -> floa
 
 
 @metric("evaluate_colored_words_in_tables")
-def evaluate_colored_words_in_tables(result: Any, expected: Any, *,
-                                     threshold: float = 3.5) -> float:
+def evaluate_colored_words_in_tables(
+    result: Any, expected: Any, *, threshold: float = 3.5
+) -> float:
     """Same text as the gold, and in every table every run starting with a vowel
     is red and every other non-empty run blue (CIEDE2000 within `threshold`)."""
     if not compare_docx_files(result, expected):
@@ -186,10 +198,14 @@ def check_highlighted_words(result: Any, expected: Any) -> float:
             root = etree.fromstring(z.read("content.xml"))
     except (OSError, KeyError, zipfile.BadZipFile, etree.XMLSyntaxError):
         return 0.0
-    yellow = {s.get(f"{style}name") for s in root.iter(f"{style}style")
-              if any(prop.get(f"{fo}background-color") == "#ffff00" for prop in s)}
-    return float(not any(span.get(f"{text}style-name") in yellow
-                         for span in root.iter(f"{text}span")))
+    yellow = {
+        s.get(f"{style}name")
+        for s in root.iter(f"{style}style")
+        if any(prop.get(f"{fo}background-color") == "#ffff00" for prop in s)
+    }
+    return float(
+        not any(span.get(f"{text}style-name") in yellow for span in root.iter(f"{text}span"))
+    )
 
 
 @metric("evaluate_strike_through_last_paragraph")
@@ -211,8 +227,14 @@ def check_italic_font_size_14(result: Any, expected: Any) -> float:
     docs = _docs(result, name="check_italic_font_size_14")
     if docs is None:
         return 0.0
-    return float(all(run.font.size is not None and run.font.size.pt == 14
-                     for p in docs[0].paragraphs for run in p.runs if run.italic))
+    return float(
+        all(
+            run.font.size is not None and run.font.size.pt == 14
+            for p in docs[0].paragraphs
+            for run in p.runs
+            if run.italic
+        )
+    )
 
 
 @metric("compare_docx_images")
@@ -223,8 +245,10 @@ def compare_docx_images(result: Any, expected: Any) -> float:
     docs = _docs(result, expected, name="compare_docx_images")
     if docs is None:
         return 0.0
-    blobs = [[rel.target_part.blob for rel in d.part.rels.values() if "image" in rel.reltype]
-             for d in docs]
+    blobs = [
+        [rel.target_part.blob for rel in d.part.rels.values() if "image" in rel.reltype]
+        for d in docs
+    ]
     if len(blobs[0]) != len(blobs[1]):
         return 0.0
     try:

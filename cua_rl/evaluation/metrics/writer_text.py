@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from cua_rl.eval_extra import require
+from cua_rl.eval_libraries import require
 from cua_rl.evaluation.metrics.docs import _open_docx
 from cua_rl.evaluation.registry import metric
 
@@ -20,8 +20,9 @@ def _docx_paragraphs(path: Any, name: str) -> list[str] | None:
 
 
 @metric("compare_docx_files_and_ignore_new_lines")
-def compare_docx_files_and_ignore_new_lines(result: Any, expected: Any, *,
-                                            ignore_blanks: bool = True) -> float:
+def compare_docx_files_and_ignore_new_lines(
+    result: Any, expected: Any, *, ignore_blanks: bool = True
+) -> float:
     """Like compare_docx_files after dropping empty paragraphs (so extra blank
     lines between paragraphs do not count)."""
     name = "compare_docx_files_and_ignore_new_lines"
@@ -31,6 +32,7 @@ def compare_docx_files_and_ignore_new_lines(result: Any, expected: Any, *,
     paras1 = [p for p in paras1 if p != ""]
     paras2 = [p for p in paras2 if p != ""]
     if ignore_blanks:
+
         def squash(paras: list[str]) -> str:
             return re.sub(r"\s+", " ", "\n".join(paras)).strip()
 
@@ -39,8 +41,14 @@ def compare_docx_files_and_ignore_new_lines(result: Any, expected: Any, *,
 
 
 @metric("compare_references")
-def compare_references(result: Any, expected: Any, *, reference_indicator: str = "References",
-                       reference_base_result: float = 0.5, content_only: bool = False) -> float:
+def compare_references(
+    result: Any,
+    expected: Any,
+    *,
+    reference_indicator: str = "References",
+    reference_base_result: float = 0.5,
+    content_only: bool = False,
+) -> float:
     """Similarity of the non-blank paragraphs after the first paragraph that is
     exactly `reference_indicator`: the mean fuzzy ratio r of aligned entries,
     rescaled to (r - base) / (1 - base) when r >= base + 0.01, else 0.
@@ -59,8 +67,8 @@ def compare_references(result: Any, expected: Any, *, reference_indicator: str =
         return 1.0
     if not has1 or not has2:
         return 0.0
-    refs1 = [p for p in paras1[paras1.index(reference_indicator) + 1:] if p.strip()]
-    refs2 = [p for p in paras2[paras2.index(reference_indicator) + 1:] if p.strip()]
+    refs1 = [p for p in paras1[paras1.index(reference_indicator) + 1 :] if p.strip()]
+    refs2 = [p for p in paras2[paras2.index(reference_indicator) + 1 :] if p.strip()]
     if len(refs1) != len(refs2):
         return 0.0
     if not refs1:

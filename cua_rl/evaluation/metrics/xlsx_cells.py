@@ -65,9 +65,7 @@ def read_cell_value(xlsx: str | Path, sheet_name: str, coordinate: str) -> Any:
             if path is None:
                 return None
             sheet = ElementTree.fromstring(z.read(path))
-            cell = next(
-                (c for c in sheet.iter(f"{_MAIN}c") if c.get("r") == coordinate), None
-            )
+            cell = next((c for c in sheet.iter(f"{_MAIN}c") if c.get("r") == coordinate), None)
             if cell is None:
                 return None
             kind = cell.get("t", "n")
@@ -84,8 +82,7 @@ def read_cell_value(xlsx: str | Path, sheet_name: str, coordinate: str) -> Any:
             if kind == "b":
                 return text.strip() == "1"
             return text  # "str" (formula string result), "e" (error such as #DIV/0!)
-    except (OSError, zipfile.BadZipFile, KeyError, ValueError, IndexError,
-            ElementTree.ParseError):
+    except (OSError, zipfile.BadZipFile, KeyError, ValueError, IndexError, ElementTree.ParseError):
         return None
 
 
@@ -113,8 +110,12 @@ def read_cell_style(prop: str, cell: Any, diff_style: Any = None) -> Any:
             return diff_style.numFmt.formatCode if diff_style.numFmt is not None else None
         return cell.number_format
     font_props = {
-        "font_name": "name", "font_family": "family", "font_bold": "b", "font_italic": "i",
-        "font_underline": "u", "font_size": "sz",
+        "font_name": "name",
+        "font_family": "family",
+        "font_bold": "b",
+        "font_italic": "i",
+        "font_underline": "u",
+        "font_size": "sz",
     }
     if prop in font_props:
         font = source.font
@@ -138,8 +139,21 @@ def read_cell_style(prop: str, cell: Any, diff_style: Any = None) -> Any:
     raise ValueError(f"unknown cell property {prop!r}")
 
 
-CELL_PROPS = frozenset({
-    "value", "merge", "number_format", "font_name", "font_family", "font_bold",
-    "font_italic", "font_underline", "font_size", "font_color", "fill_type", "bgcolor",
-    "fgcolor", "hyperlink",
-})
+CELL_PROPS = frozenset(
+    {
+        "value",
+        "merge",
+        "number_format",
+        "font_name",
+        "font_family",
+        "font_bold",
+        "font_italic",
+        "font_underline",
+        "font_size",
+        "font_color",
+        "fill_type",
+        "bgcolor",
+        "fgcolor",
+        "hyperlink",
+    }
+)

@@ -10,7 +10,7 @@ objects on vLLM's command line:
 - `--middleware cua_rl_vllm.version_middleware`: in the API server. Every response
   carries `x-model-version`; `/health` answers JSON as the hf engine does; and
   `POST /update_weights` takes the hf engine's bodies (`{version, path}` or
-  `{version, collective: {host, port, manifest}}`), so the project's client and
+  `{version, collective: {host, port, manifest, bucket_bytes}}`), so the project's client and
   weight sync talk to both engines alike. It and vLLM's other state-changing routes
   require `Authorization: Bearer $CUA_RL_MODEL_TOKEN` (401 otherwise). An update waits
   for the completions in flight, blocks new ones, loads the weights, drops the
@@ -20,16 +20,20 @@ objects on vLLM's command line:
 - `--worker-extension-cls cua_rl_vllm.WeightSyncExtension`: mixed into each vLLM
   worker; the middleware calls its methods through `collective_rpc`.
 
-Broadcast transport: the learner hosts a TCPStore and broadcasts every tensor of
-the manifest, in order, over a two-party gloo group (the protocol of
-cua_rl/inference/weight_transfer.py, which this file repeats because it cannot
-import it). Tensors arrive on the CPU and `load_weights` copies them to the
+Broadcast transport: the learner hosts a TCPStore and broadcasts the manifest's
+tensors, in order, over a two-party gloo group, consecutive tensors of one dtype
+packed into flat buckets of at most `bucket_bytes` (absent or 0: one tensor per
+broadcast). This is the protocol of cua_rl/inference/weight_transfer.py, which this
+file repeats (`bucket_layout` included; a unit test holds the copies equal) because
+it cannot import it. Tensors arrive on the CPU, as views into fresh bucket buffers,
+and are loaded only once all have arrived; `load_weights` copies them to the
 worker's device, so the same path serves CPU and GPU replicas with one worker.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 from collections.abc import Iterator
 from datetime import timedelta
@@ -42,13 +46,23 @@ VERSION_ENV = "CUA_RL_MODEL_VERSION"
 TOKEN_ENV = "CUA_RL_MODEL_TOKEN"
 """The run's credential for ADMIN_ROUTES (cua_rl/inference/server_auth.py); unset: those
 routes answer loopback clients only."""
-ADMIN_ROUTES = frozenset({"/update_weights", "/reset_prefix_cache", "/sleep", "/wake_up",
-                          "/collective_rpc", "/start_profile", "/stop_profile"})
+ADMIN_ROUTES = frozenset(
+    {
+        "/update_weights",
+        "/reset_prefix_cache",
+        "/sleep",
+        "/wake_up",
+        "/collective_rpc",
+        "/start_profile",
+        "/stop_profile",
+    }
+)
 """Routes that change the server's state (ours and vLLM's development ones)."""
 STORE_PREFIX = "cua-rl-weights"
 """Must equal STORE_PREFIX of cua_rl/inference/weight_transfer.py, whose sender waits
 for the `joined` key under it."""
-_DTYPES = ("float32", "float16", "bfloat16", "float64", "int64")
+_ITEM_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int64": 8}
+_DTYPES = tuple(_ITEM_BYTES)
 
 
 def iter_checkpoint_tensors(path: str | Path) -> Iterator[tuple[str, Any]]:
@@ -64,12 +78,40 @@ def iter_checkpoint_tensors(path: str | Path) -> Iterator[tuple[str, Any]]:
                 yield name, f.get_tensor(name)
 
 
-def receive_tensors(host: str, port: int, manifest: list[dict[str, Any]],
-                    timeout_s: float = 300.0) -> list[tuple[str, Any]]:
-    """Join the learner's two-party gloo group as rank 1 and receive the manifest."""
+def bucket_layout(manifest: list[dict[str, Any]], bucket_bytes: int) -> list[tuple[int, int]]:
+    """(start, stop) manifest ranges sent as one broadcast each: consecutive tensors of
+    one dtype while the bucket stays within `bucket_bytes`, a larger tensor alone, and
+    every tensor alone for 0 (copy of weight_transfer.bucket_layout)."""
+    sizes = [math.prod(i["shape"]) * _ITEM_BYTES[i["dtype"]] for i in manifest]
+    if bucket_bytes <= 0:
+        return [(i, i + 1) for i in range(len(manifest))]
+    buckets: list[tuple[int, int]] = []
+    start, filled = 0, 0
+    for i, size in enumerate(sizes):
+        if i > start and (
+            manifest[i]["dtype"] != manifest[start]["dtype"] or filled + size > bucket_bytes
+        ):
+            buckets.append((start, i))
+            start, filled = i, 0
+        filled += size
+    if manifest:
+        buckets.append((start, len(manifest)))
+    return buckets
+
+
+def receive_tensors(
+    host: str,
+    port: int,
+    manifest: list[dict[str, Any]],
+    timeout_s: float = 300.0,
+    bucket_bytes: int = 0,
+) -> list[tuple[str, Any]]:
+    """Join the learner's two-party gloo group as rank 1 and receive the manifest, cut
+    into the sender's buckets; the tensors are views into fresh bucket buffers."""
     import torch
     import torch.distributed as dist
 
+    layout = bucket_layout(manifest, bucket_bytes)  # before joining: parse_update checked it
     timeout = timedelta(seconds=timeout_s)
     store = dist.TCPStore(host, port, world_size=2, is_master=False, timeout=timeout)
     store.set(f"{STORE_PREFIX}/joined", "1")  # the learner waits for this before linking
@@ -77,10 +119,15 @@ def receive_tensors(host: str, port: int, manifest: list[dict[str, Any]],
     opts = dist.BroadcastOptions()
     opts.rootRank = 0
     out = []
-    for item in manifest:
-        buffer = torch.empty(item["shape"], dtype=getattr(torch, item["dtype"]))
-        group.broadcast([buffer], opts).wait()
-        out.append((item["name"], buffer))
+    for start, stop in layout:
+        items = manifest[start:stop]
+        sizes = [math.prod(item["shape"]) for item in items]
+        flat = torch.empty(sum(sizes), dtype=getattr(torch, items[0]["dtype"]))
+        group.broadcast([flat], opts).wait()
+        offset = 0
+        for item, size in zip(items, sizes, strict=True):
+            out.append((item["name"], flat[offset : offset + size].view(item["shape"])))
+            offset += size
     return out
 
 
@@ -110,11 +157,17 @@ class WeightSyncExtension:
         """Load every tensor of the checkpoint at `path` into the running model."""
         self._load(iter_checkpoint_tensors(path))
 
-    def update_weights_from_link(self, host: str, port: int,
-                                 manifest: list[dict[str, Any]], timeout_s: float) -> None:
+    def update_weights_from_link(
+        self,
+        host: str,
+        port: int,
+        manifest: list[dict[str, Any]],
+        timeout_s: float,
+        bucket_bytes: int = 0,
+    ) -> None:
         """Receive all tensors first, then load them: no step runs on a half-sent model
         (the engine runs no step while this call is in progress anyway)."""
-        tensors = receive_tensors(host, port, manifest, timeout_s)
+        tensors = receive_tensors(host, port, manifest, timeout_s, bucket_bytes)
         self._load(iter(tensors))
 
     def init_weight_update_group(
@@ -207,23 +260,40 @@ def _error(message: str, param: str | None, status: int) -> Any:
 def parse_update(body: Any) -> tuple[int, str | dict[str, Any]]:
     """(version, checkpoint path or link) from an /update_weights body (hf engine's shape)."""
     if not isinstance(body, dict):
-        raise _BadRequest("body", "expected a JSON object {version, path} or "
-                          "{version, collective}")
+        raise _BadRequest("body", "expected a JSON object {version, path} or {version, collective}")
     version = body.get("version")
     if not isinstance(version, int) or isinstance(version, bool):
         raise _BadRequest("version", "expected an integer")
     if "collective" in body:
         link = body["collective"]
-        if not isinstance(link, dict) or not isinstance(link.get("host"), str) \
-                or not isinstance(link.get("port"), int) \
-                or not isinstance(link.get("manifest"), list):
+        if (
+            not isinstance(link, dict)
+            or not isinstance(link.get("host"), str)
+            or not isinstance(link.get("port"), int)
+            or not isinstance(link.get("manifest"), list)
+        ):
             raise _BadRequest("collective", "expected {host: str, port: int, manifest: list}")
-        bad = [i for i in link["manifest"] if not isinstance(i, dict)
-               or not isinstance(i.get("name"), str) or i.get("dtype") not in _DTYPES
-               or not isinstance(i.get("shape"), list)]
+        bad = [
+            i
+            for i in link["manifest"]
+            if not isinstance(i, dict)
+            or not isinstance(i.get("name"), str)
+            or i.get("dtype") not in _DTYPES
+            or not isinstance(i.get("shape"), list)
+            or not all(
+                isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in i["shape"]
+            )
+        ]
         if bad:
-            raise _BadRequest("collective.manifest", f"expected entries {{name, shape, dtype "
-                              f"in {_DTYPES}}}; got {str(bad[0])[:200]}")
+            raise _BadRequest(
+                "collective.manifest",
+                f"expected entries {{name, shape (list "
+                f"of non-negative integers), dtype in {_DTYPES}}}; got "
+                f"{str(bad[0])[:200]}",
+            )
+        buckets = link.get("bucket_bytes", 0)
+        if not isinstance(buckets, int) or isinstance(buckets, bool) or buckets < 0:
+            raise _BadRequest("collective.bucket_bytes", "expected a non-negative integer")
         return version, link
     path = body.get("path")
     if not isinstance(path, str) or not (Path(path) / "config.json").is_file():
@@ -252,7 +322,14 @@ async def _update(request: Any) -> Any:
             timeout_s = float(source.get("timeout_s", 600.0))
             await engine.collective_rpc(
                 "update_weights_from_link",
-                args=(source["host"], source["port"], source["manifest"], timeout_s))
+                args=(
+                    source["host"],
+                    source["port"],
+                    source["manifest"],
+                    timeout_s,
+                    source.get("bucket_bytes", 0),
+                ),
+            )
         # Caches computed with the old weights: KV of shared prefixes, encoder outputs.
         await engine.reset_prefix_cache()
         await engine.reset_mm_cache()
@@ -289,10 +366,14 @@ async def version_middleware(request: Any, call_next: Any) -> Any:
     path = request.url.path
     if path in ADMIN_ROUTES:
         peer = request.client.host if request.client is not None else None
-        if not admin_allowed(request.headers.get("authorization"),
-                             os.environ.get(TOKEN_ENV) or None, peer):
-            return _error("missing or wrong credential (Authorization: Bearer <run token>)",
-                          "Authorization", 401)
+        if not admin_allowed(
+            request.headers.get("authorization"), os.environ.get(TOKEN_ENV) or None, peer
+        ):
+            return _error(
+                "missing or wrong credential (Authorization: Bearer <run token>)",
+                "Authorization",
+                401,
+            )
     if path == "/update_weights" and request.method == "POST":
         return await _update(request)
     if path == "/health":  # the hf engine's body: clients parse /health as JSON
@@ -302,8 +383,10 @@ async def version_middleware(request: Any, call_next: Any) -> Any:
         from starlette.responses import JSONResponse
 
         version = _GATE.version
-        return JSONResponse({"status": "ok", "version": version, "updating": _GATE.updating},
-                            headers={VERSION_HEADER: str(version)})
+        return JSONResponse(
+            {"status": "ok", "version": version, "updating": _GATE.updating},
+            headers={VERSION_HEADER: str(version)},
+        )
     if not path.startswith("/v1/"):
         response = await call_next(request)
         response.headers[VERSION_HEADER] = str(_GATE.version)

@@ -35,7 +35,7 @@ from typing import Any
 
 from cua_rl.errors import FleetLost
 from cua_rl.rollout.fleet import GroupHandler
-from cua_rl.rollout.scheduler import TaskSource
+from cua_rl.rollout.scheduler import BudgetOf, TaskSource
 from cua_rl.runtime.ray.services import GroupReport, WorkerRelease
 from cua_rl.runtime.ray.workers import WorkerReport
 
@@ -87,9 +87,19 @@ async def _call(ref: Any) -> Any:
 class WorkerFleet:
     """Runs the fleet workers against the scheduler service (see module doc)."""
 
-    def __init__(self, scheduler: Any, workers: list[Any], source: TaskSource,
-                 on_group: GroupHandler, supervision: WorkerSupervision | None = None) -> None:
+    def __init__(
+        self,
+        scheduler: Any,
+        workers: list[Any],
+        source: TaskSource,
+        on_group: GroupHandler,
+        supervision: WorkerSupervision | None = None,
+        budget: BudgetOf | None = None,
+    ) -> None:
+        """`budget`: per-task budgets (`train.budgets`), decided here on the driver and
+        sent with each variant to the scheduler service, which opens the group with it."""
         self.scheduler = scheduler
+        self.budget = budget
         self.workers = workers
         self.source = source
         self.on_group = on_group
@@ -136,14 +146,16 @@ class WorkerFleet:
                 else:
                     deadline = deadline or loop.time() + self.supervision.replace_timeout_s
                 timeout = None if deadline is None else max(0.0, deadline - loop.time())
-                done, _ = await asyncio.wait(tasks, timeout=timeout,
-                                             return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait(
+                    tasks, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+                )
                 if not done:
                     raise FleetLost(
                         f"ray: no fleet worker is running and no replacement was placed "
                         f"within {self.supervision.replace_timeout_s:.0f} s (a node with the "
                         "fleet workers' resources must join; see `ray status`, "
-                        "ray.replace_timeout_s)")
+                        "ray.replace_timeout_s)"
+                    )
                 for task in done:
                     await self._settle(task, tasks.pop(task), tasks)
         finally:
@@ -151,8 +163,9 @@ class WorkerFleet:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _settle(self, task: asyncio.Task[Any], slot: _Slot,
-                      tasks: dict[asyncio.Task[Any], _Slot]) -> None:
+    async def _settle(
+        self, task: asyncio.Task[Any], slot: _Slot, tasks: dict[asyncio.Task[Any], _Slot]
+    ) -> None:
         error = task.exception()
         if not slot.running:
             if error is None:  # a replacement was placed: run it
@@ -166,19 +179,27 @@ class WorkerFleet:
             self._drained = True
         elif isinstance(error, self._lost_errors()):
             await self._lose(slot, error)
-            if (self.supervision.spawn is not None and not self._drained
-                    and len(self.lost) <= self.supervision.max_replacements):
+            if (
+                self.supervision.spawn is not None
+                and not self._drained
+                and len(self.lost) <= self.supervision.max_replacements
+            ):
                 worker_id = f"w{slot.index}.{len(self.lost)}"
                 handle = self.supervision.spawn(slot.index, worker_id)
                 tasks[asyncio.ensure_future(_call(handle.ready.remote()))] = _Slot(
-                    slot.index, worker_id, handle, running=False)
+                    slot.index, worker_id, handle, running=False
+                )
         else:
             raise error
 
     async def _replaced(self, slot: _Slot, tasks: dict[asyncio.Task[Any], _Slot]) -> None:
         self.replaced.append(slot.worker_id)
-        log.warning("fleet worker %s replaced (bundle %d): %d replacement(s) so far",
-                    slot.worker_id, slot.index, len(self.replaced))
+        log.warning(
+            "fleet worker %s replaced (bundle %d): %d replacement(s) so far",
+            slot.worker_id,
+            slot.index,
+            len(self.replaced),
+        )
         self._update_totals()
         await self._event("worker_replaced", {"worker": slot.worker_id, "bundle": slot.index})
         slot.running = True
@@ -192,11 +213,17 @@ class WorkerFleet:
         self.supervision.kill(slot.handle)
         slot.attempts += 1
         if slot.attempts >= PLACE_ATTEMPTS:
-            raise FleetLost(f"ray: replacement fleet worker {slot.worker_id} died "
-                            f"{slot.attempts} times before it started (bundle {slot.index})")
-        log.info("replacement fleet worker %s died before it started (bundle %d still "
-                 "booked on a dead node); starting it again (try %d)", slot.worker_id,
-                 slot.index, slot.attempts + 1)
+            raise FleetLost(
+                f"ray: replacement fleet worker {slot.worker_id} died "
+                f"{slot.attempts} times before it started (bundle {slot.index})"
+            )
+        log.info(
+            "replacement fleet worker %s died before it started (bundle %d still "
+            "booked on a dead node); starting it again (try %d)",
+            slot.worker_id,
+            slot.index,
+            slot.attempts + 1,
+        )
         slot.handle = self.supervision.spawn(slot.index, slot.worker_id)
 
         async def place_later(handle: Any) -> Any:
@@ -209,21 +236,33 @@ class WorkerFleet:
         """Release the lost worker's share of the run and say so once."""
         self.supervision.kill(slot.handle)
         release = await asyncio.wait_for(
-            self.scheduler.release_worker.remote(slot.worker_id),
-            self.supervision.call_timeout_s)
+            self.scheduler.release_worker.remote(slot.worker_id), self.supervision.call_timeout_s
+        )
         assert isinstance(release, WorkerRelease)
         self.lost.append(release)
         self._requeued_groups.update(group_id for group_id, _ in release.requeued)
         self._update_totals()
-        log.warning("fleet worker %s lost (%s): %d rollout(s) re-queued, %d finished "
-                    "group(s) delivered for it; %s", slot.worker_id, type(error).__name__,
-                    len(release.requeued), len(release.groups_delivered),
-                    "no replacement (the run has no more work)" if self._drained
-                    else "a replacement waits for a node with room")
-        await self._event("worker_lost", {
-            "worker": slot.worker_id, "bundle": slot.index, "error": type(error).__name__,
-            "requeued": [list(r) for r in release.requeued],
-            "groups_delivered": release.groups_delivered})
+        log.warning(
+            "fleet worker %s lost (%s): %d rollout(s) re-queued, %d finished "
+            "group(s) delivered for it; %s",
+            slot.worker_id,
+            type(error).__name__,
+            len(release.requeued),
+            len(release.groups_delivered),
+            "no replacement (the run has no more work)"
+            if self._drained
+            else "a replacement waits for a node with room",
+        )
+        await self._event(
+            "worker_lost",
+            {
+                "worker": slot.worker_id,
+                "bundle": slot.index,
+                "error": type(error).__name__,
+                "requeued": [list(r) for r in release.requeued],
+                "groups_delivered": release.groups_delivered,
+            },
+        )
 
     def _drop_unplaced(self, tasks: dict[asyncio.Task[Any], _Slot]) -> None:
         """No more work: replacements still waiting for a node are not needed."""
@@ -248,7 +287,8 @@ class WorkerFleet:
         while True:
             await self.scheduler.wait_demand.remote()
             variant = await self.source()
-            await self.scheduler.supply.remote(variant)
+            budget = self.budget(variant) if self.budget and variant is not None else None
+            await self.scheduler.supply.remote(variant, budget)
             if variant is None:
                 return
 
@@ -262,9 +302,14 @@ class WorkerFleet:
                 # which stored trajectories made the group: any other of its rows was
                 # an episode of the lost worker, re-run elsewhere (soak/ledger.py)
                 self._requeued_groups.discard(report.group.group_id)
-                await self._event("group_after_worker_lost", {
-                    "worker": report.worker_id, "group_id": report.group.group_id,
-                    "trajectories": [t.id for t in report.group.trajectories]})
+                await self._event(
+                    "group_after_worker_lost",
+                    {
+                        "worker": report.worker_id,
+                        "group_id": report.group.group_id,
+                        "trajectories": [t.id for t in report.group.trajectories],
+                    },
+                )
 
     def _update(self, worker_id: str, counts: dict[str, float], busy_s: float) -> None:
         """Totals over workers from each worker's latest running totals."""
@@ -281,5 +326,6 @@ class WorkerFleet:
         self.busy_s = sum(busy for _, busy in self._latest.values())
 
     def episodes_per_worker(self) -> dict[str, int]:
-        return {wid: int(counts.get("episodes", 0)) for wid, (counts, _) in
-                sorted(self._latest.items())}
+        return {
+            wid: int(counts.get("episodes", 0)) for wid, (counts, _) in sorted(self._latest.items())
+        }

@@ -35,8 +35,12 @@ LOOPBACK = "127.0.0.1"
 FLEET_RESOURCE = "fleet"
 LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 """Ray resolves this machine's address to loopback (module doc)."""
-HEALTH_CHECKS = {"health_check_initial_delay_ms": 1000, "health_check_period_ms": 1000,
-                 "health_check_timeout_ms": 1000, "health_check_failure_threshold": 3}
+HEALTH_CHECKS = {
+    "health_check_initial_delay_ms": 1000,
+    "health_check_period_ms": 1000,
+    "health_check_timeout_ms": 1000,
+    "health_check_failure_threshold": 3,
+}
 """A dead node is known within ~3 s (the GCS's health checks of each raylet)."""
 
 
@@ -86,14 +90,22 @@ class LocalCluster:
 
         ray_constants.ENABLE_RAY_CLUSTER = False  # read at call time, set at import
         with _current_cluster_kept():
-            self._cluster = Cluster(initialize_head=True, shutdown_at_exit=True,
-                                    head_node_args={**self._node_args(),
-                                                    "include_dashboard": False,
-                                                    "_system_config": HEALTH_CHECKS})
+            self._cluster = Cluster(
+                initialize_head=True,
+                shutdown_at_exit=True,
+                head_node_args={
+                    **self._node_args(),
+                    "include_dashboard": False,
+                    "_system_config": HEALTH_CHECKS,
+                },
+            )
 
     def _node_args(self) -> dict[str, Any]:
-        return {"num_cpus": self.cpus_per_node, "node_ip_address": LOOPBACK,
-                "object_store_memory": self.object_store_mb * 1024 * 1024}
+        return {
+            "num_cpus": self.cpus_per_node,
+            "node_ip_address": LOOPBACK,
+            "object_store_memory": self.object_store_mb * 1024 * 1024,
+        }
 
     def add_fleet_node(self) -> str:
         """Start one more fleet node; its node id once it has joined. A raylet that
@@ -101,13 +113,15 @@ class LocalCluster:
         `NodeStartFailed`, after its processes were killed (none is left behind)."""
         known = self._node_pids()
         try:
-            node = self._cluster.add_node(**self._node_args(),
-                                          resources={FLEET_RESOURCE: 1}, wait=True)
+            node = self._cluster.add_node(
+                **self._node_args(), resources={FLEET_RESOURCE: 1}, wait=True
+            )
         except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception here
             self.start_failures += 1
             stray = self._kill_strays(known)
-            raise NodeStartFailed(f"a fleet node did not start: {exc} ({stray} of its "
-                                  "processes killed)") from exc
+            raise NodeStartFailed(
+                f"a fleet node did not start: {exc} ({stray} of its processes killed)"
+            ) from exc
         self._fleet.append(node)
         self.nodes_started += 1
         self.watch()
@@ -158,8 +172,11 @@ class LocalCluster:
         for proc in psutil.Process(os.getpid()).children(recursive=True):
             try:
                 cmd = " ".join(proc.cmdline())
-                if (proc.pid not in known and proc.pid not in self._node_pids()
-                        and ("site-packages/ray/" in cmd or cmd.startswith("ray::"))):
+                if (
+                    proc.pid not in known
+                    and proc.pid not in self._node_pids()
+                    and ("site-packages/ray/" in cmd or cmd.startswith("ray::"))
+                ):
                     proc.kill()
                     stray += 1
             except psutil.Error:
@@ -190,8 +207,9 @@ class LocalCluster:
         process: pid and start time), polled for up to `grace_s` while they stop."""
         end = time.monotonic() + grace_s
         while True:
-            left = {pid: cmd for pid, (cmd, started) in self.seen.items()
-                    if _same_process(pid, started)}
+            left = {
+                pid: cmd for pid, (cmd, started) in self.seen.items() if _same_process(pid, started)
+            }
             if not left or time.monotonic() >= end:
                 return left
             time.sleep(0.5)
@@ -225,9 +243,13 @@ def cluster_overrides(cluster: LocalCluster, state_dir: str) -> list[str]:
     """A run's overrides that put its fleet on the cluster's fleet nodes, one worker
     per node with one desktop each (the desktops' state dir given explicitly: worker
     processes inherit the cluster's environment, not the run's)."""
-    return ["runtime=ray", f"ray.address={cluster.address}",
-            f"ray.fleet_workers={cluster.fleet_nodes}",
-            f"ray.worker_resources={{{FLEET_RESOURCE}: 1}}",
-            f"ray.num_cpus={cluster.cpus_per_node}", "ray.replica_bind_host=127.0.0.1",
-            f"desktops.count={cluster.fleet_nodes}",
-            f"desktops.provider.state_dir={state_dir}"]
+    return [
+        "runtime=ray",
+        f"ray.address={cluster.address}",
+        f"ray.fleet_workers={cluster.fleet_nodes}",
+        f"ray.worker_resources={{{FLEET_RESOURCE}: 1}}",
+        f"ray.num_cpus={cluster.cpus_per_node}",
+        "ray.replica_bind_host=127.0.0.1",
+        f"desktops.count={cluster.fleet_nodes}",
+        f"desktops.provider.state_dir={state_dir}",
+    ]

@@ -80,14 +80,17 @@ def bundle_options(group: Any, index: int, bundle: Bundle) -> dict[str, Any]:
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     custom = {name: amount for name, amount in bundle.items() if name not in ("CPU", "GPU")}
-    return {"num_cpus": bundle.get("CPU", 0), "num_gpus": bundle.get("GPU", 0),
-            **({"resources": custom} if custom else {}),
-            "scheduling_strategy": PlacementGroupSchedulingStrategy(
-                group, placement_group_bundle_index=index)}
+    return {
+        "num_cpus": bundle.get("CPU", 0),
+        "num_gpus": bundle.get("GPU", 0),
+        **({"resources": custom} if custom else {}),
+        "scheduling_strategy": PlacementGroupSchedulingStrategy(
+            group, placement_group_bundle_index=index
+        ),
+    }
 
 
-async def reserve(bundles: list[Bundle], strategy: str, *, what: str,
-                  timeout_s: float) -> Any:
+async def reserve(bundles: list[Bundle], strategy: str, *, what: str, timeout_s: float) -> Any:
     """A ready placement group, or a ConfigError saying what the cluster lacks."""
     import ray
     from ray.util import placement_group, remove_placement_group
@@ -101,12 +104,12 @@ async def reserve(bundles: list[Bundle], strategy: str, *, what: str,
             f"ray: {what}: the cluster did not offer {len(bundles)} bundle(s) of "
             f"{bundles[0]} ({strategy}) within {timeout_s:.0f} s; it has "
             f"{ray.available_resources()} available (see `ray status`, and "
-            "ray.num_cpus / ray.replica_cpus / ray.replica_gpus)") from None
+            "ray.num_cpus / ray.replica_cpus / ray.replica_gpus)"
+        ) from None
     return group
 
 
-def reserve_blocking(bundles: list[Bundle], strategy: str, *, what: str,
-                     timeout_s: float) -> Any:
+def reserve_blocking(bundles: list[Bundle], strategy: str, *, what: str, timeout_s: float) -> Any:
     """`reserve` for a caller on a thread (a learner engine is built on one)."""
     import ray
     from ray.exceptions import GetTimeoutError
@@ -121,7 +124,8 @@ def reserve_blocking(bundles: list[Bundle], strategy: str, *, what: str,
             f"ray: {what}: the cluster did not offer {len(bundles)} bundle(s) of "
             f"{bundles[0]} ({strategy}) within {timeout_s:.0f} s; it has "
             f"{ray.available_resources()} available (see `ray status`, and "
-            "train.<role>.rank_cpus / rank_gpus)") from None
+            "train.<role>.rank_cpus / rank_gpus)"
+        ) from None
     return group
 
 

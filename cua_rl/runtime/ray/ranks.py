@@ -38,8 +38,9 @@ STOP_TIMEOUT_S = 30.0
 class RayRanks:
     """`cfg.ranks` rank actors in one PACK placement group."""
 
-    def __init__(self, cfg: LearnerConfig, model_dir: str, *, name: str, ray_cfg: RayConfig
-                 ) -> None:
+    def __init__(
+        self, cfg: LearnerConfig, model_dir: str, *, name: str, ray_cfg: RayConfig
+    ) -> None:
         self.cfg = cfg
         self.model_dir = model_dir
         self.name = name
@@ -57,14 +58,20 @@ class RayRanks:
 
         bundles = placement.rank_bundles(self.cfg)
         self._group = placement.reserve_blocking(
-            bundles, "PACK", what=f"{self.name} learner ranks",
-            timeout_s=self.ray_cfg.placement_timeout_s)
+            bundles,
+            "PACK",
+            what=f"{self.name} learner ranks",
+            timeout_s=self.ray_cfg.placement_timeout_s,
+        )
         for rank, bundle in enumerate(bundles):
             options = placement.bundle_options(self._group, rank, bundle)
             # Ray gives each GPU actor its own CUDA_VISIBLE_DEVICES: its GPU is device 0.
             # (Threads and DeepSpeed's accelerator are set by `RankWorker.start`.)
-            self._actors.append(RankActor.options(**options)
-                                .remote(self.cfg, self.model_dir, rank, self.world_size, 0))
+            self._actors.append(
+                RankActor.options(**options).remote(
+                    self.cfg, self.model_dir, rank, self.world_size, 0
+                )
+            )
         timeout = self.cfg.rank_timeout_s
         ips = self.call([("node_ip", ())] * self.world_size, timeout, "start")
         host = "127.0.0.1" if set(ips) == {ray.util.get_node_ip_address()} else ips[0]
@@ -79,16 +86,23 @@ class RayRanks:
         except Exception as exc:  # noqa: BLE001 - Ray's task, actor and timeout errors
             raise LearnerRankError(f"{self.name} rank 0 {what}: {_line(exc)}") from exc
 
-    def call(self, calls: Sequence[tuple[str, tuple[Any, ...]]], timeout_s: float,
-             what: str) -> list[Any]:
+    def call(
+        self, calls: Sequence[tuple[str, tuple[Any, ...]]], timeout_s: float, what: str
+    ) -> list[Any]:
         with self._lock:
             if self._failed is not None:
                 raise LearnerRankError(f"{self.name} ranks stopped after: {self._failed}")
             try:
-                refs = [getattr(actor, method).remote(*args)
-                        for actor, (method, args) in zip(self._actors, calls, strict=True)]
-                return _gather(refs, timeout_s, lambda i, e: f"{self.name} rank {i} {what}: {e}",
-                               f"{self.name} {what}")
+                refs = [
+                    getattr(actor, method).remote(*args)
+                    for actor, (method, args) in zip(self._actors, calls, strict=True)
+                ]
+                return _gather(
+                    refs,
+                    timeout_s,
+                    lambda i, e: f"{self.name} rank {i} {what}: {e}",
+                    f"{self.name} {what}",
+                )
             except LearnerRankError as exc:
                 self._failed = str(exc)
                 self._kill()
@@ -104,8 +118,12 @@ class RayRanks:
         try:
             if self._failed is None and self._actors:
                 with contextlib.suppress(LearnerRankError):
-                    _gather([a.stop.remote() for a in self._actors], STOP_TIMEOUT_S,
-                            lambda i, e: f"rank {i} stop: {e}", "stop")
+                    _gather(
+                        [a.stop.remote() for a in self._actors],
+                        STOP_TIMEOUT_S,
+                        lambda i, e: f"rank {i} stop: {e}",
+                        "stop",
+                    )
             self._failed = self._failed or "closed"
             self._kill()
         finally:
@@ -124,8 +142,9 @@ class RayRanks:
             self._group = None
 
 
-def _gather(refs: list[Any], timeout_s: float, failed: Callable[[int, str], str],
-            what: str) -> list[Any]:
+def _gather(
+    refs: list[Any], timeout_s: float, failed: Callable[[int, str], str], what: str
+) -> list[Any]:
     """Every ref's result in order; the first failure (or the deadline) raises."""
     import ray
 
@@ -137,8 +156,10 @@ def _gather(refs: list[Any], timeout_s: float, failed: Callable[[int, str], str]
         left = deadline - time.monotonic()
         if left <= 0:
             ranks = sorted(index[r] for r in pending)
-            raise LearnerRankError(f"{what}: rank(s) {ranks} did not answer within "
-                                   f"{timeout_s:.0f} s (learner.rank_timeout_s)")
+            raise LearnerRankError(
+                f"{what}: rank(s) {ranks} did not answer within "
+                f"{timeout_s:.0f} s (learner.rank_timeout_s)"
+            )
         ready, pending = ray.wait(pending, num_returns=1, timeout=min(left, POLL_S))
         for ref in ready:
             try:
@@ -157,6 +178,7 @@ def _line(exc: BaseException) -> str:
 def ray_rank_group(ray_cfg: RayConfig) -> Callable[[LearnerConfig, str, str, Path], RayRanks]:
     """The transport factory `learner.engines.build_engine` takes (its log_dir is
     unused: an actor logs where Ray puts worker logs)."""
+
     def make(cfg: LearnerConfig, model_dir: str, name: str, _log_dir: Path) -> RayRanks:
         return RayRanks(cfg, model_dir, name=name, ray_cfg=ray_cfg)
 

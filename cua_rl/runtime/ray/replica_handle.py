@@ -43,8 +43,9 @@ STOP_GRACE_S = 30.0
 class RemoteReplica:
     """`ReplicaHandle` for one replica actor serving at `url` (see module doc)."""
 
-    def __init__(self, actor: Any, url: str, *, restart_timeout_s: float,
-                 check_timeout_s: float = 10.0) -> None:
+    def __init__(
+        self, actor: Any, url: str, *, restart_timeout_s: float, check_timeout_s: float = 10.0
+    ) -> None:
         self.actor = actor
         self.url = url.rstrip("/")
         self.restart_timeout_s = restart_timeout_s
@@ -66,8 +67,7 @@ class RemoteReplica:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # no loop, no background call: the last answer stands
             return
-        self._check = loop.create_task(self._ask(self._generation),
-                                       name=f"alive? {self.url}")
+        self._check = loop.create_task(self._ask(self._generation), name=f"alive? {self.url}")
 
     async def _ask(self, generation: int) -> None:
         try:
@@ -87,12 +87,15 @@ class RemoteReplica:
         except TimeoutError:
             raise InferenceUnavailable(
                 f"replica actor of {self.url} did not restart its server within "
-                f"{self.restart_timeout_s:g} s") from None
+                f"{self.restart_timeout_s:g} s"
+            ) from None
         self._generation += 1
         if str(url).rstrip("/") != self.url:
             self._alive = False
-            raise InferenceUnavailable(f"replica {self.url} came back on {url}: a replica's "
-                                       "URL is its identity in routing, it cannot move")
+            raise InferenceUnavailable(
+                f"replica {self.url} came back on {url}: a replica's "
+                "URL is its identity in routing, it cannot move"
+            )
         self._alive = True
 
     async def close(self) -> None:

@@ -2,8 +2,9 @@
 
 On a cluster the policy and reward-model replicas belong on GPU nodes, not next
 to the driver: each replica is an actor placed in a bundle of a placement group
-(`ray.placement`), which starts `cua-rl serve --engine hf|vllm` as a child
-process on its node, listening on all interfaces, and reports
+(`ray.placement`), which starts the pool's server as a child process on its node
+(`launcher.replica_launch`, as a local run does: every `vllm` option of the pool
+applies), listening on all interfaces, and reports
 `http://<node ip>:<port>` once `/health` answers. The driver then routes to
 those URLs exactly as to local replicas (weight sync included), and supervises
 them through `alive` and `restart` (`ray.replica_handle.RemoteReplica`).
@@ -19,8 +20,6 @@ after `stop` nothing starts again.
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
 from pathlib import Path
 
 from cua_rl.errors import InferenceUnavailable
@@ -28,11 +27,12 @@ from cua_rl.inference.launcher import (
     TINY,
     ModelServersConfig,
     ensure_tiny_model,
+    replica_launch,
     resolve_model,
 )
-from cua_rl.inference.owner_watch import owner_env
 from cua_rl.inference.replica_process import ServerProcess, start_server
-from cua_rl.inference.server_auth import TOKEN_ENV
+from cua_rl.inference.vllm_engine import resolve_vllm_python
+from cua_rl.process_launch import ProcessLaunch
 
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
 
@@ -47,9 +47,18 @@ def advertised_host(bind_host: str, node_ip: str) -> str:
 class ModelReplica:
     """Starts, reports and stops one `cua-rl serve` process on this node."""
 
-    def __init__(self, servers: ModelServersConfig, *, name: str, log_dir: Path,
-                 tiny_dir: Path, version: int, bind_host: str, advertise_host: str,
-                 token: str | None = None) -> None:
+    def __init__(
+        self,
+        servers: ModelServersConfig,
+        *,
+        name: str,
+        log_dir: Path,
+        tiny_dir: Path,
+        version: int,
+        bind_host: str,
+        advertise_host: str,
+        token: str | None = None,
+    ) -> None:
         """`token`: the pool's credential for `/update_weights` (in the server's
         environment, never argv)."""
         self.servers = servers
@@ -74,21 +83,31 @@ class ModelReplica:
         model = resolve_model(self.servers, self.tiny_dir)
         self.log_dir.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 - once, at start-up
 
-        def argv(port: int) -> list[str]:
-            cmd = [sys.executable, "-m", "cua_rl.cli", "serve", "--engine",
-                   self.servers.engine, "--model", model, "--host", self.bind_host,
-                   "--port", str(port), "--version", str(self.version)]
-            if self.servers.engine == "hf":
-                cmd += ["--threads", str(self.servers.threads)]
-            return cmd
+        python = resolve_vllm_python(self.servers.python) if self.servers.engine == "vllm" else None
+        pool, _, index = self.name.rpartition("-")
 
-        env = {**os.environ, "OMP_NUM_THREADS": str(self.servers.threads),
-               "TOKENIZERS_PARALLELISM": "false", **owner_env(),
-               **({TOKEN_ENV: self.token} if self.token else {})}
+        def launch(port: int) -> ProcessLaunch:
+            # Ray set this actor's CUDA_VISIBLE_DEVICES (its bundle's GPUs): inherited
+            return replica_launch(
+                self.servers,
+                name=pool or self.name,
+                index=int(index) if index.isdigit() else 0,
+                model=model,
+                port=port,
+                version=self.version,
+                token=self.token,
+                python=python,
+                host=self.bind_host,
+            )
+
         self.server = await start_server(
-            argv, env, log_path=self.log_dir / f"{self.name}.log",
-            ready_timeout_s=self.servers.ready_timeout_s, what=f"start of {self.name}",
-            bind_host=self.bind_host, url_host=self.advertise_host)
+            launch,
+            log_path=self.log_dir / f"{self.name}.log",
+            ready_timeout_s=self.servers.ready_timeout_s,
+            what=f"start of {self.name}",
+            bind_host=self.bind_host,
+            url_host=self.advertise_host,
+        )
         self.url = self.server.url
         return self.url
 

@@ -25,14 +25,15 @@ emitted twice.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from cua_rl.rollout.scheduler import GroupScheduler, RolloutTicket
+from cua_rl.rollout.scheduler import GroupBudget, GroupScheduler, RolloutTicket
+from cua_rl.staleness_gate import VersionGate
 from cua_rl.types import GroupRecord, StepVerdict, TaskVariant, Trajectory
-from cua_rl.version_gate import VersionGate
 
 
 @dataclass(frozen=True)
@@ -61,24 +62,37 @@ class GroupReport:
 
 class VariantFeed:
     """A rendezvous between the scheduler (which needs the next variant) and the
-    driver (which runs the selector): no queue, so nothing is drawn early."""
+    driver (which runs the selector and the per-task budgets): no queue, so nothing is
+    drawn early. A variant may come with its group's budget (`train.budgets`), decided
+    on the driver where the budgets observe finished groups; the scheduler takes it
+    when it opens that group (`budget_of`), right after `request` returned it."""
 
-    def __init__(self) -> None:
+    def __init__(self, group_size: int) -> None:
+        self.group_size = group_size
         self._demand: asyncio.Queue[None] = asyncio.Queue(maxsize=1)
-        self._supply: asyncio.Queue[TaskVariant | None] = asyncio.Queue(maxsize=1)
+        self._supply: asyncio.Queue[tuple[TaskVariant | None, GroupBudget | None]] = asyncio.Queue(
+            maxsize=1
+        )
+        self._budget: GroupBudget | None = None
 
     async def request(self) -> TaskVariant | None:
         """The scheduler's task source: ask the driver and wait for its answer."""
         await self._demand.put(None)
-        return await self._supply.get()
+        variant, self._budget = await self._supply.get()
+        return variant
+
+    def budget_of(self, _variant: TaskVariant) -> GroupBudget:
+        """The budget supplied with the variant `request` just returned (the global
+        one when the driver sent none)."""
+        return self._budget or GroupBudget(self.group_size)
 
     async def wait_demand(self) -> None:
         """Driver side: return once the scheduler asks for a variant."""
         await self._demand.get()
 
-    async def supply(self, variant: TaskVariant | None) -> None:
+    async def supply(self, variant: TaskVariant | None, budget: GroupBudget | None = None) -> None:
         """Driver side: answer the pending request (None: no more work)."""
-        await self._supply.put(variant)
+        await self._supply.put((variant, budget))
 
 
 class SchedulerService:
@@ -88,9 +102,14 @@ class SchedulerService:
     `owner` is the calling worker's id ('' for callers that are never released)."""
 
     def __init__(self, group_size: int, *, max_groups: int | None, backlog: int) -> None:
-        self.feed = VariantFeed()
-        self.scheduler = GroupScheduler(self.feed.request, group_size, max_groups=max_groups,
-                                        group_ids=lambda: f"g-{uuid.uuid4().hex[:12]}")
+        self.feed = VariantFeed(group_size)
+        self.scheduler = GroupScheduler(
+            self.feed.request,
+            group_size,
+            max_groups=max_groups,
+            group_ids=lambda: f"g-{uuid.uuid4().hex[:12]}",
+            budget=self.feed.budget_of,
+        )
         self._outbox: asyncio.Queue[GroupReport | None] = asyncio.Queue(maxsize=backlog)
         self._held: dict[str, dict[tuple[str, int], RolloutTicket]] = {}
         """owner -> the tickets it took and has not yet completed, aborted or given up."""
@@ -124,9 +143,13 @@ class SchedulerService:
             self._owed.setdefault(owner, {})[group.group_id] = group
         return group
 
-    async def complete(self, ticket: RolloutTicket, trajectory: Trajectory,
-                       verdicts: list[StepVerdict] | None = None, owner: str = ""
-                       ) -> GroupRecord | None:
+    async def complete(
+        self,
+        ticket: RolloutTicket,
+        trajectory: Trajectory,
+        verdicts: list[StepVerdict] | None = None,
+        owner: str = "",
+    ) -> GroupRecord | None:
         if not self._returned(owner, ticket):
             return None
         return self._owe(owner, await self.scheduler.complete(ticket, trajectory, verdicts))
@@ -135,8 +158,9 @@ class SchedulerService:
         if self._returned(owner, ticket):
             await self.scheduler.abort(ticket)
 
-    async def give_up(self, ticket: RolloutTicket, reason: str = "", owner: str = ""
-                      ) -> GroupRecord | None:
+    async def give_up(
+        self, ticket: RolloutTicket, reason: str = "", owner: str = ""
+    ) -> GroupRecord | None:
         if not self._returned(owner, ticket):
             return None
         return self._owe(owner, await self.scheduler.give_up(ticket, reason))
@@ -160,7 +184,8 @@ class SchedulerService:
         owed = self._owed.pop(owner, {})
         for group in owed.values():  # in the background: a full outbox must not hold
             task = asyncio.create_task(  # the driver's call (it drains the outbox)
-                self._outbox.put(GroupReport(owner, group, lost_worker=True)))
+                self._outbox.put(GroupReport(owner, group, lost_worker=True))
+            )
             self._deliveries.add(task)
             task.add_done_callback(self._deliveries.discard)
         return WorkerRelease(owner, sorted(held), sorted(owed))
@@ -168,8 +193,8 @@ class SchedulerService:
     async def wait_demand(self) -> None:
         await self.feed.wait_demand()
 
-    async def supply(self, variant: TaskVariant | None) -> None:
-        await self.feed.supply(variant)
+    async def supply(self, variant: TaskVariant | None, budget: GroupBudget | None = None) -> None:
+        await self.feed.supply(variant, budget)
 
     async def next_group(self) -> GroupReport | None:
         """The next finished group; None after `close_outbox` once it is empty."""
@@ -182,23 +207,53 @@ class SchedulerService:
         await self._outbox.put(None)
 
     async def stats(self) -> dict[str, int]:
-        return {"open_groups": self.scheduler.open_groups, "queued": self.scheduler.queued,
-                "requeued": self.scheduler.requeued, "workers_released": len(self._lost)}
+        return {
+            "open_groups": self.scheduler.open_groups,
+            "queued": self.scheduler.queued,
+            "requeued": self.scheduler.requeued,
+            "workers_released": len(self._lost),
+        }
 
 
 class GateService:
     """The run's single `VersionGate`; `wait_fresh` also returns the learner
-    version so callers can mirror it without another round trip."""
+    version so callers can mirror it without another round trip.
+
+    It also holds the routing table of staggered weight sync: which replicas of each
+    pool the driver has out of routing for their update (`set_withheld`), so the fleet
+    workers' own pools can route around them too (`routing`, a bounded long poll)."""
 
     def __init__(self, eta: int) -> None:
         self.gate = VersionGate(eta)
+        self._withheld: dict[str, list[str]] = {}
+        self._routing_version = 0
+        self._routing_changed = asyncio.Condition()
+
+    async def set_withheld(self, pool: str, urls: list[str]) -> None:
+        """The driver's pool `pool` has `urls` out of routing now (empty: none)."""
+        if self._withheld.get(pool, []) == urls:
+            return
+        async with self._routing_changed:
+            self._withheld[pool] = list(urls)
+            self._routing_version += 1
+            self._routing_changed.notify_all()
+
+    async def routing(
+        self, since: int, timeout_s: float = 30.0
+    ) -> tuple[int, dict[str, list[str]]]:
+        """The routing table once its version is past `since` (at most `timeout_s`
+        later: then as it is), with its version."""
+        async with self._routing_changed:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout_s):
+                    await self._routing_changed.wait_for(lambda: self._routing_version > since)
+            return self._routing_version, dict(self._withheld)
 
     async def wait_fresh(self) -> tuple[int, int]:
         serving = await self.gate.wait_fresh()
         return serving, self.gate.learner_version
 
-    async def set_versions(self, *, learner: int | None = None,
-                           serving: int | None = None) -> None:
+    async def set_versions(self, *, learner: int | None = None, serving: int | None = None) -> None:
         await self.gate.set_versions(learner=learner, serving=serving)
 
 
@@ -214,8 +269,12 @@ class RemoteScheduler:
     async def next_ticket(self) -> RolloutTicket | None:
         return await self.handle.next_ticket.remote(self.owner)
 
-    async def complete(self, ticket: RolloutTicket, trajectory: Trajectory,
-                       verdicts: list[StepVerdict] | None = None) -> GroupRecord | None:
+    async def complete(
+        self,
+        ticket: RolloutTicket,
+        trajectory: Trajectory,
+        verdicts: list[StepVerdict] | None = None,
+    ) -> GroupRecord | None:
         return await self.handle.complete.remote(ticket, trajectory, verdicts, self.owner)
 
     async def abort(self, ticket: RolloutTicket) -> None:
@@ -234,8 +293,9 @@ class RemoteGate:
     round trip; `on_versions(learner)` runs whenever a new learner version is seen
     (workers apply the horizon schedule with it)."""
 
-    def __init__(self, handle: Any, eta: int, *,
-                 on_versions: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self, handle: Any, eta: int, *, on_versions: Callable[[int], None] | None = None
+    ) -> None:
         self.handle = handle
         self.eta = eta
         self.learner_version = 0
@@ -250,8 +310,7 @@ class RemoteGate:
         self._seen(learner=learner, serving=serving)
         return serving
 
-    async def set_versions(self, *, learner: int | None = None,
-                           serving: int | None = None) -> None:
+    async def set_versions(self, *, learner: int | None = None, serving: int | None = None) -> None:
         await self.handle.set_versions.remote(learner=learner, serving=serving)
         self._seen(learner=learner, serving=serving)
 

@@ -31,12 +31,14 @@ from cua_rl.desktop.pool import DesktopPool
 from cua_rl.desktop.providers.factory import make_provider
 from cua_rl.inference.base import ChatBackend
 from cua_rl.inference.pool import InferencePool
+from cua_rl.inference.replica_set import ReplicaSet
 from cua_rl.reward.judge import StreamingJudge
 from cua_rl.rollout.fleet import DesktopSource, Fleet
 from cua_rl.rollout.guest_desktop import PoolDesktops
 from cua_rl.runtime.local import host_cache_dir
+from cua_rl.runtime.ray.routing import following_withheld
 from cua_rl.runtime.ray.services import GroupReport, RemoteGate, RemoteScheduler
-from cua_rl.store.run_store import AsyncRunStore
+from cua_rl.store.async_run_store import AsyncRunStore
 from cua_rl.types import GroupRecord
 
 
@@ -93,27 +95,54 @@ class FleetWorker:
         self._running = asyncio.current_task()
         try:
             async with worker_parts(self.spec, self.spec.cfg.episode) as parts:
-                return await self.run_fleet(parts.desktops, parts.policy, parts.store,
-                                            judge=parts.judge)
+                judged = parts.judge.prm if parts.judge is not None else None
+                pools = {
+                    name: pool.replicas
+                    for name, pool in (("policy", parts.policy), ("prm", judged))
+                    if isinstance(getattr(pool, "replicas", None), ReplicaSet)
+                }
+                # staggered sync: route around the replicas the driver is updating
+                async with following_withheld(
+                    self.gate.handle, pools, parts.store, self.spec.worker_id
+                ):
+                    return await self.run_fleet(
+                        parts.desktops, parts.policy, parts.store, judge=parts.judge
+                    )
         finally:
             self._done.set()
 
-    async def run_fleet(self, desktops: DesktopSource, policy: ChatBackend,
-                        store: AsyncRunStore, *, judge: StreamingJudge | None = None
-                        ) -> WorkerReport:
+    async def run_fleet(
+        self,
+        desktops: DesktopSource,
+        policy: ChatBackend,
+        store: AsyncRunStore,
+        *,
+        judge: StreamingJudge | None = None,
+    ) -> WorkerReport:
         """The fleet on given parts (tests give it fakes)."""
-        self.fleet = Fleet(self.scheduler, desktops, policy, store,  # type: ignore[arg-type]
-                           self.spec.cfg.episode, self.spec.cfg.fleet, judge=judge,
-                           gate=self.gate, on_group=self._on_group,  # type: ignore[arg-type]
-                           horizon=self.spec.cfg.train.horizon, actors=self.spec.actors)
+        self.fleet = Fleet(
+            self.scheduler,  # type: ignore[arg-type]  # tests give the fleet duck-typed parts
+            desktops,
+            policy,
+            store,
+            self.spec.cfg.episode,
+            self.spec.cfg.fleet,
+            judge=judge,
+            gate=self.gate,
+            on_group=self._on_group,
+            horizon=self.spec.cfg.train.horizon,
+            actors=self.spec.actors,
+            seed=self.spec.cfg.seed,
+        )
         counts = await self.fleet.run()
         await store.incr(f"episodes/{self.spec.worker_id}", counts["episodes"])
         return WorkerReport(self.spec.worker_id, dict(counts), self.fleet.busy_s)
 
     async def _on_group(self, finished: GroupRecord) -> None:
         assert self.fleet is not None
-        await self.scheduler.put_group(GroupReport(
-            self.spec.worker_id, finished, dict(self.fleet.counts), self.fleet.busy_s))
+        await self.scheduler.put_group(
+            GroupReport(self.spec.worker_id, finished, dict(self.fleet.counts), self.fleet.busy_s)
+        )
 
     async def stop(self) -> None:
         """Cancel a running `run` and wait until it has stopped its desktops."""
@@ -142,10 +171,15 @@ async def worker_parts(spec: WorkerSpec, episode: Any) -> AsyncIterator[WorkerPa
             judge = StreamingJudge(prm, store, cfg.judge)
             stack.push_async_callback(judge.close)
         provider = make_provider(cfg.desktops.provider, owner_pid=os.getpid())
-        pool = DesktopPool(provider, spec.desktops,
-                           id_prefix=f"{spec.worker_id}-{secrets.token_hex(3)}")
+        pool = DesktopPool(
+            provider, spec.desktops, id_prefix=f"{spec.worker_id}-{secrets.token_hex(3)}"
+        )
         await pool.start()
         stack.push_async_callback(pool.close)
-        desktops = PoolDesktops(pool, cache=FileCache(host_cache_dir()),
-                                work_root=spec.run_dir / "work" / spec.worker_id, cfg=episode)
+        desktops = PoolDesktops(
+            pool,
+            cache=FileCache(host_cache_dir()),
+            work_root=spec.run_dir / "work" / spec.worker_id,
+            cfg=episode,
+        )
         yield WorkerParts(store, policy, judge, desktops)

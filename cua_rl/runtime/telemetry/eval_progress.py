@@ -28,9 +28,13 @@ class ProgressBar:
         )
 
         self.progress = Progress(
-            TextColumn("[bold]eval[/] task runs"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("mean score {task.fields[mean]}"), TimeElapsedColumn(),
-            TimeRemainingColumn(), console=console,
+            TextColumn("[bold]eval[/] task runs"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("mean score {task.fields[mean]}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=console,
         )
         self.scores: list[float] = []
         self.task_id: Any = None
@@ -47,8 +51,9 @@ class ProgressBar:
     def start(self, total: int, done_scores: Sequence[float]) -> None:
         self.scores = list(done_scores)
         self.total, self.resumed, self.started = total, len(self.scores), time.monotonic()
-        self.task_id = self.progress.add_task("eval", total=total, completed=len(self.scores),
-                                              mean=self._mean())
+        self.task_id = self.progress.add_task(
+            "eval", total=total, completed=len(self.scores), mean=self._mean()
+        )
 
     def advance(self, group_id: str, score: float) -> None:
         self.scores.append(score)
@@ -59,5 +64,11 @@ class ProgressBar:
             done, elapsed = len(self.scores), time.monotonic() - self.started
             now = done - self.resumed
             eta = elapsed / now * (self.total - done) if now else None
-            status_log.info("[eval] %d/%d task runs scored, mean score %s, %s elapsed, eta=%s",
-                            done, self.total, self._mean(), duration(elapsed), duration(eta))
+            status_log.info(
+                "[eval] %d/%d task runs scored, mean score %s, %s elapsed, eta=%s",
+                done,
+                self.total,
+                self._mean(),
+                duration(elapsed),
+                duration(eta),
+            )

@@ -26,8 +26,14 @@ class LearnerVersion(Protocol):
     learner_version: int
 
 
-def group_metrics(group: GroupRecord, samples: GroupSamples, gate: LearnerVersion,
-                  fleet: FleetTotals, cfg: RunConfig, started: float) -> dict[str, float]:
+def group_metrics(
+    group: GroupRecord,
+    samples: GroupSamples,
+    gate: LearnerVersion,
+    fleet: FleetTotals,
+    cfg: RunConfig,
+    started: float,
+) -> dict[str, float]:
     """`started`: `time.monotonic()` when the run started (rates are since then).
 
     `trajectories` (the group's scored episodes) is what the run reports as finished:
@@ -38,8 +44,13 @@ def group_metrics(group: GroupRecord, samples: GroupSamples, gate: LearnerVersio
     # of this group (its samples still count in policy_samples and advantages)
     own = {t.id for t in trajs}
     rewards = [r for tid, rs in samples.rewards.items() if tid in own for r in rs]
-    votes = [(t.outcome, v.score) for t in trajs for verdict in group.verdicts.get(t.id, ())
-             for v in verdict.votes if v.score != 0]
+    votes = [
+        (t.outcome, v.score)
+        for t in trajs
+        for verdict in group.verdicts.get(t.id, ())
+        for v in verdict.votes
+        if v.score != 0
+    ]
     advantages = [s.advantage for s in samples.policy]
     elapsed = max(time.monotonic() - started, 1e-6)
     out = {
@@ -50,8 +61,10 @@ def group_metrics(group: GroupRecord, samples: GroupSamples, gate: LearnerVersio
         "policy_samples": float(len(samples.policy)),
         "prm_samples": float(len(samples.prm)),
         "advantage_abs_mean": statistics.fmean(abs(a) for a in advantages) if advantages else 0.0,
-        "staleness": float(gate.learner_version - min((t.policy_version_at_start for t in trajs),
-                                                      default=gate.learner_version)),
+        "staleness": float(
+            gate.learner_version
+            - min((t.policy_version_at_start for t in trajs), default=gate.learner_version)
+        ),
         "steps_per_s": fleet.counts["steps"] / elapsed,
         "desktop_utilization": fleet.busy_s / (elapsed * max(cfg.desktops.count, 1)),
         "episode_len_mean": statistics.fmean(len(t.steps) for t in trajs) if trajs else 0.0,

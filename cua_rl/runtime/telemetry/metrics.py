@@ -35,8 +35,9 @@ class MetricsLogger:
             try:
                 import wandb
 
-                self._wandb = wandb.init(project=cfg.wandb_project, config=config,
-                                         dir=str(run_dir), resume="allow")
+                self._wandb = wandb.init(
+                    project=cfg.wandb_project, config=config, dir=str(run_dir), resume="allow"
+                )
             except Exception as exc:  # noqa: BLE001 - metrics must never stop a run
                 log.warning("W&B disabled: %s", exc)
 

@@ -58,16 +58,19 @@ class ProgressSnapshot:
 
     def line(self) -> str:
         """The one-line status: phase, work done, rates, rewards, ETA."""
-        updates = " ".join(f"{role}_updates={v}" + (f"/{self.max_updates}"
-                                                      if role == "policy" else "")
-                           for role, v in self.updates.items())
+        updates = " ".join(
+            f"{role}_updates={v}" + (f"/{self.max_updates}" if role == "policy" else "")
+            for role, v in self.updates.items()
+        )
         success = "-" if self.success_rate is None else f"{self.success_rate:.2f}"
         reward = "-" if self.step_reward_mean is None else f"{self.step_reward_mean:+.2f}"
-        return (f"[{self.phase}] {duration(self.elapsed_s)} groups={self.groups} "
-                f"episodes={self.episodes} steps={self.steps} aborted={self.aborted} "
-                f"{updates + ' ' if updates else ''}{self.episodes_per_min:.1f} ep/min "
-                f"{self.steps_per_s:.2f} steps/s success={success} step_reward={reward} "
-                f"eta={duration(self.eta_s)}")
+        return (
+            f"[{self.phase}] {duration(self.elapsed_s)} groups={self.groups} "
+            f"episodes={self.episodes} steps={self.steps} aborted={self.aborted} "
+            f"{updates + ' ' if updates else ''}{self.episodes_per_min:.1f} ep/min "
+            f"{self.steps_per_s:.2f} steps/s success={success} step_reward={reward} "
+            f"eta={duration(self.eta_s)}"
+        )
 
 
 @dataclass
@@ -96,14 +99,20 @@ class RunProgress:
         counts = self.fleet.counts
         groups = int(counts.get("groups", 0))
         return ProgressSnapshot(
-            phase=self.phase, elapsed_s=elapsed, groups=groups,
-            episodes=int(counts.get("episodes", 0)), steps=int(counts.get("steps", 0)),
-            aborted=int(counts.get("aborted", 0)), successes=int(counts.get("successes", 0)),
+            phase=self.phase,
+            elapsed_s=elapsed,
+            groups=groups,
+            episodes=int(counts.get("episodes", 0)),
+            steps=int(counts.get("steps", 0)),
+            aborted=int(counts.get("aborted", 0)),
+            successes=int(counts.get("successes", 0)),
             updates=updates,
             max_updates=self.max_updates,
-            step_reward_mean=(self._reward_sum / self._reward_groups
-                              if self._reward_groups else None),
-            eta_s=self._eta(elapsed, updates.get("policy", 0), groups))
+            step_reward_mean=(
+                self._reward_sum / self._reward_groups if self._reward_groups else None
+            ),
+            eta_s=self._eta(elapsed, updates.get("policy", 0), groups),
+        )
 
     def _eta(self, elapsed: float, updates: int, groups: int) -> float | None:
         """The sooner of the two ends: the update budget or fleet.max_groups, each

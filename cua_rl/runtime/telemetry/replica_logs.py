@@ -47,8 +47,3 @@ class ReplicaLogs:
             self._offsets[log] = offset + whole
         stems = {log.stem for log in logs}
         return {port: stem for stem, port in self._ports.items() if stem in stems}
-
-
-def replica_ports(run_dir: Path, role: str = "*") -> dict[int, str]:
-    """port -> `<pool>-<i>` of the run's `role` replicas now (one full read)."""
-    return ReplicaLogs(run_dir).scan(role)

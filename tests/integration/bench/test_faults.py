@@ -41,9 +41,12 @@ def test_rollout_survives_bad_answer_corrupt_screenshots_and_a_killed_guest(
         proxy = FaultProxy(upstream).start()
         try:
             proxy.arm("malformed", 1)
-            run = bench.run("shared", "rollout", [
-                "fleet.max_groups=3", f"policy.urls=[{proxy.url}]", "judge.enabled=false"],
-                env=FAULT_HOOKS_ENV)
+            run = bench.run(
+                "shared",
+                "rollout",
+                ["fleet.max_groups=3", f"policy.urls=[{proxy.url}]", "judge.enabled=false"],
+                env=FAULT_HOOKS_ENV,
+            )
             assert wait_for_progress(run, DEADLINE_S) is not None, run.error_lines()
             assert run.corrupt_a_screenshot(60)
             guests = run.find(r"-m cua_guest(\s|$)")
@@ -74,10 +77,18 @@ def test_rollout_whose_every_episode_is_given_up_fails_with_one_line(
 
     bench = FaultBench(tmp_path, DEADLINE_S, log=print, tiny_dir=tiny_model_dir)
     dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
-    run = bench.run("dead", "rollout", [
-        "fleet.max_groups=2", f"policy.urls=[{dead}]", "policy.requests.wait_for_replica_s=1",
-        "judge.enabled=false",
-        "policy.requests.max_attempts=1", "fleet.set_aside_after=2"])
+    run = bench.run(
+        "dead",
+        "rollout",
+        [
+            "fleet.max_groups=2",
+            f"policy.urls=[{dead}]",
+            "policy.requests.wait_for_replica_s=1",
+            "judge.enabled=false",
+            "policy.requests.max_attempts=1",
+            "fleet.set_aside_after=2",
+        ],
+    )
     assert run.wait(DEADLINE_S) == 1
     errors = run.error_lines()
     assert len(errors) == 1 and "every episode was given up" in errors[0], errors

@@ -21,8 +21,10 @@ import pytest
 pytestmark = [pytest.mark.desktop, pytest.mark.model]
 
 SEED = 6899
-FAULTS = ("policy_replica_kill,prm_replica_kill,guest_kill,xvfb_kill,corrupt_screenshot,"
-          "fork_loop,disk_fill,memory_hog")
+FAULTS = (
+    "policy_replica_kill,prm_replica_kill,guest_kill,xvfb_kill,corrupt_screenshot,"
+    "fork_loop,disk_fill,memory_hog"
+)
 """Their schedule at 2 faults/min (soak.chaos.Chaos): the policy replica killed 1 s
 after the first good trajectory, the reward-model replica at 8 s, a memory hog at
 9 s, an X server at 32 s, a fork loop at 37 s, nothing more before the quiet end."""
@@ -34,16 +36,52 @@ def test_a_two_minute_soak_under_faults_loses_nothing_and_leaves_nothing(
     out = tmp_path / "soak"
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "cua_rl.cli", "bench", "soak", "--minutes", "2", "--chaos", "2",
-         "--seed", str(SEED), "--faults", FAULTS, "--engine", "hf", "--window-min", "0.5",
-         "--interval", "3", "--tiny-model-dir", str(primed_tiny_model_dir), "--out", str(out),
-         "--json"],
-        capture_output=True, text=True, timeout=330)
+        [
+            sys.executable,
+            "-m",
+            "cua_rl.cli",
+            "bench",
+            "soak",
+            "--minutes",
+            "2",
+            "--chaos",
+            "2",
+            "--seed",
+            str(SEED),
+            "--faults",
+            FAULTS,
+            "--engine",
+            "hf",
+            "--window-min",
+            "0.5",
+            "--interval",
+            "3",
+            "--tiny-model-dir",
+            str(primed_tiny_model_dir),
+            "--out",
+            str(out),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=330,
+    )
     print(f"soak: {time.monotonic() - started:.0f} s")
     assert done.returncode == 0, done.stderr[-4000:]
     result = json.loads(done.stdout)
-    brief = {k: result[k] for k in ("faults", "lost", "updates", "run_exit", "stop_s",
-                                    "run_errors", "processes_left", "desktops_left")}
+    brief = {
+        k: result[k]
+        for k in (
+            "faults",
+            "lost",
+            "updates",
+            "run_exit",
+            "stop_s",
+            "run_errors",
+            "processes_left",
+            "desktops_left",
+        )
+    }
     assert not result["ended_before_stop"], brief
     assert result["stop_s"] is not None, brief  # exited by itself after SIGTERM
     assert result["trajectories_lost"] == 0, brief
@@ -51,8 +89,11 @@ def test_a_two_minute_soak_under_faults_loses_nothing_and_leaves_nothing(
     assert result["processes_left"] == [] and result["desktops_left"] == [], brief
     assert result["faults_injected"] >= 3, brief
     assert result["faults_recovered"] == result["faults_injected"], brief
-    assert {f["kind"] for f in result["faults"]} >= {"policy_replica_kill",
-                                                     "prm_replica_kill", "memory_hog"}, brief
+    assert {f["kind"] for f in result["faults"]} >= {
+        "policy_replica_kill",
+        "prm_replica_kill",
+        "memory_hog",
+    }, brief
     # what a hostile program reported stayed within the desktop's limits (one whose
     # desktop was reset or died under it reports nothing)
     assert result["hostile_contained"]["broken"] == 0, brief

@@ -25,35 +25,60 @@ CHEAP = [
     ["tasks", "validate", "--json"],
     ["tasks", "coverage", "--source", "local", "--json"],
     ["templates", "validate", "--json"],
-    ["bench", "fleet", "--simulated", "--actors", "4", "--group-size", "2",
-     "--duration-s", "2", "--json"],
+    [
+        "bench",
+        "fleet",
+        "--simulated",
+        "--actors",
+        "4",
+        "--group-size",
+        "2",
+        "--duration-s",
+        "2",
+        "--json",
+    ],
 ]
 """No desktop, no model: seconds each."""
 
 
 def _run(args: list[str], env: dict[str, str], timeout: float) -> object:
-    done = subprocess.run([sys.executable, "-m", "cua_rl.cli", *args], capture_output=True,
-                          text=True, env=env, timeout=timeout, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "cua_rl.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        check=False,
+    )
     assert done.returncode == 0, f"{args}: {done.stderr[-2000:]}"
     try:
         return json.loads(done.stdout)
     except ValueError as exc:
-        raise AssertionError(f"{args}: stdout is not one JSON document ({exc}): "
-                             f"{done.stdout[:500]!r}") from None
+        raise AssertionError(
+            f"{args}: stdout is not one JSON document ({exc}): {done.stdout[:500]!r}"
+        ) from None
 
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    return {**os.environ, "CUA_RL_STATE_DIR": str(tmp_path / "state"),
-            "CUA_RL_CACHE_DIR": str(tmp_path / "cache")}
+    return {
+        **os.environ,
+        "CUA_RL_STATE_DIR": str(tmp_path / "state"),
+        "CUA_RL_CACHE_DIR": str(tmp_path / "cache"),
+    }
 
 
 def test_cheap_commands_print_only_json(env: dict[str, str], tmp_path: Path) -> None:
     RunStore(tmp_path / "run").close()  # an empty run: `runs show` still reports it
     started = time.monotonic()
-    results = {" ".join(args[:2]): _run(args, env, 60) for args in
-               [*CHEAP, ["runs", "show", str(tmp_path / "run"), "--json"],
-                ["vm", "list", "--json"]]}
+    results = {
+        " ".join(args[:2]): _run(args, env, 60)
+        for args in [
+            *CHEAP,
+            ["runs", "show", str(tmp_path / "run"), "--json"],
+            ["vm", "list", "--json"],
+        ]
+    }
     assert results["tasks list"] and results["vm list"] == []
     assert results["config show"]["episode"]["max_steps"] >= 1
     assert time.monotonic() - started < 60
@@ -61,17 +86,36 @@ def test_cheap_commands_print_only_json(env: dict[str, str], tmp_path: Path) -> 
 
 @pytest.mark.desktop
 @pytest.mark.model
-def test_the_smallest_benches_print_only_json(env: dict[str, str], local_desktops: None,
-                                              tiny_model_dir: Path) -> None:
+def test_the_smallest_benches_print_only_json(
+    env: dict[str, str], local_desktops: None, tiny_model_dir: Path
+) -> None:
     """The desktop and inference benches at their smallest options, with the libraries
     that write to stdout imported (torch, transformers, deepspeed's accelerator)."""
     started = time.monotonic()
-    guest = _run(["bench", "guest", "--calls", "20", "--rows", "5", "--cols", "2", "--json"],
-                 env, 120)
-    desktops = _run(["bench", "desktops", "--provider", "local", "--calls", "5", "--json"],
-                    env, 120)
-    inference = _run(["bench", "inference", "--engines", "hf", "--concurrency", "1",
-                      "--seconds", "1", "--max-tokens", "2", "--model", str(tiny_model_dir),
-                      "--json"], env, 180)
+    guest = _run(
+        ["bench", "guest", "--calls", "20", "--rows", "5", "--cols", "2", "--json"], env, 120
+    )
+    desktops = _run(
+        ["bench", "desktops", "--provider", "local", "--calls", "5", "--json"], env, 120
+    )
+    inference = _run(
+        [
+            "bench",
+            "inference",
+            "--engines",
+            "hf",
+            "--concurrency",
+            "1",
+            "--seconds",
+            "1",
+            "--max-tokens",
+            "2",
+            "--model",
+            str(tiny_model_dir),
+            "--json",
+        ],
+        env,
+        180,
+    )
     assert isinstance(guest, dict) and "local" in desktops and "hf" in inference
     print(f"smallest benches: {time.monotonic() - started:.1f} s")

@@ -28,14 +28,16 @@ DEADLINE_S = 30.0
 
 
 def _needs(app: str) -> pytest.MarkDecorator:
-    return pytest.mark.skipif(shutil.which(app) is None,
-                              reason=f"{app} is not installed (apt-get install {app})")
+    return pytest.mark.skipif(
+        shutil.which(app) is None, reason=f"{app} is not installed (apt-get install {app})"
+    )
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def guest(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[GuestClient]:
-    provider = LocalProvider(LocalProviderConfig(
-        state_dir=tmp_path_factory.mktemp("gnome-apps") / "state"))
+    provider = LocalProvider(
+        LocalProviderConfig(state_dir=tmp_path_factory.mktemp("gnome-apps") / "state")
+    )
     handle = await provider.start("gnome-apps")
     try:
         yield provider.client(handle)
@@ -46,8 +48,11 @@ async def guest(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Guest
 
 async def _windows(guest: GuestClient) -> list[str]:
     result = await guest.execute(["wmctrl", "-l"], timeout=10)
-    return [line.split(None, 3)[3] for line in (result.output or "").splitlines()
-            if len(line.split(None, 3)) == 4]
+    return [
+        line.split(None, 3)[3]
+        for line in (result.output or "").splitlines()
+        if len(line.split(None, 3)) == 4
+    ]
 
 
 async def _wait_window(guest: GuestClient, matches, what: str) -> str:
@@ -72,8 +77,7 @@ async def _close_all(guest: GuestClient, title: str) -> None:
 
 
 @_needs("gnome-terminal")
-async def test_ctrl_alt_t_opens_a_terminal_whose_text_terminal_returns(
-        guest: GuestClient) -> None:
+async def test_ctrl_alt_t_opens_a_terminal_whose_text_terminal_returns(guest: GuestClient) -> None:
     await _close_all(guest, "Terminal")
     # What tasks do: press GNOME's shortcut, then type a command.
     await guest.act("pyautogui.hotkey('ctrl', 'alt', 't')")
@@ -91,8 +95,9 @@ async def test_ctrl_alt_t_opens_a_terminal_whose_text_terminal_returns(
     assert "echo cua-$((6*7))-done" in text
     assert "cua-42-done" in text.splitlines()
     # The server was activated over the session bus, not started by us.
-    servers = await guest.execute("pgrep -u user -f /usr/libexec/gnome-terminal-server",
-                                  shell=True, timeout=10)
+    servers = await guest.execute(
+        "pgrep -u user -f /usr/libexec/gnome-terminal-server", shell=True, timeout=10
+    )
     assert (servers.output or "").strip()
     await _close_all(guest, "Terminal")
 
@@ -107,7 +112,9 @@ async def test_gnome_terminal_command_line_runs_its_command(guest: GuestClient) 
         "export DBUS_SESSION_BUS_ADDRESS='unix:path=/run/user/1000/bus'\n"
         "gnome-terminal --maximize --working-directory=/tmp -- "
         f"bash -c 'touch {marker}; exec bash'",
-        shell=True, timeout=30)
+        shell=True,
+        timeout=30,
+    )
     assert done.returncode == 0, done
     await _wait_window(guest, lambda name: name == "Terminal", "Terminal")
     deadline = time.monotonic() + DEADLINE_S
@@ -131,6 +138,7 @@ async def test_gedit_opens_a_file(guest: GuestClient) -> None:
     await guest.execute("echo hello > ~/gedit-note.txt", shell=True, timeout=10)
     await guest.launch(["gedit", "/home/user/gedit-note.txt"])
     # OSWorld's tasks wait for gedit's "<file> (<dir>) - gedit" title.
-    title = await _wait_window(guest, lambda name: name.endswith(" - gedit")
-                               and name.startswith("gedit-note.txt"), "gedit")
+    title = await _wait_window(
+        guest, lambda name: name.endswith(" - gedit") and name.startswith("gedit-note.txt"), "gedit"
+    )
     await _close_all(guest, title)

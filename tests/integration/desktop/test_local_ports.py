@@ -32,8 +32,7 @@ def thief(monkeypatch: pytest.MonkeyPatch) -> Iterator[PortThief]:
 
 @pytest.fixture
 async def provider(tmp_path: Path) -> AsyncIterator[LocalProvider]:
-    provider = LocalProvider(LocalProviderConfig(state_dir=tmp_path / "state",
-                                                 ready_timeout_s=60))
+    provider = LocalProvider(LocalProviderConfig(state_dir=tmp_path / "state", ready_timeout_s=60))
     yield provider
     for handle in await provider.list():
         await provider.stop(handle)
@@ -49,8 +48,11 @@ async def test_a_desktop_whose_port_was_taken_starts_on_fresh_ports(
     port = urlsplit(handle.url).port
     assert port is not None and port != stolen[0]
     assert await provider.health(handle)
-    retries = [r.getMessage() for r in caplog.records
-               if r.getMessage().startswith("start of desktop 'ports' failed")]
+    retries = [
+        r.getMessage()
+        for r in caplog.records
+        if r.getMessage().startswith("start of desktop 'ports' failed")
+    ]
     assert len(retries) == 1 and f"127.0.0.1:{stolen[0]} is in use" in retries[0]
 
     thief.arm(1)  # the reset prefers the desktop's port: taken after that pick

@@ -1,5 +1,6 @@
 """The local provider, the pool, `cua-rl vm` and the guest bench on real desktops
-(Xvfb + openbox + cua_guest in private mount namespaces). No timing asserts."""
+(Xvfb + openbox + cua_guest in private mount namespaces). No timing asserts.
+Isolation and cleanup after a run's SIGKILL: `check_provider` (test_check_provider.py)."""
 
 from __future__ import annotations
 
@@ -66,27 +67,20 @@ async def test_click_moves_the_cursor(provider: LocalProvider) -> None:
     assert await provider.health(handle)
 
 
-async def test_desktops_have_private_homes_and_tmp(provider: LocalProvider) -> None:
-    one, two = await asyncio.gather(provider.start("one"), provider.start("two"))
-    assert one.info["display"] != two.info["display"]
-    c1, c2 = provider.client(one), provider.client(two)
-    await c1.upload_file("/home/user/Documents/secret.txt", b"only in one")
-    await c1.upload_file("/tmp/scratch.txt", b"tmp of one")
-    assert await c1.get_file("/home/user/Documents/secret.txt") == b"only in one"
-    assert await c2.get_file("/home/user/Documents/secret.txt") is None
-    assert await c2.get_file("/tmp/scratch.txt") is None
-    assert not await asyncio.to_thread(os.path.exists, "/tmp/scratch.txt")
-    # The desktop's /home/user is its own dir under the state dir...
-    assert (Path(one.info["home"]) / "Documents" / "secret.txt").read_bytes() == b"only in one"
-    # ...and the host's /home (whatever it holds) is hidden behind a tmpfs.
-    listing = await c2.execute(["ls", "-A", "/home"])
-    assert listing.ok and listing.output.split() == ["user"], listing
-
-
 async def test_reset_restores_the_home(provider: LocalProvider) -> None:
+    """Reset brings the template's home back with a working desktop (that changes are
+    gone, and that two desktops share no home or /tmp, is check_provider's part:
+    test_check_provider.py)."""
     handle = await provider.start("reset")
     client = provider.client(handle)
     await client.upload_file("/home/user/Desktop/made.txt", b"x")
+    await client.upload_file("/tmp/scratch.txt", b"tmp of one")
+    assert not await asyncio.to_thread(os.path.exists, "/tmp/scratch.txt")
+    # The desktop's /home/user is its own dir under the state dir...
+    assert (Path(handle.info["home"]) / "Desktop" / "made.txt").read_bytes() == b"x"
+    # ...and the host's /home (whatever it holds) is hidden behind a tmpfs.
+    listing = await client.execute(["ls", "-A", "/home"])
+    assert listing.ok and listing.output.split() == ["user"], listing
     await client.launch(["mousepad"])
     handle = await provider.reset(handle)
     print(f"\nlocal desktop reset took {handle.info['reset_s']:.2f} s")
@@ -100,17 +94,22 @@ async def test_reset_restores_the_home(provider: LocalProvider) -> None:
     assert await client.cursor_position() == (10, 20)
 
 
-async def test_pool_replaces_a_desktop_whose_guest_was_killed(provider: LocalProvider,
-                                                              state_dir: Path) -> None:
-    async with DesktopPool(provider, 1, id_prefix="pool", health_interval_s=0.3,
-                           failures_to_replace=1) as pool:
+async def test_pool_replaces_a_desktop_whose_guest_was_killed(
+    provider: LocalProvider, state_dir: Path
+) -> None:
+    async with DesktopPool(
+        provider, 1, id_prefix="pool", health_interval_s=0.3, failures_to_replace=1
+    ) as pool:
         async with pool.lease() as (handle, client):
             assert (await client.act("pyautogui.moveTo(5, 5)")).ok
         record = st.DesktopRecord.load(state_dir / handle.id)
         assert record is not None
-        guests = [p for p in psutil.process_iter(["pid", "cmdline"])
-                  if "cua_guest" in " ".join(p.info["cmdline"] or [])
-                  and _pgid(p.info["pid"]) == record.pgid]
+        guests = [
+            p
+            for p in psutil.process_iter(["pid", "cmdline"])
+            if "cua_guest" in " ".join(p.info["cmdline"] or [])
+            and _pgid(p.info["pid"]) == record.pgid
+        ]
         assert guests, "guest server not found in the desktop's process group"
         for proc in guests:
             os.kill(proc.pid, signal.SIGKILL)
@@ -130,8 +129,13 @@ def test_vm_cli_up_list_down_leaves_no_processes(state_dir: Path) -> None:
     env = {**os.environ, "CUA_RL_STATE_DIR": str(state_dir)}
 
     def cli(*args: str) -> str:
-        done = subprocess.run([sys.executable, "-m", "cua_rl.cli", "vm", *args], env=env,
-                              capture_output=True, text=True, timeout=180)
+        done = subprocess.run(
+            [sys.executable, "-m", "cua_rl.cli", "vm", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
         assert done.returncode == 0, done.stderr
         return done.stdout
 
@@ -152,9 +156,13 @@ def test_vm_cli_up_list_down_leaves_no_processes(state_dir: Path) -> None:
     assert (state_dir.parent / "shot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "stopped" in cli("down", "--all")
     assert _live(pids) == []
-    strays = [p.pid for p in psutil.process_iter(["cmdline"])
-              if p.info["cmdline"] and p.info["cmdline"][0].endswith("Xvfb")
-              and displays & set(p.info["cmdline"])]
+    strays = [
+        p.pid
+        for p in psutil.process_iter(["cmdline"])
+        if p.info["cmdline"]
+        and p.info["cmdline"][0].endswith("Xvfb")
+        and displays & set(p.info["cmdline"])
+    ]
     assert strays == []
     assert json.loads(cli("list", "--json")) == []
 
@@ -172,44 +180,3 @@ def _pgid(pid: int) -> int | None:
         return os.getpgid(pid)
     except ProcessLookupError:
         return None
-
-
-_OWNER = """
-import asyncio, os, sys
-from pathlib import Path
-from cua_rl.desktop.providers.factory import make_provider
-from cua_rl.desktop.providers.local.config import LocalProviderConfig
-
-async def main():
-    provider = make_provider(LocalProviderConfig(state_dir=Path(sys.argv[1])),
-                             owner_pid=os.getpid())
-    handle = await provider.start("owned")
-    print(handle.id, flush=True)
-    await asyncio.sleep(600)
-
-asyncio.run(main())
-"""
-
-
-def test_desktops_of_a_killed_run_stop_themselves(state_dir: Path) -> None:
-    owner = subprocess.Popen([sys.executable, "-c", _OWNER, str(state_dir)],
-                             stdout=subprocess.PIPE, text=True)
-    try:
-        assert owner.stdout is not None
-        assert owner.stdout.readline().strip() == "owned"
-        record = st.DesktopRecord.load(state_dir / "owned")
-        assert record is not None
-        pids = namespace_pids(record.mnt_ns)
-        assert len(_live(pids)) >= 3  # launcher, Xvfb, guest server at least
-        owner.kill()  # SIGKILL: the run's own cleanup never runs
-        owner.wait(10)
-        end = time.monotonic() + 30
-        while _live(pids):
-            assert time.monotonic() < end, f"desktop outlived its run: {_live(pids)}"
-            time.sleep(0.1)
-    finally:
-        owner.kill()
-        owner.wait()
-        provider = LocalProvider(LocalProviderConfig(state_dir=state_dir))
-        for handle in asyncio.run(provider.list()):
-            asyncio.run(provider.stop(handle))

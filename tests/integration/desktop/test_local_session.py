@@ -53,7 +53,8 @@ async def _sh(guest: GuestClient, script: str) -> str:
 
 async def test_session_is_osworlds_unprivileged_user(guest: GuestClient, tmp_path: Path) -> None:
     assert await _sh(guest, "id -un; echo $HOME; stat -c %U /home/user") == (
-        "user\n/home/user\nuser")
+        "user\n/home/user\nuser"
+    )
     # No way to root: the desktop's sudo runs the command as `user` (local.sudo); the
     # host's /tmp is hidden.
     uid = await _sh(guest, "id -u")
@@ -109,12 +110,19 @@ async def test_google_chrome_serves_cdp_as_user(tmp_path: Path) -> None:
         await _chrome_serves_cdp(client, handle.info["cdp_port"])
         # A setup step and a getter over CDP, as a task's setup and evaluator do.
         page = "data:text/html,<title>sandboxed</title>"
-        ctx = GetterContext(client=client, cache=FileCache(tmp_path / "cache"),
-                            cache_dir=tmp_path / "traj",
-                            setup=SetupContext(800, 600, strict=True))
-        await run_setup_steps(client, [{"type": "chrome_open_tabs",
-                                        "parameters": {"urls_to_open": [page]}}],
-                              task_id="cdp", cache=ctx.cache, context=ctx.setup)
+        ctx = GetterContext(
+            client=client,
+            cache=FileCache(tmp_path / "cache"),
+            cache_dir=tmp_path / "traj",
+            setup=SetupContext(800, 600, strict=True),
+        )
+        await run_setup_steps(
+            client,
+            [{"type": "chrome_open_tabs", "parameters": {"urls_to_open": [page]}}],
+            task_id="cdp",
+            cache=ctx.cache,
+            context=ctx.setup,
+        )
         tabs = await get_getter("open_tabs_info").func(ctx, {"type": "open_tabs_info"})
         assert any(tab["title"] == "sandboxed" for tab in tabs), tabs
         # OSWorld's postconfigs stop the browser with `pkill chrome` (it matches the
@@ -136,8 +144,9 @@ async def _chrome_serves_cdp(guest: GuestClient, port: int) -> None:
     async with aiohttp.ClientSession() as session:
         while time.monotonic() < deadline:
             try:
-                async with session.get(f"http://127.0.0.1:{port}/json/version",
-                                       timeout=aiohttp.ClientTimeout(total=2)) as resp:
+                async with session.get(
+                    f"http://127.0.0.1:{port}/json/version", timeout=aiohttp.ClientTimeout(total=2)
+                ) as resp:
                     if resp.status == 200:
                         assert "Chrome" in (await resp.json())["Browser"]
                         break
@@ -171,15 +180,15 @@ async def test_a_checkout_under_tmp_gets_its_own_guest_venv(tmp_path: Path) -> N
     src = guest_source_dir()
     assert src is not None
     lib = tmp_path / "checkout" / "vm" / "guest"
-    shutil.copytree(src / "cua_guest", lib / "cua_guest",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        src / "cua_guest", lib / "cua_guest", ignore=shutil.ignore_patterns("__pycache__")
+    )
     shutil.copy(src / "pyproject.toml", lib / "pyproject.toml")
     with (lib / "cua_guest" / "__init__.py").open("a") as fh:
         fh.write("\nCHECKOUT_MARK = 'under-tmp'\n")
     venv = await asyncio.to_thread(ensure_guest_venv, lib, tmp_path / "venvs")
     assert venv.name == f"guest-venv-{content_hash(lib)}" != f"guest-venv-{content_hash(src)}"
-    provider = LocalProvider(LocalProviderConfig(state_dir=tmp_path / "state",
-                                                 guest_venv=venv))
+    provider = LocalProvider(LocalProviderConfig(state_dir=tmp_path / "state", guest_venv=venv))
     handle = await provider.start("tmp-checkout")
     try:
         guest = provider.client(handle)
@@ -194,14 +203,17 @@ async def test_a_checkout_under_tmp_gets_its_own_guest_venv(tmp_path: Path) -> N
 async def test_network_option_shares_the_hosts_network(tmp_path: Path) -> None:
     # Egress for tasks that need it (off by default; docs/sandbox.md): the desktop
     # then reaches the host's loopback, and its guest listens on the host directly.
-    provider = LocalProvider(LocalProviderConfig(state_dir=tmp_path / "state", network=True,
-                                                 width=800, height=600))
+    provider = LocalProvider(
+        LocalProviderConfig(state_dir=tmp_path / "state", network=True, width=800, height=600)
+    )
     listener = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
     port = listener.sockets[0].getsockname()[1]
     handle = await provider.start("net")
     try:
-        reach = (f"python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 3)'"
-                 " && echo reached")
+        reach = (
+            f"python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 3)'"
+            " && echo reached"
+        )
         assert await _sh(provider.client(handle), reach) == "reached"
         assert await _sh(provider.client(handle), "id -un") == "user"
     finally:

@@ -24,8 +24,9 @@ if (_reason := local_desktops_unavailable()) is not None:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def guest(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[GuestClient]:
-    provider = LocalProvider(LocalProviderConfig(
-        state_dir=tmp_path_factory.mktemp("sudo") / "state"))
+    provider = LocalProvider(
+        LocalProviderConfig(state_dir=tmp_path_factory.mktemp("sudo") / "state")
+    )
     handle = await provider.start("sudo")
     try:
         yield provider.client(handle)
@@ -41,8 +42,11 @@ async def _run(guest: GuestClient, command: str) -> tuple[int, str]:
 
 @pytest.mark.skipif(not host_has_package("bash"), reason="no Debian package database here")
 async def test_apt_install_of_a_package_the_host_has_succeeds(guest: GuestClient) -> None:
-    code, out = await _run(guest, "echo password | sudo -S apt-get update -y && "
-                                  "echo password | sudo -S apt-get install bash -y")
+    code, out = await _run(
+        guest,
+        "echo password | sudo -S apt-get update -y && "
+        "echo password | sudo -S apt-get install bash -y",
+    )
     assert code == 0, out
     assert "already installed" in out
 
@@ -54,10 +58,14 @@ async def test_apt_install_of_a_missing_package_fails_as_apt_does(guest: GuestCl
 
 
 async def test_sudo_runs_the_command_as_user_without_reading_the_password(
-        guest: GuestClient) -> None:
-    code, out = await _run(guest, "echo password | sudo -S mkdir ~/Desktop/made_by_sudo && "
-                                  "stat -c %U ~/Desktop/made_by_sudo && "
-                                  "echo password | sudo -S cat")
+    guest: GuestClient,
+) -> None:
+    code, out = await _run(
+        guest,
+        "echo password | sudo -S mkdir ~/Desktop/made_by_sudo && "
+        "stat -c %U ~/Desktop/made_by_sudo && "
+        "echo password | sudo -S cat",
+    )
     assert code == 0, out
     assert out.split() == ["user"], out  # `cat` got nothing: sudo took the password line
 

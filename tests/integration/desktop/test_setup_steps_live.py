@@ -41,13 +41,18 @@ def _guest_pythonpath() -> str | None:
 
 
 GUEST_PATH = _guest_pythonpath()
-MISSING_TOOLS = [t for t in ("Xvfb", "openbox", "mousepad", "xdotool", "wmctrl", "xdg-open")
-                 if shutil.which(t) is None]
+MISSING_TOOLS = [
+    t
+    for t in ("Xvfb", "openbox", "mousepad", "xdotool", "wmctrl", "xdg-open")
+    if shutil.which(t) is None
+]
 if GUEST_PATH is None:
     pytest.skip("cua_guest is not importable (pip install -e vm/guest)", allow_module_level=True)
 if MISSING_TOOLS:
-    pytest.skip(f"desktop tools missing: {', '.join(MISSING_TOOLS)} (run ./setup.sh)",
-                allow_module_level=True)
+    pytest.skip(
+        f"desktop tools missing: {', '.join(MISSING_TOOLS)} (run ./setup.sh)",
+        allow_module_level=True,
+    )
 
 
 @dataclass
@@ -71,25 +76,49 @@ def desktop(tmp_path: Path) -> Iterator[Desktop]:
         (config / "mimeapps.list").write_text(
             "[Default Applications]\ntext/plain=org.xfce.mousepad.desktop\n"
         )
-        env = {**os.environ, "DISPLAY": display, "XDG_CONFIG_HOME": str(config),
-               "XDG_CACHE_HOME": str(tmp_path / "xdg-cache"), "NO_AT_BRIDGE": "1"}
+        env = {
+            **os.environ,
+            "DISPLAY": display,
+            "XDG_CONFIG_HOME": str(config),
+            "XDG_CACHE_HOME": str(tmp_path / "xdg-cache"),
+            "NO_AT_BRIDGE": "1",
+        }
         if GUEST_PATH:
-            env["PYTHONPATH"] = os.pathsep.join(filter(None, [GUEST_PATH,
-                                                              env.get("PYTHONPATH")]))
-        procs.append(subprocess.Popen(["openbox", "--sm-disable"], env=env,
-                                      start_new_session=True, stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.DEVNULL))
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [GUEST_PATH, env.get("PYTHONPATH")]))
+        procs.append(
+            subprocess.Popen(
+                ["openbox", "--sm-disable"],
+                env=env,
+                start_new_session=True,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
         token = secrets.token_hex(16)
         token_file = tmp_path / "token"
         token_file.write_text(token)
         token_file.chmod(0o600)
         port = free_port()
         log = (tmp_path / "guest.log").open("wb")
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "cua_guest", "--host", "127.0.0.1", "--port", str(port),
-             "--token-file", str(token_file)],
-            env=env, start_new_session=True, stdout=log, stderr=subprocess.STDOUT,
-        ))
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "cua_guest",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--token-file",
+                    str(token_file),
+                ],
+                env=env,
+                start_new_session=True,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        )
         root = tmp_path / "desk"
         root.mkdir()
         yield Desktop(f"http://127.0.0.1:{port}", token, display, root)
@@ -138,20 +167,42 @@ async def test_task_setup_on_a_real_desktop(
     stamp = desktop.root / "stamp.txt"
     config = [
         step("download", files=[{"url": asset_url, "path": str(notes)}]),
-        step("execute", command=["sh", "-c", "echo {SCREEN_WIDTH}x{SCREEN_HEIGHT} "
-                                 "{SCREEN_WIDTH_HALF},{SCREEN_HEIGHT_HALF} {CLIENT_PASSWORD} "
-                                 f"| tee {stamp}"], stdout="stamp.out"),
+        step(
+            "execute",
+            command=[
+                "sh",
+                "-c",
+                "echo {SCREEN_WIDTH}x{SCREEN_HEIGHT} "
+                "{SCREEN_WIDTH_HALF},{SCREEN_HEIGHT_HALF} {CLIENT_PASSWORD} "
+                f"| tee {stamp}",
+            ],
+            stdout="stamp.out",
+        ),
         step("open", path=str(notes)),
         step("launch", command=["xmessage", "-title", "cua-other", "another window"]),
         # wait until the second window exists and has taken the focus
-        step("execute", command="xdotool getactivewindow getwindowname", shell=True,
-             until={"stdout": "cua-other"}),
+        step(
+            "execute",
+            command="xdotool getactivewindow getwindowname",
+            shell=True,
+            until={"stdout": "cua-other"},
+        ),
         step("activate_window", window_name="notes.txt"),
-        step("execute", command=["xdotool", "getactivewindow", "getwindowname"],
-             until={"stdout": "notes.txt"}, stdout="active.out"),
+        step(
+            "execute",
+            command=["xdotool", "getactivewindow", "getwindowname"],
+            until={"stdout": "notes.txt"},
+            stdout="active.out",
+        ),
     ]
-    context = SetupContext(screen_width=WIDTH, screen_height=HEIGHT, client_password="pw",
-                           output_dir=tmp_path / "out", strict=True, until_deadline_s=30)
+    context = SetupContext(
+        screen_width=WIDTH,
+        screen_height=HEIGHT,
+        client_password="pw",
+        output_dir=tmp_path / "out",
+        strict=True,
+        until_deadline_s=30,
+    )
     cache = FileCache(tmp_path / "cache")
     warnings = await run_setup_steps(client, config, task_id="live", cache=cache, context=context)
     assert warnings == []
@@ -165,11 +216,19 @@ async def test_task_setup_on_a_real_desktop(
     assert "Mousepad" in listed.output and "cua-other" in listed.output
 
     # A postconfig that activates a window that is gone: OSWorld only logs it.
-    postconfig = [step("activate_window", window_name="no such window", strict=True),
-                  step("sleep", seconds=0.1)]
+    postconfig = [
+        step("activate_window", window_name="no such window", strict=True),
+        step("sleep", seconds=0.1),
+    ]
     lenient = SetupContext(screen_width=WIDTH, screen_height=HEIGHT, window_wait_s=0.5)
-    warnings = await run_setup_steps(client, postconfig, task_id="live", cache=cache,
-                                     context=lenient, phase="evaluator.postconfig")
+    warnings = await run_setup_steps(
+        client,
+        postconfig,
+        task_id="live",
+        cache=cache,
+        context=lenient,
+        phase="evaluator.postconfig",
+    )
     assert len(warnings) == 1
     assert warnings[0].startswith("task live: evaluator.postconfig[0] ('activate_window')")
 
@@ -182,20 +241,79 @@ async def test_activate_window_waits_while_windows_still_change(
     nothing changes fails after about `window_wait_s`, not at the cap."""
     # a change every 0.5 s, four times within each 2 s wait even on a loaded machine;
     # the app's window comes after 6 s, past the old 2 s deadline
-    starting = ("for i in $(seq 12); do xmessage -title splash-$i splash & p=$!; "
-                "sleep 0.5; kill $p; done; exec xmessage -title late-app ready")
-    context = SetupContext(screen_width=WIDTH, screen_height=HEIGHT, strict=True,
-                           window_wait_s=2.0, window_wait_cap=30.0)
+    starting = (
+        "for i in $(seq 12); do xmessage -title splash-$i splash & p=$!; "
+        "sleep 0.5; kill $p; done; exec xmessage -title late-app ready"
+    )
+    context = SetupContext(
+        screen_width=WIDTH,
+        screen_height=HEIGHT,
+        strict=True,
+        window_wait_s=2.0,
+        window_wait_cap=30.0,
+    )
     cache = FileCache(tmp_path / "cache")
-    config = [step("launch", command=starting, shell=True),
-              step("activate_window", window_name="late-app")]
+    config = [
+        step("launch", command=starting, shell=True),
+        step("activate_window", window_name="late-app"),
+    ]
     await run_setup_steps(client, config, task_id="slow", cache=cache, context=context)
     active = await client.execute(["xdotool", "getactivewindow", "getwindowname"])
     assert "late-app" in active.output
 
     import time
+
     began = time.monotonic()
     with pytest.raises(Exception, match="activate_window"):
-        await run_setup_steps(client, [step("activate_window", window_name="never-there")],
-                              task_id="still", cache=cache, context=context)
+        await run_setup_steps(
+            client,
+            [step("activate_window", window_name="never-there")],
+            task_id="still",
+            cache=cache,
+            context=context,
+        )
     assert time.monotonic() - began < 30.0  # about 2 s; the cap would be 60 s
+
+
+async def test_activate_window_waits_while_the_launched_app_runs(
+    desktop: Desktop, client: GuestClient, tmp_path: Path
+) -> None:
+    """An app that shows nothing for a while (VS Code's `code` starting code-server
+    on a loaded machine) is waited for as long as its process runs, past the waits
+    that no window change would have ended; an app that exited is not."""
+    import time
+
+    context = SetupContext(
+        screen_width=WIDTH,
+        screen_height=HEIGHT,
+        strict=True,
+        window_wait_s=1.0,
+        window_wait_cap=30.0,
+    )
+    cache = FileCache(tmp_path / "cache")
+    quiet = "sleep 4; exec xmessage -title quiet-app ready"  # 4 windows' waits of silence
+    began = time.monotonic()
+    await run_setup_steps(
+        client,
+        [
+            step("launch", command=quiet, shell=True),
+            step("activate_window", window_name="quiet-app"),
+        ],
+        task_id="quiet",
+        cache=cache,
+        context=context,
+    )
+    assert time.monotonic() - began >= 3.5
+    began = time.monotonic()
+    with pytest.raises(Exception, match="activate_window"):
+        await run_setup_steps(
+            client,
+            [
+                step("launch", command="true", shell=True),
+                step("activate_window", window_name="gone-app"),
+            ],
+            task_id="gone",
+            cache=cache,
+            context=context,
+        )
+    assert time.monotonic() - began < 15.0  # about 2 waits; the cap would be 30 s

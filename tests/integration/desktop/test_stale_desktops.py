@@ -40,8 +40,13 @@ asyncio.run(main())
 
 def _vm(state_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "CUA_RL_STATE_DIR": str(state_dir)}
-    return subprocess.run([sys.executable, "-m", "cua_rl.cli", "vm", *args], env=env,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "cua_rl.cli", "vm", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def _listed(state_dir: Path) -> dict[str, dict]:
@@ -52,8 +57,9 @@ def _listed(state_dir: Path) -> dict[str, dict]:
 
 def test_stale_desktops_are_shown_and_cleaned(tmp_path: Path) -> None:
     state_dir = tmp_path / "state"
-    owner = subprocess.Popen([sys.executable, "-c", OWNER, str(state_dir)],
-                             stdout=subprocess.PIPE, text=True)
+    owner = subprocess.Popen(
+        [sys.executable, "-c", OWNER, str(state_dir)], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert owner.stdout is not None and owner.stdout.readline().strip() == "up"
         (state_dir / "half-started").mkdir()  # a start that died before its record
@@ -85,8 +91,9 @@ def test_stale_desktops_are_shown_and_cleaned(tmp_path: Path) -> None:
 
 def test_force_stops_a_desktop_of_a_live_run(tmp_path: Path) -> None:
     state_dir = tmp_path / "state"
-    owner = subprocess.Popen([sys.executable, "-c", OWNER, str(state_dir)],
-                             stdout=subprocess.PIPE, text=True)
+    owner = subprocess.Popen(
+        [sys.executable, "-c", OWNER, str(state_dir)], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert owner.stdout is not None and owner.stdout.readline().strip() == "up"
         record = st.DesktopRecord.load(state_dir / "owned")

@@ -15,7 +15,8 @@ from collections.abc import Iterator
 import gymnasium
 import pytest
 from gymnasium.utils.env_checker import check_env
-from tests_support.scripted_model import ScriptedModelServer
+from tests_support.fake_answers import by_role
+from tests_support.fake_model_server import FakeModelConfig, FakeModelServer
 
 import cua_rl.env
 from cua_rl.env.async_env import AsyncDesktopEnv
@@ -51,7 +52,7 @@ def golden_actions(variant_name: str) -> list[str]:
     task = load_env_tasks("local", DEFAULT_LOCAL_TASK, None)[0][0]
     actions = []
     for step in read_golden(task)[variant_name]:
-        (kind, value), = step.items()
+        ((kind, value),) = step.items()
         if kind == "pyautogui":
             actions.append(value)
             continue
@@ -62,7 +63,8 @@ def golden_actions(variant_name: str) -> list[str]:
             f"while subprocess.run({json.dumps(value['command'])}, shell={value['shell']!r})"
             f".returncode != {value['until']['returncode']}:\n"
             f"    assert time.monotonic() < _end, 'golden until not met in {POLL_S} s'\n"
-            "    time.sleep(0.05)\n")
+            "    time.sleep(0.05)\n"
+        )
     return actions
 
 
@@ -93,15 +95,16 @@ def test_golden_solution_through_step_scores_1_and_fail_scores_0() -> None:
     # computer_use calls: a click on the blue half, then a declared failure scores 0
     env.reset()
     obs, reward, terminated, _, info = env.step(
-        {"name": "computer_use", "arguments": {"action": "left_click",
-                                               "coordinate": [1500, 500]}})
+        {"name": "computer_use", "arguments": {"action": "left_click", "coordinate": [1500, 500]}}
+    )
     assert info["action"]["code"] == "pyautogui.click(1500, 500)" and reward == 0.0
     obs, reward, terminated, _, info = env.step({"action": "wait", "time": 0.1})
     assert info["act"]["status"] == "success" and info["action"]["code"] == "time.sleep(0.1)"
     obs, reward, terminated, _, info = env.step("not python (")
     assert info["action"]["parse_error"].startswith("bad_code") and info["act"] is None
     obs, reward, terminated, truncated, info = env.step(
-        {"action": "terminate", "status": "failure"})
+        {"action": "terminate", "status": "failure"}
+    )
     assert (reward, terminated, truncated) == (0.0, True, False)
     with pytest.raises(RuntimeError, match="reset"):
         env.step("DONE")
@@ -148,22 +151,25 @@ def test_async_env_reward_model_votes_land_in_info_and_reward() -> None:
     reward model: awaiting a step must not block it (the judge calls it meanwhile)."""
 
     async def episode() -> None:
-        server = ScriptedModelServer(["default"])  # answers every judge with \boxed{-1}
+        # answers every judge with \boxed{-1}
+        server = FakeModelServer(FakeModelConfig(answer=by_role(["default"])))
         url = await server.start()
         tasks = load_env_tasks("local", DEFAULT_LOCAL_TASK, None)
         try:
-            async with AsyncDesktopEnv(tasks, judge_urls=[url], judge={"votes": 2},
-                                       prm_weight=0.5) as env:
+            async with AsyncDesktopEnv(
+                tasks, judge_urls=[url], judge={"votes": 2}, prm_weight=0.5
+            ) as env:
                 obs, _ = await env.reset(seed=3)
                 assert obs["screenshot"].shape == (1080, 1920, 3)
                 _, reward, _, _, info = await env.step(
-                    {"action": "mouse_move", "coordinate": [10, 10]})
+                    {"action": "mouse_move", "coordinate": [10, 10]}
+                )
                 assert info["prm"]["votes"] == [-1, -1] and reward == -0.5
                 _, reward, terminated, _, info = await env.step("DONE")
                 assert terminated and info["score"] == 0.0 and reward == -0.5
         finally:
             await server.stop()
-        prompt = json.dumps(server.requests[0])
+        prompt = json.dumps(server.messages[0])
         assert prompt.count("data:image/") == 2 and "mouse_move" in prompt
 
     asyncio.run(episode())

@@ -54,15 +54,29 @@ def desktop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Desktop]:
         port = free_port()
         log = root / "guest.log"
         server = subprocess.Popen(
-            [sys.executable, "-m", "cua_guest", "--host", "127.0.0.1", "--port", str(port),
-             "--token-file", str(token_file)],
-            env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                sys.executable,
+                "-m",
+                "cua_guest",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--token-file",
+                str(token_file),
+            ],
+            env=env,
+            stdout=log.open("wb"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         procs.append(server)
         url = f"http://127.0.0.1:{port}"
         if not asyncio.run(guest_ready(url, TOKEN)):
-            pytest.fail(f"guest not ready within 60 s (exit status {server.poll()}): "
-                        f"{log.read_text()[-2000:]}")
+            pytest.fail(
+                f"guest not ready within 60 s (exit status {server.poll()}): "
+                f"{log.read_text()[-2000:]}"
+            )
         yield Desktop(url=url, token=TOKEN, display=display, root=root)
     finally:
         for proc in reversed(procs):

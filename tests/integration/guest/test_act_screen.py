@@ -6,7 +6,7 @@ import io
 
 import aiohttp
 import pytest
-from PIL import Image
+from PIL import Image, ImageChops, ImageStat
 
 pytestmark = pytest.mark.desktop
 
@@ -84,3 +84,44 @@ async def test_screenshot_bad_options_are_400(client: aiohttp.ClientSession) -> 
         async with client.get("/screenshot" + query) as response:
             assert response.status == 400
             assert (await response.json())["message"].startswith(field)
+
+
+async def _jpeg(client: aiohttp.ClientSession, encoder: str) -> tuple[Image.Image, dict]:
+    async with client.get(f"/screenshot?format=jpeg&quality=90&encoder={encoder}") as response:
+        assert response.status == 200, await response.text()
+        assert response.headers["X-Cua-Encoder"] == encoder
+        image = Image.open(io.BytesIO(await response.read()))
+        image.load()
+        return image, dict(response.headers)
+
+
+async def test_jpeg_encoders_give_the_same_picture(client: aiohttp.ClientSession) -> None:
+    """The libjpeg-turbo path (from the BGRA capture) and the Pillow path (an RGB copy
+    first) encode the same screen within JPEG tolerance, and say where time went."""
+    from cua_rl.desktop.server_timing import server_timing
+
+    await _act(client, "pyautogui.moveTo(700, 500)")
+    turbo, headers = await _jpeg(client, "turbo")
+    pillow, _ = await _jpeg(client, "pillow")
+    assert turbo.format == pillow.format == "JPEG" and turbo.size == pillow.size == (1920, 1080)
+    diff = ImageChops.difference(turbo.convert("RGB"), pillow.convert("RGB"))
+    assert max(high for _, high in diff.getextrema()) <= 48
+    assert sum(ImageStat.Stat(diff).mean) / 3 < 2.0
+    timing = server_timing(headers)
+    assert timing["grab"] > 0 and timing["encode"] > 0 and "encoder_turbo" in timing
+    async with client.get("/screenshot?format=jpeg&encoder=bogus") as response:
+        assert response.status == 400 and "encoder" in await response.text()
+
+
+async def test_turbo_jpeg_draws_cursor(client: aiohttp.ClientSession) -> None:
+    """The cursor mss merges into the BGRA buffer reaches the fast encoder's picture."""
+
+    async def region_with_pointer_at(x: int, y: int) -> Image.Image:
+        await _act(client, f"pyautogui.moveTo({x}, {y})")
+        image, _ = await _jpeg(client, "turbo")
+        return image.convert("RGB").crop((1500, 900, 1516, 920))
+
+    diff = ImageChops.difference(
+        await region_with_pointer_at(1500, 900), await region_with_pointer_at(200, 200)
+    )
+    assert max(high for _, high in diff.getextrema()) > 100  # the arrow, not JPEG noise

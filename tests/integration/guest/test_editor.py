@@ -79,7 +79,8 @@ async def test_open_file_missing_is_404(client: aiohttp.ClientSession, guest) ->
 
 @pytest.mark.skipif(shutil.which("mousepad") is None, reason="mousepad is not installed")
 async def test_thunderbird_class_of_osworld_finds_debians_window(
-        client: aiohttp.ClientSession, guest) -> None:
+    client: aiohttp.ClientSession, guest
+) -> None:
     # OSWorld's postconfigs close `Mail.thunderbird` (strict, by class); Thunderbird >= 102
     # (Debian's) names its main window `Mail.thunderbird-default`. A real window gets that
     # WM_CLASS here; launching Thunderbird itself would take most of a minute.
@@ -87,24 +88,47 @@ async def test_thunderbird_class_of_osworld_finds_debians_window(
     target.write_text("")
     launched = await _post_json(client, "/setup/launch", {"command": ["mousepad", str(target)]})
     assert launched.status == 200
-    async with client.post("/execute_with_verification", json={
-            "command": ["true"], "verification": {"window_exists": "mail_window.txt"},
-            "max_wait_time": 60, "check_interval": 0.2}) as response:
+    async with client.post(
+        "/execute_with_verification",
+        json={
+            "command": ["true"],
+            "verification": {"window_exists": "mail_window.txt"},
+            "max_wait_time": 60,
+            "check_interval": 0.2,
+        },
+    ) as response:
         assert response.status == 200, await response.text()
     # The window manager lists the window (above) a moment before xdotool may find it
     # mapped under load, so the class is set by polling, bounded by a deadline.
     deadline = time.monotonic() + 30
     while True:
-        async with client.post("/execute", json={"command": [
-                "xdotool", "search", "--onlyvisible", "--name", "mail_window", "set_window",
-                "--classname", "Mail", "--class", "thunderbird-default"]}) as response:
+        async with client.post(
+            "/execute",
+            json={
+                "command": [
+                    "xdotool",
+                    "search",
+                    "--onlyvisible",
+                    "--name",
+                    "mail_window",
+                    "set_window",
+                    "--classname",
+                    "Mail",
+                    "--class",
+                    "thunderbird-default",
+                ]
+            },
+        ) as response:
             renamed = await response.json()
         if renamed["returncode"] == 0 or time.monotonic() > deadline:
             break
         await asyncio.sleep(0.2)
     assert renamed["returncode"] == 0, renamed
-    closed = await _post_json(client, "/setup/close_window", {
-        "window_name": "Mail.thunderbird", "strict": True, "by_class": True})
+    closed = await _post_json(
+        client,
+        "/setup/close_window",
+        {"window_name": "Mail.thunderbird", "strict": True, "by_class": True},
+    )
     assert closed.status == 200
     deadline = time.monotonic() + 20
     listed = "mail_window"

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from tests_support.bad_model_server import BadModelServer
+from tests_support.fake_model_server import FakeModelConfig, FakeModelServer
 from tests_support.guest_server import RunningGuest
 from tests_support.servers import free_port
 
@@ -19,7 +19,7 @@ from cua_rl.inference.pool import InferencePool
 from cua_rl.rollout.actor import run_episode
 from cua_rl.rollout.config import EpisodeConfig
 from cua_rl.rollout.episode_recording import EpisodeRecording, recording_path
-from cua_rl.store.run_store import AsyncRunStore
+from cua_rl.store.async_run_store import AsyncRunStore
 from cua_rl.types import TaskVariant, TrajectoryStatus
 
 pytestmark = pytest.mark.desktop
@@ -82,17 +82,29 @@ async def test_run_episode_with_record_stores_the_mp4(
 ) -> None:
     """episode.record through the real actor: a finished episode and one aborted by a
     bad model answer both leave RUN_DIR/recordings/<trajectory id>.mp4."""
-    server = BadModelServer(mode)
+    server = FakeModelServer(FakeModelConfig(fault=mode))
     await server.start()
     policy = InferencePool([server.url], InferencePoolConfig(max_attempts=1))
     store = AsyncRunStore.open(tmp_path)
-    variant = TaskVariant(task_id="t0", domain="guest", evaluator_name="default",
-                          instruction="do it", config=(), evaluator={"func": "none"})
+    variant = TaskVariant(
+        task_id="t0",
+        domain="guest",
+        evaluator_name="default",
+        instruction="do it",
+        config=(),
+        evaluator={"func": "none"},
+    )
     try:
         async with GuestClient(osw_guest.url, osw_guest.token) as client:
             cfg = EpisodeConfig(max_steps=2, record=True, settle_max_s=0)
-            episode = run_episode(variant, _GuestEpisodeDesktop(client), policy, store, cfg,
-                                  trajectory_id=f"traj-{mode}")
+            episode = run_episode(
+                variant,
+                _GuestEpisodeDesktop(client),
+                policy,
+                store,
+                cfg,
+                trajectory_id=f"traj-{mode}",
+            )
             if mode == "ok":
                 assert (await episode).status == TrajectoryStatus.FINISHED
             else:

@@ -44,7 +44,7 @@ async def test_non_ascii_credential_is_401_json(osw_guest: RunningGuest, credent
     assert json.loads(body)["status"] == "error"
 
 
-@pytest.mark.parametrize("name", ['line\nbreak.txt', 'say "hi".txt', "größe €.txt", "back\\slash"])
+@pytest.mark.parametrize("name", ["line\nbreak.txt", 'say "hi".txt', "größe €.txt", "back\\slash"])
 async def test_file_with_any_name_downloads_with_a_safe_header(
     osw: OSWorldProtocol, osw_guest: RunningGuest, name: str
 ) -> None:
@@ -86,7 +86,9 @@ async def test_deeply_nested_json_is_400(osw: OSWorldProtocol, route: str) -> No
     for depth in (100, 100_000):
         body = b"[" * depth + b"]" * depth
         status, reply, _ = await osw.call(
-            "POST", route, data=b'{"command": ' + body + b"}",
+            "POST",
+            route,
+            data=b'{"command": ' + body + b"}",
             headers={"Content-Type": "application/json"},
         )
         assert status == 400, reply[:200]
@@ -100,7 +102,9 @@ async def test_garbage_multipart_is_400(osw: OSWorldProtocol, route: str) -> Non
         "multipart/form-data",  # no boundary at all
     ):
         status, reply, _ = await osw.call(
-            "POST", route, data=b"\x00garbage--xyz\r\nnot a part\r\n",
+            "POST",
+            route,
+            data=b"\x00garbage--xyz\r\nnot a part\r\n",
             headers={"Content-Type": content_type},
         )
         assert status == 400, (route, content_type, reply[:200])

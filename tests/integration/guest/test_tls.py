@@ -80,7 +80,9 @@ def test_guest_refuses_plain_http_off_loopback(tmp_path: Path) -> None:
     assert "refusing to serve plain HTTP on 0.0.0.0" in result.stderr
     result = subprocess.run(
         [*base, "--host", "0.0.0.0", "--tls-cert", str(token)],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode != 0 and "--tls-key go together" in result.stderr
 
@@ -111,7 +113,8 @@ def test_shipped_units_never_serve_plain_http_off_loopback() -> None:
     image = (root / "vm" / "images" / "cloud-init" / "cua-guest.yaml").read_text()
     starts = [
         line.strip().removeprefix("ExecStart=")
-        for text in (unit, image) for line in text.splitlines()
+        for text in (unit, image)
+        for line in text.splitlines()
         if line.strip().startswith("ExecStart=")
     ]
     assert len(starts) == 2 and starts[0] == starts[1]

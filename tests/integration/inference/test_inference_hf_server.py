@@ -142,6 +142,28 @@ async def test_bad_requests_get_400_naming_the_field(hf_server, patch: dict, par
     assert "x-model-version" in headers
 
 
+@pytest.mark.parametrize(
+    ("collective", "param"),
+    [
+        ({"bucket_bytes": -1}, "collective.bucket_bytes"),
+        ({"bucket_bytes": "64"}, "collective.bucket_bytes"),
+        ({"manifest": [{"name": "w", "shape": [2], "dtype": "int8"}]}, "collective.manifest"),
+        ({"manifest": [{"name": "w", "shape": [-2], "dtype": "float32"}]}, "collective.manifest"),
+    ],
+)
+async def test_bad_collective_updates_get_400_before_any_link(
+    hf_server, collective: dict, param: str
+) -> None:
+    """Refused from the body alone: no link is joined (port 1 has no store)."""
+    body = {
+        "version": 5,
+        "collective": {"host": "127.0.0.1", "port": 1, "manifest": [], **collective},
+    }
+    status, payload, headers = await post(hf_server.url, "/update_weights", body)
+    assert (status, payload["error"]["param"]) == (400, param)
+    assert headers["x-model-version"] != "5"
+
+
 def perturbed_checkpoint(src: Path, dst: Path) -> Path:
     import torch
     from transformers import AutoModelForImageTextToText

@@ -30,8 +30,11 @@ asyncio.run(main())
 
 
 def test_servers_exit_when_their_owner_is_killed(tiny_model_dir: Path, tmp_path: Path) -> None:
-    owner = subprocess.Popen([sys.executable, "-c", OWNER, str(tiny_model_dir), str(tmp_path)],
-                             stdout=subprocess.PIPE, text=True)
+    owner = subprocess.Popen(
+        [sys.executable, "-c", OWNER, str(tiny_model_dir), str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert owner.stdout is not None
         line = owner.stdout.readline()  # the pytest timeout bounds a hung start

@@ -49,16 +49,20 @@ async def test_killed_replica_is_routed_around_restarted_and_caught_up(
     from transformers import AutoModelForImageTextToText
 
     cfg = ModelServersConfig(
-        replicas=2, requests=InferencePoolConfig(request_timeout_s=60, probe_interval_s=0.2,
-                                                 wait_for_replica_s=120),
-        supervision=SupervisionConfig(health_interval_s=0.5, restart_backoff_s=0.1))
+        replicas=2,
+        requests=InferencePoolConfig(
+            request_timeout_s=60, probe_interval_s=0.2, wait_for_replica_s=120
+        ),
+        supervision=SupervisionConfig(health_interval_s=0.5, restart_backoff_s=0.1),
+    )
     model = AutoModelForImageTextToText.from_pretrained(tiny_model_dir).eval()
     with torch.no_grad():  # the learner "trained": version 1 differs from version 0
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.05)
     source = ModelSource(model, version=1)
-    async with replica_set(cfg, name="policy", log_dir=tmp_path / "logs",
-                           tiny_dir=tiny_model_dir) as replicas:
+    async with replica_set(
+        cfg, name="policy", log_dir=tmp_path / "logs", tiny_dir=tiny_model_dir
+    ) as replicas:
         pool = InferencePool(replicas, cfg.requests)
         sync = WeightSync(replicas, WeightSyncConfig(timeout_s=120), tmp_path / "exports")
         sync.attach(source, None)
@@ -72,8 +76,9 @@ async def test_killed_replica_is_routed_around_restarted_and_caught_up(
             i = 0
             while not stop.is_set():
                 sent = time.monotonic()
-                result = await pool.chat(MESSAGES, session_key=f"episode-{worker}-{i // 3}",
-                                         max_tokens=8, seed=i)
+                result = await pool.chat(
+                    MESSAGES, session_key=f"episode-{worker}-{i // 3}", max_tokens=8, seed=i
+                )
                 results.append((result, sent))
                 i += 1
 
@@ -86,22 +91,28 @@ async def test_killed_replica_is_routed_around_restarted_and_caught_up(
             os.killpg(victim.handle.proc.pid, signal.SIGKILL)  # type: ignore[attr-defined]
             killed_at = time.monotonic()
             assert await sync.push(source, 1) == [1]  # the survivor; no error for the dead one
-            while not (victim.state is ReplicaState.HEALTHY  # noqa: ASYNC110
-                       and any(r.url == victim.url and t > killed_at for r, t in results)):
+            while not (  # noqa: ASYNC110
+                victim.state is ReplicaState.HEALTHY
+                and any(r.url == victim.url and t > killed_at for r, t in results)
+            ):
                 await asyncio.sleep(0.1)  # restarted, caught up and serving again
             stop.set()
         assert victim.restarts == 1 and victim.version == 1
         after = [r for r, t in results if t > killed_at and r.url == victim.url]
         assert after and {r.model_version for r in after} == {1}, [  # never the old weights
-            (r.model_version, round(t - killed_at, 3)) for r, t in results if r.url == victim.url]
+            (r.model_version, round(t - killed_at, 3)) for r, t in results if r.url == victim.url
+        ]
 
         async with aiohttp.ClientSession() as session:
             body = {"version": 9, "path": str(tmp_path / "exports" / "v000001")}
-            for headers in ({}, {"Authorization": "Bearer wrong"},
-                            {"Authorization": "Bearer \u00e9"}):
-                async with session.post(victim.url + "/update_weights", json=body,
-                                        headers=headers) as response:
+            for headers in (
+                {},
+                {"Authorization": "Bearer wrong"},
+                {"Authorization": "Bearer \u00e9"},
+            ):
+                async with session.post(
+                    victim.url + "/update_weights", json=body, headers=headers
+                ) as response:
                     assert response.status == 401, headers
-        assert victim.client.token and victim.client.token not in " ".join(
-            victim.handle.argv)  # type: ignore[union-attr]  # never in the process table
+        assert victim.client.token and victim.client.token not in " ".join(victim.handle.argv)  # type: ignore[union-attr]  # never in the process table
         await pool.close()

@@ -45,12 +45,14 @@ def screenshot(shade: int) -> str:
     return encode_image(buffer.getvalue())
 
 
-async def sample(url: str, messages: list[dict], n: int, temperature: float,
-                 max_tokens: int) -> list[str]:
+async def sample(
+    url: str, messages: list[dict], n: int, temperature: float, max_tokens: int
+) -> list[str]:
     client = InferenceClient(url, timeout_s=300)
     try:
-        result = await client.chat(messages, n=n, temperature=temperature,
-                                   max_tokens=max_tokens, seed=7)
+        result = await client.chat(
+            messages, n=n, temperature=temperature, max_tokens=max_tokens, seed=7
+        )
     finally:
         await client.close()
     return [choice.text for choice in result.choices]
@@ -66,8 +68,9 @@ async def test_policy_samples_mostly_parse(primed_server) -> None:
         'Action: Type the text.\n<tool_call>\n{"name": "computer_use", "arguments": '
         '{"action": "type", "text": "ERROR"}}\n</tool_call>',
     ]
-    later = policy_messages("Count the ERROR lines in log.txt.", history, shots, SCREEN,
-                            responses=responses)
+    later = policy_messages(
+        "Count the ERROR lines in log.txt.", history, shots, SCREEN, responses=responses
+    )
     texts = await sample(primed_server.url, first, 10, 1.0, 64)
     texts += await sample(primed_server.url, later, 10, 1.0, 64)
     parsed = [parse_response(t, SCREEN)[1] is None for t in texts]
@@ -77,10 +80,13 @@ async def test_policy_samples_mostly_parse(primed_server) -> None:
 
 async def test_reward_model_votes_mostly_parse_and_vary(primed_server) -> None:
     before, after = screenshot(40), screenshot(120)
-    response = 'Action: Click the target.\n<tool_call>\n{"name": "computer_use", ' \
+    response = (
+        'Action: Click the target.\n<tool_call>\n{"name": "computer_use", '
         '"arguments": {"action": "left_click", "coordinate": [500, 300]}}\n</tool_call>'
-    messages = prm_messages("Rename report.docx to final.docx.", ["Press the keys."],
-                            before, response, after)
+    )
+    messages = prm_messages(
+        "Rename report.docx to final.docx.", ["Press the keys."], before, response, after
+    )
     texts = await sample(primed_server.url, messages, 20, 0.8, 48)
     votes = [parse_prm_vote(t) for t in texts]
     assert sum(v != 0 for v in votes) >= 0.6 * len(votes), texts
@@ -88,8 +94,11 @@ async def test_reward_model_votes_mostly_parse_and_vary(primed_server) -> None:
 
 
 async def test_critique_answers_are_boxed(primed_server) -> None:
-    votes = ["The action does not match the task. \\boxed{-1}",
-             "The screen changed after the action. \\boxed{1}", "I compare the screenshots."]
+    votes = [
+        "The action does not match the task. \\boxed{-1}",
+        "The screen changed after the action. \\boxed{1}",
+        "I compare the screenshots.",
+    ]
     messages = critique_step_messages(1, votes, [-1, 1, 0])
     texts = await sample(primed_server.url, messages, 10, 1.0, 64)
     assert sum(boxed_answer(t) is not None for t in texts) >= 5, texts

@@ -37,15 +37,17 @@ async def test_vllm_serves_the_export_with_the_learners_greedy_tokens(
     _, version = chat(vllm_server.url, {"messages": MESSAGES, "max_tokens": 1})
     try:
         assert await client.update_weights(version + 1, info["out"], 120) == version + 1
-        payload, served = chat(vllm_server.url, {"messages": MESSAGES, "temperature": 0,
-                                                 "max_tokens": 12})
+        payload, served = chat(
+            vllm_server.url, {"messages": MESSAGES, "temperature": 0, "max_tokens": 12}
+        )
         assert served == version + 1
         prompt = payload["prompt_token_ids"]
         tokens = payload["choices"][0]["token_ids"]
         with torch.no_grad():
-            learner = engine.model.generate(input_ids=torch.tensor([prompt]), do_sample=False,
-                                            max_new_tokens=12)[0, len(prompt):].tolist()
-        assert tokens == learner[:len(tokens)] and len(tokens) >= 1
+            learner = engine.model.generate(
+                input_ids=torch.tensor([prompt]), do_sample=False, max_new_tokens=12
+            )[0, len(prompt) :].tolist()
+        assert tokens == learner[: len(tokens)] and len(tokens) >= 1
     finally:  # the tiny checkpoint back
         await client.update_weights(version + 2, str(tiny_model_dir), 120)
         await client.close()

@@ -18,9 +18,13 @@ pytestmark = pytest.mark.model
 
 
 def judge_context(before: str = "green", after: str = "teal") -> list[dict[str, Any]]:
-    return prm_messages("Save the file.", ["Action: press ctrl+s"],
-                        png_data_url(before, (288, 192)), "I will click Save.",
-                        png_data_url(after, (288, 192)))
+    return prm_messages(
+        "Save the file.",
+        ["Action: press ctrl+s"],
+        png_data_url(before, (288, 192)),
+        "I will click Save.",
+        png_data_url(after, (288, 192)),
+    )
 
 
 async def test_n_votes_come_back_in_one_call(vllm_server: Any) -> None:
@@ -39,15 +43,17 @@ async def test_n_votes_come_back_in_one_call(vllm_server: Any) -> None:
 
 
 def first_token_logprobs(url: str, messages: list[dict[str, Any]]) -> list[float]:
-    payload, _ = chat(url, {"messages": messages, "temperature": 0, "max_tokens": 1,
-                            "top_logprobs": 5})
+    payload, _ = chat(
+        url, {"messages": messages, "temperature": 0, "max_tokens": 1, "top_logprobs": 5}
+    )
     return [e["logprob"] for e in payload["choices"][0]["logprobs"]["content"][0]["top_logprobs"]]
 
 
 def test_both_images_reach_the_model(vllm_server: Any, tiny_model_dir: Path) -> None:
     image_pad = json.loads((tiny_model_dir / "config.json").read_text())["image_token_id"]
-    payload, _ = chat(vllm_server.url, {"messages": judge_context(), "max_tokens": 1,
-                                        "temperature": 0})
+    payload, _ = chat(
+        vllm_server.url, {"messages": judge_context(), "max_tokens": 1, "temperature": 0}
+    )
     pads = payload["prompt_token_ids"].count(image_pad)
     assert pads > 0 and pads % 2 == 0  # two same-sized screenshots, same token count each
     base = first_token_logprobs(vllm_server.url, judge_context())

@@ -32,12 +32,21 @@ def served(url: str) -> tuple[list[StepSample], int]:
     """Greedy-free samples of every prompt (fixed seed) and the version that served them."""
     samples, versions = [], set()
     for i, messages in enumerate(prompts()):
-        payload, version = chat(url, {"messages": messages, "n": 2, "seed": i,
-                                      "temperature": TEMPERATURE, "max_tokens": 12})
+        payload, version = chat(
+            url,
+            {"messages": messages, "n": 2, "seed": i, "temperature": TEMPERATURE, "max_tokens": 12},
+        )
         versions.add(version)
-        samples += [StepSample(tuple(messages), tuple(c["token_ids"]),
-                               tuple(e["logprob"] for e in c["logprobs"]["content"]), version,
-                               1.0) for c in payload["choices"]]
+        samples += [
+            StepSample(
+                tuple(messages),
+                tuple(c["token_ids"]),
+                tuple(e["logprob"] for e in c["logprobs"]["content"]),
+                version,
+                1.0,
+            )
+            for c in payload["choices"]
+        ]
     assert len(versions) == 1
     return samples, versions.pop()
 
@@ -45,8 +54,10 @@ def served(url: str) -> tuple[list[StepSample], int]:
 def max_diff(engine: TorchTrainEngine, samples: list[StepSample]) -> float:
     encoded = [encode_sample(engine.processor, s) for s in samples]
     batches = build_micro_batches(encoded, 1, engine.processor.tokenizer.pad_token_id)
-    return max(float((r - b.behavior_logprobs).abs().max()) for r, b in
-               zip(batch_logprobs(engine.model, batches, TEMPERATURE), batches, strict=True))
+    return max(
+        float((r - b.behavior_logprobs).abs().max())
+        for r, b in zip(batch_logprobs(engine.model, batches, TEMPERATURE), batches, strict=True)
+    )
 
 
 @pytest.mark.parametrize("mode", ["collective", "checkpoint"])
@@ -60,14 +71,21 @@ async def test_update_changes_outputs_and_version(
         for _, p in engine.named_parameters():
             p.add_(torch.randn_like(p) * 0.05)
     version = old_version + 1
-    sync = WeightSync([vllm_server.url], WeightSyncConfig(mode=mode, timeout_s=120),
-                      tmp_path / "exports", token=vllm_server.token)
+    # 1 MiB buckets: the tiny model's 7 MiB arrive in several, each split back into
+    # tensors by the vLLM side (at the default size it would be one)
+    sync = WeightSync(
+        [vllm_server.url],
+        WeightSyncConfig(mode=mode, timeout_s=120, bucket_mb=1),
+        tmp_path / "exports",
+        token=vllm_server.token,
+    )
     try:
         assert await sync.push(engine, version) == [version]
         after, served_version = served(vllm_server.url)
         assert served_version == version
         assert {(s.response_token_ids, s.behavior_logprobs) for s in after} != {
-            (s.response_token_ids, s.behavior_logprobs) for s in before}
+            (s.response_token_ids, s.behavior_logprobs) for s in before
+        }
         diff = max_diff(engine, after)
         print(f"{mode}: after the update max |vLLM - learner| = {diff:.2e}")
         assert diff <= 1e-3
@@ -92,8 +110,9 @@ async def test_update_without_the_credential_is_401(vllm_server: Any, tmp_path: 
             await client.close()
 
 
-async def test_bad_update_is_refused_and_the_replica_keeps_serving(vllm_server: Any,
-                                                                   tmp_path: Path) -> None:
+async def test_bad_update_is_refused_and_the_replica_keeps_serving(
+    vllm_server: Any, tmp_path: Path
+) -> None:
     from cua_rl.inference.base import InferenceRequestError
 
     client = InferenceClient(vllm_server.url, timeout_s=120, token=vllm_server.token)

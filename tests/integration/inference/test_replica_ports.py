@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import tests_support.health_server as health_server
-from tests_support.ports import PortThief, listen
+from tests_support.ports import PortThief, listen, released
 
 from cua_rl import net_ports
 from cua_rl.errors import InferenceUnavailable
@@ -28,6 +28,7 @@ from cua_rl.inference.config import ModelServersConfig, SupervisionConfig
 from cua_rl.inference.replica_process import ServerProcess, start_server
 from cua_rl.inference.replica_set import Replica, ReplicaSet, ReplicaState
 from cua_rl.net_ports import port_taken
+from cua_rl.process_launch import ProcessLaunch
 
 STAND_IN = [sys.executable, health_server.__file__, "127.0.0.1"]
 
@@ -41,8 +42,8 @@ def thief(monkeypatch: pytest.MonkeyPatch) -> Iterator[PortThief]:
     thief.close()
 
 
-def stand_in(port: int) -> list[str]:
-    return [*STAND_IN, str(port)]
+def stand_in(port: int) -> ProcessLaunch:
+    return ProcessLaunch("stand-in", (*STAND_IN, str(port)))
 
 
 async def test_a_server_whose_port_was_taken_starts_on_another(
@@ -50,8 +51,9 @@ async def test_a_server_whose_port_was_taken_starts_on_another(
 ) -> None:
     stolen = thief.arm(1)
     with caplog.at_level(logging.WARNING):
-        handle = await start_server(stand_in, dict(os.environ), log_path=tmp_path / "s.log",
-                                    ready_timeout_s=60, what="start of the stand-in")
+        handle = await start_server(
+            stand_in, log_path=tmp_path / "s.log", ready_timeout_s=60, what="start of the stand-in"
+        )
     try:
         assert handle.port is not None and handle.port.port != stolen[0]
         assert handle.url == f"http://127.0.0.1:{handle.port.port}"
@@ -59,19 +61,23 @@ async def test_a_server_whose_port_was_taken_starts_on_another(
         assert await client.health()
         await client.close()
         assert "address already in use" in (tmp_path / "s.log").read_text().lower()
-        retries = [r.getMessage() for r in caplog.records
-                   if r.getMessage().startswith("start of the stand-in failed")]
+        retries = [
+            r.getMessage()
+            for r in caplog.records
+            if r.getMessage().startswith("start of the stand-in failed")
+        ]
         assert len(retries) == 1 and f"127.0.0.1:{stolen[0]} is in use" in retries[0]
     finally:
         await handle.close()
-    assert handle.port.released
+    assert released(handle.port)
 
 
 async def test_a_restart_on_a_taken_port_fails_clearly_and_succeeds_once_it_is_free(
     tmp_path: Path,
 ) -> None:
-    handle = await start_server(stand_in, dict(os.environ), log_path=tmp_path / "s.log",
-                                ready_timeout_s=60, what="start of the stand-in")
+    handle = await start_server(
+        stand_in, log_path=tmp_path / "s.log", ready_timeout_s=60, what="start of the stand-in"
+    )
     assert handle.port is not None and handle.proc is not None
     port = handle.port.port
     try:
@@ -92,12 +98,17 @@ async def test_a_restart_on_a_taken_port_fails_clearly_and_succeeds_once_it_is_f
 async def test_the_supervisor_retries_then_fails_a_replica_whose_port_stays_taken(
     tmp_path: Path,
 ) -> None:
-    handle = await start_server(stand_in, dict(os.environ), log_path=tmp_path / "s.log",
-                                ready_timeout_s=60, what="start of the stand-in")
+    handle = await start_server(
+        stand_in, log_path=tmp_path / "s.log", ready_timeout_s=60, what="start of the stand-in"
+    )
     assert handle.port is not None and handle.proc is not None
-    config = SupervisionConfig(health_interval_s=0.2, health_timeout_s=0.5,
-                               restart_attempts=2, restart_backoff_s=0.05,
-                               max_restart_backoff_s=0.1)
+    config = SupervisionConfig(
+        health_interval_s=0.2,
+        health_timeout_s=0.5,
+        restart_attempts=2,
+        restart_backoff_s=0.05,
+        max_restart_backoff_s=0.1,
+    )
     replica = Replica(handle.url, InferenceClient(handle.url, 5), handle=handle)
     replicas = ReplicaSet([replica], config=config, probe_interval_s=0.1)
     try:
@@ -123,8 +134,9 @@ async def test_the_launcher_moves_a_replica_whose_port_was_taken(
 
     stolen = thief.arm(1)
     cfg = ModelServersConfig(replicas=1, ready_timeout_s=300)
-    async with replica_set(cfg, name="policy", log_dir=tmp_path / "logs",
-                           tiny_dir=tiny_model_dir) as replicas:
+    async with replica_set(
+        cfg, name="policy", log_dir=tmp_path / "logs", tiny_dir=tiny_model_dir
+    ) as replicas:
         (url,) = replicas.urls
         assert not url.endswith(f":{stolen[0]}")
         replica = replicas.replicas[url]

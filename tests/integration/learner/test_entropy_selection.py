@@ -17,7 +17,7 @@ from cua_rl.learner.config import LearnerConfig, LearnerLoopConfig  # noqa: E402
 from cua_rl.learner.engines import build_engine  # noqa: E402
 from cua_rl.learner.logprobs import position_ids  # noqa: E402
 from cua_rl.learner.service import LearnerService  # noqa: E402
-from cua_rl.store.run_store import AsyncRunStore  # noqa: E402
+from cua_rl.store.async_run_store import AsyncRunStore  # noqa: E402
 from cua_rl.types import StepSample  # noqa: E402
 
 pytestmark = pytest.mark.model
@@ -35,8 +35,7 @@ def _one_thread() -> None:
 def _samples() -> list[StepSample]:
     """Six steps of three trajectories (two steps each), mixed advantages."""
     out = text_samples(0) + text_samples(1)
-    return [replace(s, trajectory_id=f"traj{i % 3}", step_index=i // 3)
-            for i, s in enumerate(out)]
+    return [replace(s, trajectory_id=f"traj{i % 3}", step_index=i // 3) for i, s in enumerate(out)]
 
 
 def _config(**overrides: object) -> LearnerConfig:
@@ -52,8 +51,11 @@ def _entropies(engine: object, samples: list[StepSample]) -> list[float]:
     for s in samples:
         mb = collate([encode_sample(processor, s)], processor.tokenizer.pad_token_id)
         with torch.no_grad():
-            logits = model(**mb.inputs, position_ids=position_ids(model, mb.inputs),
-                           use_cache=False).logits[0].float()
+            logits = (
+                model(**mb.inputs, position_ids=position_ids(model, mb.inputs), use_cache=False)
+                .logits[0]
+                .float()
+            )
         predictors = mb.response_mask[0].nonzero()[:, 0] - 1
         logp = torch.log_softmax(logits[predictors] / T, -1)
         out.append(float(-(logp.exp() * logp).sum(-1).mean()))
@@ -93,8 +95,11 @@ def test_only_the_high_entropy_steps_train(tiny_model_dir: Path) -> None:
 
     everything = build_engine(_config(), tiny_model_dir)  # switch off, every step
     everything.train_step(samples)
-    changed = [n for n, t in _weights(everything).items()
-               if not torch.allclose(t, _weights(alone)[n], rtol=1e-5, atol=1e-7)]
+    changed = [
+        n
+        for n, t in _weights(everything).items()
+        if not torch.allclose(t, _weights(alone)[n], rtol=1e-5, atol=1e-7)
+    ]
     assert changed, "training every step should differ from training the chosen ones"
 
 
@@ -107,12 +112,17 @@ def test_fraction_one_trains_every_step_as_with_the_switch_off(tiny_model_dir: P
     _assert_same(_weights(on), _weights(off))
 
 
-async def test_unchosen_steps_are_counted_as_unused(tiny_model_dir: Path,
-                                                    tmp_path: Path) -> None:
+async def test_unchosen_steps_are_counted_as_unused(tiny_model_dir: Path, tmp_path: Path) -> None:
     engine = build_engine(_config(entropy_top_fraction=0.34), tiny_model_dir)
     store = AsyncRunStore.open(tmp_path / "run")
-    service = LearnerService("policy", engine, store, LearnerLoopConfig(),
-                             checkpoint_dir=tmp_path / "ckpt", tasks_per_update=1)
+    service = LearnerService(
+        "policy",
+        engine,
+        store,
+        LearnerLoopConfig(),
+        checkpoint_dir=tmp_path / "ckpt",
+        tasks_per_update=1,
+    )
     try:
         run = asyncio.create_task(service.run(max_updates=1))
         assert await service.submit(_samples(), "g") == 6
@@ -124,5 +134,9 @@ async def test_unchosen_steps_are_counted_as_unused(tiny_model_dir: Path,
     # ceil(0.34 x 6) = 3 steps train; the other 3 are unused, and nothing is lost.
     assert (service.samples_used, service.unused_low_entropy) == (3, 3)
     assert counters["policy_samples_used"] == 3 and counters["policy_unused_low_entropy"] == 3
-    assert service.samples_collected == (service.samples_used + service.stale_dropped
-                                         + service.unused_at_end + service.unused_low_entropy)
+    assert service.samples_collected == (
+        service.samples_used
+        + service.stale_dropped
+        + service.unused_at_end
+        + service.unused_low_entropy
+    )

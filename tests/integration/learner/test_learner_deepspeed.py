@@ -32,13 +32,28 @@ def run_two_ranks(model_dir: Path, out: Path, stages: str) -> None:
     port = free_port()
     procs = []
     for rank in range(2):
-        env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-               "RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(rank),
-               "OMP_NUM_THREADS": "1", "DS_ACCELERATOR": "cpu"}
+        env = {
+            **os.environ,
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "RANK": str(rank),
+            "WORLD_SIZE": "2",
+            "LOCAL_RANK": str(rank),
+            "OMP_NUM_THREADS": "1",
+            "DS_ACCELERATOR": "cpu",
+        }
         log = open(out / f"rank{rank}.log", "wb")  # noqa: SIM115 - closed with the process
-        procs.append((subprocess.Popen([sys.executable, str(WORKER), str(model_dir), str(out),
-                                        stages], stdout=log, stderr=subprocess.STDOUT,
-                                       env=env), log))
+        procs.append(
+            (
+                subprocess.Popen(
+                    [sys.executable, str(WORKER), str(model_dir), str(out), stages],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                ),
+                log,
+            )
+        )
     try:
         for rank, (proc, log) in enumerate(procs):
             code = proc.wait(DEADLINE_S)
@@ -79,8 +94,9 @@ def test_two_ranks_end_with_identical_updated_weights(
     assert r0["metrics"]["loss"] == pytest.approx(metrics["loss"], rel=1e-4, abs=1e-6)
     assert r0["metrics"]["response_tokens"] == metrics["response_tokens"]
 
-    exported = dict(AutoModelForImageTextToText.from_pretrained(
-        str(out / "export")).named_parameters())
+    exported = dict(
+        AutoModelForImageTextToText.from_pretrained(str(out / "export")).named_parameters()
+    )
     for name, tensor in r0["after"].items():
         assert torch.equal(exported[name], tensor), name
 

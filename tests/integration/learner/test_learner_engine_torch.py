@@ -25,8 +25,15 @@ def batch(seed: int) -> list[StepSample]:
         n = 4 + 3 * i
         tokens = torch.randint(50, 3000, (n,), generator=gen).tolist()
         behavior = (-8.3 + 0.1 * torch.randn(n, generator=gen)).tolist()
-        out.append(StepSample(tuple(messages), tuple(tokens), tuple(behavior), 0,
-                              advantage=[1.0, -0.5, 0.7, -1.2][i]))
+        out.append(
+            StepSample(
+                tuple(messages),
+                tuple(tokens),
+                tuple(behavior),
+                0,
+                advantage=[1.0, -0.5, 0.7, -1.2][i],
+            )
+        )
     return out
 
 
@@ -60,8 +67,7 @@ def test_train_step_updates_weights_and_reports_metrics(tiny_model_dir: Path) ->
 
 
 def test_mini_batches_step_against_one_proximal_policy(tiny_model_dir: Path) -> None:
-    engine = build_engine(config(mini_batches=2, loss=LossConfig(clip_eps=0.01)),
-                          tiny_model_dir)
+    engine = build_engine(config(mini_batches=2, loss=LossConfig(clip_eps=0.01)), tiny_model_dir)
     metrics = engine.train_step(batch(0))
     assert engine.version == 1 and engine.optimizer_steps == 2
     # The second mini-batch sees weights moved by the first: ratios leave 1 and some clip.

@@ -42,14 +42,17 @@ def engine(tiny_model_dir: Path) -> TorchTrainEngine:
     return TorchTrainEngine(LearnerConfig(lr=1e-3, temperature=0.7), tiny_model_dir)
 
 
-def max_logprob_diff(engine: TorchTrainEngine, samples: list[StepSample], temperature: float,
-                     micro_batch_tokens: int) -> float:
+def max_logprob_diff(
+    engine: TorchTrainEngine, samples: list[StepSample], temperature: float, micro_batch_tokens: int
+) -> float:
     encoded = [encode_sample(engine.processor, s) for s in samples]
     pad = engine.processor.tokenizer.pad_token_id
     batches = build_micro_batches(encoded, micro_batch_tokens, pad)
     recomputed = batch_logprobs(engine.model, batches, temperature)
-    return max(float((r - b.behavior_logprobs).abs().max())
-               for r, b in zip(recomputed, batches, strict=True))
+    return max(
+        float((r - b.behavior_logprobs).abs().max())
+        for r, b in zip(recomputed, batches, strict=True)
+    )
 
 
 def test_prompt_ids_are_the_servers(server: Any, engine: TorchTrainEngine) -> None:
@@ -57,7 +60,8 @@ def test_prompt_ids_are_the_servers(server: Any, engine: TorchTrainEngine) -> No
         sample = StepSample(tuple(messages), (1,), (0.0,), 0, 0.0)
         encoded = encode_sample(engine.processor, sample)
         assert encoded.input_ids[: encoded.prompt_len].tolist() == prompt_token_ids(
-            server.url, messages)
+            server.url, messages
+        )
 
 
 @pytest.mark.parametrize("temperature", [0.7, 0.0])
@@ -65,8 +69,11 @@ def test_prompt_ids_are_the_servers(server: Any, engine: TorchTrainEngine) -> No
 def test_recomputed_logprobs_match_behavior_logprobs(
     server: Any, engine: TorchTrainEngine, temperature: float, micro_batch_tokens: int
 ) -> None:
-    samples = [s for i, m in enumerate(prompts())
-               for s in sample_from_server(server.url, m, n=2, temperature=temperature, seed=i)]
+    samples = [
+        s
+        for i, m in enumerate(prompts())
+        for s in sample_from_server(server.url, m, n=2, temperature=temperature, seed=i)
+    ]
     diff = max_logprob_diff(engine, samples, temperature, micro_batch_tokens)
     print(f"T={temperature} micro_batch_tokens={micro_batch_tokens}: max |diff| = {diff:.2e}")
     assert diff < TOLERANCE
@@ -77,8 +84,11 @@ def test_exported_weights_serve_the_same_logprobs_after_update(
 ) -> None:
     from transformers import AutoModelForImageTextToText
 
-    before = [s for m in prompts() for s in sample_from_server(server.url, m, n=2,
-                                                                temperature=0.7, seed=5)]
+    before = [
+        s
+        for m in prompts()
+        for s in sample_from_server(server.url, m, n=2, temperature=0.7, seed=5)
+    ]
     metrics = engine.train_step(before)
     assert metrics["ratio"] == pytest.approx(1.0, abs=1e-5)  # prox == current before the update
     assert metrics["is_weight_raw"] == pytest.approx(1.0, abs=1e-3)  # server == learner weights
@@ -88,13 +98,17 @@ def test_exported_weights_serve_the_same_logprobs_after_update(
         assert torch.equal(reloaded[name], tensor), name
 
     body = json.dumps({"version": engine.version, "path": str(export)}).encode()
-    request = urllib.request.Request(server.url + "/update_weights", body,
-                                     {"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        server.url + "/update_weights", body, {"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(request, timeout=120) as response:
         assert json.loads(response.read())["version"] == 1
 
-    after = [s for m in prompts() for s in sample_from_server(server.url, m, n=2,
-                                                               temperature=0.7, seed=5)]
+    after = [
+        s
+        for m in prompts()
+        for s in sample_from_server(server.url, m, n=2, temperature=0.7, seed=5)
+    ]
     assert {s.version for s in after} == {1}
     assert max_logprob_diff(engine, after, 0.7, 100_000) < TOLERANCE
     old = {(s.response_token_ids, s.behavior_logprobs) for s in before}

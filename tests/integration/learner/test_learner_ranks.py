@@ -34,16 +34,29 @@ LR = 1e-3
 
 def batch(step: int = 0) -> list[StepSample]:
     """Five text samples of different lengths, two trajectories."""
-    return [StepSample(({"role": "user", "content": f"Step {step}: open menu {i} " * (1 + i)},),
-                       tuple(range(100 + 3 * i, 108 + 5 * i)), tuple([-8.3] * (8 + 2 * i)), 0,
-                       advantage=1.0 - 2.0 * ((i + step) % 2), trajectory_id=f"t{i % 2}")
-            for i in range(5)]
+    return [
+        StepSample(
+            ({"role": "user", "content": f"Step {step}: open menu {i} " * (1 + i)},),
+            tuple(range(100 + 3 * i, 108 + 5 * i)),
+            tuple([-8.3] * (8 + 2 * i)),
+            0,
+            advantage=1.0 - 2.0 * ((i + step) % 2),
+            trajectory_id=f"t{i % 2}",
+        )
+        for i in range(5)
+    ]
 
 
 def config(ranks: int) -> LearnerConfig:
     engine = DeepSpeedEngineConfig(zero_stage=2) if ranks > 1 else {"type": "torch"}
-    return LearnerConfig(engine=engine, ranks=ranks, lr=LR, micro_batch_tokens=64,
-                         rank_timeout_s=600, loss={"kl_beta": 0.01})
+    return LearnerConfig(
+        engine=engine,
+        ranks=ranks,
+        lr=LR,
+        micro_batch_tokens=64,
+        rank_timeout_s=600,
+        loss={"kl_beta": 0.01},
+    )
 
 
 def alive(pid: int) -> bool:
@@ -61,8 +74,9 @@ def wait_gone(pids: list[int], timeout_s: float) -> list[int]:
     return left
 
 
-def test_two_ranks_equal_one_process_and_resume_on_two(tiny_model_dir: Path,
-                                                       tmp_path: Path) -> None:
+def test_two_ranks_equal_one_process_and_resume_on_two(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
     torch.set_num_threads(1)
     single = build_engine(config(1), tiny_model_dir)
     expected = single.train_step(batch())
@@ -118,10 +132,12 @@ time.sleep(600)
 """
 
 
-def test_rank_processes_die_with_a_sigkilled_driver(tiny_model_dir: Path,
-                                                    tmp_path: Path) -> None:
-    driver = subprocess.Popen([sys.executable, "-c", DRIVER, str(tiny_model_dir),
-                               str(tmp_path)], stdout=subprocess.PIPE, text=True)
+def test_rank_processes_die_with_a_sigkilled_driver(tiny_model_dir: Path, tmp_path: Path) -> None:
+    driver = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, str(tiny_model_dir), str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = driver.stdout.readline()  # type: ignore[union-attr]
         assert line.strip(), "the driver ended before its ranks started"

@@ -19,15 +19,22 @@ TESTS = Path(__file__).resolve().parents[2]
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_signal_ends_a_run_blocked_in_a_weight_sync(sig: signal.Signals, tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(TESTS), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(TESTS), *filter(None, [os.environ.get("PYTHONPATH")])]),
+    }
     # stderr to a file, not a pipe nobody reads: a child that logs more than a pipe
     # holds would block on the write and look hung
     err_path = tmp_path / "child.stderr"
     with open(err_path, "w") as err_file:
-        proc = subprocess.Popen([sys.executable, "-m", "tests_support.sync_child"], env=env,
-                                stdout=subprocess.PIPE, stderr=err_file, text=True,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests_support.sync_child"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=err_file,
+            text=True,
+            start_new_session=True,
+        )
     elapsed = None
     try:
         assert proc.stdout is not None
@@ -49,6 +56,7 @@ def test_signal_ends_a_run_blocked_in_a_weight_sync(sig: signal.Signals, tmp_pat
     err = err_path.read_text()
     assert elapsed is not None, (
         f"the run did not stop within 30 s of {sig.name}; its stderr (thread stacks):\n"
-        f"{err[-6000:]}")
+        f"{err[-6000:]}"
+    )
     assert elapsed < 10, f"the run took {elapsed:.1f} s to stop after {sig.name}"
     assert proc.returncode != 0  # interrupted, not finished

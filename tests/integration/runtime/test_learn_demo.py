@@ -23,12 +23,25 @@ def test_short_learn_demo_writes_its_result_and_curves(
 ) -> None:
     run = tmp_path / "run"
     subprocess.run(
-        [sys.executable, "-m", "cua_rl.cli", "train", "--preset", "learn-demo", "--out", str(run),
-         f"tiny_model_dir={primed_tiny_model_dir}",
-         f"desktops.provider.state_dir={tmp_path / 'state'}",
-         f"demo.eval_rollouts={ROLLOUTS}", "fleet.group_size=2", "train.max_policy_updates=1",
-         "episode.max_tokens=48"],
-        check=True, timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "cua_rl.cli",
+            "train",
+            "--preset",
+            "learn-demo",
+            "--out",
+            str(run),
+            f"tiny_model_dir={primed_tiny_model_dir}",
+            f"desktops.provider.state_dir={tmp_path / 'state'}",
+            f"demo.eval_rollouts={ROLLOUTS}",
+            "fleet.group_size=2",
+            "train.max_policy_updates=1",
+            "episode.max_tokens=48",
+        ],
+        check=True,
+        timeout=600,
+    )
     result = json.loads((run / "learn_demo.json").read_text())
     for key in ("success_first", "success_last", "prm_agreement_first", "prm_agreement_last"):
         assert 0.0 <= result[key] <= 1.0, (key, result)
@@ -46,8 +59,9 @@ def test_short_learn_demo_writes_its_result_and_curves(
         assert result[name]["scored"] == ROLLOUTS, result[name]
         stored = RunStore(run / name).summary()
         assert stored["trajectories"] == ROLLOUTS and stored["verdicts"] == 0, stored
-        assert list(stored["tasks"]) == [
-            "3f721143-4ecd-5578-b3c7-538ff7573b16:click_blue_half"], stored
+        assert list(stored["tasks"]) == ["3f721143-4ecd-5578-b3c7-538ff7573b16:click_blue_half"], (
+            stored
+        )
     assert result["eval_initial"]["temperature"] == result["eval_final"]["temperature"]
     # the final pass served the learner's export of its last version
     assert result["policy_version"] == 1

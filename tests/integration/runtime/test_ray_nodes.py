@@ -45,24 +45,38 @@ def wait_while_progressing(run: RunProcess, stall_s: float) -> int | None:
 
 
 def test_a_killed_fleet_node_is_replaced_and_the_run_finishes_its_budget(
-        primed_tiny_model_dir: Path, local_desktops: None, tmp_path: Path) -> None:
+    primed_tiny_model_dir: Path, local_desktops: None, tmp_path: Path
+) -> None:
     pytest.importorskip("ray")
     state_dir = tmp_path / "state"
     cluster = LocalCluster(fleet_nodes=2)
     try:
         cluster.start_head()
-        run = RunProcess("train", tmp_path / "run", state_dir, [
-            *cluster_overrides(cluster, str(state_dir)),
-            f"tiny_model_dir={primed_tiny_model_dir}", "metrics.live=false",
-            "metrics.tensorboard=false", "episode.max_steps=1", "judge.enabled=false",
-            f"fleet.max_groups={GROUPS}", "train.tasks_per_update=2",
-            "train.max_policy_updates=1000", "ray.replace_timeout_s=120",
-        ]).start()
+        run = RunProcess(
+            "train",
+            tmp_path / "run",
+            state_dir,
+            [
+                *cluster_overrides(cluster, str(state_dir)),
+                f"tiny_model_dir={primed_tiny_model_dir}",
+                "metrics.live=false",
+                "metrics.tensorboard=false",
+                "episode.max_steps=1",
+                "judge.enabled=false",
+                f"fleet.max_groups={GROUPS}",
+                "train.tasks_per_update=2",
+                "train.max_policy_updates=1000",
+                "ray.replace_timeout_s=120",
+            ],
+        ).start()
         try:
             for _ in range(cluster.fleet_nodes):  # while the run starts its model servers
                 cluster.add_fleet_node()
-            first = poll_until(lambda: good_trajectories(run.run_dir) > 0
-                               or run.proc.poll() is not None, STALL_S, 0.5)  # type: ignore[union-attr]
+            first = poll_until(
+                lambda: good_trajectories(run.run_dir) > 0 or run.proc.poll() is not None,
+                STALL_S,
+                0.5,
+            )  # type: ignore[union-attr]
             assert first and run.proc.poll() is None, run.error_lines()  # type: ignore[union-attr]
             killed_at = time.time()
             cluster.kill_fleet_node(0)

@@ -47,14 +47,24 @@ async def until(condition: Callable[[], bool], what: str, timeout_s: float) -> N
 
 
 async def test_a_killed_replica_actor_server_is_restarted_caught_up_and_routed_to(
-        primed_tiny_model_dir: Path, tmp_path: Path) -> None:
+    primed_tiny_model_dir: Path, tmp_path: Path
+) -> None:
     ray = pytest.importorskip("ray")
-    cfg = load_config(RunConfig, preset="quickstart", overrides=[
-        "runtime=ray", "ray.inference=ray", "ray.replica_bind_host=127.0.0.1",
-        f"tiny_model_dir={primed_tiny_model_dir}", "policy.replicas=1",
-        "policy.supervision.health_interval_s=0.5", "policy.supervision.restart_backoff_s=0.1",
-        "policy.requests.probe_interval_s=0.2", "policy.requests.wait_for_replica_s=120",
-    ])
+    cfg = load_config(
+        RunConfig,
+        preset="quickstart",
+        overrides=[
+            "runtime=ray",
+            "ray.inference=ray",
+            "ray.replica_bind_host=127.0.0.1",
+            f"tiny_model_dir={primed_tiny_model_dir}",
+            "policy.replicas=1",
+            "policy.supervision.health_interval_s=0.5",
+            "policy.supervision.restart_backoff_s=0.1",
+            "policy.requests.probe_interval_s=0.2",
+            "policy.requests.wait_for_replica_s=120",
+        ],
+    )
     run_dir = tmp_path / "run"
     log = run_dir / "logs" / "policy-0.log"
     ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1")
@@ -78,16 +88,21 @@ async def test_a_killed_replica_actor_server_is_restarted_caught_up_and_routed_t
             pool_set.target_version = 1  # the learner moved on while it was serving 0
             os.kill(first, signal.SIGKILL)
 
-            await until(lambda: replica.state is not ReplicaState.HEALTHY,
-                        "the set takes the killed replica out", 30)
-            await until(lambda: replica.state is ReplicaState.HEALTHY,
-                        "the replica is restarted and serves again", 90)
+            await until(
+                lambda: replica.state is not ReplicaState.HEALTHY,
+                "the set takes the killed replica out",
+                30,
+            )
+            await until(
+                lambda: replica.state is ReplicaState.HEALTHY,
+                "the replica is restarted and serves again",
+                90,
+            )
             assert replica.restarts == 1 and pool_set.urls == [url]
             assert pushed == [1] and replica.version == 1  # caught up before serving
             [second] = server_pids(log)
             assert second != first
-            result = await pool.chat(MESSAGES, session_key="after-restart", max_tokens=4,
-                                     seed=0)
+            result = await pool.chat(MESSAGES, session_key="after-restart", max_tokens=4, seed=0)
             assert result.choices and replica.state is ReplicaState.HEALTHY
             info = await replica.client.health_info()
             assert info is not None and info["version"] == 1

@@ -26,12 +26,20 @@ def _cli(*args: str) -> list[str]:
 
 
 def _overrides(tmp_path: Path, tiny_model_dir: Path) -> list[str]:
-    return [f"tiny_model_dir={tiny_model_dir}",
-            f"desktops.provider.state_dir={tmp_path / 'state'}", "metrics.live=false"]
+    return [
+        f"tiny_model_dir={tiny_model_dir}",
+        f"desktops.provider.state_dir={tmp_path / 'state'}",
+        "metrics.live=false",
+    ]
 
 
-RANKS = [f"train.{role}.{key}" for role in ("policy", "prm") for key in (
-    "ranks=2", "engine.type=deepspeed", "engine.zero_stage=3")]
+KEEP_EVERY = ("train.policy.keep_every=1", "train.policy.keep_last=1")
+"""Every policy version kept (checkpoint_keep), where keep_last=1 alone keeps the last."""
+RANKS = [
+    f"train.{role}.{key}"
+    for role in ("policy", "prm")
+    for key in ("ranks=2", "engine.type=deepspeed", "engine.zero_stage=3")
+]
 """Both learners as two ZeRO-3 rank processes each (docs/learner-ranks.md)."""
 
 
@@ -49,8 +57,9 @@ def _rank_pids(proc: subprocess.Popen) -> list[int]:
 
 
 def _summary(run: Path) -> dict:
-    out = subprocess.run(_cli("runs", "show", str(run), "--json"), check=True,
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        _cli("runs", "show", str(run), "--json"), check=True, capture_output=True, text=True
+    )
     return json.loads(out.stdout)
 
 
@@ -58,11 +67,16 @@ def _rollouts_during_updates(run: Path) -> tuple[int, int]:
     """(rollouts whose time on a desktop overlaps a learner's update or the weight sync
     after it, learner updates), from the timestamps the run stored."""
     store = RunStore(run)
-    updates = [(e["data"]["started_at"], e["data"]["synced_at"] or e["data"]["trained_at"])
-               for e in store.events("update")]
+    updates = [
+        (e["data"]["started_at"], e["data"]["synced_at"] or e["data"]["trained_at"])
+        for e in store.events("update")
+    ]
     rollouts = [(r["started_at"], r["finished_at"]) for r in store.trajectory_records()]
-    overlapping = sum(1 for start, end in rollouts
-                      if any(start < u_end and u_start < end for u_start, u_end in updates))
+    overlapping = sum(
+        1
+        for start, end in rollouts
+        if any(start < u_end and u_start < end for u_start, u_end in updates)
+    )
     return overlapping, len(updates)
 
 
@@ -70,9 +84,21 @@ def test_quickstart_trains_both_models_and_adapts(
     tmp_path: Path, primed_tiny_model_dir: Path, local_desktops: None
 ) -> None:
     run = tmp_path / "run"
-    subprocess.run(_cli("train", "--preset", "quickstart", "--out", str(run),
-                        *_overrides(tmp_path, primed_tiny_model_dir), "metrics.spans=true"),
-                   check=True, timeout=900)
+    # issue 50: keep_every=1 keeps every version, where keep_last=1 alone would keep one
+    subprocess.run(
+        _cli(
+            "train",
+            "--preset",
+            "quickstart",
+            "--out",
+            str(run),
+            *_overrides(tmp_path, primed_tiny_model_dir),
+            "metrics.spans=true",
+            *KEEP_EVERY,
+        ),
+        check=True,
+        timeout=900,
+    )
     summary = _summary(run)
     # where its time went (metrics.spans): every episode's wall time accounted for
     from cua_rl.report.loop_profile import load_spans, profile
@@ -80,8 +106,14 @@ def test_quickstart_trains_both_models_and_adapts(
     loop = profile(load_spans(run))
     assert loop["episodes"] > 0 and loop["breakdown"]["sum_error"] < 0.05, loop
     assert set(loop["learners"]) == {"policy", "prm"} and set(loop["pools"]) == {"policy", "prm"}
-    for key in ("trajectories", "verdicts", "policy_updates", "prm_updates", "weight_syncs",
-                "adapt_proposals"):
+    for key in (
+        "trajectories",
+        "verdicts",
+        "policy_updates",
+        "prm_updates",
+        "weight_syncs",
+        "adapt_proposals",
+    ):
         assert summary[key] > 0, (key, summary)
     assert summary["policy_updates"] == 2  # train.max_policy_updates of the preset
     assert (run / "metrics.jsonl").stat().st_size > 0
@@ -91,11 +123,16 @@ def test_quickstart_trains_both_models_and_adapts(
     # every sample a learner received is accounted for: used, stale or left at the end
     counters = RunStore(run).counters()
     for role in ("policy", "prm"):
-        parts = [counters.get(f"{role}_{k}", 0)
-                 for k in ("samples_used", "stale_dropped", "unused_at_end")]
+        parts = [
+            counters.get(f"{role}_{k}", 0)
+            for k in ("samples_used", "stale_dropped", "unused_at_end")
+        ]
         assert counters.get(f"{role}_samples_collected", 0) == sum(parts), (role, counters)
-    updates = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()
-               if '"scope": "policy"' in line]
+    updates = [
+        json.loads(line)
+        for line in (run / "metrics.jsonl").read_text().splitlines()
+        if '"scope": "policy"' in line
+    ]
     # one task group per update (train.tasks_per_update of the preset), whole
     assert updates and all(u["groups"] == 1 for u in updates), updates
     # `cua-rl export model`: the last checkpoint's weights exactly, not the initial ones
@@ -103,8 +140,11 @@ def test_quickstart_trains_both_models_and_adapts(
     from tests_support.learner_runs import exported
 
     out = tmp_path / "policy-export"
-    subprocess.run(_cli("export", "model", str(run), "--role", "policy", "--out", str(out)),
-                   check=True, timeout=300)
+    subprocess.run(
+        _cli("export", "model", str(run), "--role", "policy", "--out", str(out)),
+        check=True,
+        timeout=300,
+    )
     found = latest_checkpoint(run / "checkpoints", "policy")
     assert found is not None and found[1] == 2
     saved = torch.load(found[0] / "train_state.pt", weights_only=True)["model"]
@@ -112,11 +152,62 @@ def test_quickstart_trains_both_models_and_adapts(
     assert set(weights) == set(saved)
     assert all(torch.equal(weights[n], t) for n, t in saved.items())
     assert any(not torch.equal(weights[n], initial[n]) for n in saved)
+    # every version kept (`train.policy.keep_every=1`), said at the start; version 1
+    # exports, loads in transformers and is not version 2
+    from transformers import AutoModelForImageTextToText
+
+    from cua_rl.export.checkpoint import available_versions
+
+    assert available_versions(run / "checkpoints" / "policy") == [1, 2]
+    assert (
+        "policy checkpoints kept: the last 1, every version"
+        in (run / "logs" / "run.log").read_text()
+    )
+    v1 = tmp_path / "policy-v1"
+    subprocess.run(
+        _cli("export", "model", str(run), "--role", "policy", "--version", "1", "--out", str(v1)),
+        check=True,
+        timeout=300,
+    )
+    loaded = AutoModelForImageTextToText.from_pretrained(str(v1)).state_dict()
+    assert any(not torch.equal(loaded[n], t) for n, t in saved.items() if n in loaded)
     # `cua-rl export trajectories`: a line per stored trajectory, the stored responses,
     # a loadable image per step, messages the processor's chat template accepts
     from tests_support.trajectory_export import check_export
 
     check_export(run, primed_tiny_model_dir, tmp_path / "trajectories.jsonl")
+    # what it started is what `--dry-run` prints, argument for argument
+    launched = _launched(run)
+    assert {"driver", "policy replica 0", "prm replica 0"} <= {r["role"] for r in launched}
+    assert launched == _dry_run(tmp_path, primed_tiny_model_dir)
+
+
+def _launched(run: Path) -> list[dict]:
+    """The run's launch records (RUN_DIR/launch.jsonl) as the dry run normalizes them."""
+    from cua_rl.runtime.launch_records import normalized
+
+    records = [json.loads(line) for line in (run / "launch.jsonl").read_text().splitlines()]
+    return sorted((normalized(r) for r in records), key=lambda r: r["role"])
+
+
+def _dry_run(tmp_path: Path, tiny_model_dir: Path) -> list[dict]:
+    out = subprocess.run(
+        _cli(
+            "train",
+            "--preset",
+            "quickstart",
+            "--dry-run",
+            "--json",
+            *_overrides(tmp_path, tiny_model_dir),
+            "metrics.spans=true",
+            *KEEP_EVERY,
+        ),
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return sorted(json.loads(out.stdout)["processes"], key=lambda r: r["role"])
 
 
 def test_sync_mode_starts_no_rollout_before_the_last_batch_is_trained_and_synced(
@@ -125,9 +216,19 @@ def test_sync_mode_starts_no_rollout_before_the_last_batch_is_trained_and_synced
     """`train.mode=sync`: every rollout of batch k+1 starts after both learners have
     trained on batch k and synced their weights, so no rollout overlaps an update."""
     run = tmp_path / "run"
-    subprocess.run(_cli("train", "--preset", "quickstart", "--out", str(run),
-                        *_overrides(tmp_path, primed_tiny_model_dir), "train.mode=sync"),
-                   check=True, timeout=900)
+    subprocess.run(
+        _cli(
+            "train",
+            "--preset",
+            "quickstart",
+            "--out",
+            str(run),
+            *_overrides(tmp_path, primed_tiny_model_dir),
+            "train.mode=sync",
+        ),
+        check=True,
+        timeout=900,
+    )
     summary = _summary(run)
     assert summary["policy_updates"] == 2 and summary["weight_syncs"] >= 4, summary
     overlapping, updates = _rollouts_during_updates(run)
@@ -141,17 +242,24 @@ def test_killed_run_resumes_without_duplicated_or_missing_updates(
     after a checkpoint (only the main process: its ranks, model replicas and desktops
     stop by themselves) and resumed on two ranks from it."""
     run = tmp_path / "run"
-    args = _cli("train", "--preset", "quickstart", "--out", str(run),
-                *_overrides(tmp_path, primed_tiny_model_dir), "train.max_policy_updates=3",
-                "fleet.max_groups=40", *RANKS)
+    args = _cli(
+        "train",
+        "--preset",
+        "quickstart",
+        "--out",
+        str(run),
+        *_overrides(tmp_path, primed_tiny_model_dir),
+        "train.max_policy_updates=3",
+        "fleet.max_groups=40",
+        *RANKS,
+    )
     proc = subprocess.Popen(args, start_new_session=True)
     deadline = time.monotonic() + 600
     try:
         while True:  # poll the store until the first update is checkpointed
             assert proc.poll() is None, "the run ended before it could be interrupted"
             assert time.monotonic() < deadline, "no policy update within 10 minutes"
-            if (run / "run.sqlite").exists() and latest_checkpoint(run / "checkpoints",
-                                                                   "policy"):
+            if (run / "run.sqlite").exists() and latest_checkpoint(run / "checkpoints", "policy"):
                 break
             time.sleep(0.5)  # poll interval
         before = RunStore(run).summary()
@@ -173,8 +281,9 @@ def test_killed_run_resumes_without_duplicated_or_missing_updates(
     assert 1 <= before["policy_updates"] < 3
     killed = _summary(run)
     assert killed["finished"] is False and killed["end"] is None, killed
-    resume = _cli("train", "--resume", str(run), *_overrides(tmp_path, primed_tiny_model_dir),
-                  "--json")
+    resume = _cli(
+        "train", "--resume", str(run), *_overrides(tmp_path, primed_tiny_model_dir), "--json"
+    )
     done = subprocess.run(resume, check=True, timeout=900, capture_output=True, text=True)
     assert json.loads(done.stdout)["policy_updates"] == 3, done.stdout  # nothing else on stdout
     after = _summary(run)
@@ -182,12 +291,18 @@ def test_killed_run_resumes_without_duplicated_or_missing_updates(
     assert after["policy_updates"] == version == 3
     assert after["finished"] is True and after["invocations"] == 2, after
     assert after["trajectories"] >= before["trajectories"]
-    updates = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()
-               if '"scope": "policy"' in line]
+    updates = [
+        json.loads(line)["step"]
+        for line in (run / "metrics.jsonl").read_text().splitlines()
+        if '"scope": "policy"' in line
+    ]
     # every version 1..3 was reached; one lost between checkpoint and kill may repeat
     assert set(updates) == {1, 2, 3}
-    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()
-               if '"scope": "policy"' in line or '"scope": "prm"' in line]
+    records = [
+        json.loads(line)
+        for line in (run / "metrics.jsonl").read_text().splitlines()
+        if '"scope": "policy"' in line or '"scope": "prm"' in line
+    ]
     for record in records:  # every update of both learners, before and after the resume
         assert record["ranks"] == 2, record
         tokens = [record["rank0_tokens"], record["rank1_tokens"]]

@@ -20,12 +20,31 @@ def test_unbuilt_model_run_reports_build_and_status_before_summary(
     pytest.importorskip("transformers")
     run = tmp_path / "run"
     env = {**os.environ, "CUA_RL_TINY_PRIMING_STEPS": "10"}  # a fast, barely primed build
-    args = [sys.executable, "-m", "cua_rl.cli", "train", "--preset", "quickstart",
-            "--out", str(run), f"tiny_model_dir={tmp_path / 'model'}",
-            f"desktops.provider.state_dir={tmp_path / 'state'}", "fleet.max_groups=3",
-            "episode.max_steps=2", "metrics.status_interval_s=1", "metrics.tensorboard=false"]
-    done = subprocess.run(args, env=env, stdin=subprocess.DEVNULL, capture_output=True,
-                          text=True, timeout=300, check=False)  # pipes: not a terminal
+    args = [
+        sys.executable,
+        "-m",
+        "cua_rl.cli",
+        "train",
+        "--preset",
+        "quickstart",
+        "--out",
+        str(run),
+        f"tiny_model_dir={tmp_path / 'model'}",
+        f"desktops.provider.state_dir={tmp_path / 'state'}",
+        "fleet.max_groups=3",
+        "episode.max_steps=2",
+        "metrics.status_interval_s=1",
+        "metrics.tensorboard=false",
+    ]
+    done = subprocess.run(
+        args,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )  # pipes: not a terminal
     assert done.returncode == 0, done.stderr[-3000:]
     err = done.stderr.splitlines()
     notice = _first(err, "building the tiny model in")

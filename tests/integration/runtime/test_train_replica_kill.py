@@ -36,12 +36,24 @@ def test_run_recovers_its_only_policy_replica(
     tmp_path: Path, primed_tiny_model_dir: Path, local_desktops: None
 ) -> None:
     run = tmp_path / "run"
-    args = [sys.executable, "-m", "cua_rl.cli", "train", "--preset", "quickstart", "--out",
-            str(run), f"tiny_model_dir={primed_tiny_model_dir}",
-            f"desktops.provider.state_dir={tmp_path / 'state'}", "metrics.live=false",
-            "policy.supervision.health_interval_s=0.5", "--json"]
-    proc = subprocess.Popen(args, start_new_session=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    args = [
+        sys.executable,
+        "-m",
+        "cua_rl.cli",
+        "train",
+        "--preset",
+        "quickstart",
+        "--out",
+        str(run),
+        f"tiny_model_dir={primed_tiny_model_dir}",
+        f"desktops.provider.state_dir={tmp_path / 'state'}",
+        "metrics.live=false",
+        "policy.supervision.health_interval_s=0.5",
+        "--json",
+    ]
+    proc = subprocess.Popen(
+        args, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     log = run / "logs" / "policy-0.log"
     try:
         deadline = time.monotonic() + 600

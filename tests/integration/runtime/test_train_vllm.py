@@ -30,15 +30,36 @@ def test_quickstart_on_vllm_trains_both_models_and_adapts(
 ) -> None:
     run = tmp_path / "run"
     cli = [sys.executable, "-m", "cua_rl.cli"]
-    subprocess.run([*cli, "train", "--preset", "quickstart", "--out", str(run),
-                    "policy.engine=vllm", "prm.engine=vllm",
-                    f"tiny_model_dir={primed_tiny_model_dir}",
-                    f"desktops.provider.state_dir={tmp_path / 'state'}", "metrics.live=false"],
-                   check=True, timeout=1200)
-    summary = json.loads(subprocess.run([*cli, "runs", "show", str(run), "--json"], check=True,
-                                        capture_output=True, text=True).stdout)
-    for key in ("trajectories", "verdicts", "policy_updates", "prm_updates", "weight_syncs",
-                "adapt_proposals"):
+    subprocess.run(
+        [
+            *cli,
+            "train",
+            "--preset",
+            "quickstart",
+            "--out",
+            str(run),
+            "policy.engine=vllm",
+            "prm.engine=vllm",
+            f"tiny_model_dir={primed_tiny_model_dir}",
+            f"desktops.provider.state_dir={tmp_path / 'state'}",
+            "metrics.live=false",
+        ],
+        check=True,
+        timeout=1200,
+    )
+    summary = json.loads(
+        subprocess.run(
+            [*cli, "runs", "show", str(run), "--json"], check=True, capture_output=True, text=True
+        ).stdout
+    )
+    for key in (
+        "trajectories",
+        "verdicts",
+        "policy_updates",
+        "prm_updates",
+        "weight_syncs",
+        "adapt_proposals",
+    ):
         assert summary[key] > 0, (key, summary)
     for name in ("policy-0.log", "prm-0.log"):  # the replicas were vLLM, logging in the run
         assert "vllm" in (run / "logs" / name).read_text(errors="replace").lower()

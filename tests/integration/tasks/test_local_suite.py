@@ -10,17 +10,17 @@ import os
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
+from cua_rl.tasks.check_jobs import suite_groups
 from cua_rl.tasks.golden_files import read_golden
-from cua_rl.tasks.on_desktop import suite_groups, validate_on_desktop
+from cua_rl.tasks.on_desktop import validate_on_desktop
+from cua_rl.tasks.sources import DATA_ROOT, LOCAL_SUITE
 
 pytestmark = pytest.mark.desktop
 
-REPO = Path(__file__).resolve().parents[3]
-SUITE = REPO / "osworld_tasks" / "local"
+SUITE, REPO = LOCAL_SUITE, DATA_ROOT  # the suite and its pairs' root
 TOOLS = ("Xvfb", "unshare", "openbox", "xdotool", "wmctrl", "soffice", "mousepad", "gimp")
 
 
@@ -31,8 +31,9 @@ def _missing() -> str | None:
         return f"missing on PATH: {', '.join(tools)} (run ./setup.sh)"
     if importlib.util.find_spec("cua_guest") is None:
         return "cua_guest is not importable (pip install -e vm/guest)"
-    probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "--", "true"],
-                           capture_output=True)
+    probe = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "--", "true"], capture_output=True
+    )
     if probe.returncode != 0:
         return "cannot create mount namespaces (needs root or CAP_SYS_ADMIN)"
     return None

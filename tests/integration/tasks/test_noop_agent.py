@@ -45,8 +45,7 @@ KNOWN_EVALUATION_GAPS: dict[str, str] = {}
 """Tasks whose evaluation fails on local desktops today (docs/osworld-local.md)."""
 
 
-def test_noop_agent_scores_0_and_declared_failure_scores_infeasible_only(
-        tmp_path: Path) -> None:
+def test_noop_agent_scores_0_and_declared_failure_scores_infeasible_only(tmp_path: Path) -> None:
     if not (OSWORLD / "examples").is_dir():
         pytest.skip(f"OSWorld task files not found at {OSWORLD} (the ../shared test data)")
     if (reason := local_desktops_unavailable()) is not None:
@@ -63,8 +62,9 @@ def test_noop_agent_scores_0_and_declared_failure_scores_infeasible_only(
     async def run() -> list:
         provider = LocalProvider(LocalProviderConfig(state_dir=tmp_path / "state"))
         try:
-            return await check_setups(sample, provider, cache, desktops=2, score_noop=True,
-                                      settle_max_s=30.0)
+            return await check_setups(
+                sample, provider, cache, desktops=2, score_noop=True, settle_max_s=30.0
+            )
         finally:
             await provider.close()
 
@@ -82,7 +82,8 @@ def test_noop_agent_scores_0_and_declared_failure_scores_infeasible_only(
     # A pass on the untouched desktop is tolerated only where the expected file is
     # itself a generated stand-in (it may equal the task's input).
     assert all(results[i].standin_expected for i in report["standin_expected"])
-    scored = [r for r in results.values() if not r.infeasible and not r.standin_expected
-              and not r.error]
+    scored = [
+        r for r in results.values() if not r.infeasible and not r.standin_expected and not r.error
+    ]
     assert len(scored) >= 4 and all(r.success_score == 0.0 for r in scored)
     assert time.monotonic() - began < 150, "keep this sample under ~2 minutes"

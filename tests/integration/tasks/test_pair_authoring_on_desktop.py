@@ -22,8 +22,18 @@ def _invoke(*args: object):
 
 def test_pairs_from_a_folder_on_a_desktop(tmp_path: Path, local_desktops) -> None:
     root = tmp_path / "authoring"
-    assert _invoke("templates", "new", "marker-task", "--root", root,
-                   "--instruction", "Mark the task done.").exit_code == 0
+    assert (
+        _invoke(
+            "templates",
+            "new",
+            "marker-task",
+            "--root",
+            root,
+            "--instruction",
+            "Mark the task done.",
+        ).exit_code
+        == 0
+    )
     # A second variant whose golden writes the wrong text.
     template = root / "templates" / "marker-task.json"
     template.write_text(json.dumps({"default": "Mark it done.", "loud": "Mark it DONE."}))
@@ -32,15 +42,16 @@ def test_pairs_from_a_folder_on_a_desktop(tmp_path: Path, local_desktops) -> Non
     (root / "evaluators" / "marker-task" / "loud.json").write_text(json.dumps(loud))
     golden_file = root / "golden" / "os" / "marker-task.json"
     golden = json.loads(golden_file.read_text())
-    golden["loud"] = [{"execute": {"command": "echo done > /tmp/marker-task.done",
-                                   "shell": True}}]
+    golden["loud"] = [{"execute": {"command": "echo done > /tmp/marker-task.done", "shell": True}}]
     golden_file.write_text(json.dumps(golden))
     (root / "difficulty.json").write_text(json.dumps({"marker-task": ["default", "loud"]}))
     result = _invoke("templates", "validate", "--root", root, "--on-desktop")
     assert result.exit_code == 1, result.output
     failures = [line for line in result.stdout.splitlines() if line.strip()]
     assert len(failures) == 1, result.output
-    assert failures[0].startswith("marker-task:loud: golden scored 0, expected 1 (metric "
-                                  "'exact_match' scored 0: got 'done\\n', expected "
-                                  "{'expected': 'DONE\\n'})"), failures[0]
+    assert failures[0].startswith(
+        "marker-task:loud: golden scored 0, expected 1 (metric "
+        "'exact_match' scored 0: got 'done\\n', expected "
+        "{'expected': 'DONE\\n'})"
+    ), failures[0]
     assert "3/4 checks passed" in result.stderr  # initial state x2 (0 each), default golden

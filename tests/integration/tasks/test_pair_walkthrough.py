@@ -21,7 +21,7 @@ SECTION = "## From a new pair to a training run"
 
 def _section() -> str:
     text = PAGE.read_text()
-    return text[text.index(SECTION):]
+    return text[text.index(SECTION) :]
 
 
 def _blocks(section: str) -> tuple[list[str], str]:
@@ -42,8 +42,13 @@ def _run(line: str, pairs: Path, run_dir: Path) -> subprocess.CompletedProcess[s
     assert words[0] == "cua-rl", line
     if words[1] == "train":
         words += ["train.max_policy_updates=1", "fleet.max_groups=2"]
-    done = subprocess.run([sys.executable, "-m", "cua_rl.cli", *words[1:]], capture_output=True,
-                          text=True, timeout=420, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "cua_rl.cli", *words[1:]],
+        capture_output=True,
+        text=True,
+        timeout=420,
+        check=False,
+    )
     assert done.returncode == 0, f"{line}\n{done.stdout[-1500:]}\n{done.stderr[-3000:]}"
     return done
 
@@ -69,8 +74,14 @@ def _step_two(pairs: Path, section: str, template: str) -> None:
 def test_the_pair_walkthrough_runs_as_written(tmp_path: Path, local_desktops: None) -> None:
     section = _section()
     commands, template = _blocks(section)
-    assert [c.split()[1] for c in commands] == ["templates", "templates", "templates", "tasks",
-                                                 "train", "runs"]
+    assert [c.split()[1] for c in commands] == [
+        "templates",
+        "templates",
+        "templates",
+        "tasks",
+        "train",
+        "runs",
+    ]
     pairs, run_dir = tmp_path / "pairs", tmp_path / "run"
     started = time.monotonic()
     _run(commands[0], pairs, run_dir)
@@ -87,7 +98,8 @@ def test_the_pair_walkthrough_runs_as_written(tmp_path: Path, local_desktops: No
     print(f"pair walk-through: {time.monotonic() - started:.0f} s")
 
 
-@pytest.mark.parametrize("needle", ["templates new marker-task --root ~/pairs",
-                                    "--pairs ~/pairs --out runs/my-pairs"])
+@pytest.mark.parametrize(
+    "needle", ["templates new marker-task --root ~/pairs", "--pairs ~/pairs --out runs/my-pairs"]
+)
 def test_the_page_still_shows_the_commands_this_test_substitutes(needle: str) -> None:
     assert needle in _section()

@@ -47,8 +47,9 @@ def test_sampled_setups_run_and_show_something(tmp_path: Path) -> None:
         provider = LocalProvider(LocalProviderConfig(state_dir=tmp_path / "state"))
         try:
             # settle_max_s: a loaded machine (CI) may take longer to paint an app
-            return await check_setups(sample, provider, cache, desktops=2, score_noop=True,
-                                      settle_max_s=30.0)
+            return await check_setups(
+                sample, provider, cache, desktops=2, score_noop=True, settle_max_s=30.0
+            )
         finally:
             await provider.close()
 
@@ -59,13 +60,14 @@ def test_sampled_setups_run_and_show_something(tmp_path: Path) -> None:
     assert not failed, failed
     assert not blank, blank
 
-    infeasible = [o for o in outcomes if o.noop_expected == 1.0]
+    infeasible = [o for o in outcomes if o.noop is not None and o.noop.infeasible]
     assert infeasible and all(o.noop_score == 1.0 for o in infeasible)
-    errors = {o.task_id: o.noop_error for o in outcomes if o.noop_error}
+    errors = {o.task_id: o.noop.error for o in outcomes if o.noop is not None and o.noop.error}
     assert set(errors) <= set(KNOWN_EVALUATION_GAPS), errors
-    false_passes = [o.task_id for o in outcomes if o.noop_expected == 0.0
-                    and not o.standin_expected and o.noop_score not in (None, 0.0)]
+    feasible = [o for o in outcomes if o.noop is not None and not o.noop.infeasible]
+    false_passes = [
+        o.task_id for o in feasible if not o.standin_expected and o.noop_score not in (None, 0.0)
+    ]
     assert not false_passes, false_passes
-    scored = [o for o in outcomes if o.noop_expected == 0.0 and not o.standin_expected
-              and not o.noop_error]
+    scored = [o for o in feasible if not o.standin_expected and not o.noop.error]
     assert len(scored) >= 3  # the metrics really ran on several feasible tasks

@@ -35,12 +35,21 @@ def _sample(tasks: list, runnable: set[str]) -> tuple[list[str], str | None]:
     chosen: list[str] = []
     infeasible = None
     for domain, ids in order.items():
-        rule = [i for i in ids if i in runnable and i in by_id and i not in apart
-                and task_kind(by_id[i]) == "rule"]
-        chosen += rule[:1 + (EXTRA_MULTI_APPS if domain == "multi_apps" else 0)]
+        rule = [
+            i
+            for i in ids
+            if i in runnable and i in by_id and i not in apart and task_kind(by_id[i]) == "rule"
+        ]
+        chosen += rule[: 1 + (EXTRA_MULTI_APPS if domain == "multi_apps" else 0)]
         if infeasible is None:
-            infeasible = next((i for i in ids if i in runnable and i in by_id
-                               and task_kind(by_id[i]) == "infeasible"), None)
+            infeasible = next(
+                (
+                    i
+                    for i in ids
+                    if i in runnable and i in by_id and task_kind(by_id[i]) == "infeasible"
+                ),
+                None,
+            )
     return chosen, infeasible
 
 
@@ -59,8 +68,19 @@ def test_verify_proves_the_first_rule_task_of_each_domain(tmp_path: Path) -> Non
     assert infeasible is not None
     from cua_rl.cli import cli
 
-    args = ["tasks", "verify", "--osworld", str(OSWORLD), "--cache", str(cache.root),
-            "--out", str(tmp_path / "report"), "--desktops", "2", "--json"]
+    args = [
+        "tasks",
+        "verify",
+        "--osworld",
+        str(OSWORLD),
+        "--cache",
+        str(cache.root),
+        "--out",
+        str(tmp_path / "report"),
+        "--desktops",
+        "2",
+        "--json",
+    ]
     for task_id in (*chosen, infeasible):
         args += ["--task", task_id]
     result = CliRunner().invoke(cli, args)
@@ -72,5 +92,4 @@ def test_verify_proves_the_first_rule_task_of_each_domain(tmp_path: Path) -> Non
     assert next(v for v in summary["verdicts"] if v["task_id"] == infeasible)["ok"]
     assert summary["attempted"] == summary["passed"] == len(chosen)
     assert (tmp_path / "report" / "verify.md").read_text().startswith("# tasks verify")
-    assert len((tmp_path / "report" / "verify.jsonl").read_text().splitlines()) == \
-        len(chosen) + 1
+    assert len((tmp_path / "report" / "verify.jsonl").read_text().splitlines()) == len(chosen) + 1

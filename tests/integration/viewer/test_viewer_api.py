@@ -29,8 +29,12 @@ async def test_task_list_has_instruction_and_domain_and_search(client) -> None:
     t1 = next(t for t in tasks["items"] if t["task_id"] == "t1")
     assert t1["domain"] == "os" and t1["instruction"] == "Do t1 with default"
     assert t1["aborted"] == 2  # the setup failure and the abort
-    for q, want in (("T2", ["t2"]), ("with harder", ["t1"]), ("OS", ["t1", "t2"]),
-                    ("nothing like this", [])):
+    for q, want in (
+        ("T2", ["t2"]),
+        ("with harder", ["t1"]),
+        ("OS", ["t1", "t2"]),
+        ("nothing like this", []),
+    ):
         page = await (await client.get("/api/tasks", params={"q": q})).json()
         assert [t["task_id"] for t in page["items"]] == want, q
         assert page["total"] == len(want)
@@ -50,8 +54,10 @@ async def test_group_side_by_side(client) -> None:
 
 
 async def test_step_less_trajectories_carry_status_and_reason(client) -> None:
-    for tid, status, reason in (("setup-failed", "setup_failed", viewer_runs.SETUP_REASON),
-                                ("aborted-0", "aborted", viewer_runs.ABORT_REASON)):
+    for tid, status, reason in (
+        ("setup-failed", "setup_failed", viewer_runs.SETUP_REASON),
+        ("aborted-0", "aborted", viewer_runs.ABORT_REASON),
+    ):
         detail = await (await client.get(f"/api/trajectories/{tid}")).json()
         assert (detail["status"], detail["error"], detail["steps"]) == (status, reason, [])
         assert detail["outcome"] is None and detail["recording"] is None
@@ -68,10 +74,18 @@ async def test_recordings_are_served_safely(client) -> None:
     assert await resp.read() == mp4.read_bytes()
     part = await client.get("/recordings/traj-0.mp4", headers={"Range": "bytes=0-99"})
     assert part.status == 206 and await part.read() == mp4.read_bytes()[:100]
-    for bad in ("..%2Fsecret.mp4", "..%2F..%2Fsecret.mp4", "%2Fetc%2Fpasswd", ".hidden.mp4",
-                "traj-0.mp4x", "traj-1.mp4", "..%2Frun.sqlite"):
+    for bad in (
+        "..%2Fsecret.mp4",
+        "..%2F..%2Fsecret.mp4",
+        "%2Fetc%2Fpasswd",
+        ".hidden.mp4",
+        "traj-0.mp4x",
+        "traj-1.mp4",
+        "..%2Frun.sqlite",
+    ):
         assert (await client.get(f"/recordings/{bad}")).status == 404, bad
     # A symlink inside recordings/ that points out of it is refused too.
     (client.built.run_dir / "recordings" / "link.mp4").symlink_to(
-        client.built.run_dir.parent / "secret.mp4")
+        client.built.run_dir.parent / "secret.mp4"
+    )
     assert (await client.get("/recordings/link.mp4")).status == 404

@@ -20,14 +20,21 @@ from cua_rl.store.run_store import RunStore
 from cua_rl.types import Trajectory, TrajectoryStatus
 
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 pytestmark = [
     pytest.mark.desktop,
-    pytest.mark.skipif(not CHROMIUM.exists(),
-                       reason="needs Debian's Chromium: apt install chromium"),
+    pytest.mark.skipif(
+        not CHROMIUM.exists(), reason="needs Debian's Chromium: apt install chromium"
+    ),
 ]
 
 sync_api = pytest.importorskip("playwright.sync_api")
@@ -43,9 +50,11 @@ def _free_port() -> int:
 @contextmanager
 def _serve(run_dir: Path) -> Iterator[str]:
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "cua_rl.cli", "view", str(run_dir),
-                             "--port", str(port)], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cua_rl.cli", "view", str(run_dir), "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30
@@ -67,8 +76,9 @@ def _serve(run_dir: Path) -> Iterator[str]:
 @pytest.fixture
 def browser_page() -> Iterator[sync_api.Page]:
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS,
-                                    headless=True)
+        browser = p.chromium.launch(
+            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
+        )
         page = browser.new_page(viewport={"width": 1500, "height": 950})
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -101,8 +111,11 @@ def _assert_near(got: tuple[float, float], want: tuple[float, float]) -> None:
 
 
 def _wait_step(page: sync_api.Page, shot: str) -> None:
-    page.wait_for_function(f"document.getElementById('shot').src.endsWith('/screenshots/{shot}')"
-                           " && document.getElementById('shot').complete", timeout=10000)
+    page.wait_for_function(
+        f"document.getElementById('shot').src.endsWith('/screenshots/{shot}')"
+        " && document.getElementById('shot').complete",
+        timeout=10000,
+    )
 
 
 def test_keyboard_walk_through_a_trajectory(tmp_path: Path, browser_page) -> None:
@@ -162,8 +175,15 @@ def test_live_updates_while_the_run_writes(tmp_path: Path, browser_page) -> None
         _open(page, url)
         assert page.locator("#trajs li").count() == 2
         store = RunStore(built.run_dir)  # a writer, while the viewer reads
-        store.save_trajectory(Trajectory(id="late", variant_id="t2:default", steps=(),
-                                         status=TrajectoryStatus.FINISHED, score=1.0))
+        store.save_trajectory(
+            Trajectory(
+                id="late",
+                variant_id="t2:default",
+                steps=(),
+                status=TrajectoryStatus.FINISHED,
+                score=1.0,
+            )
+        )
         store.close()
         page.wait_for_selector('#trajs li[data-id="late"]', timeout=15000)
 
@@ -184,8 +204,7 @@ def test_ten_thousand_trajectories_stay_paged(tmp_path: Path, browser_page) -> N
         assert "page 1 · 10001 trajectories" in page.locator("#traj-pager").inner_text()
         first = page.locator("#trajs li").first.get_attribute("data-id")
         page.locator("#traj-pager button").last.click()
-        page.wait_for_function("document.querySelector('#traj-pager').innerText"
-                               ".includes('page 2')")
+        page.wait_for_function("document.querySelector('#traj-pager').innerText.includes('page 2')")
         assert page.locator("#trajs li").count() == 50
         assert page.locator("#trajs li").first.get_attribute("data-id") != first
 
@@ -203,9 +222,12 @@ def test_search_group_view_failed_runs_and_recording(tmp_path: Path, browser_pag
         row = page.locator('#tasks tbody tr[data-task="t1"]')
         assert "Do t1 with default" in row.inner_text() and "os" in row.inner_text()
         page.fill("#f-search", "do t2")
-        page.wait_for_function("document.querySelectorAll('#tasks tbody tr[data-task]').length"
-                               " === 1 && document.querySelector('#tasks tbody tr[data-task="
-                               "\"t2\"]') !== null", timeout=10000)
+        page.wait_for_function(
+            "document.querySelectorAll('#tasks tbody tr[data-task]').length"
+            " === 1 && document.querySelector('#tasks tbody tr[data-task="
+            '"t2"]\') !== null',
+            timeout=10000,
+        )
         page.fill("#f-search", "no such task")
         page.wait_for_selector("text=no task matches", timeout=10000)
         # a setup failure with 0 steps: status and reason, no broken image
@@ -214,20 +236,27 @@ def test_search_group_view_failed_runs_and_recording(tmp_path: Path, browser_pag
         text = page.locator("#no-steps").inner_text()
         assert "setup failed" in text and viewer_runs.SETUP_REASON in text
         assert not page.locator("#step-view").is_visible()
-        broken = page.evaluate("[...document.querySelectorAll('img')].filter(i => i.offsetParent"
-                               " !== null && (!i.getAttribute('src') || (i.complete &&"
-                               " i.naturalWidth === 0))).length")
+        broken = page.evaluate(
+            "[...document.querySelectorAll('img')].filter(i => i.offsetParent"
+            " !== null && (!i.getAttribute('src') || (i.complete &&"
+            " i.naturalWidth === 0))).length"
+        )
         assert broken == 0
         page.locator('#trajs li[data-id="aborted-0"]').click()
-        page.wait_for_function("document.getElementById('no-steps').innerText"
-                               f".includes({viewer_runs.ABORT_REASON!r})", timeout=10000)
+        page.wait_for_function(
+            f"document.getElementById('no-steps').innerText.includes({viewer_runs.ABORT_REASON!r})",
+            timeout=10000,
+        )
         # the group side by side: one column per rollout, step i of each in row i
         page.locator("#open-group").click()
         page.wait_for_selector("#group-panel:not([hidden]) .col-head", timeout=10000)
         assert page.locator("#group-grid .col-head").count() == 5
         assert page.locator("#group-grid figure img").count() == 9
-        page.wait_for_function("[...document.querySelectorAll('#group-grid figure img')]"
-                               ".every(i => i.complete && i.naturalWidth > 0)", timeout=10000)
+        page.wait_for_function(
+            "[...document.querySelectorAll('#group-grid figure img')]"
+            ".every(i => i.complete && i.naturalWidth > 0)",
+            timeout=10000,
+        )
         failed_head = page.locator('#group-grid .col-head[data-id="setup-failed"]').inner_text()
         assert viewer_runs.SETUP_REASON in failed_head
         page.screenshot(path=str(tmp_path / "viewer_group.png"), full_page=True)

@@ -11,10 +11,15 @@ from cua_rl.errors import InferenceError
 from cua_rl.inference.base import ChatResult, Choice
 from cua_rl.types import StepVerdict, TaskVariant, Trajectory, TrajectoryStatus, Vote
 
-VARIANT = TaskVariant(task_id="t", domain="os", evaluator_name="e", instruction="Save it.",
-                      config=(), evaluator={"func": "infeasible"})
-TRAJ = Trajectory(id="tr", variant_id="t:e", steps=(), status=TrajectoryStatus.FINISHED,
-                  score=0.0)
+VARIANT = TaskVariant(
+    task_id="t",
+    domain="os",
+    evaluator_name="e",
+    instruction="Save it.",
+    config=(),
+    evaluator={"func": "infeasible"},
+)
+TRAJ = Trajectory(id="tr", variant_id="t:e", steps=(), status=TrajectoryStatus.FINISHED, score=0.0)
 
 
 class ScriptedCritic:
@@ -38,14 +43,18 @@ class ScriptedCritic:
 
 
 def verdict(index: int, *scores: int) -> StepVerdict:
-    votes = tuple(Vote(score=s, text=f"step {index} vote {i} \\boxed{{{s}}}")  # type: ignore[arg-type]
-                  for i, s in enumerate(scores))
+    votes = tuple(
+        Vote(score=s, text=f"step {index} vote {i} \\boxed{{{s}}}")  # type: ignore[arg-type]
+        for i, s in enumerate(scores)
+    )
     return StepVerdict("tr", index, votes)
 
 
 async def test_only_flagged_steps_are_asked_with_all_votes_and_scores() -> None:
-    model = ScriptedCritic("\\boxed{Clicked the wrong icon.}",
-                           "Both steps misread the UI. \\boxed{The agent misreads the toolbar.}")
+    model = ScriptedCritic(
+        "\\boxed{Clicked the wrong icon.}",
+        "Both steps misread the UI. \\boxed{The agent misreads the toolbar.}",
+    )
     critic = Critic(model)
     verdicts = [verdict(0, 1, 1, 1), verdict(1, 1, -1, 0), verdict(2, -1, -1, -1)]
     summary = await critic.summarize(VARIANT, TRAJ, verdicts)
@@ -56,7 +65,7 @@ async def test_only_flagged_steps_are_asked_with_all_votes_and_scores() -> None:
     assert "Judgement 1 (score 1):\nstep 1 vote 0 \\boxed{1}" in first
     assert "Judgement 2 (score -1):\nstep 1 vote 1 \\boxed{-1}" in first
     assert "Judgement 3 (score 0):\nstep 1 vote 2 \\boxed{0}" in first
-    listed = trajectory_prompt[trajectory_prompt.index("["): trajectory_prompt.index("]") + 1]
+    listed = trajectory_prompt[trajectory_prompt.index("[") : trajectory_prompt.index("]") + 1]
     assert json.loads(listed) == ["Clicked the wrong icon."] * 2
     assert critic.counts == {"step_summaries": 2, "trajectory_summaries": 1}
 

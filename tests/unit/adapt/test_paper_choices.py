@@ -13,19 +13,32 @@ from cua_rl.adapt.rewriter import RuleRewriter, TaskTemplate
 from cua_rl.adapt.selector import TemplateSelector
 from cua_rl.learner.rank_split import contiguous_chunks
 from cua_rl.reward.advantages import standardize, step_rewards
-from cua_rl.store.run_store import AsyncRunStore
+from cua_rl.store.async_run_store import AsyncRunStore
 from cua_rl.types import GroupRecord, TaskVariant, Trajectory, TrajectoryStatus
 
 
 def _v(task: str, name: str, instruction: str) -> TaskVariant:
-    return TaskVariant(task_id=task, domain="os", evaluator_name=name, instruction=instruction,
-                       config=(), evaluator={"func": "infeasible"})
+    return TaskVariant(
+        task_id=task,
+        domain="os",
+        evaluator_name=name,
+        instruction=instruction,
+        config=(),
+        evaluator={"func": "infeasible"},
+    )
 
 
 def _group(variant: TaskVariant, wins: int, n: int = 4) -> GroupRecord:
-    trajs = tuple(Trajectory(f"{variant.variant_id}-{i}", variant.variant_id, (),
-                             TrajectoryStatus.FINISHED, score=float(i < wins))
-                  for i in range(n))
+    trajs = tuple(
+        Trajectory(
+            f"{variant.variant_id}-{i}",
+            variant.variant_id,
+            (),
+            TrajectoryStatus.FINISHED,
+            score=float(i < wins),
+        )
+        for i in range(n)
+    )
     return GroupRecord("g", variant, trajs, {t.id: () for t in trajs})
 
 
@@ -45,12 +58,14 @@ def test_population_std_and_the_flat_group_rule() -> None:
 
 async def test_tasks_are_sampled_round_robin_and_candidates_first(tmp_path: Path) -> None:
     tasks = {t: _v(t, "main", f"Do {t}.") for t in ("a", "b", "c")}
-    templates = {t: TaskTemplate.from_variants([v, _v(t, "easy", f"Just start {t}.")],
-                                               {"order": ["easy", "main"]})
-                 for t, v in tasks.items()}
+    templates = {
+        t: TaskTemplate.from_variants(
+            [v, _v(t, "easy", f"Just start {t}.")], {"order": ["easy", "main"]}
+        )
+        for t, v in tasks.items()
+    }
     store = AsyncRunStore.open(tmp_path)
-    sel = TemplateSelector(templates, tasks, band=AdaptBand(), rewriter=RuleRewriter(),
-                           store=store)
+    sel = TemplateSelector(templates, tasks, band=AdaptBand(), rewriter=RuleRewriter(), store=store)
     assert [(await sel.next_variant()).task_id for _ in range(4)] == ["a", "b", "c", "a"]
     await sel.on_group(_group(tasks["b"], wins=0))  # too hard: a candidate joins
     assert (await sel.next_variant()).evaluator_name == "easy"
@@ -60,13 +75,15 @@ async def test_tasks_are_sampled_round_robin_and_candidates_first(tmp_path: Path
 
 async def test_acc_parent_is_frozen_at_proposal(tmp_path: Path) -> None:
     main = _v("t", "main", "Do it.")
-    template = TaskTemplate.from_variants([main, _v("t", "easy", "Start it.")],
-                                          {"order": ["easy", "main"]})
+    template = TaskTemplate.from_variants(
+        [main, _v("t", "easy", "Start it.")], {"order": ["easy", "main"]}
+    )
     store = AsyncRunStore.open(tmp_path)
-    sel = TemplateSelector({"t": template}, {"t": main}, band=AdaptBand(),
-                           rewriter=RuleRewriter(), store=store)
-    await sel.on_group(_group(main, wins=0))       # acc(q) = 0: propose easier
-    await sel.on_group(_group(main, wins=1))       # later groups of q do not move acc(q)
+    sel = TemplateSelector(
+        {"t": template}, {"t": main}, band=AdaptBand(), rewriter=RuleRewriter(), store=store
+    )
+    await sel.on_group(_group(main, wins=0))  # acc(q) = 0: propose easier
+    await sel.on_group(_group(main, wins=1))  # later groups of q do not move acc(q)
     candidate = await sel.next_variant()
     assert await sel.on_group(_group(candidate, wins=1)) == "accepted"  # 0 < 0.25 < 0.8
     decision = (await store.events("adapt_decision"))[0]["data"]

@@ -54,10 +54,7 @@ def tool_call(args: dict) -> str:
 
 
 def check(
-    safe_code: Callable[[str], None],
-    text: str,
-    screen: tuple[int, int],
-    coords: str = "relative",
+    safe_code: Callable[[str], None], text: str, screen: tuple[int, int], coords: str = "relative"
 ) -> None:
     """Parse must not raise; an error means no actions; accepted actions render safely."""
     actions, error = parse_response(text, screen, coords)  # type: ignore[arg-type]

@@ -31,14 +31,20 @@ def shape(messages: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
         if isinstance(content, str):
             out.append((m["role"], ["text"]))
         else:
-            out.append((m["role"], ["image" if p["type"] == "image_url" else "text"
-                                    for p in content]))
+            out.append(
+                (m["role"], ["image" if p["type"] == "image_url" else "text" for p in content])
+            )
     return out
 
 
 def image_urls(messages: list[dict[str, Any]]) -> list[str]:
-    return [p["image_url"]["url"] for m in messages if isinstance(m["content"], list)
-            for p in m["content"] if p["type"] == "image_url"]
+    return [
+        p["image_url"]["url"]
+        for m in messages
+        if isinstance(m["content"], list)
+        for p in m["content"]
+        if p["type"] == "image_url"
+    ]
 
 
 def last_text(message: dict[str, Any]) -> str:
@@ -83,7 +89,7 @@ def test_policy_replays_at_most_two_steps_and_lists_all_actions(steps: int) -> N
         ("user", ["image", "text"]),
     ]
     # One screenshot per replayed step, in order, then the current one: at most 3.
-    assert image_urls(messages) == shots[-(replayed + 1):]
+    assert image_urls(messages) == shots[-(replayed + 1) :]
     assert [m["content"] for m in messages if m["role"] == "assistant"] == responses[-replayed:]
     request = last_text(messages[-1])
     lines = request.split("Previous actions:\n", 1)[1].splitlines()
@@ -105,9 +111,7 @@ def test_policy_max_images_bounds_the_replayed_steps() -> None:
     assert image_urls(messages) == ["z"]
 
 
-@pytest.mark.parametrize(
-    ("calls", "ok"), [(1, True), (2, False), (3, False)],
-)
+@pytest.mark.parametrize(("calls", "ok"), [(1, True), (2, False), (3, False)])
 def test_exactly_one_tool_call_is_accepted(calls: int, ok: bool) -> None:
     actions, error = parse_response("Action: Wait.\n" + CALL * calls, SCREEN)
     assert (error is None) is ok
@@ -121,11 +125,10 @@ def test_exactly_one_tool_call_is_accepted(calls: int, ok: bool) -> None:
 
 def test_prm_is_one_user_turn_with_before_then_after() -> None:
     response = f"<think>The menu is open.</think>Action: Click Save.\n{CALL}"
-    messages = prm_messages("Save the file.", ["Open the menu.", "Click File."],
-                            "data:before", response, "data:after")
-    assert shape(messages) == [
-        ("user", ["text", "text", "image", "text", "text", "image", "text"])
-    ]
+    messages = prm_messages(
+        "Save the file.", ["Open the menu.", "Click File."], "data:before", response, "data:after"
+    )
+    assert shape(messages) == [("user", ["text", "text", "image", "text", "text", "image", "text"])]
     assert image_urls(messages) == ["data:before", "data:after"]
     parts = [p.get("text", "") for p in messages[0]["content"]]
     assert parts[0] == "Previous Actions:\nStep 1: Open the menu.\nStep 2: Click File."
@@ -169,7 +172,7 @@ def test_critique_trajectory_stage_reads_a_json_list() -> None:
     messages = critique_trajectory_messages(summaries)
     assert shape(messages) == [("user", ["text"])]
     text = messages[0]["content"]
-    listed = text[text.index("["): text.index("]") + 1]
+    listed = text[text.index("[") : text.index("]") + 1]
     assert json.loads(listed) == summaries
     assert "at most 2 sentences" in text and "once" in text
     assert text.index("Reason") < text.index("\\boxed{...}")
@@ -183,8 +186,13 @@ TEMPLATE = {"bold_title": "Make the title bold.", "bold_and_red": "Make it bold 
 @pytest.mark.parametrize("direction", ["harder", "easier"])
 def test_rewrite_shows_goal_one_key_task_template_and_unique_summaries(direction: str) -> None:
     summaries = ["Clicked the wrong menu.", "Clicked the wrong menu.", " ", "Typed too early."]
-    messages = rewrite_messages("Make the title bold. Hint: use ctrl+b.", TEMPLATE, summaries,
-                                direction, evaluator="bold_title")  # type: ignore[arg-type]
+    messages = rewrite_messages(
+        "Make the title bold. Hint: use ctrl+b.",
+        TEMPLATE,
+        summaries,
+        direction,
+        evaluator="bold_title",
+    )  # type: ignore[arg-type]
     assert shape(messages) == [("user", ["text"])]
     text = messages[0]["content"]
     assert f"Goal: {direction}" in text
@@ -199,8 +207,9 @@ def test_rewrite_shows_goal_one_key_task_template_and_unique_summaries(direction
 
 
 def test_rewrite_infers_the_current_evaluator_and_says_none_without_summaries() -> None:
-    text = rewrite_messages("Make it bold and red. Hint: Format menu.", TEMPLATE, [],
-                            "harder")[0]["content"]
+    text = rewrite_messages("Make it bold and red. Hint: Format menu.", TEMPLATE, [], "harder")[0][
+        "content"
+    ]
     assert '{"bold_and_red": "Make it bold and red. Hint: Format menu."}' in text
     assert "previous attempts:\nNone" in text
 
@@ -214,17 +223,27 @@ def test_actor_context_lists_every_step_and_replays_the_last_two() -> None:
     def step(i: int, response: str, error: ParseError | None = None) -> Step:
         return Step(i, f"h{i}", response, (), error, "", f"h{i + 1}")
 
-    steps = [step(0, f"Action: Open the menu.\n{CALL}"), step(1, "gibberish", ParseError(
-        "no_tool_call", "none")), step(2, CALL), step(3, f"Action: Click Save.\n{CALL}")]
+    steps = [
+        step(0, f"Action: Open the menu.\n{CALL}"),
+        step(1, "gibberish", ParseError("no_tool_call", "none")),
+        step(2, CALL),
+        step(3, f"Action: Click Save.\n{CALL}"),
+    ]
     assert [history_line(s) for s in steps] == [
-        "Open the menu.", prompts.NO_OP_ACTION, prompts.NO_ACTION_SENTENCE, "Click Save."]
+        "Open the menu.",
+        prompts.NO_OP_ACTION,
+        prompts.NO_ACTION_SENTENCE,
+        "Click Save.",
+    ]
     urls = [f"data:s{i}" for i in range(5)]
     messages = step_messages("Save it.", steps, urls, SCREEN, EpisodeConfig())
     assert image_urls(messages) == urls[-3:]
     assert [m["content"] for m in messages if m["role"] == "assistant"] == [
-        s.response for s in steps[-2:]]
+        s.response for s in steps[-2:]
+    ]
     lines = last_text(messages[-1]).split("Previous actions:\n", 1)[1].splitlines()
     assert lines == [f"Step {i + 1}: {history_line(s)}" for i, s in enumerate(steps)]
-    model_written = rewrite_messages("Put the title in bold and make it red.", TEMPLATE, [],
-                                     "easier")[0]["content"]
+    model_written = rewrite_messages(
+        "Put the title in bold and make it red.", TEMPLATE, [], "easier"
+    )[0]["content"]
     assert '{"bold_and_red": "Put the title in bold and make it red."}' in model_written

@@ -31,8 +31,13 @@ def test_an_unknown_or_missing_provider_is_a_usage_error(text: str) -> None:
 def test_figures_are_the_median_and_p99_of_the_samples() -> None:
     shots = [float(ms) for ms in range(1, 101)]  # 1..100 ms
     figures = bd.provider_figures(3.14159, 0.5049, shots, 250.0)
-    assert figures == {"start_s": 3.14, "reset_s": 0.5, "screenshot_p50_ms": 50.5,
-                       "screenshot_p99_ms": 99.0, "rss_mb": 250.0}
+    assert figures == {
+        "start_s": 3.14,
+        "reset_s": 0.5,
+        "screenshot_p50_ms": 50.5,
+        "screenshot_p99_ms": 99.0,
+        "rss_mb": 250.0,
+    }
     assert bd.provider_figures(1, 1, [7.0] * 5, None)["rss_mb"] is None
 
 
@@ -55,9 +60,11 @@ def measured(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict[str, Any]]
         return bd.provider_figures(1.0, 2.0, [10.0, 20.0, 30.0, 40.0, 50.0], 100.0)
 
     async def max_local_desktops(limit: int, calls_n: int) -> dict[str, Any]:
-        return {"max_desktops": 3, "max_desktops_p99_ms": {1: 20.0, 2: 40.0, 3: 90.0,
-                                                           4: 120.0},
-                "max_desktops_limit": limit}
+        return {
+            "max_desktops": 3,
+            "max_desktops_p99_ms": {1: 20.0, 2: 40.0, 3: 90.0, 4: 120.0},
+            "max_desktops_limit": limit,
+        }
 
     monkeypatch.setattr(bd, "bench_provider", bench_provider)
     monkeypatch.setattr(bd, "max_local_desktops", max_local_desktops)
@@ -69,13 +76,19 @@ def test_the_default_benches_every_provider_side_by_side(measured: list) -> None
     assert result.exit_code == 0, result.output
     out = json.loads(result.output)
     # local and container twice: with their limits, then without (their cost, issue 29)
-    assert [name for name, _ in measured] == ["local", "local", "container", "container",
-                                              "qemu"]
+    assert [name for name, _ in measured] == ["local", "local", "container", "container", "qemu"]
     assert measured[1] == ("local", {"limits": {"enabled": False}})
-    assert measured[3] == ("container", {"image": "cua-rl-desktop:full",
-                                         "limits": {"enabled": False}})
-    assert set(out["local"]) == set(out["local_no_limits"]) == set(out["container"]) \
-        == set(out["container_no_limits"]) == FIGURE_KEYS
+    assert measured[3] == (
+        "container",
+        {"image": "cua-rl-desktop:full", "limits": {"enabled": False}},
+    )
+    assert (
+        set(out["local"])
+        == set(out["local_no_limits"])
+        == set(out["container"])
+        == set(out["container_no_limits"])
+        == FIGURE_KEYS
+    )
     assert out["container"]["screenshot_p50_ms"] == 30.0
     assert out["qemu"] == {"error": "no qcow2 configured"}  # one line, the run goes on
     assert out["max_desktops"] == 3 and out["max_desktops_limit"] == 4
@@ -83,9 +96,11 @@ def test_the_default_benches_every_provider_side_by_side(measured: list) -> None
 
 
 def test_a_provider_list_benches_only_those_and_max_limit_0_skips_the_search(
-        measured: list) -> None:
-    result = CliRunner().invoke(bench_desktops,
-                                ["--provider", "container", "--max-limit", "0", "--json"])
+    measured: list,
+) -> None:
+    result = CliRunner().invoke(
+        bench_desktops, ["--provider", "container", "--max-limit", "0", "--json"]
+    )
     assert result.exit_code == 0, result.output
     assert json.loads(result.output).keys() == {"container", "container_no_limits"}
     assert [name for name, _ in measured] == ["container", "container"]

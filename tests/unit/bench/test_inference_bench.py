@@ -28,4 +28,5 @@ def test_missing_vllm_fails_in_one_line(tmp_path, monkeypatch) -> None:
     assert out.exit_code == 1
     assert out.output.strip().splitlines() == [
         f"Error: no vLLM environment at {tmp_path / 'none'}: run ./setup.sh --vllm (or set "
-        "python: in the pool's model_servers to a vLLM interpreter)"]
+        "python: in the pool's model_servers to a vLLM interpreter)"
+    ]

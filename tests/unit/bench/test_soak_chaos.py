@@ -16,26 +16,33 @@ from typing import Any
 
 import pytest
 
-from cua_rl.bench.soak.chaos import HANG_S, Chaos, serves_health
+from cua_rl.bench.soak.chaos import Chaos
+from cua_rl.bench.soak.injections import HANG_S, serves_health
 
 
 @dataclass
 class FakeRun:
     """What the injectors use of a `RunProcess`: find, replica_pids, seen, signal_pid."""
 
-    seen: dict[int, str] = field(default_factory=lambda: {
-        10: "python -m cua_rl.cli serve --engine hf --port 5000",
-        11: "python -m cua_rl.cli serve --engine hf --port 5001",
-        20: "/opt/cua-guest/bin/python -m cua_guest --listen-fd 3",
-        21: "/opt/cua-guest/bin/python -m cua_guest --listen-fd 3",
-        30: "Xvfb :200 -screen 0 1920x1080x24"})
+    seen: dict[int, str] = field(
+        default_factory=lambda: {
+            10: "python -m cua_rl.cli serve --engine hf --port 5000",
+            11: "python -m cua_rl.cli serve --engine hf --port 5001",
+            20: "/opt/cua-guest/bin/python -m cua_guest --listen-fd 3",
+            21: "/opt/cua-guest/bin/python -m cua_guest --listen-fd 3",
+            30: "Xvfb :200 -screen 0 1920x1080x24",
+        }
+    )
     killed: list[int] = field(default_factory=list)
     signals: list[tuple[int, signal.Signals]] = field(default_factory=list)
     pid: int = 1
 
     def find(self, pattern: str) -> list[int]:
-        return [pid for pid, cmd in self.seen.items()
-                if re.search(pattern, cmd) and pid not in self.killed]
+        return [
+            pid
+            for pid, cmd in self.seen.items()
+            if re.search(pattern, cmd) and pid not in self.killed
+        ]
 
     def replica_pids(self, role: str) -> list[int]:
         port = {"policy": 5000, "prm": 5001}[role]
@@ -47,8 +54,14 @@ class FakeRun:
             self.killed.append(pid)
 
 
-PROCESS_KINDS = ["policy_replica_kill", "prm_replica_kill", "policy_replica_hang",
-                 "prm_replica_hang", "guest_kill", "xvfb_kill"]
+PROCESS_KINDS = [
+    "policy_replica_kill",
+    "prm_replica_kill",
+    "policy_replica_hang",
+    "prm_replica_hang",
+    "guest_kill",
+    "xvfb_kill",
+]
 """The kinds the stand-in run has targets for (it has no desktop records)."""
 
 
@@ -116,8 +129,7 @@ def test_an_episode_that_started_before_the_fault_is_no_progress() -> None:
 
 def test_a_fault_without_recovery_is_decided_at_its_deadline_or_the_end() -> None:
     run = FakeRun()
-    chaos = _chaos(run, 60.0, 0, kinds=["guest_kill"], log=lambda _: None,
-                  recover_deadline_s=30)
+    chaos = _chaos(run, 60.0, 0, kinds=["guest_kill"], log=lambda _: None, recover_deadline_s=30)
     for t in range(10):
         chaos.tick(float(t), 0.0, inject=True)
     assert len(chaos.injections) == 1
@@ -138,8 +150,9 @@ def test_a_sigterm_and_resume_switches_the_run_faults_go_into() -> None:
         time.sleep(0.05)  # the stop and the resume take time: progress counts after them
         return resumed, {"exit": 1, "stop_s": 4.0, "left": 0}
 
-    chaos = _chaos(first, 60.0, 0, kinds=["sigterm_resume", "guest_kill"],
-                  log=lambda _: None, restart=restart)  # type: ignore[arg-type]
+    chaos = _chaos(
+        first, 60.0, 0, kinds=["sigterm_resume", "guest_kill"], log=lambda _: None, restart=restart
+    )  # type: ignore[arg-type]
     t = 0
     while len(chaos.injections) < 3 and t < 200:
         chaos.tick(float(t), t - 0.5, inject=True)  # progress every second: all recover
@@ -147,10 +160,14 @@ def test_a_sigterm_and_resume_switches_the_run_faults_go_into() -> None:
     kinds = [f.kind for f in chaos.injections]
     assert "sigterm_resume" in kinds and chaos.run is resumed and stops
     restarted = kinds.index("sigterm_resume")
-    assert chaos.injections[restarted].extra == {"exit": 1, "stop_s": 4.0, "left": 0,
-                                                 "drawn": "sigterm_resume"}
+    assert chaos.injections[restarted].extra == {
+        "exit": 1,
+        "stop_s": 4.0,
+        "left": 0,
+        "drawn": "sigterm_resume",
+    }
     # guest kills after the resume went into the resumed run
-    assert all(f.pid == 40 for f in chaos.injections[restarted + 1:] if f.kind == "guest_kill")
+    assert all(f.pid == 40 for f in chaos.injections[restarted + 1 :] if f.kind == "guest_kill")
     assert all(f.recovered for f in chaos.injections[:-1])
     resume = chaos.injections[restarted]
     assert resume.after >= resume.t + 0.05  # fresh episodes of the resumed run only
@@ -189,8 +206,9 @@ def test_a_replica_is_back_only_once_it_answers_health() -> None:
     assert not serves_health(server.server_address[1])  # nothing listens there now
 
     run = FakeRun()
-    chaos = Chaos(run, 60.0, 0, kinds=["policy_replica_kill"], log=lambda _: None,
-                  healthy=lambda port: False)
+    chaos = Chaos(
+        run, 60.0, 0, kinds=["policy_replica_kill"], log=lambda _: None, healthy=lambda port: False
+    )
     for t in range(10):
         chaos.tick(float(t), 0.0, inject=True)
     [fault] = chaos.injections
@@ -200,16 +218,21 @@ def test_a_replica_is_back_only_once_it_answers_health() -> None:
 
 
 @pytest.mark.parametrize("kind", ["policy_replica_kill", "policy_replica_hang"])
-def test_a_replica_fault_before_a_resume_recovers_with_the_resumed_runs_replica(
-        kind: str) -> None:
+def test_a_replica_fault_before_a_resume_recovers_with_the_resumed_runs_replica(kind: str) -> None:
     """A `sigterm_resume` while a replica kill or hang is pending: the resumed run serves
     that pool from new processes on new ports, which is the replica back (an hour-long
     soak counted two such kills not recovered)."""
     first = FakeRun()
     resumed = FakeRun(seen={50: "python -m cua_rl.cli serve --engine hf --port 6000"}, pid=2)
     resumed.replica_pids = lambda role: resumed.find(r" serve .*--port 6000\b")  # type: ignore[method-assign]
-    chaos = Chaos(first, 60.0, 0, kinds=[kind], log=lambda _: None,  # type: ignore[arg-type]
-                  healthy=lambda port: port == 6000)  # the old port serves nothing now
+    chaos = Chaos(
+        first,
+        60.0,
+        0,
+        kinds=[kind],
+        log=lambda _: None,  # type: ignore[arg-type]
+        healthy=lambda port: port == 6000,
+    )  # the old port serves nothing now
     for t in range(10):
         chaos.tick(float(t), 0.0, inject=True)
     [fault] = chaos.injections
@@ -258,8 +281,9 @@ def test_a_drawn_kind_waits_for_a_target_before_another_stands_in() -> None:
     fast the machine resets its desktops."""
     run = FakeRun()
     run.killed += [20, 21]
-    chaos = _chaos(run, 60.0, 0, kinds=["guest_kill", "xvfb_kill"], log=lambda _: None,
-                   target_wait_s=10)
+    chaos = _chaos(
+        run, 60.0, 0, kinds=["guest_kill", "xvfb_kill"], log=lambda _: None, target_wait_s=10
+    )
     t = 0
     while chaos.waiting is None and t < 60:
         chaos.tick(float(t), 0.0, inject=True)

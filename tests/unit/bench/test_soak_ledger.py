@@ -16,17 +16,26 @@ from cua_rl.types import Trajectory, TrajectoryStatus
 STOP = 10_000.0
 
 
-def _save(store: RunStore, tid: str, group: str, finished_at: float,
-          status: TrajectoryStatus = TrajectoryStatus.FINISHED) -> None:
+def _save(
+    store: RunStore,
+    tid: str,
+    group: str,
+    finished_at: float,
+    status: TrajectoryStatus = TrajectoryStatus.FINISHED,
+) -> None:
     store.save_trajectory(Trajectory(tid, "v", (), status, score=0.0), group_id=group)
-    store._db.execute("UPDATE trajectories SET finished_at = ? WHERE trajectory_id = ?",
-                      (finished_at, tid))
+    store._db.execute(
+        "UPDATE trajectories SET finished_at = ? WHERE trajectory_id = ?", (finished_at, tid)
+    )
 
 
 def _metrics(run: Path, groups: list[int]) -> None:
-    (run / "metrics.jsonl").write_text("".join(
-        json.dumps({"scope": "rollout", "step": i + 1, "trajectories": float(n)}) + "\n"
-        for i, n in enumerate(groups)))
+    (run / "metrics.jsonl").write_text(
+        "".join(
+            json.dumps({"scope": "rollout", "step": i + 1, "trajectories": float(n)}) + "\n"
+            for i, n in enumerate(groups)
+        )
+    )
 
 
 def _store(tmp_path: Path) -> tuple[Path, RunStore]:
@@ -58,13 +67,14 @@ def test_a_clean_run_loses_nothing(tmp_path: Path) -> None:
     assert lost["groups_in_flight_at_stop"] == 1 and lost["good_trajectories"] == 6
 
 
-def test_reported_but_unstored_orphan_steps_and_unrouted_groups_are_lost(
-        tmp_path: Path) -> None:
+def test_reported_but_unstored_orphan_steps_and_unrouted_groups_are_lost(tmp_path: Path) -> None:
     run, store = _store(tmp_path)
     store.incr("groups_original")  # only g1 was routed
     _metrics(run, [2, 2, 1, 3])  # a fourth group reported with 3 episodes: none stored
-    store._db.execute("INSERT INTO steps VALUES ('ghost', 0, ?, '', '', '', '[]', NULL, '', "
-                      "'[]', '[]', 0, '{}')", (store.run_id,))
+    store._db.execute(
+        "INSERT INTO steps VALUES ('ghost', 0, ?, '', '', '', '[]', NULL, '', '[]', '[]', 0, '{}')",
+        (store.run_id,),
+    )
     store.close()
     lost = trajectories_lost(run, group_size=2, stopped_at=STOP)
     assert lost["reported_not_stored"] == 8 - 6
@@ -95,13 +105,15 @@ def test_a_group_cut_by_a_mid_run_stop_is_not_lost(tmp_path: Path) -> None:
 def test_a_version_stored_twice_is_duplicated(tmp_path: Path) -> None:
     run = tmp_path / "run"
     store = RunStore(run)
-    for role, version in [("policy", 1), ("prm", 1), ("policy", 2), ("policy", 2),
-                          ("prm", 2)]:
+    for role, version in [("policy", 1), ("prm", 1), ("policy", 2), ("policy", 2), ("prm", 2)]:
         store.add_event(UPDATE, role, {"version": version})
     store.close()
-    (run / "metrics.jsonl").write_text("".join(
-        json.dumps({"scope": scope, "step": step}) + "\n"
-        for scope, step in [("policy", 1), ("prm", 1), ("policy", 2), ("prm", 2)]))
+    (run / "metrics.jsonl").write_text(
+        "".join(
+            json.dumps({"scope": scope, "step": step}) + "\n"
+            for scope, step in [("policy", 1), ("prm", 1), ("policy", 2), ("prm", 2)]
+        )
+    )
     dup = updates_duplicated(run)
     assert dup["store_events"] == 1 and dup["metrics_jsonl"] == 0 and dup["total"] == 1
     assert dup["policy_updates"] == 2 and dup["prm_updates"] == 2
@@ -118,10 +130,17 @@ def test_episodes_in_flight_on_a_dead_node_are_counted_apart_not_lost(tmp_path: 
     _save(store, "j", "g6", 600)
     _save(store, "l", "g6", 610)
     store.add_event("worker_lost", "w1", {"worker": "w1", "requeued": [["g5", 1], ["g6", 0]]})
-    store.add_event("group_after_worker_lost", "w0",
-                    {"worker": "w0", "group_id": "g5", "trajectories": ["k", "i"]})
-    for name in ("groups_original", "groups_accepted", "candidate_groups_rejected",
-                 "groups_original"):
+    store.add_event(
+        "group_after_worker_lost",
+        "w0",
+        {"worker": "w0", "group_id": "g5", "trajectories": ["k", "i"]},
+    )
+    for name in (
+        "groups_original",
+        "groups_accepted",
+        "candidate_groups_rejected",
+        "groups_original",
+    ):
         store.incr(name)  # g1, g2, g3 and g5 routed
     _metrics(run, [2, 2, 1, 2])
     store.close()

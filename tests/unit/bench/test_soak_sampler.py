@@ -28,13 +28,15 @@ from cua_rl.bench.soak.sampler import (
     run_dir_sizes,
     take_sample,
 )
-from cua_rl.runtime.telemetry.replica_logs import ReplicaLogs, replica_ports
+from cua_rl.runtime.telemetry.replica_logs import ReplicaLogs
 
-PARENT = ("import subprocess, sys, time\n"
-          "kids = [subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])"
-          " for _ in range(2)]\n"
-          "files = [open(sys.argv[1]) for _ in range(20)]\n"
-          "time.sleep(60)\n")
+PARENT = (
+    "import subprocess, sys, time\n"
+    "kids = [subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])"
+    " for _ in range(2)]\n"
+    "files = [open(sys.argv[1]) for _ in range(20)]\n"
+    "time.sleep(60)\n"
+)
 """A parent holding 20 more open files than usual and two sleeping children
 (each bounded to 60 s, should the test die before it kills them)."""
 
@@ -43,8 +45,7 @@ PARENT = ("import subprocess, sys, time\n"
 def tree(tmp_path: Path) -> Iterator[subprocess.Popen]:
     target = tmp_path / "held.txt"
     target.write_text("x")
-    proc = subprocess.Popen([sys.executable, "-c", PARENT, str(target)],
-                            start_new_session=True)
+    proc = subprocess.Popen([sys.executable, "-c", PARENT, str(target)], start_new_session=True)
     try:
         assert poll_until(lambda: len(psutil.Process(proc.pid).children()) == 2, 30, 0.1)
         # the parent opened its files once its children exist and python is running
@@ -65,17 +66,20 @@ def _run_dir(tmp_path: Path) -> Path:
     (run / "screenshots" / "ab" / "cafe").write_bytes(b"\0" * 2 * 1024 * 1024)
     (run / "logs" / "policy-0.log").write_text(
         "12:00 WARNING hf engine serving tiny on 127.0.0.1:4242\n" + "x" * 40000 + "\n"
-        "12:01 INFO weights updated to version 1 from {'host': '127.0.0.1', 'port': 555}\n")
+        "12:01 INFO weights updated to version 1 from {'host': '127.0.0.1', 'port': 555}\n"
+    )
     (run / "logs" / "prm-0.log").write_text(  # vLLM's way of naming its port
         "Triton is installed\n(APIServer pid=1) INFO non-default args: {'host': '127.0.0.1', "
         "'port': 30864, 'model': 'm'}\n(APIServer pid=1) INFO Starting vLLM server on "
-        "http://127.0.0.1:30864\n")
+        "http://127.0.0.1:30864\n"
+    )
     (run / "config.yaml").write_text("a: 1\n" * 5000)
     return run
 
 
 def test_a_sample_sees_every_process_of_the_tree_and_the_run_dir(
-        tmp_path: Path, tree: subprocess.Popen) -> None:
+    tmp_path: Path, tree: subprocess.Popen
+) -> None:
     run = _run_dir(tmp_path)
     sample = take_sample(tree.pid, run, time.time())
     procs = {p["pid"]: p for p in sample["processes"]}
@@ -90,14 +94,16 @@ def test_a_sample_sees_every_process_of_the_tree_and_the_run_dir(
     assert sizes["store"] == pytest.approx(1.5, abs=0.01)
     assert sizes["screenshots"] == pytest.approx(2.0, abs=0.01)
     assert sizes["logs"] > 0.03 and sizes["other"] > 0
-    assert sizes["total"] == pytest.approx(sum(v for k, v in sizes.items() if k != "total"),
-                                           abs=0.01)
+    assert sizes["total"] == pytest.approx(
+        sum(v for k, v in sizes.items() if k != "total"), abs=0.01
+    )
     assert sample["host"]["mem_available_mb"] > 0 and sample["host"]["disk_free_mb"] > 0
     assert run_dir_sizes(tmp_path / "absent")["total"] == 0
 
 
 def test_the_sampler_thread_appends_json_lines_until_stopped(
-        tmp_path: Path, tree: subprocess.Popen) -> None:
+    tmp_path: Path, tree: subprocess.Popen
+) -> None:
     out = tmp_path / "samples.jsonl"
     sampler = Sampler(tree.pid, _run_dir(tmp_path), out, interval_s=0.5)
     sampler.start()
@@ -128,17 +134,32 @@ def test_what_outlives_the_run_is_found(tmp_path: Path, tree: subprocess.Popen) 
 
 
 def test_processes_are_named_by_what_they_are(tmp_path: Path) -> None:
-    ports = replica_ports(_run_dir(tmp_path))
+    ports = ReplicaLogs(_run_dir(tmp_path)).scan()
     assert ports == {4242: "policy-0", 30864: "prm-0"}  # not a weight update's port
-    assert process_label([sys.executable, "-m", "cua_rl.cli", "serve", "--engine", "hf",
-                          "--port", "4242"], ports) == "model-server:policy-0"
-    vllm = ["/venv/bin/python", "-m", "vllm.entrypoints.openai.api_server", "--model", "m",
-            "--host", "127.0.0.1", "--port", "30864"]
+    assert (
+        process_label(
+            [sys.executable, "-m", "cua_rl.cli", "serve", "--engine", "hf", "--port", "4242"], ports
+        )
+        == "model-server:policy-0"
+    )
+    vllm = [
+        "/venv/bin/python",
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        "m",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "30864",
+    ]
     assert process_label(vllm, ports) == "model-server:prm-0"
     assert process_label([*vllm[:-1], "99"], ports) == "model-server:99"
     assert re.search(server_pattern(30864), " ".join(vllm))
-    assert re.search(server_pattern(4242), "python -m cua_rl.cli serve --engine hf --model m "
-                                           "--port 4242 --threads 1")
+    assert re.search(
+        server_pattern(4242),
+        "python -m cua_rl.cli serve --engine hf --model m --port 4242 --threads 1",
+    )
     assert not re.search(server_pattern(4242), " ".join(vllm))
     assert process_label(["Xvfb", ":12", "-screen"], ports) == "xvfb"
     assert process_label(["python", "-m", "cua_guest", "--listen-fd", "3"], ports) == "guest"
@@ -147,21 +168,40 @@ def test_processes_are_named_by_what_they_are(tmp_path: Path) -> None:
     assert process_label(["python", "-m", "cua_rl.cli", "train", "--preset", "q"], ports) == "run"
     assert process_label(["VLLM::Worker"], ports) == "vllm-worker"
     # a sandbox's arguments name the programs it runs: it is a sandbox all the same
-    assert process_label(["bwrap", "--setenv", "DISPLAY", ":200", "/bin/bash", "-c",
-                          "Xvfb :200 & python -m cua_guest"], ports) == "desktop-sandbox"
+    assert (
+        process_label(
+            [
+                "bwrap",
+                "--setenv",
+                "DISPLAY",
+                ":200",
+                "/bin/bash",
+                "-c",
+                "Xvfb :200 & python -m cua_guest",
+            ],
+            ports,
+        )
+        == "desktop-sandbox"
+    )
     assert process_label(["/bin/bash", "-c", "Xvfb :1 &"], ports) == "shell"
 
 
 def test_a_model_server_s_helpers_are_named_after_its_pool() -> None:
-    procs = [{"pid": 1, "ppid": 0, "name": "run#1"},
-             {"pid": 2, "ppid": 1, "name": "model-server:policy-0#2"},
-             {"pid": 3, "ppid": 2, "name": "vllm-enginecore#3"},
-             {"pid": 4, "ppid": 3, "name": "vllm-worker#4"},
-             {"pid": 5, "ppid": 1, "name": "guest#5"}]
+    procs = [
+        {"pid": 1, "ppid": 0, "name": "run#1"},
+        {"pid": 2, "ppid": 1, "name": "model-server:policy-0#2"},
+        {"pid": 3, "ppid": 2, "name": "vllm-enginecore#3"},
+        {"pid": 4, "ppid": 3, "name": "vllm-worker#4"},
+        {"pid": 5, "ppid": 1, "name": "guest#5"},
+    ]
     attribute_to_servers(procs)
     assert [p["name"] for p in procs] == [
-        "run#1", "model-server:policy-0#2", "vllm-enginecore:policy-0#3",
-        "vllm-worker:policy-0#4", "guest#5"]
+        "run#1",
+        "model-server:policy-0#2",
+        "vllm-enginecore:policy-0#3",
+        "vllm-worker:policy-0#4",
+        "guest#5",
+    ]
 
 
 def test_a_reused_pid_is_not_the_run_s_process(tmp_path: Path) -> None:
@@ -195,4 +235,4 @@ def test_a_resumed_run_s_replica_is_found_on_its_new_port(tmp_path: Path) -> Non
         f.write("0.1:5151\n")
     assert logs.scan("policy") == {5151: "policy-0"}
     assert logs.scan() == {5151: "policy-0", 30864: "prm-0"}
-    assert replica_ports(run, "prm") == {30864: "prm-0"}
+    assert ReplicaLogs(run).scan("prm") == {30864: "prm-0"}

@@ -34,18 +34,21 @@ def _traj(t: float, n_steps: int, status: str = "finished", error: str = "") -> 
 
 
 def test_throughput_counts_good_steps_and_groups_abort_reasons() -> None:
-    records = [_traj(10, 3), _traj(50, 2), _traj(70, 3),
-               _traj(80, 1, "aborted", "GuestError: guest http://127.0.0.1:4001 gone"),
-               _traj(90, 2, "aborted", "GuestError: guest http://127.0.0.1:4002 gone"),
-               _traj(100, 3, "setup_failed", "SetupStepError: x"),
-               _traj(500, 3)]  # after the run: outside every window
+    records = [
+        _traj(10, 3),
+        _traj(50, 2),
+        _traj(70, 3),
+        _traj(80, 1, "aborted", "GuestError: guest http://127.0.0.1:4001 gone"),
+        _traj(90, 2, "aborted", "GuestError: guest http://127.0.0.1:4002 gone"),
+        _traj(100, 3, "setup_failed", "SetupStepError: x"),
+        _traj(500, 3),
+    ]  # after the run: outside every window
     out = throughput(records, T0, window_bounds(120, 60))
     assert [w["finished_steps"] for w in out] == [5, 3]
     assert [w["finished_steps_per_min"] for w in out] == [5.0, 3.0]
     assert [w["episodes"] for w in out] == [2, 1]
     assert out[1]["aborted"] == 3
-    assert out[1]["abort_reasons"] == {"GuestError: guest <url> gone": 2,
-                                       "SetupStepError: x": 1}
+    assert out[1]["abort_reasons"] == {"GuestError: guest <url> gone": 2, "SetupStepError: x": 1}
 
 
 def test_steps_per_minute_of_a_longer_last_window() -> None:
@@ -60,12 +63,22 @@ def test_throughput_ratio_is_last_two_over_windows_two_and_three() -> None:
     assert ratio_last_over_first([0, 0, 0, 5]) is None  # nothing to compare with
 
 
-def _sample(t: float, procs: dict[str, tuple[float, int, int]], run_mb: float
-            ) -> dict[str, Any]:
-    return {"t": t, "processes": [{"name": n, "pid": int(n.split("#")[1]), "started": 1.0,
-                                   "rss_mb": r, "fds": f, "threads": th}
-                                  for n, (r, f, th) in procs.items()],
-            "run_dir_mb": {"store": run_mb / 2, "screenshots": run_mb / 2, "total": run_mb}}
+def _sample(t: float, procs: dict[str, tuple[float, int, int]], run_mb: float) -> dict[str, Any]:
+    return {
+        "t": t,
+        "processes": [
+            {
+                "name": n,
+                "pid": int(n.split("#")[1]),
+                "started": 1.0,
+                "rss_mb": r,
+                "fds": f,
+                "threads": th,
+            }
+            for n, (r, f, th) in procs.items()
+        ],
+        "run_dir_mb": {"store": run_mb / 2, "screenshots": run_mb / 2, "total": run_mb},
+    }
 
 
 def test_growth_is_between_the_second_and_the_last_window_per_process() -> None:
@@ -73,8 +86,10 @@ def test_growth_is_between_the_second_and_the_last_window_per_process() -> None:
     samples = []
     for t in range(0, 3601, 60):
         busy = 30 if t % 600 == 0 else 0  # requests in flight now and then
-        procs = {"run#1": (100 + t / 36, 50 + busy, 10),  # +100 MB per hour
-                 "guest#7": (40.0, 12 + t // 600, 3)}  # one fd more every 10 min
+        procs = {
+            "run#1": (100 + t / 36, 50 + busy, 10),  # +100 MB per hour
+            "guest#7": (40.0, 12 + t // 600, 3),
+        }  # one fd more every 10 min
         if t < 1300:
             procs["model-server:policy-0#5"] = (500.0, 30, 8)  # killed in window 2
         else:
@@ -100,8 +115,14 @@ def test_growth_is_between_the_second_and_the_last_window_per_process() -> None:
 
 def test_a_process_keeps_its_newest_name_across_samples() -> None:
     """A replica is named by its port until its log names its pool."""
-    samples = [_sample(t, {("model-server:4242#5" if t < 60 else "model-server:policy-0#5"):
-                           (100 + t, 10, 1)}, 0) for t in range(0, 121, 10)]
+    samples = [
+        _sample(
+            t,
+            {("model-server:4242#5" if t < 60 else "model-server:policy-0#5"): (100 + t, 10, 1)},
+            0,
+        )
+        for t in range(0, 121, 10)
+    ]
     growth = process_growth(samples, window_bounds(120, 60))
     assert list(growth) == ["model-server:policy-0#5"]
 
@@ -117,10 +138,20 @@ def test_resources_and_faults_per_window() -> None:
     samples = [_sample(t, {"a#1": (10, 5, 2), "b#2": (20, 7, 3)}, 4) for t in (0, 30, 60, 90)]
     bounds = window_bounds(120, 60)
     res = window_resources(samples, bounds)
-    assert res[0] == {"rss_mb": 30, "fds": 12, "threads": 5, "processes": 2, "run_dir_mb": 4,
-                      "process_kinds": {"a": 1, "b": 1}}
-    faults = [{"t": 10, "recovered": True}, {"t": 70, "recovered": False},
-              {"t": 80, "recovered": True}]
+    assert res[0] == {
+        "rss_mb": 30,
+        "fds": 12,
+        "threads": 5,
+        "processes": 2,
+        "run_dir_mb": 4,
+        "process_kinds": {"a": 1, "b": 1},
+    }
+    faults = [
+        {"t": 10, "recovered": True},
+        {"t": 70, "recovered": False},
+        {"t": 80, "recovered": True},
+    ]
     assert faults_per_window(faults, bounds) == [
         {"faults_injected": 1, "faults_recovered": 1},
-        {"faults_injected": 2, "faults_recovered": 1}]
+        {"faults_injected": 2, "faults_recovered": 1},
+    ]

@@ -18,8 +18,13 @@ from cua_guest import container_init
 
 
 def _child(code: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=60, env={**os.environ})
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ},
+    )
 
 
 def test_read_token_takes_a_regular_file_only(tmp_path: Path) -> None:
@@ -77,3 +82,36 @@ def test_drop_to_leaves_no_id_and_no_capability() -> None:
     uid, rest = result.stdout.split(" ", 1)
     assert rest.strip().endswith("0000000000000000 0000000000000000"), result.stdout
     assert f"({uid}, {uid}, {uid})" in rest, result.stdout
+
+
+def test_devtools_socket_is_bound_on_descriptor_4_beside_the_guests(tmp_path: Path) -> None:
+    """With CUA_CDP_LISTEN the init binds a second root-only socket and hands it to the
+    session as descriptor 4 (`CUA_CDP_LISTEN=fd:4`); without it nothing is bound."""
+    guest, cdp = tmp_path / "guest.sock", tmp_path / "cdp.sock"
+    result = _child(f"""
+        import os, socket
+        os.closerange(3, 64)
+        from cua_guest.container_init import CDP_FD, LISTEN_FD, bind_listener
+        bind_listener({str(guest)!r}, LISTEN_FD)
+        bind_listener({str(cdp)!r}, CDP_FD)
+        for fd in (LISTEN_FD, CDP_FD):
+            sock = socket.socket(fileno=fd)
+            print(fd, sock.getsockname(), os.get_inheritable(fd))
+            sock.detach()
+    """)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[:2] == [f"3 {guest} True", f"4 {cdp} True"]
+    assert oct(stat.S_IMODE(cdp.stat().st_mode)) == "0o600"
+    bad = subprocess.run(
+        [sys.executable, "-m", "cua_guest.container_init", "/bin/true"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={
+            **os.environ,
+            "CUA_RUN_DIR": str(tmp_path),
+            "CUA_GUEST_LISTEN": f"unix:{guest}",
+            "CUA_CDP_LISTEN": "tcp:9222",
+        },
+    )
+    assert bad.returncode == 2 and "CUA_CDP_LISTEN='tcp:9222'" in bad.stderr

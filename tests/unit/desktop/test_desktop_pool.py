@@ -30,8 +30,13 @@ class MemoryProvider(DesktopProvider):
             raise DesktopError(f"cannot start {desktop_id}")
         assert desktop_id not in self.running, "a slot was started twice"
         self.generation += 1
-        handle = DesktopHandle(desktop_id, f"http://127.0.0.1:9/{self.generation}", "t",
-                               self.type, {"generation": self.generation})
+        handle = DesktopHandle(
+            desktop_id,
+            f"http://127.0.0.1:9/{self.generation}",
+            "t",
+            self.type,
+            {"generation": self.generation},
+        )
         self.running[desktop_id] = handle
         return handle
 
@@ -90,8 +95,9 @@ async def test_unhealthy_release_and_guest_unavailable_replace_the_desktop() -> 
 
 async def test_health_loop_replaces_dead_idle_desktop() -> None:
     provider = MemoryProvider()
-    async with DesktopPool(provider, 2, id_prefix="p", health_interval_s=0.02,
-                           failures_to_replace=2) as pool:
+    async with DesktopPool(
+        provider, 2, id_prefix="p", health_interval_s=0.02, failures_to_replace=2
+    ) as pool:
         provider.dead.add("p-1")
         await until(lambda: pool.replacements == 1 and pool.idle_count == 2)
         assert provider.running["p-1"].info["generation"] == 3
@@ -99,8 +105,9 @@ async def test_health_loop_replaces_dead_idle_desktop() -> None:
 
 async def test_dead_leased_desktop_is_replaced_on_release_not_returned() -> None:
     provider = MemoryProvider()
-    async with DesktopPool(provider, 1, id_prefix="p", health_interval_s=0.02,
-                           failures_to_replace=1) as pool:
+    async with DesktopPool(
+        provider, 1, id_prefix="p", health_interval_s=0.02, failures_to_replace=1
+    ) as pool:
         leased = await pool.acquire()
         provider.dead.add("p-0")
         await asyncio.sleep(0.1)
@@ -113,8 +120,9 @@ async def test_dead_leased_desktop_is_replaced_on_release_not_returned() -> None
 
 async def test_failed_restart_is_retried() -> None:
     provider = MemoryProvider()
-    async with DesktopPool(provider, 1, id_prefix="p", health_interval_s=60,
-                           retry_backoff_s=0.01) as pool:
+    async with DesktopPool(
+        provider, 1, id_prefix="p", health_interval_s=60, retry_backoff_s=0.01
+    ) as pool:
         leased = await pool.acquire()
         provider.fail_starts = 2
         pool.release(leased.handle, healthy=False)
@@ -134,8 +142,9 @@ async def test_start_failure_stops_the_started_ones_and_close_wakes_waiters() ->
 
 async def test_restarts_are_bounded_and_a_pool_with_no_desktop_left_fails() -> None:
     provider = MemoryProvider()
-    async with DesktopPool(provider, 1, id_prefix="p", health_interval_s=60,
-                           retry_backoff_s=0.001, restart_attempts=3) as pool:
+    async with DesktopPool(
+        provider, 1, id_prefix="p", health_interval_s=60, retry_backoff_s=0.001, restart_attempts=3
+    ) as pool:
         leased = await pool.acquire()
         provider.fail_starts = 10  # the provider is broken for good
         waiter = asyncio.create_task(pool.acquire())
@@ -143,3 +152,32 @@ async def test_restarts_are_bounded_and_a_pool_with_no_desktop_left_fails() -> N
         with pytest.raises(DesktopError, match="failed to restart 3 times"):
             await asyncio.wait_for(waiter, 5)
         assert pool.lost == 1 and provider.fail_starts == 7  # 3 attempts, then given up
+
+
+async def test_work_ahead_never_takes_a_desktop_an_actor_waits_for() -> None:
+    """`try_acquire` (spare desktops) gets an idle desktop only when no `acquire` waits."""
+    provider = MemoryProvider()
+    async with DesktopPool(provider, 2, id_prefix="p", health_interval_s=60) as pool:
+        first = pool.try_acquire()
+        second = await pool.acquire()
+        assert first is not None and pool.try_acquire() is None  # none idle
+        waiting = asyncio.create_task(pool.acquire())
+        await asyncio.sleep(0)
+        pool.release(first.handle, True)
+        assert pool.try_acquire() is None  # the waiter goes first
+        assert (await waiting).handle.id == first.handle.id
+        pool.release(second.handle, True)
+        assert pool.try_acquire() is not None
+
+
+async def test_adopted_desktops_are_pooled_and_can_be_handed_back_running() -> None:
+    provider = MemoryProvider()
+    handles = [await provider.start("a"), await provider.start("b")]
+    pool = DesktopPool(provider, 2, health_interval_s=60)
+    await pool.start(adopt=handles)
+    leased = {(await pool.acquire()).handle.id, (await pool.acquire()).handle.id}
+    assert leased == {"a", "b"}
+    await pool.close(stop=False)
+    assert set(provider.running) == {"a", "b"}
+    with pytest.raises(ValueError, match="adopt 1 desktops into a pool of 2"):
+        await DesktopPool(provider, 2).start(adopt=handles[:1])

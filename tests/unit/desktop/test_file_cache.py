@@ -149,11 +149,13 @@ async def test_full_disk_is_not_retried_and_names_the_file(
         assert server.hits["big.bin"] == 1  # a retry cannot free the disk
 
 
-async def test_a_mirror_serves_the_file_under_its_original_url(server: AssetServer,
-                                                               tmp_path: Path) -> None:
+async def test_a_mirror_serves_the_file_under_its_original_url(
+    server: AssetServer, tmp_path: Path
+) -> None:
     url = "https://huggingface.co/datasets/o/r/resolve/main/report.xlsx"
-    cache = FileCache(tmp_path, mirrors={"https://huggingface.co/datasets/o/r/resolve/main":
-                                         server.base})
+    cache = FileCache(
+        tmp_path, mirrors={"https://huggingface.co/datasets/o/r/resolve/main": server.base}
+    )
     path = await cache.fetch(url)
     assert path == cache.path_for(url) and server.hits["report.xlsx"] == 1
     assert path.read_bytes() == b"content of report.xlsx"

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from cua_rl.desktop.providers.local.etc_view import etc_entries
 from cua_rl.desktop.providers.local.guest_env import content_hash, venv_path
 from cua_rl.desktop.providers.local.sandbox import (
     CHROME_EXE,
+    DEV_SHM_BYTES,
     OPENBOX_KEYS,
     OSWORLD_BUS,
     SESSION_BUS,
@@ -24,13 +26,31 @@ from cua_rl.desktop.providers.local.sandbox import (
 )
 from cua_rl.desktop.providers.local.user import chrome_shim
 
-SPEC = SandboxSpec(desktop_id="d1", display=201, width=800, height=600,
-                   window_manager="openbox", uid=1001, gid=1001, user="user", guest_port=4321)
+SPEC = SandboxSpec(
+    desktop_id="d1",
+    display=201,
+    width=800,
+    height=600,
+    window_manager="openbox",
+    uid=1001,
+    gid=1001,
+    user="user",
+    guest_port=4321,
+)
 
 
 def test_env_is_an_allowlist() -> None:
-    env = sandbox_env({"HF_TOKEN": "secret", "PYTHONPATH": "/work", "PATH": "/root/.pyenv/shims",
-                       "LANG": "de_DE.UTF-8", "LC_TIME": "C", "AWS_SECRET_ACCESS_KEY": "x"}, SPEC)
+    env = sandbox_env(
+        {
+            "HF_TOKEN": "secret",
+            "PYTHONPATH": "/work",
+            "PATH": "/root/.pyenv/shims",
+            "LANG": "de_DE.UTF-8",
+            "LC_TIME": "C",
+            "AWS_SECRET_ACCESS_KEY": "x",
+        },
+        SPEC,
+    )
     assert "HF_TOKEN" not in env and "PYTHONPATH" not in env
     assert "AWS_SECRET_ACCESS_KEY" not in env
     assert env["LANG"] == "de_DE.UTF-8" and env["LC_TIME"] == "C"
@@ -46,10 +66,22 @@ def test_bwrap_gets_its_own_namespaces_and_a_clear_env() -> None:
     assert "--share-net" not in argv and "--die-with-parent" in argv
     assert argv[argv.index("--uid") + 1] == "1001"
     binds = {argv[i + 1] for i, a in enumerate(argv) if a in ("--bind", "--ro-bind")}
-    assert binds <= {"/usr", "/etc", "/var/cache/fontconfig", "/var/lib/dbus", "/var/lib/dpkg",
-                     "/dev/null",
-                     "/stage/home", "/stage/guest", "/bin", "/sbin", "/lib",
-                     "/lib32", "/lib64", "/libx32"}, binds
+    etc = {b for b in binds if b.startswith("/etc/")}
+    assert binds - etc <= {
+        "/usr",
+        "/var/cache/fontconfig",
+        "/var/lib/dbus",
+        "/var/lib/dpkg",
+        "/stage/home",
+        "/stage/guest",
+        "/bin",
+        "/sbin",
+        "/lib",
+        "/lib32",
+        "/lib64",
+        "/libx32",
+    }, binds
+    assert "/etc" not in binds and etc and etc <= set(etc_entries()), etc  # the allowlist
     # Own network: the guest and DevTools serve on listening sockets handed over as
     # descriptors; the directory holding their paths is never bound inside.
     assert argv[-2:] == ["11", "12"]
@@ -60,7 +92,7 @@ def test_osworlds_bus_path_and_terminal_key_lead_to_the_desktops_own() -> None:
     argv = bwrap_argv(SPEC, {}, SandboxFds(token=7, shim=None), "/stage", LISTEN)
     # Tasks export DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/1000/bus (OSWorld's uid).
     at = argv.index(OSWORLD_BUS)
-    assert OSWORLD_BUS == "/run/user/1000/bus" and argv[at - 2:at] == ["--symlink", SESSION_BUS]
+    assert OSWORLD_BUS == "/run/user/1000/bus" and argv[at - 2 : at] == ["--symlink", SESSION_BUS]
     assert sandbox_env({}, SPEC)["DBUS_SESSION_BUS_ADDRESS"] == f"unix:path={SESSION_BUS}"
     # Ctrl+Alt+T: openbox runs on its default rc.xml plus GNOME's terminal key.
     assert 'key="C-A-t"' in OPENBOX_KEYS and "gnome-terminal" in OPENBOX_KEYS
@@ -73,9 +105,18 @@ def test_a_desktop_without_network_needs_its_listening_sockets() -> None:
 
 
 def test_network_option_shares_the_host_net_without_forwarders() -> None:
-    spec = SandboxSpec(desktop_id="d1", display=201, width=800, height=600,
-                       window_manager="", uid=1001, gid=1001, user="user", network=True,
-                       guest_port=4321)
+    spec = SandboxSpec(
+        desktop_id="d1",
+        display=201,
+        width=800,
+        height=600,
+        window_manager="",
+        uid=1001,
+        gid=1001,
+        user="user",
+        network=True,
+        guest_port=4321,
+    )
     argv = bwrap_argv(spec, {}, SandboxFds(token=7, shim=8), "/stage")
     assert "--share-net" in argv and argv[-3:] == ["4321", "", ""]
 
@@ -87,11 +128,19 @@ def test_chrome_shim_execs_chromium_as_an_executable_named_chrome(tmp_path: Path
     install.mkdir()
     for name in ("chromium", "icudtl.dat", "locales"):
         (install / name).touch()
-    spec = SandboxSpec(desktop_id="d1", display=201, width=800, height=600,
-                       window_manager="", uid=1001, gid=1001, user="user",
-                       chrome_binary=str(install / "chromium"))
+    spec = SandboxSpec(
+        desktop_id="d1",
+        display=201,
+        width=800,
+        height=600,
+        window_manager="",
+        uid=1001,
+        gid=1001,
+        user="user",
+        chrome_binary=str(install / "chromium"),
+    )
     argv = bwrap_argv(spec, {}, SandboxFds(token=7, shim=8), "/stage", LISTEN)
-    binds = [argv[i + 1:i + 3] for i, a in enumerate(argv) if a == "--ro-bind"]
+    binds = [argv[i + 1 : i + 3] for i, a in enumerate(argv) if a == "--ro-bind"]
     assert [str(install / "chromium"), CHROME_EXE] in binds
     assert CHROME_EXE.rsplit("/", 1)[1] == "chrome"
     links = {argv[i + 2]: argv[i + 1] for i, a in enumerate(argv) if a == "--symlink"}
@@ -125,13 +174,33 @@ def test_guest_venv_is_keyed_by_content(tmp_path: Path) -> None:
 
 
 def test_limits_size_every_tmpfs_and_no_nested_user_namespace() -> None:
-    spec = SandboxSpec(desktop_id="d1", display=201, width=800, height=600,
-                       window_manager="", uid=1001, gid=1001, user="user", tmp_bytes=64 << 20)
+    spec = SandboxSpec(
+        desktop_id="d1",
+        display=201,
+        width=800,
+        height=600,
+        window_manager="",
+        uid=1001,
+        gid=1001,
+        user="user",
+        tmp_bytes=64 << 20,
+    )
     argv = bwrap_argv(spec, {}, SandboxFds(token=7, shim=None), "/stage", LISTEN)
-    sized = {argv[i + 3]: argv[i + 1] for i, a in enumerate(argv)
-             if a == "--size" and argv[i + 2] == "--tmpfs"}
-    assert sized == {"/tmp": str(64 << 20), "/run": str(64 << 20),
-                     "/var/tmp": str(64 << 20), "/home": str(1 << 20)}
+    sized = {
+        argv[i + 3]: argv[i + 1]
+        for i, a in enumerate(argv)
+        if a == "--size" and argv[i + 2] == "--tmpfs"
+    }
+    assert sized == {
+        "/tmp": str(64 << 20),
+        "/run": str(64 << 20),
+        "/var/tmp": str(64 << 20),
+        "/home": str(1 << 20),
+        "/dev/shm": str(DEV_SHM_BYTES),
+    }
+    # /dev read-only once its /dev/shm is mounted (bwrap runs its arguments in order)
+    assert argv.index("--remount-ro") > argv.index("/dev/shm") > argv.index("--dev")
+    assert argv[argv.index("--remount-ro") + 1] == "/dev"
     assert {"--unshare-user", "--disable-userns"} <= set(argv)
 
 
@@ -141,15 +210,23 @@ def test_seccomp_program_denies_each_listed_call_and_other_abis() -> None:
     from cua_rl.desktop.providers.local.seccomp import DENIED_X86_64, program
 
     code = program()
-    insns = [struct.unpack("=HBBI", code[i:i + 8]) for i in range(0, len(code), 8)]
+    insns = [struct.unpack("=HBBI", code[i : i + 8]) for i in range(0, len(code), 8)]
     assert len(insns) == 5 + len(set(DENIED_X86_64.values())) + 2
     deny, allow = len(insns) - 1, len(insns) - 2
     assert insns[deny] == (0x06, 0, 0, 0x00050000 | 1) and insns[allow][3] == 0x7FFF0000
     for index, (op, jt, _jf, k) in enumerate(insns[5:allow], start=5):
         assert op == 0x15 and index + 1 + jt == deny, (index, k)
     assert {k for op, *_, k in insns[5:allow]} == set(DENIED_X86_64.values())
-    spec = SandboxSpec(desktop_id="d1", display=201, width=800, height=600,
-                       window_manager="", uid=1001, gid=1001, user="user")
+    spec = SandboxSpec(
+        desktop_id="d1",
+        display=201,
+        width=800,
+        height=600,
+        window_manager="",
+        uid=1001,
+        gid=1001,
+        user="user",
+    )
     argv = bwrap_argv(spec, {}, SandboxFds(token=7, shim=None, seccomp=9), "/stage", LISTEN)
     assert argv[argv.index("--seccomp") + 1] == "9"
 
@@ -157,5 +234,5 @@ def test_seccomp_program_denies_each_listed_call_and_other_abis() -> None:
 def test_the_desktops_sudo_is_the_rootless_script_first_on_path() -> None:
     argv = bwrap_argv(SPEC, {}, SandboxFds(token=7, shim=None, sudo=9), "/stage", LISTEN)
     at = argv.index(f"{SHIM_BIN}/sudo")
-    assert argv[at - 2:at] == ["--file", "9"] and argv[at - 3] == "0755"
+    assert argv[at - 2 : at] == ["--file", "9"] and argv[at - 3] == "0755"
     assert SandboxFds(token=7, shim=None, sudo=9).all() == (7, 9)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import stat
@@ -26,12 +27,28 @@ def no_foreign_displays(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(st, "x_displays_in_use", lambda: set())
 
 
+def display_locked(state_dir: Path, number: int) -> bool:
+    """True while some process holds the lock of display :number (the lock file
+    `allocate_display` holds)."""
+    path = state_dir / "locks" / f"display-{number}.lock"
+    if not path.exists():
+        return False
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
 def test_displays_are_distinct_while_locked(tmp_path: Path) -> None:
     locks = [st.allocate_display(tmp_path, 300) for _ in range(3)]
     assert [lock.number for lock in locks] == [300, 301, 302]
-    assert st.display_locked(tmp_path, 301)
+    assert display_locked(tmp_path, 301)
     locks[1].release()
-    assert not st.display_locked(tmp_path, 301)
+    assert not display_locked(tmp_path, 301)
     again = st.allocate_display(tmp_path, 300)
     assert again.number == 301  # the freed number is reused, the held ones are not
     for lock in (locks[0], locks[2], again):
@@ -69,8 +86,17 @@ def test_x_sockets_are_parsed_from_proc_net_unix() -> None:
 
 def test_record_round_trip_and_listing(tmp_path: Path) -> None:
     record = st.DesktopRecord(
-        id="d-1", url="http://127.0.0.1:5000", token="t", port=5000, display=300, pid=123,
-        pgid=123, start_time=42.0, mnt_ns="mnt:[1]", home="/h", log="/l",
+        id="d-1",
+        url="http://127.0.0.1:5000",
+        token="t",
+        port=5000,
+        display=300,
+        pid=123,
+        pgid=123,
+        start_time=42.0,
+        mnt_ns="mnt:[1]",
+        home="/h",
+        log="/l",
     )
     (tmp_path / "d-1").mkdir()
     record.save(tmp_path / "d-1")
@@ -166,8 +192,12 @@ def test_missing_namespace_permission_is_a_clear_error(
     from cua_rl.desktop.providers.local import provider as local
     from cua_rl.errors import DesktopError
 
-    failing = ["sh", "-c", "echo 'unshare: unshare failed: Operation not permitted' >&2; exit 1",
-               "--"]
+    failing = [
+        "sh",
+        "-c",
+        "echo 'unshare: unshare failed: Operation not permitted' >&2; exit 1",
+        "--",
+    ]
     monkeypatch.setattr(local, "UNSHARE", failing)
     provider = local.LocalProvider(LocalProviderConfig(state_dir=tmp_path))
     with pytest.raises(DesktopError, match="CAP_SYS_ADMIN"):
@@ -188,18 +218,24 @@ def test_bench_spreadsheet_has_the_requested_shape() -> None:
 def test_totem_and_evince_are_the_defaults_as_on_osworlds_image(tmp_path: Path) -> None:
     (tmp_path / "org.gnome.Totem.desktop").write_text(
         "[Desktop Entry]\nName=Videos\n"
-        "MimeType=application/ogg;video/mp4;audio/x-wav;video/x-matroska;\n")
+        "MimeType=application/ogg;video/mp4;audio/x-wav;video/x-matroska;\n"
+    )
     assert default_apps_list(tmp_path) == (
         "[Default Applications]\nvideo/mp4=org.gnome.Totem.desktop\n"
-        "video/x-matroska=org.gnome.Totem.desktop\n")
+        "video/x-matroska=org.gnome.Totem.desktop\n"
+    )
     (tmp_path / "org.gnome.Evince.desktop").write_text(
-        "[Desktop Entry]\nMimeType=application/pdf;image/tiff;application/x-bzpdf;\n")
+        "[Desktop Entry]\nMimeType=application/pdf;image/tiff;application/x-bzpdf;\n"
+    )
     assert default_apps_list(tmp_path).endswith(
-        "video/x-matroska=org.gnome.Totem.desktop\napplication/pdf=org.gnome.Evince.desktop\n")
+        "video/x-matroska=org.gnome.Totem.desktop\napplication/pdf=org.gnome.Evince.desktop\n"
+    )
     (tmp_path / "org.gnome.gedit.desktop").write_text(
-        "[Desktop Entry]\nMimeType=text/plain;application/x-zerosize;\n")
+        "[Desktop Entry]\nMimeType=text/plain;application/x-zerosize;\n"
+    )
     assert default_apps_list(tmp_path).endswith(
-        "application/pdf=org.gnome.Evince.desktop\ntext/plain=org.gnome.gedit.desktop\n")
+        "application/pdf=org.gnome.Evince.desktop\ntext/plain=org.gnome.gedit.desktop\n"
+    )
     assert default_apps_list(tmp_path / "absent") is None
 
 
@@ -208,11 +244,13 @@ def test_an_existing_list_gains_only_the_defaults_it_lacks() -> None:
     user = "[Default Applications]\nvideo/mp4=vlc.desktop\n[Added Associations]\nx/y=z\n"
     assert lh.merged_apps_list(user, ours) == (
         "[Default Applications]\napplication/pdf=evince.desktop\nvideo/mp4=vlc.desktop\n"
-        "[Added Associations]\nx/y=z\n")
+        "[Added Associations]\nx/y=z\n"
+    )
     assert lh.merged_apps_list(ours, ours) is None
     assert lh.merged_apps_list(None, ours) == ours
     assert lh.merged_apps_list("", ours) == (
-        "[Default Applications]\nvideo/mp4=totem.desktop\napplication/pdf=evince.desktop\n")
+        "[Default Applications]\nvideo/mp4=totem.desktop\napplication/pdf=evince.desktop\n"
+    )
 
 
 def test_home_template_gains_the_default_apps_list_once(tmp_path: Path) -> None:

@@ -26,8 +26,17 @@ from cua_rl.desktop.providers.local.sandbox import (
     bwrap_argv,
 )
 
-SPEC = SandboxSpec(desktop_id="d1", display=201, width=800, height=600,
-                   window_manager="openbox", uid=1001, gid=1001, user="user", guest_port=4321)
+SPEC = SandboxSpec(
+    desktop_id="d1",
+    display=201,
+    width=800,
+    height=600,
+    window_manager="openbox",
+    uid=1001,
+    gid=1001,
+    user="user",
+    guest_port=4321,
+)
 LISTEN = ListenFds(guest=5, cdp=6)
 DEADLINE_S = 10.0
 
@@ -49,8 +58,9 @@ def test_code_is_a_file_beside_the_shims_and_the_install_is_bound_read_only() ->
         assert CODE_SERVER_MOUNT not in argv and f"{SHIM_BIN}/code" not in argv
 
 
-def test_install_counts_only_once_setup_marked_it_ready(tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_install_counts_only_once_setup_marked_it_ready(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(local_vscode, "CODE_SERVER_DIR", str(tmp_path))
     assert local_vscode.install_dir() is None
     (tmp_path / local_vscode.READY_MARK).touch()
@@ -74,16 +84,23 @@ def desktop(tmp_path: Path, server: int) -> dict[str, object]:
     (root / "node" / "bin").mkdir(parents=True)
     bin_dir.mkdir()
     home.mkdir()
-    for path, log in ((root / "node" / "bin" / "node", "node.argv"),
-                      (bin_dir / "google-chrome", "chrome.argv")):
-        path.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {tmp_path / log}.tmp\n'
-                        f'mv {tmp_path / log}.tmp {tmp_path / log}\n')
+    for path, log in (
+        (root / "node" / "bin" / "node", "node.argv"),
+        (bin_dir / "google-chrome", "chrome.argv"),
+    ):
+        path.write_text(
+            f'#!/bin/sh\nprintf "%s\\n" "$@" > {tmp_path / log}.tmp\n'
+            f"mv {tmp_path / log}.tmp {tmp_path / log}\n"
+        )
         path.chmod(0o755)
     script = tmp_path / "code"
     script.write_text(local_vscode.code_script(port=server, root=str(root)))
     script.chmod(0o755)
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(home),
-           "XDG_RUNTIME_DIR": str(tmp_path / "run")}
+    env = {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "HOME": str(home),
+        "XDG_RUNTIME_DIR": str(tmp_path / "run"),
+    }
     return {"tmp": tmp_path, "script": str(script), "env": env, "home": home, "root": root}
 
 
@@ -91,9 +108,14 @@ def _run(desktop: dict[str, object], *args: str, log: str) -> list[str]:
     """Run `code ARGS` and return what the stand-in named `log` was started with."""
     tmp = Path(str(desktop["tmp"]))
     (tmp / log).unlink(missing_ok=True)
-    done = subprocess.run([str(desktop["script"]), *args], env=desktop["env"],  # type: ignore[arg-type]
-                          capture_output=True, text=True, timeout=DEADLINE_S,
-                          cwd=str(desktop["home"]))
+    done = subprocess.run(
+        [str(desktop["script"]), *args],
+        env=desktop["env"],  # type: ignore[arg-type]
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE_S,
+        cwd=str(desktop["home"]),
+    )
     assert done.returncode == 0, done.stderr
     deadline = time.monotonic() + DEADLINE_S  # the browser is started detached
     while not (tmp / log).exists():
@@ -112,15 +134,20 @@ def test_cli_commands_run_code_server_on_vs_codes_directories(desktop: dict) -> 
     home = desktop["home"]
     argv = _run(desktop, "--install-extension", "/home/user/test.vsix", log="node.argv")
     assert argv[0] == f"{desktop['root']}/node_modules/code-server/out/node/entry.js"
-    assert argv[1:5] == ["--user-data-dir", f"{home}/.config/Code",
-                         "--extensions-dir", f"{home}/.vscode/extensions"]
+    assert argv[1:5] == [
+        "--user-data-dir",
+        f"{home}/.config/Code",
+        "--extensions-dir",
+        f"{home}/.vscode/extensions",
+    ]
     assert argv[-2:] == ["--install-extension", "/home/user/test.vsix"]
     assert _run(desktop, "--list-extensions", log="node.argv")[-1] == "--list-extensions"
     assert not (desktop["tmp"] / "chrome.argv").exists()  # no window for these
 
 
 def test_a_folder_opens_as_the_folder_in_an_app_window_of_its_own_profile(
-        desktop: dict, server: int) -> None:
+    desktop: dict, server: int
+) -> None:
     (desktop["home"] / "my project").mkdir()
     argv = _run(desktop, "my project", log="chrome.argv")
     url = _url(argv)
@@ -132,17 +159,20 @@ def test_a_folder_opens_as_the_folder_in_an_app_window_of_its_own_profile(
 
 
 def test_a_workspace_file_opens_as_the_workspace_and_a_file_in_an_empty_window(
-        desktop: dict) -> None:
+    desktop: dict,
+) -> None:
     home = desktop["home"]
     (home / "p.code-workspace").write_text("{}")
-    query = urllib.parse.parse_qs(_url(_run(desktop, str(home / "p.code-workspace"),
-                                            log="chrome.argv")).query)
+    query = urllib.parse.parse_qs(
+        _url(_run(desktop, str(home / "p.code-workspace"), log="chrome.argv")).query
+    )
     assert query == {"workspace": [f"{home}/p.code-workspace"]}
     query = urllib.parse.parse_qs(_url(_run(desktop, "-n", "new.py", log="chrome.argv")).query)
     assert query["ew"] == ["true"]
     (opened,) = query["payload"]
     assert opened.startswith('[["openFile","vscode-remote://') and opened.endswith(
-        f'{home}/new.py"]]')
+        f'{home}/new.py"]]'
+    )
 
 
 def test_no_path_lets_code_server_restore_the_last_folder(desktop: dict, server: int) -> None:

@@ -52,25 +52,41 @@ def tags(params: dict[str, Any]) -> dict[str, str]:
 
 
 def test_launch_params_tag_bound_and_place_the_instance() -> None:
-    config = AwsProviderConfig(run_id="run-7", subnet_id="subnet-1",
-                               security_group_ids=["sg-1"], key_name="me", ttl_s=7200,
-                               extra_tags={"team": "rl"}, root_volume_gb=40)
+    config = AwsProviderConfig(
+        run_id="run-7",
+        subnet_id="subnet-1",
+        security_group_ids=["sg-1"],
+        key_name="me",
+        ttl_s=7200,
+        extra_tags={"team": "rl"},
+        root_volume_gb=40,
+    )
     params = launch_params(config, "d-1", "ami-1", NOW, root_device="/dev/sda1")
     assert params["ImageId"] == "ami-1" and params["InstanceType"] == "t3.medium"
     assert params["InstanceInitiatedShutdownBehavior"] == "terminate"
-    assert tags(params) == {"cua-rl:run": "run-7", "cua-rl:desktop": "d-1", "team": "rl",
-                            "cua-rl:expires-at": "2025-01-01T14:00:00Z",
-                            "Name": "cua-rl-run-7-d-1"}
+    assert tags(params) == {
+        "cua-rl:run": "run-7",
+        "cua-rl:desktop": "d-1",
+        "team": "rl",
+        "cua-rl:expires-at": "2025-01-01T14:00:00Z",
+        "Name": "cua-rl-run-7-d-1",
+    }
     assert params["TagSpecifications"][1]["ResourceType"] == "volume"
-    assert params["NetworkInterfaces"] == [{"DeviceIndex": 0, "SubnetId": "subnet-1",
-                                            "Groups": ["sg-1"],
-                                            "AssociatePublicIpAddress": False}]
+    assert params["NetworkInterfaces"] == [
+        {
+            "DeviceIndex": 0,
+            "SubnetId": "subnet-1",
+            "Groups": ["sg-1"],
+            "AssociatePublicIpAddress": False,
+        }
+    ]
     assert "SecurityGroupIds" not in params and params["KeyName"] == "me"
     assert "shutdown -h +120" in params["UserData"]
     assert params["BlockDeviceMappings"][0]["Ebs"]["VolumeSize"] == 40
     assert len(params["ClientToken"]) <= 64
-    plain = launch_params(AwsProviderConfig(security_group_ids=["sg-2"], self_shutdown=False),
-                          "d-1", "ami-1", NOW)
+    plain = launch_params(
+        AwsProviderConfig(security_group_ids=["sg-2"], self_shutdown=False), "d-1", "ami-1", NOW
+    )
     assert plain["SecurityGroupIds"] == ["sg-2"] and "NetworkInterfaces" not in plain
     assert "UserData" not in plain and "KeyName" not in plain
 
@@ -87,8 +103,12 @@ async def test_throttling_is_retried_with_backoff_off_the_event_loop() -> None:
         sleeps.append(delay)
 
     client = FlakyClient(["RequestLimitExceeded", "Throttling", "InternalError"])
-    api = Ec2Api(AwsProviderConfig(backoff_base_s=1.0, backoff_max_s=3.0), client,
-                 sleep=sleep, rand=lambda: 1.0)
+    api = Ec2Api(
+        AwsProviderConfig(backoff_base_s=1.0, backoff_max_s=3.0),
+        client,
+        sleep=sleep,
+        rand=lambda: 1.0,
+    )
     assert await api.instances() == []
     assert sleeps == [1.0, 2.0, 3.0]
     assert threading.get_ident() not in client.threads, "boto3 must not run on the loop"
@@ -99,8 +119,7 @@ async def test_throttling_gives_up_after_max_attempts_and_other_errors_fail_at_o
     async def sleep(delay: float) -> None:
         return None
 
-    api = Ec2Api(AwsProviderConfig(max_attempts=3), FlakyClient(["Throttling"] * 5),
-                 sleep=sleep)
+    api = Ec2Api(AwsProviderConfig(max_attempts=3), FlakyClient(["Throttling"] * 5), sleep=sleep)
     with pytest.raises(Ec2Error, match="describe_instances.*Throttling") as caught:
         await api.instances()
     assert caught.value.code == "Throttling" and isinstance(caught.value, DesktopError)
@@ -122,18 +141,30 @@ class ScriptedApi:
     async def call(self, op: str, **kwargs: Any) -> dict[str, Any]:
         self.calls.append((op, kwargs))
         if op == "create_replace_root_volume_task":
-            return {"ReplaceRootVolumeTask": {"ReplaceRootVolumeTaskId": "replacevol-1",
-                                              "TaskState": "pending"}}
+            return {
+                "ReplaceRootVolumeTask": {
+                    "ReplaceRootVolumeTaskId": "replacevol-1",
+                    "TaskState": "pending",
+                }
+            }
         if op == "describe_replace_root_volume_tasks":
             state = self.task_states.pop(0)
-            return {"ReplaceRootVolumeTasks": [{"ReplaceRootVolumeTaskId": "replacevol-1",
-                                                "TaskState": state}]}
+            return {
+                "ReplaceRootVolumeTasks": [
+                    {"ReplaceRootVolumeTaskId": "replacevol-1", "TaskState": state}
+                ]
+            }
         return {}
 
     async def instances(self, filters: Any = None, ids: Any = None) -> list[dict[str, Any]]:
-        return [{"InstanceId": "i-1", "State": {"Name": "running"},
-                 "PrivateIpAddress": "10.0.0.5",
-                 "Tags": [{"Key": "cua-rl:desktop", "Value": "d-1"}]}]
+        return [
+            {
+                "InstanceId": "i-1",
+                "State": {"Name": "running"},
+                "PrivateIpAddress": "10.0.0.5",
+                "Tags": [{"Key": "cua-rl:desktop", "Value": "d-1"}],
+            }
+        ]
 
     async def close(self) -> None:
         return None
@@ -146,25 +177,34 @@ async def test_replace_root_volume_reset_keeps_the_instance_and_refreshes_expiry
     async def probe(handle: DesktopHandle, deadline_s: float) -> None:
         probed.append(handle.url)
 
-    provider = AwsProvider(AwsProviderConfig(reset_mode="replace_root_volume",
-                                             poll_interval_s=0.01),
-                           api=api, probe=probe, clock=lambda: NOW)  # type: ignore[arg-type]
+    provider = AwsProvider(
+        AwsProviderConfig(reset_mode="replace_root_volume", poll_interval_s=0.01),
+        api=api,
+        probe=probe,
+        clock=lambda: NOW,
+    )  # type: ignore[arg-type]
     old = DesktopHandle("d-1", "http://10.0.0.5:5000", None, "aws", {"instance_id": "i-1"})
     new = await provider.reset(old)
     ops = [op for op, _ in api.calls]
-    assert ops == ["create_replace_root_volume_task", "describe_replace_root_volume_tasks",
-                   "describe_replace_root_volume_tasks", "create_tags"]
+    assert ops == [
+        "create_replace_root_volume_task",
+        "describe_replace_root_volume_tasks",
+        "describe_replace_root_volume_tasks",
+        "create_tags",
+    ]
     assert api.calls[0][1] == {"InstanceId": "i-1", "DeleteReplacedRootVolume": True}
-    assert api.calls[-1][1]["Tags"] == [{"Key": "cua-rl:expires-at",
-                                         "Value": "2025-01-01T18:00:00Z"}]
+    assert api.calls[-1][1]["Tags"] == [
+        {"Key": "cua-rl:expires-at", "Value": "2025-01-01T18:00:00Z"}
+    ]
     assert new.info["instance_id"] == "i-1" and probed == ["http://10.0.0.5:5000"]
 
 
 async def test_failed_root_volume_task_is_a_desktop_error() -> None:
     api = ScriptedApi()
     api.task_states = ["failed"]
-    provider = AwsProvider(AwsProviderConfig(reset_mode="replace_root_volume",
-                                             poll_interval_s=0.01), api=api)  # type: ignore[arg-type]
+    provider = AwsProvider(
+        AwsProviderConfig(reset_mode="replace_root_volume", poll_interval_s=0.01), api=api
+    )  # type: ignore[arg-type]
     old = DesktopHandle("d-1", "http://10.0.0.5:5000", None, "aws", {"instance_id": "i-1"})
     with pytest.raises(DesktopError, match="replacing the root volume of i-1 failed"):
         await provider.reset(old)
@@ -176,26 +216,35 @@ def test_unknown_region_without_ami_names_the_fix() -> None:
         provider._ami()
 
 
-@pytest.mark.parametrize(("instance_tags", "run_id", "expected"), [
-    ({"cua-rl:run": "a", "cua-rl:expires-at": "2025-01-01T11:59:59Z"}, None, "expired"),
-    ({"cua-rl:run": "a", "cua-rl:expires-at": "2025-01-01T12:00:01Z"}, None, None),
-    ({"cua-rl:run": "a", "cua-rl:expires-at": "soon"}, None, "unreadable"),
-    ({"cua-rl:run": "a"}, None, "missing"),
-    ({"cua-rl:run": "a", "cua-rl:expires-at": "2099-01-01T00:00:00Z"}, "a", "run a swept"),
-    ({"cua-rl:run": "b", "cua-rl:expires-at": "2000-01-01T00:00:00Z"}, "a", None),
-    ({"Name": "someone else's"}, None, None),
-])
-def test_sweep_reason(instance_tags: dict[str, str], run_id: str | None,
-                      expected: str | None) -> None:
+@pytest.mark.parametrize(
+    ("instance_tags", "run_id", "expected"),
+    [
+        ({"cua-rl:run": "a", "cua-rl:expires-at": "2025-01-01T11:59:59Z"}, None, "expired"),
+        ({"cua-rl:run": "a", "cua-rl:expires-at": "2025-01-01T12:00:01Z"}, None, None),
+        ({"cua-rl:run": "a", "cua-rl:expires-at": "soon"}, None, "unreadable"),
+        ({"cua-rl:run": "a"}, None, "missing"),
+        ({"cua-rl:run": "a", "cua-rl:expires-at": "2099-01-01T00:00:00Z"}, "a", "run a swept"),
+        ({"cua-rl:run": "b", "cua-rl:expires-at": "2000-01-01T00:00:00Z"}, "a", None),
+        ({"Name": "someone else's"}, None, None),
+    ],
+)
+def test_sweep_reason(
+    instance_tags: dict[str, str], run_id: str | None, expected: str | None
+) -> None:
     instance = {"Tags": [{"Key": k, "Value": v} for k, v in instance_tags.items()]}
     reason = sweep_reason(instance, run_id, NOW)
     assert (reason is None) if expected is None else (expected in (reason or ""))
 
 
 def cua_config(**kwargs: Any) -> AwsProviderConfig:
-    return AwsProviderConfig(image_kind="cua", ami_id="ami-cua",
-                             guest_token="tok-" + "x" * 20, run_id="run-7", ttl_s=7200,
-                             **kwargs)
+    return AwsProviderConfig(
+        image_kind="cua",
+        ami_id="ami-cua",
+        guest_token="tok-" + "x" * 20,
+        run_id="run-7",
+        ttl_s=7200,
+        **kwargs,
+    )
 
 
 def test_cua_image_user_data_carries_the_pair_and_the_tag_its_fingerprint() -> None:
@@ -212,10 +261,14 @@ def test_cua_image_user_data_carries_the_pair_and_the_tag_its_fingerprint() -> N
     files = {f["path"]: f for f in data["write_files"]}
     cert_pem = files["/etc/cua-guest/tls/guest.crt"]["content"]
     cert = x509.load_pem_x509_certificate(cert_pem.encode())
-    assert hashlib.sha256(cert.public_bytes(serialization.Encoding.DER)).hexdigest() \
-        == pair.fingerprint == files["/etc/cua-guest/tls/guest.sha256"]["content"].strip()
+    assert (
+        hashlib.sha256(cert.public_bytes(serialization.Encoding.DER)).hexdigest()
+        == pair.fingerprint
+        == files["/etc/cua-guest/tls/guest.sha256"]["content"].strip()
+    )
     key = serialization.load_pem_private_key(
-        files["/etc/cua-guest/tls/guest.key"]["content"].encode(), password=None)
+        files["/etc/cua-guest/tls/guest.key"]["content"].encode(), password=None
+    )
     assert key.public_key() == cert.public_key()  # the key belongs to the pinned cert
     for private in ("/etc/cua-guest/tls/guest.key", "/etc/cua-guest/token"):
         assert files[private]["permissions"] == "0640"
@@ -224,13 +277,16 @@ def test_cua_image_user_data_carries_the_pair_and_the_tag_its_fingerprint() -> N
     token = files["/etc/cua-guest/token"]["content"].strip()
     assert token == instance_token(config.guest_token, pair.fingerprint)
     assert len(token) >= 40 and token != instance_token(config.guest_token, "ab" * 32)
-    assert data["runcmd"] == [["systemctl", "restart", "cua-guest.service"],
-                              ["shutdown", "-h", "+120", "cua-rl ttl reached"]]
+    assert data["runcmd"] == [
+        ["systemctl", "restart", "cua-guest.service"],
+        ["shutdown", "-h", "+120", "cua-rl ttl reached"],
+    ]
     assert pair.key_pem not in repr(pair)
     assert make_pair("x", NOW).fingerprint != pair.fingerprint  # a fresh key per instance
     quiet = launch_params(cua_config(self_shutdown=False), "d-1", "ami-cua", NOW, pair=pair)
     assert yaml.safe_load(quiet["UserData"])["runcmd"] == [
-        ["systemctl", "restart", "cua-guest.service"]]
+        ["systemctl", "restart", "cua-guest.service"]
+    ]
     with pytest.raises(ValueError, match="without a TLS pair"):
         launch_params(config, "d-1", "ami-cua", NOW)
     with pytest.raises(ValueError, match="with a TLS pair"):
@@ -243,21 +299,29 @@ def test_cua_image_needs_its_ami_and_a_token(kwargs: dict[str, str]) -> None:
         AwsProviderConfig(image_kind="cua", **kwargs)
 
 
-@pytest.mark.parametrize(("image", "tag_value", "url", "pin"), [
-    ("cua", "ab" * 32, "https://10.0.0.5:5000", "ab" * 32),
-    ("cua", "not-a-digest", "https://10.0.0.5:5000", None),
-    ("cua", None, "https://10.0.0.5:5000", None),
-    ("osworld", "ab" * 32, "http://10.0.0.5:5000", None),
-])
+@pytest.mark.parametrize(
+    ("image", "tag_value", "url", "pin"),
+    [
+        ("cua", "ab" * 32, "https://10.0.0.5:5000", "ab" * 32),
+        ("cua", "not-a-digest", "https://10.0.0.5:5000", None),
+        ("cua", None, "https://10.0.0.5:5000", None),
+        ("osworld", "ab" * 32, "http://10.0.0.5:5000", None),
+    ],
+)
 def test_handles_pin_the_fingerprint_tag_of_cua_instances_and_derive_their_token(
-        image: str, tag_value: str | None, url: str, pin: str | None) -> None:
+    image: str, tag_value: str | None, url: str, pin: str | None
+) -> None:
     config = cua_config() if image == "cua" else AwsProviderConfig()
     provider = AwsProvider(config, api=ScriptedApi())  # type: ignore[arg-type]
-    instance = {"InstanceId": "i-1", "State": {"Name": "running"},
-                "PrivateIpAddress": "10.0.0.5",
-                "Tags": [{"Key": "cua-rl:desktop", "Value": "d-1"},
-                         *([{"Key": "cua-rl:tls-sha256", "Value": tag_value}]
-                           if tag_value else [])]}
+    instance = {
+        "InstanceId": "i-1",
+        "State": {"Name": "running"},
+        "PrivateIpAddress": "10.0.0.5",
+        "Tags": [
+            {"Key": "cua-rl:desktop", "Value": "d-1"},
+            *([{"Key": "cua-rl:tls-sha256", "Value": tag_value}] if tag_value else []),
+        ],
+    }
     handle = provider._handle(instance)
     assert (handle.url, handle.tls_fingerprint) == (url, pin)
     if image == "osworld":

@@ -17,12 +17,10 @@ from pydantic import ValidationError
 pytest.importorskip("cryptography")
 
 from cua_rl.desktop.providers.aws.config import AwsProviderConfig  # noqa: E402
-from cua_rl.desktop.providers.aws.fleet import (  # noqa: E402
-    FleetLaunch,
-    agent_source,
-)
+from cua_rl.desktop.providers.aws.fleet import FleetLaunch, agent_source  # noqa: E402
 from cua_rl.desktop.providers.aws.launch import launch_params  # noqa: E402
 from cua_rl.desktop.providers.aws.tls import instance_token, make_pair  # noqa: E402
+from cua_rl.desktop.providers.container.seccomp import profile as seccomp_profile  # noqa: E402
 from cua_rl.images.recipe import UID as IMAGE_UID  # noqa: E402
 
 NOW = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
@@ -31,15 +29,21 @@ TOKEN = "run-token-" + "q" * 20
 
 def fleet_config(**kwargs: Any) -> AwsProviderConfig:
     defaults: dict[str, Any] = {
-        "image_kind": "fleet-host", "ami_id": "ami-debian", "guest_token": TOKEN,
-        "fleet_image_pull": "registry.example/desk:1", "run_id": "run-7", "ttl_s": 7200}
+        "image_kind": "fleet-host",
+        "ami_id": "ami-debian",
+        "guest_token": TOKEN,
+        "fleet_image_pull": "registry.example/desk:1",
+        "run_id": "run-7",
+        "ttl_s": 7200,
+    }
     return AwsProviderConfig(**{**defaults, **kwargs})
 
 
 def launch(config: AwsProviderConfig) -> tuple[dict[str, Any], FleetLaunch]:
     k = config.desktops_per_instance
-    fleet = FleetLaunch([make_pair(f"slot {i}", NOW) for i in range(k)],
-                        make_pair("control", NOW), "d-0")
+    fleet = FleetLaunch(
+        [make_pair(f"slot {i}", NOW) for i in range(k)], make_pair("control", NOW), "d-0"
+    )
     return launch_params(config, "host-1", "ami-debian", NOW, fleet=fleet), fleet
 
 
@@ -65,8 +69,9 @@ def test_user_data_holds_k_pairs_tokens_and_the_container_commands() -> None:
         key = serialization.load_pem_private_key(key_file["content"].encode(), None)
         assert key.public_key() == cert.public_key()
         assert (key_file["permissions"], key_file["owner"]) == ("0600", "root:root")
-        token_path = (f"/etc/cua-fleet/tokens/slot-{i}" if i < 4
-                      else "/etc/cua-fleet/tls/control.token")
+        token_path = (
+            f"/etc/cua-fleet/tokens/slot-{i}" if i < 4 else "/etc/cua-fleet/tls/control.token"
+        )
         assert files[token_path]["content"].strip() == instance_token(TOKEN, pair.fingerprint)
         assert files[token_path]["permissions"] == "0600"
     assert len({p.fingerprint for p in fleet.slots}) == 4  # a pair per desktop
@@ -75,15 +80,29 @@ def test_user_data_holds_k_pairs_tokens_and_the_container_commands() -> None:
     assert (agent["slots"], agent["guest_port"], agent["control_port"]) == (4, 6000, 5999)
     assert agent["desktop_command"] == ["/usr/local/sbin/cua-fleet-desktop"]
     desktop = files["/usr/local/sbin/cua-fleet-desktop"]["content"]
-    for flag in ("--network none", "--cap-drop ALL", "no-new-privileges",
-                 f"--user {IMAGE_UID}:{IMAGE_UID}", f"-o {IMAGE_UID} -g {IMAGE_UID}"):
+    # the root init channel, as container desktops: a root-owned run dir and token,
+    # root with SETUID/SETGID only, then `user` (the image's init)
+    for flag in (
+        "--network none",
+        "--cap-drop ALL",
+        "no-new-privileges",
+        "--user 0:0",
+        "--cap-add SETUID --cap-add SETGID",
+        "install -d -m 0755 -o 0 -g 0",
+        "install -m 0600 -o 0 -g 0",
+        '--security-opt "seccomp=$CUA_FLEET_ETC/seccomp.json"',
+    ):
         assert flag in desktop
+    assert str(IMAGE_UID) not in desktop  # the image's user comes from its init
     assert "-p " not in desktop and "--publish" not in desktop
+    assert json.loads(files["/etc/cua-fleet/seccomp.json"]["content"]) == seccomp_profile()
     env = files["/etc/cua-fleet/fleet.env"]["content"]
     assert "CUA_FLEET_SLOTS=4\n" in env and "CUA_FLEET_PULL=registry.example/desk:1\n" in env
     assert files["/usr/local/lib/cua-fleet/agent.py"]["content"] == agent_source()
-    assert data["runcmd"] == [["shutdown", "-h", "+120", "cua-rl ttl reached"],
-                              ["/usr/local/sbin/cua-fleet-host"]]
+    assert data["runcmd"] == [
+        ["shutdown", "-h", "+120", "cua-rl ttl reached"],
+        ["/usr/local/sbin/cua-fleet-host"],
+    ]
 
 
 def test_sixteen_desktops_fit_the_user_data_limit() -> None:
@@ -91,16 +110,20 @@ def test_sixteen_desktops_fit_the_user_data_limit() -> None:
     assert len(params["UserData"]) <= 16 * 1024
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"ami_id": None}, "needs `ami_id`"),
-    ({"guest_token": None}, "needs `ami_id`"),
-    ({"fleet_image_pull": None}, "fleet_image_pull` or `fleet_repo"),
-    ({"desktops_per_instance": 4, "guest_port": 5000, "control_port": 5002}, "control_port"),
-    ({"desktops_per_instance": 16, "extra_tags": {f"t{i}": "v" for i in range(20)}},
-     "too many tags"),
-])
-def test_fleet_host_config_refuses_what_cannot_work(kwargs: dict[str, Any],
-                                                    message: str) -> None:
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"ami_id": None}, "needs `ami_id`"),
+        ({"guest_token": None}, "needs `ami_id`"),
+        ({"fleet_image_pull": None}, "fleet_image_pull` or `fleet_repo"),
+        ({"desktops_per_instance": 4, "guest_port": 5000, "control_port": 5002}, "control_port"),
+        (
+            {"desktops_per_instance": 16, "extra_tags": {f"t{i}": "v" for i in range(20)}},
+            "too many tags",
+        ),
+    ],
+)
+def test_fleet_host_config_refuses_what_cannot_work(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ValidationError, match=message):
         fleet_config(**kwargs)
 
@@ -119,8 +142,7 @@ def test_launch_params_and_kind_must_agree() -> None:
         launch_params(fleet_config(), "h", "ami-1", NOW)
 
 
-def test_agent_leases_each_slot_once_keeps_them_across_restarts_and_closes(
-        tmp_path: Any) -> None:
+def test_agent_leases_each_slot_once_keeps_them_across_restarts_and_closes(tmp_path: Any) -> None:
     """The agent's lease book: a claim takes the lowest free slot, a repeated claim by
     the same desktop gets its own slot back, a full or closed host leases nothing, and
     a restarted agent reads the book back instead of its launch config."""
@@ -142,8 +164,7 @@ def test_agent_leases_each_slot_once_keeps_them_across_restarts_and_closes(
     assert Leases(book, 3, {}).closed
 
 
-async def test_agent_never_follows_a_link_planted_for_a_slots_guest_socket(
-        tmp_path: Any) -> None:
+async def test_agent_never_follows_a_link_planted_for_a_slots_guest_socket(tmp_path: Any) -> None:
     """The slot's run dir is writable from inside the desktop and the agent runs as
     root: a `guest.sock` swapped for a link to another socket (the engine's) must give
     a dropped connection, not a connection to what the link names."""
@@ -159,6 +180,7 @@ async def test_agent_never_follows_a_link_planted_for_a_slots_guest_socket(
             writer.write(name.encode())
             await writer.drain()
             writer.close()
+
         return handle
 
     trap = await asyncio.start_unix_server(server("trap"), path=str(tmp_path / "engine.sock"))

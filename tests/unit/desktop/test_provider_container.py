@@ -24,6 +24,7 @@ def test_run_argv_isolates_and_limits_the_desktop(tmp_path: Path) -> None:
     joined = " ".join(argv)
     assert argv[:2] == ["docker", "run"] and argv[-1] == "img:1"
     assert "--network none" in joined and "--cap-drop ALL" in joined
+    assert "--hostname cua-desktop" in joined  # as local desktops and VMs
     # root only for the init that binds the guest's socket, then `user` (issue 29)
     assert "--user 0:0" in joined and "no-new-privileges" in joined
     caps = [argv[i + 1] for i, a in enumerate(argv) if a in ("--cap-add", "--cap-drop")]
@@ -41,8 +42,21 @@ def test_run_argv_isolates_and_limits_the_desktop(tmp_path: Path) -> None:
     assert "-p" not in argv and "--publish" not in argv
 
 
-@pytest.mark.parametrize("arg", ["--network=host", "--privileged", "--cap-add", "--user=1000",
-                                 "-u"])
+def test_chromiums_devtools_get_a_socket_of_their_own_when_asked(tmp_path: Path) -> None:
+    """Issue 50: the host reaches a container's Chromium on 9222 as a local desktop's,
+    through a second socket the root init binds in the run dir (`cdp.sock`)."""
+    argv = provider(tmp_path).run_argv("d1", 41000, cdp_port=41001)
+    joined = " ".join(argv)
+    assert "--label cua-rl.cdp-port=41001" in joined
+    assert "-e CUA_CDP_LISTEN=unix:/run/cua/cdp.sock" in joined
+    assert "CUA_CDP_LISTEN" not in " ".join(provider(tmp_path).run_argv("d1", 41000))
+    handle = provider(tmp_path)._handle("d1", 41000, "tok", "running", 41001)
+    assert handle.cdp_port == 41001 and handle.guest_client().cdp_port == 41001
+
+
+@pytest.mark.parametrize(
+    "arg", ["--network=host", "--privileged", "--cap-add", "--user=1000", "-u"]
+)
 def test_extra_args_cannot_open_the_sandbox(tmp_path: Path, arg: str) -> None:
     with pytest.raises(DesktopError, match="may not contain"):
         provider(tmp_path, extra_args=[arg]).run_argv("d1", 41000)
@@ -53,16 +67,19 @@ def test_registry_builds_it_from_config() -> None:
 
     from cua_rl.desktop.providers.config import ProviderConfig
 
-    config = TypeAdapter(ProviderConfig).validate_python({"type": "container",
-                                                          "engine": "docker"})
+    config = TypeAdapter(ProviderConfig).validate_python({"type": "container", "engine": "docker"})
     assert isinstance(make_provider(config, owner_pid=1), ContainerProvider)
 
 
 def test_without_limits_the_root_is_the_engines_writable_overlay(tmp_path: Path) -> None:
     argv = provider(tmp_path, limits={"enabled": False}).run_argv("d1", 41000)
     assert "--read-only" not in argv and "--tmpfs" not in argv and "--memory" not in argv
-    assert provider(tmp_path, limits={"enabled": False})._handle(
-        "d1", 41000, None, "running").info["limits"] is None
+    assert (
+        provider(tmp_path, limits={"enabled": False})
+        ._handle("d1", 41000, None, "running")
+        .info["limits"]
+        is None
+    )
 
 
 def test_limits_are_reported_in_the_handle(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from cua_rl.desktop.providers.container.docker import DockerProvider, parse_port
 from cua_rl.desktop.providers.container.docker_config import DockerProviderConfig
 from cua_rl.errors import DesktopError
 
-FAKE_DOCKER = r'''
+FAKE_DOCKER = r"""
 import json, os, signal, socket, subprocess, sys
 from pathlib import Path
 
@@ -106,7 +106,7 @@ elif cmd == "rm":
 else:
     sys.stderr.write(f"fake docker: unexpected command {args}\n")
     sys.exit(2)
-'''
+"""
 
 
 @pytest.fixture
@@ -164,10 +164,13 @@ def test_run_argv_mounts_image_read_only_and_publishes_ports_on_free_host_ports(
 
 
 def test_parse_ports_reads_docker_port_and_ps_formats() -> None:
-    assert parse_ports("5000/tcp -> 127.0.0.1:49153\n8006/tcp -> 0.0.0.0:49154\n"
-                       "8006/tcp -> [::]:49154\n") == {5000: 49153, 8006: 49154}
+    assert parse_ports(
+        "5000/tcp -> 127.0.0.1:49153\n8006/tcp -> 0.0.0.0:49154\n8006/tcp -> [::]:49154\n"
+    ) == {5000: 49153, 8006: 49154}
     assert parse_ports("127.0.0.1:41000->5000/tcp, 127.0.0.1:41001->9222/tcp") == {
-        5000: 41000, 9222: 41001}
+        5000: 41000,
+        9222: 41001,
+    }
     assert parse_ports("") == {}
 
 
@@ -200,7 +203,8 @@ async def test_lifecycle_start_list_reset_stop(fake_docker: Path, image: Path) -
 
 
 async def test_container_that_exits_fails_with_its_logs_and_is_removed(
-        fake_docker: Path, image: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_docker: Path, image: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("FAKE_DOCKER_MODE", "exit")
     provider = DockerProvider(config(image))
     with pytest.raises(DesktopError) as caught:
@@ -211,15 +215,17 @@ async def test_container_that_exits_fails_with_its_logs_and_is_removed(
     await provider.close()
 
 
-async def test_missing_docker_cli_is_a_clear_error(image: Path, tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_missing_docker_cli_is_a_clear_error(
+    image: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # no docker anywhere
     with pytest.raises(DesktopError, match=r"`docker` not found on PATH; install Docker"):
         await DockerProvider(config(image)).start("d-1")
 
 
-async def test_unreachable_engine_is_a_clear_error(fake_docker: Path, image: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_unreachable_engine_is_a_clear_error(
+    fake_docker: Path, image: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("FAKE_DOCKER_MODE", "nodaemon")
     with pytest.raises(DesktopError, match="engine is not reachable.*Cannot connect"):
         await DockerProvider(config(image)).start("d-1")
@@ -234,8 +240,12 @@ async def test_missing_image_names_the_path_and_how_to_get_it(tmp_path: Path) ->
 
 
 async def test_no_kvm_runs_emulated_with_a_warning(
-        fake_docker: Path, image: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        caplog: pytest.LogCaptureFixture) -> None:
+    fake_docker: Path,
+    image: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     monkeypatch.setattr(vm_host, "KVM_DEVICE", tmp_path / "no-kvm")
     provider = DockerProvider(config(image))
     with caplog.at_level(logging.WARNING):

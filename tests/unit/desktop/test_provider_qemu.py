@@ -25,10 +25,11 @@ from cua_rl.errors import DesktopError
 
 pytestmark = pytest.mark.skipif(
     shutil.which("qemu-img") is None or shutil.which("qemu-io") is None,
-    reason="qemu-img/qemu-io missing (apt-get install qemu-utils)")
+    reason="qemu-img/qemu-io missing (apt-get install qemu-utils)",
+)
 
-FAKE_QEMU = r'''
-import json, os, re, subprocess, sys
+FAKE_QEMU = r"""
+import fcntl, json, os, re, subprocess, sys
 from pathlib import Path
 
 state = Path(os.environ["FAKE_QEMU_DIR"])
@@ -36,6 +37,13 @@ with open(state / "calls.jsonl", "a") as f:
     f.write(json.dumps(sys.argv[1:]) + "\n")
 drive = sys.argv[sys.argv.index("-drive") + 1]
 overlay = re.match(r"file=([^,]+)", drive).group(1)
+if overlay.startswith("/dev/fdset/"):  # the disk comes as open descriptors (-add-fd)
+    fds = [int(re.match(r"fd=(\d+)", sys.argv[i + 1]).group(1))
+           for i, a in enumerate(sys.argv) if a == "-add-fd"]
+    modes = {os.O_RDWR: "rw", os.O_RDONLY: "ro"}
+    assert sorted(modes[fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE] for fd in fds) == [
+        "ro", "rw"], fds
+    overlay = os.readlink(f"/proc/self/fd/{fds[0]}")
 if os.environ.get("FAKE_QEMU_MODE") == "crash":
     sys.stderr.write(f"qemu-system-x86_64: -drive {drive}: Could not open backing file\n")
     sys.exit(1)
@@ -46,7 +54,7 @@ netdev = sys.argv[sys.argv.index("-netdev") + 1]
 host, port = re.search(r"hostfwd=tcp:([\d.]+):(\d+)-:5000", netdev).groups()
 os.execv(sys.executable, [sys.executable, "-m", "http.server", port, "--bind", host,
                           "--directory", str(state / "www")])
-'''
+"""
 
 
 @pytest.fixture
@@ -72,25 +80,34 @@ def base_image(tmp_path: Path) -> Path:
 
 
 def config(tmp_path: Path, image: Path, **kwargs) -> QemuProviderConfig:
-    return QemuProviderConfig(image=image, state_dir=tmp_path / "vms", ready_timeout_s=20,
-                              firmware=None, **kwargs)
+    return QemuProviderConfig(
+        image=image, state_dir=tmp_path / "vms", ready_timeout_s=20, firmware=None, **kwargs
+    )
 
 
 def qemu_info(path: Path) -> dict:
-    return json.loads(subprocess.run(["qemu-img", "info", "--output=json", str(path)],
-                                     capture_output=True, text=True, check=True).stdout)
+    return json.loads(
+        subprocess.run(
+            ["qemu-img", "info", "--output=json", str(path)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
 
 
 def guest_write(overlay: Path) -> None:
     """What a running guest does to its disk: 1 MiB of new data in the overlay."""
-    subprocess.run(["qemu-io", "-c", "write -P 0x5a 0 1M", str(overlay)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["qemu-io", "-c", "write -P 0x5a 0 1M", str(overlay)], check=True, capture_output=True
+    )
 
 
 def compare(base: Path, overlay: Path) -> int:
     """`qemu-img compare`: 0 identical contents, 1 different."""
-    return subprocess.run(["qemu-img", "compare", "-U", str(base), str(overlay)],
-                          capture_output=True).returncode
+    return subprocess.run(
+        ["qemu-img", "compare", "-U", str(base), str(overlay)], capture_output=True
+    ).returncode
 
 
 def calls(state: Path) -> list[list[str]]:
@@ -98,27 +115,42 @@ def calls(state: Path) -> list[list[str]]:
 
 
 def test_qemu_argv_uses_kvm_overlay_and_host_forwards(tmp_path: Path) -> None:
-    provider = QemuProvider(QemuProviderConfig(firmware=Path("/fw/OVMF.fd"), memory_mb=8192,
-                                               cpus=2, extra_args=["-snapshot"]))
-    argv = provider.qemu_argv("d-1", Path("/s/d-1/overlay.qcow2"), port=41000,
-                              cdp_port=41001, vnc_port=5907, kvm=True)
+    provider = QemuProvider(
+        QemuProviderConfig(
+            firmware=Path("/fw/OVMF.fd"), memory_mb=8192, cpus=2, extra_args=["-snapshot"]
+        )
+    )
+    argv = provider.qemu_argv(
+        "d-1", Path("/s/d-1/overlay.qcow2"), port=41000, cdp_port=41001, vnc_port=5907, kvm=True
+    )
     joined = " ".join(argv)
     assert argv[0] == "qemu-system-x86_64" and argv[-1] == "-snapshot"
     assert "-enable-kvm -cpu host" in joined and "-bios /fw/OVMF.fd" in joined
     assert "-m 8192" in joined and "-smp 2" in joined
     assert "file=/s/d-1/overlay.qcow2,if=virtio,format=qcow2" in joined
-    assert ("user,id=net0,hostfwd=tcp:127.0.0.1:41000-:5000,"
-            "hostfwd=tcp:127.0.0.1:41001-:9222") in joined
+    assert (
+        "user,id=net0,hostfwd=tcp:127.0.0.1:41000-:5000,hostfwd=tcp:127.0.0.1:41001-:9222"
+    ) in joined
     assert "-vnc 127.0.0.1:7" in joined
-    emulated = provider.qemu_argv("d-1", Path("/o"), port=1, cdp_port=2, vnc_port=None,
-                                  kvm=False)
+    emulated = provider.qemu_argv("d-1", Path("/o"), port=1, cdp_port=2, vnc_port=None, kvm=False)
     assert "-enable-kvm" not in emulated and "-vnc" not in emulated
     assert overlay_argv(Path("/b.qcow2"), Path("/o.qcow2")) == [
-        "qemu-img", "create", "-q", "-f", "qcow2", "-b", "/b.qcow2", "-F", "qcow2", "/o.qcow2"]
+        "qemu-img",
+        "create",
+        "-q",
+        "-f",
+        "qcow2",
+        "-b",
+        "/b.qcow2",
+        "-F",
+        "qcow2",
+        "/o.qcow2",
+    ]
 
 
-async def test_lifecycle_overlay_is_discarded_on_reset(tmp_path: Path, fake_qemu: Path,
-                                                       base_image: Path) -> None:
+async def test_lifecycle_overlay_is_discarded_on_reset(
+    tmp_path: Path, fake_qemu: Path, base_image: Path
+) -> None:
     provider = QemuProvider(config(tmp_path, base_image, kvm="off"))
     try:
         handle = await provider.start("d-1")
@@ -150,8 +182,8 @@ async def test_lifecycle_overlay_is_discarded_on_reset(tmp_path: Path, fake_qemu
 
 
 async def test_qemu_that_exits_fails_with_its_log_and_leaves_nothing(
-        tmp_path: Path, fake_qemu: Path, base_image: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, fake_qemu: Path, base_image: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("FAKE_QEMU_MODE", "crash")
     provider = QemuProvider(config(tmp_path, base_image))
     with pytest.raises(DesktopError, match="(?s)exited with 1.*Could not open backing file"):
@@ -161,7 +193,8 @@ async def test_qemu_that_exits_fails_with_its_log_and_leaves_nothing(
 
 
 async def test_missing_qemu_and_missing_image_are_clear_errors(
-        tmp_path: Path, base_image: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, base_image: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with pytest.raises(DesktopError, match=r"(?s)nowhere\.qcow2 not found.*huggingface"):
         await QemuProvider(config(tmp_path, tmp_path / "nowhere.qcow2")).start("d-1")
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
@@ -169,17 +202,24 @@ async def test_missing_qemu_and_missing_image_are_clear_errors(
         await QemuProvider(config(tmp_path, base_image)).start("d-1")
 
 
-def test_our_image_boots_its_kernel_with_the_token_and_restricted_network(
-        tmp_path: Path) -> None:
+def test_our_image_boots_its_kernel_with_the_token_and_restricted_network(tmp_path: Path) -> None:
     disk = tmp_path / "disk.qcow2"
     for name in ("disk.qcow2", "vmlinuz", "initrd.img"):
         (tmp_path / name).write_bytes(b"")
     provider = QemuProvider(QemuProviderConfig(image=disk, firmware=None))
     boot = provider.boot_files(disk)
     assert boot == (tmp_path / "vmlinuz", tmp_path / "initrd.img")
-    argv = provider.qemu_argv("d-1", tmp_path / "o.qcow2", port=41000, cdp_port=41001,
-                              vnc_port=None, kvm=False, boot=boot, token="tok",
-                              qmp=tmp_path / "qmp.sock")
+    argv = provider.qemu_argv(
+        "d-1",
+        tmp_path / "o.qcow2",
+        port=41000,
+        cdp_port=41001,
+        vnc_port=None,
+        kvm=False,
+        boot=boot,
+        token="tok",
+        qmp=tmp_path / "qmp.sock",
+    )
     append = argv[argv.index("-append") + 1]
     assert "init=/usr/local/bin/cua-desktop" in append and "cua_guest_token=tok" in append
     assert argv[argv.index("-kernel") + 1] == str(tmp_path / "vmlinuz")
@@ -190,8 +230,7 @@ def test_our_image_boots_its_kernel_with_the_token_and_restricted_network(
     assert provider.boot_files(disk) is None  # OSWorld's image: its own boot loader
 
 
-def test_qemu_started_as_root_drops_to_the_desktop_account(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_qemu_started_as_root_drops_to_the_desktop_account(monkeypatch: pytest.MonkeyPatch) -> None:
     """A VM that breaks out of its emulator must not hold root: as root, QEMU gets
     `-runas` (the `user` account with run_as auto, or the one named), never as others."""
     import pwd
@@ -209,8 +248,9 @@ def test_qemu_started_as_root_drops_to_the_desktop_account(
     monkeypatch.setattr(qemu_module.os, "geteuid", lambda: 0)
     auto = QemuProvider(QemuProviderConfig(firmware=None))
     assert auto.run_as() == "user"
-    argv = auto.qemu_argv("d-1", Path("/o"), port=1, cdp_port=2, vnc_port=None, kvm=False,
-                          run_as=auto.run_as())
+    argv = auto.qemu_argv(
+        "d-1", Path("/o"), port=1, cdp_port=2, vnc_port=None, kvm=False, run_as=auto.run_as()
+    )
     assert argv[argv.index("-runas") + 1] == "user"
     assert QemuProvider(QemuProviderConfig(firmware=None, run_as="kiosk")).run_as() == "kiosk"
     assert QemuProvider(QemuProviderConfig(firmware=None, run_as=None)).run_as() is None
@@ -220,8 +260,9 @@ def test_qemu_started_as_root_drops_to_the_desktop_account(
     assert auto.run_as() is None  # auto without the account: root, with a warning
     monkeypatch.setattr(qemu_module.os, "geteuid", lambda: 1000)
     assert QemuProvider(QemuProviderConfig(firmware=None, run_as="kiosk")).run_as() is None
-    assert "-runas" not in auto.qemu_argv("d-1", Path("/o"), port=1, cdp_port=2,
-                                          vnc_port=None, kvm=False)
+    assert "-runas" not in auto.qemu_argv(
+        "d-1", Path("/o"), port=1, cdp_port=2, vnc_port=None, kvm=False
+    )
 
 
 def test_the_kvm_probe_runs_once_per_machine_boot(tmp_path: Path) -> None:
@@ -231,8 +272,10 @@ def test_the_kvm_probe_runs_once_per_machine_boot(tmp_path: Path) -> None:
 
     runs = tmp_path / "runs"
     fake = tmp_path / "qemu-kvm"
-    fake.write_text(f"#!/bin/sh\necho run >> {runs}\n"
-                    "[ -n \"$KVM_WORKS\" ] && echo 'Linux version 6.1' && exit 0\nexec sleep 30\n")
+    fake.write_text(
+        f"#!/bin/sh\necho run >> {runs}\n"
+        "[ -n \"$KVM_WORKS\" ] && echo 'Linux version 6.1' && exit 0\nexec sleep 30\n"
+    )
     fake.chmod(0o755)
     kernel, initrd, cache = tmp_path / "vmlinuz", tmp_path / "initrd.img", tmp_path / "c.json"
     kernel.write_bytes(b"k")
@@ -250,3 +293,35 @@ def test_the_kvm_probe_runs_once_per_machine_boot(tmp_path: Path) -> None:
     cache.write_text("{not json")  # a damaged cache is probed again, not trusted
     assert kvm_boots(str(fake), kernel, initrd, 0.5, cache=cache) is False
     assert len(runs.read_text().split()) == 3
+
+
+def test_the_disk_goes_to_qemu_as_an_fd_set() -> None:
+    """forks.fdset_argv: the drive's path becomes /dev/fdset/1, one -add-fd per
+    descriptor, right after the executable (QEMU reads them before -drive)."""
+    from cua_rl.desktop.providers.qemu.forks import fdset_argv
+
+    argv = [
+        "qemu-system-x86_64",
+        "-m",
+        "1024",
+        "-drive",
+        "file=/s/d/overlay.qcow2,if=virtio,format=qcow2",
+        "-display",
+        "none",
+    ]
+    out = fdset_argv(argv, Path("/s/d/overlay.qcow2"), (7, 8))
+    assert out == [
+        "qemu-system-x86_64",
+        "-add-fd",
+        "fd=7,set=1",
+        "-add-fd",
+        "fd=8,set=1",
+        "-m",
+        "1024",
+        "-drive",
+        "file=/dev/fdset/1,if=virtio,format=qcow2",
+        "-display",
+        "none",
+    ]
+    with pytest.raises(DesktopError, match="no -drive"):
+        fdset_argv(argv, Path("/elsewhere.qcow2"), (7, 8))

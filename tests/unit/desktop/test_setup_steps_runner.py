@@ -19,13 +19,7 @@ from aiohttp import web
 from cua_rl.desktop.client import GuestClient
 from cua_rl.desktop.file_cache import FileCache
 from cua_rl.desktop.setup_step_params import OpenParams
-from cua_rl.desktop.setup_steps import (
-    SETUP_STEPS,
-    SetupContext,
-    StepRun,
-    StepSpec,
-    run_setup_steps,
-)
+from cua_rl.desktop.setup_steps import SETUP_STEPS, SetupContext, StepRun, StepSpec, run_setup_steps
 from cua_rl.errors import GuestUnavailable, SetupStepError
 
 
@@ -105,8 +99,12 @@ async def client(guest: Guest) -> AsyncIterator[GuestClient]:
 
 
 def ctx(tmp_path: Path, **kw: Any) -> SetupContext:
-    return SetupContext(screen_width=1920, screen_height=1080, output_dir=tmp_path / "out",
-                        **{"window_wait_s": 0.0, **kw})
+    return SetupContext(
+        screen_width=1920,
+        screen_height=1080,
+        output_dir=tmp_path / "out",
+        **{"window_wait_s": 0.0, **kw},
+    )
 
 
 def step(kind: str, **params: Any) -> dict[str, Any]:
@@ -202,10 +200,13 @@ async def test_postconfig_window_steps_warn_even_when_strict(
 ) -> None:
     # Task 5bc63fb9's postconfig activates 'gemini_results.docx - LibreOffice Writer', a
     # document only the agent creates: an agent that did nothing scores 0, it is no error.
-    steps = [step("activate_window", window_name="Absent.docx - LibreOffice Writer",
-                  strict=True)]
+    steps = [step("activate_window", window_name="Absent.docx - LibreOffice Writer", strict=True)]
     warnings = await run_setup_steps(
-        client, steps, task_id="t6", cache=FileCache(tmp_path), phase="evaluator.postconfig",
+        client,
+        steps,
+        task_id="t6",
+        cache=FileCache(tmp_path),
+        phase="evaluator.postconfig",
         context=ctx(tmp_path, strict=True),
     )
     assert len(warnings) == 1 and "not found" in warnings[0]
@@ -218,7 +219,11 @@ async def test_closing_a_window_that_is_not_open_succeeds_even_when_strict(
     # a dialog the agent never opened ("Message Filters") must not fail the evaluation.
     steps = [step("close_window", window_name="Absent dialog", strict=True)]
     warnings = await run_setup_steps(
-        client, steps, task_id="t5", cache=FileCache(tmp_path), phase="evaluator.postconfig",
+        client,
+        steps,
+        task_id="t5",
+        cache=FileCache(tmp_path),
+        phase="evaluator.postconfig",
         context=ctx(tmp_path, strict=True),
     )
     assert warnings == []

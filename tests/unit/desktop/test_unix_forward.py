@@ -79,9 +79,17 @@ def forwarder(root_dir: Path) -> Iterator[tuple[int, Path, subprocess.Popen]]:
     os.chown(sock_dir, user.uid, user.gid)
     port = _free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cua_rl.desktop.unix_forward", "--user",
-         f"{user.uid}:{user.gid}", "--forward", f"{port}:{sock_dir}/guest.sock"],
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+        [
+            sys.executable,
+            "-m",
+            "cua_rl.desktop.unix_forward",
+            "--user",
+            f"{user.uid}:{user.gid}",
+            "--forward",
+            f"{port}:{sock_dir}/guest.sock",
+        ],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
     deadline = time.monotonic() + 20
     while True:
         try:
@@ -98,7 +106,8 @@ def forwarder(root_dir: Path) -> Iterator[tuple[int, Path, subprocess.Popen]]:
 
 
 def test_forwards_to_the_socket_as_the_user_and_refuses_links(
-        forwarder: tuple[int, Path, subprocess.Popen], root_dir: Path) -> None:
+    forwarder: tuple[int, Path, subprocess.Popen], root_dir: Path
+) -> None:
     port, sock_dir, proc = forwarder
     status = Path(f"/proc/{proc.pid}/status").read_text()
     uid_line = next(line for line in status.splitlines() if line.startswith("Uid:"))

@@ -20,9 +20,11 @@ DOC = Path(__file__).resolve().parents[3] / "docs" / "gymnasium.md"
 
 
 def test_a_tool_call_dict_becomes_safe_pyautogui_code() -> None:
-    full = resolve({"name": "computer_use", "arguments": {"action": "left_click",
-                                                          "coordinate": [100, 200]}},
-                   SCREEN, "absolute")
+    full = resolve(
+        {"name": "computer_use", "arguments": {"action": "left_click", "coordinate": [100, 200]}},
+        SCREEN,
+        "absolute",
+    )
     bare = resolve({"action": "left_click", "coordinate": [100, 200]}, SCREEN, "absolute")
     assert full.code == bare.code == "pyautogui.click(100, 200)" and full.error is None
     relative = resolve({"action": "left_click", "coordinate": [500, 500]}, SCREEN, "relative")
@@ -41,25 +43,31 @@ def test_special_actions_and_terminate_calls() -> None:
 
 
 def test_a_model_response_with_one_tool_call_is_parsed() -> None:
-    text = ('Action: click\n<tool_call>{"name": "computer_use", "arguments": '
-            '{"action": "key", "keys": ["ctrl", "s"]}}</tool_call>')
+    text = (
+        'Action: click\n<tool_call>{"name": "computer_use", "arguments": '
+        '{"action": "key", "keys": ["ctrl", "s"]}}</tool_call>'
+    )
     act = resolve(text, SCREEN, "absolute")
     assert act.kind == "response" and act.code == "pyautogui.hotkey('ctrl', 's')"
 
 
-@pytest.mark.parametrize(("action", "code"), [
-    ({"action": "left_click", "coordinate": [5000, 5]}, "bad_argument"),
-    ({"action": "fly"}, "unknown_action"),
-    ({"action": "left_click", "coordinate": {1, 2}}, "bad_json"),
-    ("pyautogui.click(", "bad_code"),
-    ("   ", "empty_action"),
-    ("x\x00y", "bad_code"),
-    (7, "bad_action"),
-    (np.zeros(3), "bad_action"),
-    ("<tool_call>{not json}</tool_call>", "bad_json"),
-])
-def test_an_action_that_does_not_parse_is_a_no_op_with_its_reason(action: object,
-                                                                    code: str) -> None:
+@pytest.mark.parametrize(
+    ("action", "code"),
+    [
+        ({"action": "left_click", "coordinate": [5000, 5]}, "bad_argument"),
+        ({"action": "fly"}, "unknown_action"),
+        ({"action": "left_click", "coordinate": {1, 2}}, "bad_json"),
+        ("pyautogui.click(", "bad_code"),
+        ("   ", "empty_action"),
+        ("x\x00y", "bad_code"),
+        (7, "bad_action"),
+        (np.zeros(3), "bad_action"),
+        ("<tool_call>{not json}</tool_call>", "bad_json"),
+    ],
+)
+def test_an_action_that_does_not_parse_is_a_no_op_with_its_reason(
+    action: object, code: str
+) -> None:
     act = resolve(action, SCREEN, "absolute")
     assert act.kind == "invalid" and act.code == "" and not act.terminal
     assert act.error is not None and act.error.code == code, act.error
@@ -87,8 +95,12 @@ def test_reset_picks_by_option_variant_json_and_seed() -> None:
     assert len(set(picks)) > 1
     one = choice.pick({"task": DEFAULT_LOCAL_TASK, "variant": "click_red_corner"}, rng(0))
     assert (one.task_id, one.evaluator_name) == (DEFAULT_LOCAL_TASK, "click_red_corner")
-    data = {"id": "custom-1", "instruction": "Do nothing.", "config": [],
-            "evaluator": {"func": "infeasible"}}
+    data = {
+        "id": "custom-1",
+        "instruction": "Do nothing.",
+        "config": [],
+        "evaluator": {"func": "infeasible"},
+    }
     assert choice.pick({"task": data}, rng(0)).instruction == "Do nothing."
     with pytest.raises(ValueError, match="unknown key"):
         choice.pick({"tasks": DEFAULT_LOCAL_TASK}, rng(0))
@@ -106,8 +118,9 @@ def test_unknown_task_ids_name_the_source() -> None:
 
 
 def test_settings_are_checked_and_size_the_observation() -> None:
-    cfg = EnvConfig.model_validate({"provider": {"width": 1280, "height": 720},
-                                    "accessibility_tree": True})
+    cfg = EnvConfig.model_validate(
+        {"provider": {"width": 1280, "height": 720}, "accessibility_tree": True}
+    )
     space = observation_space(cfg)
     assert space["screenshot"].shape == (720, 1280, 3)
     assert "\u00e9t\u00e9 \u4e2d\u6587" in space["instruction"]
@@ -139,12 +152,17 @@ def test_osworld_v0_needs_a_checkout_and_loads_its_tasks(tmp_path: Path) -> None
         gymnasium.make("cua_rl/OSWorld-v0")
     folder = tmp_path / "evaluation_examples" / "examples" / "os"
     folder.mkdir(parents=True)
-    task = {"id": "t-1", "instruction": "Say nothing.", "config": [],
-            "evaluator": {"func": "infeasible"}}
+    task = {
+        "id": "t-1",
+        "instruction": "Say nothing.",
+        "config": [],
+        "evaluator": {"func": "infeasible"},
+    }
     (folder / "t-1.json").write_text(json.dumps(task))
     (tmp_path / "evaluation_examples" / "test_small.json").write_text('{"os": ["t-1"]}')
-    env = gymnasium.make("cua_rl/OSWorld-v0", osworld=str(tmp_path), split="test_small",
-                         max_steps=3)  # constructing starts no desktop
+    env = gymnasium.make(
+        "cua_rl/OSWorld-v0", osworld=str(tmp_path), split="test_small", max_steps=3
+    )  # constructing starts no desktop
     assert [v[0].task_id for v in env.unwrapped.tasks.task_set] == ["t-1"]
     assert env.unwrapped.config.max_steps == 3
     env.close()

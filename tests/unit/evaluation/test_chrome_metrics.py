@@ -15,15 +15,18 @@ def score(name: str, *args: object, **options: object) -> float:
     return get_metric(name).func(*args, **options)
 
 
-@pytest.mark.parametrize(("a", "b", "same"), [
-    ("https://www.airbnb.com/", "https://airbnb.com.sg", True),
-    ("www.example.com/a", "http://example.com/a", True),
-    ("https://example.com/a", "http://example.com/a", False),  # scheme counts
-    ("https://example.com/a?x=1", "https://example.com/a?x=2", False),
-    ("https://docs.example.com/a", "https://example.com/a", False),
-    (None, None, True),
-    (None, "https://example.com", False),
-])
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("https://www.airbnb.com/", "https://airbnb.com.sg", True),
+        ("www.example.com/a", "http://example.com/a", True),
+        ("https://example.com/a", "http://example.com/a", False),  # scheme counts
+        ("https://example.com/a?x=1", "https://example.com/a?x=2", False),
+        ("https://docs.example.com/a", "https://example.com/a", False),
+        (None, None, True),
+        (None, "https://example.com", False),
+    ],
+)
 def test_compare_urls(a: str | None, b: str | None, same: bool) -> None:
     assert compare_urls(a, b) is same
 
@@ -41,8 +44,9 @@ def test_are_lists_equal_counts_and_matches() -> None:
 def test_is_expected_url_pattern_match() -> None:
     rules = {"expected": [r"^https://www\.example\.com/", "q=books"]}
     assert score("is_expected_url_pattern_match", "https://www.example.com/s?q=books", rules) == 1
-    assert score("is_expected_url_pattern_match", {"url": "https://www.example.com/s?q=x"},
-                 rules) == 0
+    assert (
+        score("is_expected_url_pattern_match", {"url": "https://www.example.com/s?q=x"}, rules) == 0
+    )
     assert score("is_expected_url_pattern_match", None, rules) == 0
 
 
@@ -63,8 +67,7 @@ def test_is_expected_active_tab() -> None:
 def test_is_expected_active_tab_approximate_ignores_query() -> None:
     rule = {"type": "url", "url": "https://example.com/page?a=1"}
     assert score("is_expected_active_tab_approximate", "https://example.com/page?b=2", rule) == 1
-    assert score("is_expected_active_tab_approximate", "https://www.example.com/page",
-                 rule) == 0
+    assert score("is_expected_active_tab_approximate", "https://www.example.com/page", rule) == 0
 
 
 def test_is_expected_search_query() -> None:
@@ -73,14 +76,22 @@ def test_is_expected_search_query() -> None:
     assert score("is_expected_search_query", {"url": "https://s.com/?q=tea"}, rules) == 0
 
 
-BOOKMARKS = {"bookmark_bar": {"children": [
-    {"type": "folder", "name": "Favorites", "children": []},
-    {"type": "url", "name": "A", "url": "https://a.com/"},
-    {"type": "folder", "name": "Liked Authors", "children": [
-        {"type": "url", "name": "x", "url": "https://x.org/1"},
-        {"type": "url", "name": "y", "url": "https://y.org/2"},
-    ]},
-]}}
+BOOKMARKS = {
+    "bookmark_bar": {
+        "children": [
+            {"type": "folder", "name": "Favorites", "children": []},
+            {"type": "url", "name": "A", "url": "https://a.com/"},
+            {
+                "type": "folder",
+                "name": "Liked Authors",
+                "children": [
+                    {"type": "url", "name": "x", "url": "https://x.org/1"},
+                    {"type": "url", "name": "y", "url": "https://y.org/2"},
+                ],
+            },
+        ]
+    }
+}
 
 
 def test_is_expected_bookmarks_folder_names_and_urls() -> None:
@@ -93,8 +104,10 @@ def test_is_expected_bookmarks_folder_names_and_urls() -> None:
 
 
 def test_is_expected_bookmarks_liked_authors_alternatives() -> None:
-    rule = {"type": "liked_authors_websites_urls",
-            "urls": [["https://x.org/0", "https://x.org/1"], "https://y.org/2"]}
+    rule = {
+        "type": "liked_authors_websites_urls",
+        "urls": [["https://x.org/0", "https://x.org/1"], "https://y.org/2"],
+    }
     assert score("is_expected_bookmarks", BOOKMARKS, rule) == 1
     rule["urls"] = ["https://x.org/1"]
     assert score("is_expected_bookmarks", BOOKMARKS, rule) == 0
@@ -142,11 +155,14 @@ def test_check_enabled_experiments() -> None:
     assert score("check_enabled_experiments", ["other@2"], rule) == 0
 
 
-
 def test_is_expected_installed_extensions_with_renamed_zoom() -> None:
     rule = {"expected": ["Zoom for Google Chrome", "Momentum"]}
-    assert score("is_expected_installed_extensions",
-                 ["Zoom Chrome Extension", "Momentum", "Other"], rule) == 1
+    assert (
+        score(
+            "is_expected_installed_extensions", ["Zoom Chrome Extension", "Momentum", "Other"], rule
+        )
+        == 1
+    )
     assert score("is_expected_installed_extensions", ["Momentum"], rule) == 0
 
 
@@ -154,7 +170,7 @@ def test_compare_htmls(tmp_path: Path) -> None:
     a, b, c = tmp_path / "a.html", tmp_path / "b.html", tmp_path / "c.html"
     a.write_text('<table><tr><td sdnum="1">5</td></tr></table>')
     b.write_text('<table><tr><td sdnum="2">5</td></tr></table>')
-    c.write_text('<table><tr><td>6</td></tr></table>')
+    c.write_text("<table><tr><td>6</td></tr></table>")
     assert score("compare_htmls", str(a), str(b), ignore_sdnum=True) == 1
     assert score("compare_htmls", str(a), str(b)) == 0
     assert score("compare_htmls", str(a), str(c)) == 0

@@ -31,8 +31,7 @@ for cls, name in ((PlaywrightError, "Error"), (PlaywrightTimeout, "TimeoutError"
 
 RESET = PlaywrightError("Page.goto: net::ERR_CONNECTION_RESET at http://127.0.0.1:1/")
 INVALID = PlaywrightError("Page.goto: net::ERR_INVALID_URL at notaurl")
-NO_PRINT = PlaywrightError("Page.pdf: Protocol error (Page.printToPDF): Printing is not "
-                           "available")
+NO_PRINT = PlaywrightError("Page.pdf: Protocol error (Page.printToPDF): Printing is not available")
 
 
 class Page:
@@ -87,31 +86,35 @@ def _ctx(tmp_path: Path) -> Any:
     return SimpleNamespace(client=None, setup=None, cache_dir=tmp_path)
 
 
-async def test_page_info_retries_a_dropped_connection(chrome: SimpleNamespace,
-                                                      tmp_path: Path) -> None:
+async def test_page_info_retries_a_dropped_connection(
+    chrome: SimpleNamespace, tmp_path: Path
+) -> None:
     chrome.errors.append(RESET)
     info = await chrome_tabs.page_info(_ctx(tmp_path), {"url": "http://127.0.0.1:1/cart"})
     assert info["title"] == "Cart" and len(chrome.loads) == 2
 
 
-async def test_page_info_does_not_retry_a_permanent_error(chrome: SimpleNamespace,
-                                                          tmp_path: Path) -> None:
+async def test_page_info_does_not_retry_a_permanent_error(
+    chrome: SimpleNamespace, tmp_path: Path
+) -> None:
     chrome.errors.extend([INVALID, INVALID])
     info = await chrome_tabs.page_info(_ctx(tmp_path), {"url": "notaurl"})
     assert info == {"title": "Connection failed", "url": "notaurl", "content": ""}
     assert len(chrome.loads) == 1
 
 
-async def test_page_info_lets_a_dead_desktop_through(chrome: SimpleNamespace,
-                                                     tmp_path: Path) -> None:
+async def test_page_info_lets_a_dead_desktop_through(
+    chrome: SimpleNamespace, tmp_path: Path
+) -> None:
     chrome.errors.append(GuestUnavailable("guest at 127.0.0.1:1 does not answer"))
     with pytest.raises(GuestUnavailable):
         await chrome_tabs.page_info(_ctx(tmp_path), {"url": "http://127.0.0.1:1/"})
     assert len(chrome.loads) == 1
 
 
-async def test_pdf_from_url_retries_transient_errors_only(chrome: SimpleNamespace,
-                                                          tmp_path: Path) -> None:
+async def test_pdf_from_url_retries_transient_errors_only(
+    chrome: SimpleNamespace, tmp_path: Path
+) -> None:
     config = {"path": "http://127.0.0.1:1/doc", "dest": "doc.pdf"}
     chrome.errors.append(PlaywrightTimeout("Page.goto: Timeout 60000ms exceeded."))
     out = await chrome_tabs.pdf_from_url(_ctx(tmp_path), config)
@@ -131,19 +134,22 @@ async def test_pdf_from_url_retries_transient_errors_only(chrome: SimpleNamespac
     assert len(chrome.loads) == 1
 
 
-@pytest.mark.parametrize(("exc", "transient"), [
-    (RESET, True),
-    (PlaywrightError("Target page, context or browser has been closed"), True),
-    (PlaywrightTimeout("Timeout 30000ms exceeded."), True),
-    (TimeoutError(), True),
-    (ConnectionRefusedError(111, "refused"), True),
-    (INVALID, False),
-    (NO_PRINT, False),
-    (PlaywrightError("Page.goto: net::ERR_ABORTED at http://127.0.0.1:1/file.zip"), False),
-    (ChromeRequirementMissing("DevTools endpoint did not answer within 15 s"), False),
-    (GuestUnavailable("guest gone"), False),
-    (OSError(28, "No space left on device"), False),
-    (ValueError("net::ERR_CONNECTION_RESET"), False),  # not playwright's
-])
+@pytest.mark.parametrize(
+    ("exc", "transient"),
+    [
+        (RESET, True),
+        (PlaywrightError("Target page, context or browser has been closed"), True),
+        (PlaywrightTimeout("Timeout 30000ms exceeded."), True),
+        (TimeoutError(), True),
+        (ConnectionRefusedError(111, "refused"), True),
+        (INVALID, False),
+        (NO_PRINT, False),
+        (PlaywrightError("Page.goto: net::ERR_ABORTED at http://127.0.0.1:1/file.zip"), False),
+        (ChromeRequirementMissing("DevTools endpoint did not answer within 15 s"), False),
+        (GuestUnavailable("guest gone"), False),
+        (OSError(28, "No space left on device"), False),
+        (ValueError("net::ERR_CONNECTION_RESET"), False),  # not playwright's
+    ],
+)
 def test_what_a_retry_can_cure(exc: BaseException, transient: bool) -> None:
     assert transient_browser_error(exc) is transient

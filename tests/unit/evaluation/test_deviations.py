@@ -36,21 +36,29 @@ def test_non_utf8_text_files_score_zero(tmp_path: Path) -> None:
 
 def test_utf8_bom_is_ignored(tmp_path: Path) -> None:
     """OSWorld keeps U+FEFF in the first line, so a file saved with a BOM fails
-    against the same text without one; here the BOM is dropped."""
+    against the same text without one; here the BOM is dropped (which can also
+    fail a file that passes there: docs/evaluation-deviations.md)."""
     plain = write_bytes(tmp_path, "plain.csv", b"name,n\nann,1\n")
     bom = write_bytes(tmp_path, "bom.csv", b"\xef\xbb\xbfname,n\nann,1\n")
     assert run("compare_csv", bom, plain) == 1.0
     assert run("compare_text_file", bom, plain) == 1.0
     assert run("check_csv", bom, {"expect": [{"name": "ann", "n": "1"}]}) == 1.0
+    assert run("diff_text_file", bom, plain) == 1.0
+    # it can lower a score too: an `unexpect` rule on the first column, which OSWorld
+    # reads as "\ufeffname" and so never matches, matches here
+    assert run("check_csv", bom, {"unexpect": [{"name": "ann"}]}) == 0.0
 
 
 def test_app_files_tolerate_bytes_that_are_not_utf8(tmp_path: Path) -> None:
     """Thunderbird's prefs.js, vlcrc and GIMP's config files are read with U+FFFD for
     undecodable bytes (OSWorld's strict `open()` raises): the settings the rules
     look at are ASCII, and one odd byte elsewhere must not cost the episode."""
-    prefs = write_bytes(tmp_path, "prefs.js",
-                        b'user_pref("mail.identity.id1.fullName", "Jos\xe9");\n'
-                        b'user_pref("mail.identity.id1.auto_quote", false);\n')
+    prefs = write_bytes(
+        tmp_path,
+        "prefs.js",
+        b'user_pref("mail.identity.id1.fullName", "Jos\xe9");\n'
+        b'user_pref("mail.identity.id1.auto_quote", false);\n',
+    )
     rule = {"expect": {"mail.identity.id1.auto_quote": {"method": "eq", "ref": False}}}
     assert run("check_thunderbird_prefs", prefs, rule) == 1.0
     vlcrc = write_bytes(tmp_path, "vlcrc", b"# r\xe9glages\nqt-bgcone=1\n")
@@ -71,8 +79,14 @@ def test_boolean_cells_read_as_bool(tmp_path: Path) -> None:
     book.save(tmp_path / "b.xlsx")
     assert read_cell_value(tmp_path / "b.xlsx", "Sheet1", "A1") is True
     assert read_cell_value(tmp_path / "b.xlsx", "Sheet1", "A2") is False
-    rule = [{"type": "check_cell", "sheet_idx": 0, "coordinate": "A1",
-             "props": {"value": {"method": "eq", "ref": True}}}]
+    rule = [
+        {
+            "type": "check_cell",
+            "sheet_idx": 0,
+            "coordinate": "A1",
+            "props": {"value": {"method": "eq", "ref": True}},
+        }
+    ]
     pytest.importorskip("pandas", reason="needs the eval extra")
     assert run("compare_table", str(tmp_path / "b.xlsx"), rules=rule) == 1.0
 
@@ -89,16 +103,22 @@ def test_sheets_found_through_relationships(tmp_path: Path) -> None:
     book.active["A1"] = 1
     book.create_sheet("Second")["A1"] = 2
     book.save(tmp_path / "plain.xlsx")
-    swap = {"xl/worksheets/sheet1.xml": "xl/worksheets/sheet2.xml",
-            "xl/worksheets/sheet2.xml": "xl/worksheets/sheet1.xml"}
-    with zipfile.ZipFile(tmp_path / "plain.xlsx") as src, \
-            zipfile.ZipFile(tmp_path / "moved.xlsx", "w") as dst:
+    swap = {
+        "xl/worksheets/sheet1.xml": "xl/worksheets/sheet2.xml",
+        "xl/worksheets/sheet2.xml": "xl/worksheets/sheet1.xml",
+    }
+    with (
+        zipfile.ZipFile(tmp_path / "plain.xlsx") as src,
+        zipfile.ZipFile(tmp_path / "moved.xlsx", "w") as dst,
+    ):
         for item in src.infolist():
             data = src.read(item.filename)
             if item.filename == "xl/_rels/workbook.xml.rels":
-                data = (data.replace(b"worksheets/sheet1.xml", b"worksheets/TMP")
-                        .replace(b"worksheets/sheet2.xml", b"worksheets/sheet1.xml")
-                        .replace(b"worksheets/TMP", b"worksheets/sheet2.xml"))
+                data = (
+                    data.replace(b"worksheets/sheet1.xml", b"worksheets/TMP")
+                    .replace(b"worksheets/sheet2.xml", b"worksheets/sheet1.xml")
+                    .replace(b"worksheets/TMP", b"worksheets/sheet2.xml")
+                )
             dst.writestr(swap.get(item.filename, item.filename), data)
     moved = tmp_path / "moved.xlsx"
     assert zipfile.ZipFile(moved).read("xl/worksheets/sheet1.xml").count(b"<v>2</v>") == 1
@@ -125,10 +145,17 @@ def test_inline_string_cells_read_as_their_text(tmp_path: Path) -> None:
     the cell's text is compared."""
     spaced = _xlsx(tmp_path, "spaced.xlsx")
     assert b'<t xml:space="preserve">ab </t>' in zipfile.ZipFile(spaced).read(
-        "xl/worksheets/sheet1.xml")
+        "xl/worksheets/sheet1.xml"
+    )
     plain = _xlsx(tmp_path, "plain.xlsx", lambda sheet: sheet.__setitem__("A1", "ab"))
-    rules = [{"type": "sheet_fuzzy", "sheet_idx0": "RNSheet1", "sheet_idx1": "ENSheet1",
-              "rules": [{"range": ["A1"], "type": "exact_match", "trim_trailings": " "}]}]
+    rules = [
+        {
+            "type": "sheet_fuzzy",
+            "sheet_idx0": "RNSheet1",
+            "sheet_idx1": "ENSheet1",
+            "rules": [{"range": ["A1"], "type": "exact_match", "trim_trailings": " "}],
+        }
+    ]
     assert run("compare_table", spaced, plain, rules=rules) == 1.0
     other = _xlsx(tmp_path, "other.xlsx", lambda sheet: sheet.__setitem__("A1", "abc"))
     assert run("compare_table", spaced, other, rules=rules) == 0.0
@@ -138,21 +165,35 @@ def test_hyperlinks_compare_by_target(tmp_path: Path) -> None:
     """OSWorld reads openpyxl's Hyperlink object, which never equals a URL string
     and differs between two books linking the same URL from other cells; here
     the link's target is compared. No OSWorld task reads `hyperlink`."""
+
     def link(coordinate: str) -> object:
         def edit(sheet: object) -> None:
             sheet[coordinate] = "site"  # type: ignore[index]
             sheet[coordinate].hyperlink = "https://example.org/"  # type: ignore[index]
+
         return edit
 
     book = _xlsx(tmp_path, "a.xlsx", link("B2"))
-    check = [{"type": "check_cell", "sheet_idx": 0, "coordinate": "B2",
-              "props": {"hyperlink": {"method": "eq", "ref": "https://example.org/"}}}]
+    check = [
+        {
+            "type": "check_cell",
+            "sheet_idx": 0,
+            "coordinate": "B2",
+            "props": {"hyperlink": {"method": "eq", "ref": "https://example.org/"}},
+        }
+    ]
     assert run("compare_table", book, rules=check) == 1.0
     check[0]["props"]["hyperlink"]["ref"] = "https://example.com/"
     assert run("compare_table", book, rules=check) == 0.0
     # an empty cell reads None, as in OSWorld; a cell with a value and no link reads ""
-    empty = [{"type": "check_cell", "sheet_idx": 0, "coordinate": "C3",
-              "props": {"hyperlink": {"method": "eq", "ref": ""}}}]
+    empty = [
+        {
+            "type": "check_cell",
+            "sheet_idx": 0,
+            "coordinate": "C3",
+            "props": {"hyperlink": {"method": "eq", "ref": ""}},
+        }
+    ]
     assert run("compare_table", book, rules=empty) == 0.0
     empty[0]["coordinate"] = "A1"
     assert run("compare_table", book, rules=empty) == 1.0
@@ -217,8 +258,7 @@ _IMAGE_METRICS = {
 
 @pytest.mark.parametrize("name", sorted(_IMAGE_METRICS))
 @pytest.mark.parametrize("content", [b"", b"GIF89a not really"], ids=["empty", "not-an-image"])
-def test_an_image_that_does_not_open_scores_zero(tmp_path: Path, name: str,
-                                                 content: bytes) -> None:
+def test_an_image_that_does_not_open_scores_zero(tmp_path: Path, name: str, content: bytes) -> None:
     from PIL import Image
 
     Image.new("RGB", (8, 8), "green").save(tmp_path / "good.png")
@@ -236,13 +276,13 @@ def test_json_that_does_not_parse_scores_zero(tmp_path: Path) -> None:
     broken = write_bytes(tmp_path, "s.json", b'{"k": ')
     rule = {"expect": [{"key": ["k"], "method": "eq", "ref": "v"}]}
     assert run("check_json", broken, rule) == 0.0
-    assert run("check_json", write_bytes(tmp_path, "y.yaml", b"k: [v\n"), rule,
-               is_yaml=True) == 0.0
+    assert run("check_json", write_bytes(tmp_path, "y.yaml", b"k: [v\n"), rule, is_yaml=True) == 0.0
 
 
 async def test_relative_time_falls_back_to_the_host_clock(tmp_path: Path) -> None:
     """Without the desktop's clock (here its /execute answers 500) the host's
     local time is "now"; OSWorld geolocates the host's IP address instead."""
+
     async def broken(request: web.Request) -> web.Response:
         return web.json_response({"status": "error", "message": "boom"}, status=500)
 
@@ -254,10 +294,11 @@ async def test_relative_time_falls_back_to_the_host_clock(tmp_path: Path) -> Non
     await web.TCPSite(runner, "127.0.0.1", port).start()
     try:
         async with GuestClient(f"http://127.0.0.1:{port}", timeout=5.0) as client:
-            ctx = GetterContext(client=client, cache=FileCache(tmp_path / "c"),
-                                cache_dir=tmp_path)
-            rules = {"relativeTime": {"from": "this month"},
-                     "expected": {"time": "{Year}-{Month0D}"}}
+            ctx = GetterContext(client=client, cache=FileCache(tmp_path / "c"), cache_dir=tmp_path)
+            rules = {
+                "relativeTime": {"from": "this month"},
+                "expected": {"time": "{Year}-{Month0D}"},
+            }
             got = await get_getter("rule_relativeTime").func(ctx, {"rules": rules})
     finally:
         await runner.cleanup()
@@ -267,8 +308,11 @@ async def test_relative_time_falls_back_to_the_host_clock(tmp_path: Path) -> Non
 def test_every_row_of_the_table_names_an_existing_test() -> None:
     root = Path(__file__).resolve().parents[3]
     table = (root / "docs" / "evaluation-deviations.md").read_text()
-    rows = [line for line in table.splitlines()
-            if line.startswith("| ") and not line.startswith("| Where")]
+    rows = [
+        line
+        for line in table.splitlines()
+        if line.startswith("| ") and not line.startswith("| Where")
+    ]
     assert len(rows) >= 14
     for row in rows:
         named = re.findall(r"`((?:unit|integration)/[\w/]+\.py)::(\w+)`", row)

@@ -34,16 +34,52 @@ user_pref("mail.server.default.autosync_offline_stores", true);
 
 def test_check_thunderbird_prefs(tmp_path: Path) -> None:
     prefs = write(tmp_path, "prefs.js", PREFS)
-    assert run("check_thunderbird_prefs", prefs, {"expect": {
-        "mail.identity.id1.auto_quote": {"method": "eq", "ref": False},
-        "mail.identity.id1.htmlSigText": {"method": "re.S", "ref": "Anonym\nXYZ Lab"},
-        "extensions.activeThemeID": {"method": "re", "ref": "dark"}}}) == 1.0
-    assert run("check_thunderbird_prefs", prefs, {"expect": {
-        "mail.identity.id1.auto_quote": {"method": "eq", "ref": True}}}) == 0.0
-    assert run("check_thunderbird_prefs", prefs, {"expect": {   # absent pref
-        "mail.server.default.applyIncomingFilters": {"method": "eq", "ref": True}}}) == 0.0
-    assert run("check_thunderbird_prefs", prefs, {"unexpect": {
-        "mail.server.default.autosync_offline_stores": {"method": "eq", "ref": True}}}) == 0.0
+    assert (
+        run(
+            "check_thunderbird_prefs",
+            prefs,
+            {
+                "expect": {
+                    "mail.identity.id1.auto_quote": {"method": "eq", "ref": False},
+                    "mail.identity.id1.htmlSigText": {"method": "re.S", "ref": "Anonym\nXYZ Lab"},
+                    "extensions.activeThemeID": {"method": "re", "ref": "dark"},
+                }
+            },
+        )
+        == 1.0
+    )
+    assert (
+        run(
+            "check_thunderbird_prefs",
+            prefs,
+            {"expect": {"mail.identity.id1.auto_quote": {"method": "eq", "ref": True}}},
+        )
+        == 0.0
+    )
+    assert (
+        run(
+            "check_thunderbird_prefs",
+            prefs,
+            {
+                "expect": {  # absent pref
+                    "mail.server.default.applyIncomingFilters": {"method": "eq", "ref": True}
+                }
+            },
+        )
+        == 0.0
+    )
+    assert (
+        run(
+            "check_thunderbird_prefs",
+            prefs,
+            {
+                "unexpect": {
+                    "mail.server.default.autosync_offline_stores": {"method": "eq", "ref": True}
+                }
+            },
+        )
+        == 0.0
+    )
     assert run("check_thunderbird_prefs", None, {"expect": {}}) == 0.0
 
 
@@ -66,15 +102,28 @@ condition="ALL"
 
 def test_check_thunderbird_filter(tmp_path: Path) -> None:
     rules = write(tmp_path, "msgFilterRules.dat", FILTERS)
-    move = {"enabled": "yes", "action": "Move to folder",
-            "actionValue": "mailbox://nobody@Local%20Folders/Promotions",
-            "condition": ["AND (subject,contains,discount)", 'AND (from,contains,"shop")']}
+    move = {
+        "enabled": "yes",
+        "action": "Move to folder",
+        "actionValue": "mailbox://nobody@Local%20Folders/Promotions",
+        "condition": ["AND (subject,contains,discount)", 'AND (from,contains,"shop")'],
+    }
     assert run("check_thunderbird_filter", rules, {"expect": [move]}) == 1.0
-    forward = {"enabled": "yes", "action": "Forward", "actionValue": "anonym-x2024@gmail.com",
-               "condition": ["ALL"]}
+    forward = {
+        "enabled": "yes",
+        "action": "Forward",
+        "actionValue": "anonym-x2024@gmail.com",
+        "condition": ["ALL"],
+    }
     assert run("check_thunderbird_filter", rules, {"expect": [forward]}) == 0.0  # disabled
-    assert run("check_thunderbird_filter", rules, {"expect": [move],
-                                                    "unexpect": [{"action": "Forward"}]}) == 0.0
+    assert (
+        run(
+            "check_thunderbird_filter",
+            rules,
+            {"expect": [move], "unexpect": [{"action": "Forward"}]},
+        )
+        == 0.0
+    )
 
 
 def test_check_thunderbird_folder_keeps_osworlds_digest(tmp_path: Path) -> None:
@@ -89,22 +138,32 @@ def test_check_thunderbird_folder_keeps_osworlds_digest(tmp_path: Path) -> None:
 
 
 def test_vscode_settings_and_keybindings(tmp_path: Path) -> None:
-    settings = write(tmp_path, "settings.json", json.dumps(
-        {"editor.wordWrapColumn": 50, "files.exclude": {"**/__pycache__": True}}))
+    settings = write(
+        tmp_path,
+        "settings.json",
+        json.dumps({"editor.wordWrapColumn": 50, "files.exclude": {"**/__pycache__": True}}),
+    )
     assert run("check_json_settings", settings, {"expected": {"editor.wordWrapColumn": 50}}) == 1.0
     assert run("check_json_settings", settings, {"expected": {"editor.wordWrapColumn": 80}}) == 0.0
     assert run("check_json_settings", write(tmp_path, "bad.json", "{,"), {"expected": {}}) == 0.0
-    binding = {"key": "ctrl+j", "command": "workbench.action.focusActiveEditorGroup",
-               "when": "terminalFocus"}
-    keys = write(tmp_path, "keybindings.json",
-                 "// Place your key bindings in this file\n" + json.dumps([binding]))
+    binding = {
+        "key": "ctrl+j",
+        "command": "workbench.action.focusActiveEditorGroup",
+        "when": "terminalFocus",
+    }
+    keys = write(
+        tmp_path,
+        "keybindings.json",
+        "// Place your key bindings in this file\n" + json.dumps([binding]),
+    )
     assert run("check_json_keybindings", keys, {"expected": binding}) == 1.0
     assert run("check_json_keybindings", keys, {"expected": {**binding, "key": "ctrl+k"}}) == 0.0
 
 
 def test_compare_config_and_extensions(tmp_path: Path) -> None:
-    settings = write(tmp_path, "settings.json",
-                     '{"workbench.colorTheme": "Visual Studio Dark", "a": 1}')
+    settings = write(
+        tmp_path, "settings.json", '{"workbench.colorTheme": "Visual Studio Dark", "a": 1}'
+    )
     wanted = {"expected": '{"workbench.colorTheme": "Visual Studio Dark"}\n'}
     assert run("compare_config", settings, wanted, containment_ok=True) == 1.0
     assert run("compare_config", settings, wanted, containment_ok=False) == 0.0
@@ -120,12 +179,18 @@ def test_compare_config_and_extensions(tmp_path: Path) -> None:
 
 def test_check_python_file_by_test_suite(tmp_path: Path) -> None:
     write(tmp_path, "snake.py", "def length():\n    return 3\n")
-    good = write(tmp_path, "test_suite.py",
-                 "import os\nfrom snake import length\n"
-                 "def test():\n    return length() == 3 and os.path.exists('snake.py')\n")
+    good = write(
+        tmp_path,
+        "test_suite.py",
+        "import os\nfrom snake import length\n"
+        "def test():\n    return length() == 3 and os.path.exists('snake.py')\n",
+    )
     assert run("check_python_file_by_test_suite", [str(tmp_path / "snake.py")], good) == 1.0
-    bad = write(tmp_path, "bad_suite.py", "from snake import length\n"
-                "def test():\n    raise AssertionError(length())\n")
+    bad = write(
+        tmp_path,
+        "bad_suite.py",
+        "from snake import length\ndef test():\n    raise AssertionError(length())\n",
+    )
     assert run("check_python_file_by_test_suite", [], bad) == 0.0
     assert run("check_python_file_by_test_suite", [], good, test_function_name="nope") == 0.0
 
@@ -156,16 +221,22 @@ System clock synchronized: yes
 def test_os_state_metrics() -> None:
     utc = TIMEDATECTL.format(zone="WET", name="Atlantic/Faroe", offset="+0000")
     assert run("is_utc_0", utc) == 1.0
-    assert run("is_utc_0", TIMEDATECTL.format(zone="CET", name="Europe/Paris",
-                                             offset="+0100")) == 0.0
+    assert (
+        run("is_utc_0", TIMEDATECTL.format(zone="CET", name="Europe/Paris", offset="+0100")) == 0.0
+    )
     assert run("is_utc_0", None) == 0.0
     rule = {"expected": ["google-chrome.desktop", "thunderbird.desktop"]}
-    assert run("check_gnome_favorite_apps",
-               "['thunderbird.desktop', 'google-chrome.desktop']\n", rule) == 1.0
+    assert (
+        run("check_gnome_favorite_apps", "['thunderbird.desktop', 'google-chrome.desktop']\n", rule)
+        == 1.0
+    )
     assert run("check_gnome_favorite_apps", "['thunderbird.desktop']\n", rule) == 0.0
     assert run("check_gnome_favorite_apps", "@as []\n", rule) == 0.0
-    tree = {"name": "cpjpg", "type": "directory",
-            "children": [{"name": "a.jpg", "type": "file"}, {"name": "b.jpg", "type": "file"}]}
+    tree = {
+        "name": "cpjpg",
+        "type": "directory",
+        "children": [{"name": "a.jpg", "type": "file"}, {"name": "b.jpg", "type": "file"}],
+    }
     assert run("check_moved_jpgs", tree, {"expected": ["b.jpg", "a.jpg"]}) == 1.0
     assert run("check_moved_jpgs", tree, {"expected": ["a.jpg"]}) == 0.0
     clip = {"expected": "/home/user/Data3/List3/secret.docx"}
@@ -200,13 +271,25 @@ def test_check_accessibility_tree() -> None:
     pytest.importorskip("cssselect")
     guest = pytest.importorskip("cua_guest.atspi_dump", reason="vm/guest is not importable")
     tree = AT_TREE.format(attr=guest.NS["attr"], st=guest.NS["st"])
-    css = [{"selectors": ['application[name=Thunderbird] page-tab-list[attr|id="tabmail-tabs"]'
-                          '>page-tab[name="About Profiles"]']}]
+    css = [
+        {
+            "selectors": [
+                'application[name=Thunderbird] page-tab-list[attr|id="tabmail-tabs"]'
+                '>page-tab[name="About Profiles"]'
+            ]
+        }
+    ]
     assert run("check_accessibility_tree", tree, css) == 1.0
-    assert run("check_accessibility_tree", tree,
-               [{"selectors": ['page-tab[name="Settings"]']}]) == 0.0
-    xpath = [{"xpath": "//application[@name='Thunderbird']//*[contains(@name, 'outlook.com')]",
-              "text": "anonym-x2024@outlook.com", "exact": True}]
+    assert (
+        run("check_accessibility_tree", tree, [{"selectors": ['page-tab[name="Settings"]']}]) == 0.0
+    )
+    xpath = [
+        {
+            "xpath": "//application[@name='Thunderbird']//*[contains(@name, 'outlook.com')]",
+            "text": "anonym-x2024@outlook.com",
+            "exact": True,
+        }
+    ]
     assert run("check_accessibility_tree", tree, xpath) == 1.0
     assert run("check_accessibility_tree", tree, [{**xpath[0], "text": "x"}]) == 0.0
 
@@ -220,12 +303,23 @@ def test_compare_zip_files_and_archive(tmp_path: Path) -> None:
         return str(path)
 
     gold = zipped("gold.zip", {"essay.txt": "text", "notes.md": "n"})
-    assert run("compare_zip_files", zipped("same.zip", {"notes.md": "n", "essay.txt": "text"}),
-               gold) == 1.0
-    assert run("compare_zip_files", zipped("diff.zip", {"essay.txt": "TEXT", "notes.md": "n"}),
-               gold) == 0.0
-    assert run("compare_archive", zipped("pred.zip", {"d/a.txt": "1", "d/b.txt": "2"}),
-               zipped("g.zip", {"d/a.txt": "1", "d/b.txt": "X"}), file_path="d") == 0.5
+    assert (
+        run("compare_zip_files", zipped("same.zip", {"notes.md": "n", "essay.txt": "text"}), gold)
+        == 1.0
+    )
+    assert (
+        run("compare_zip_files", zipped("diff.zip", {"essay.txt": "TEXT", "notes.md": "n"}), gold)
+        == 0.0
+    )
+    assert (
+        run(
+            "compare_archive",
+            zipped("pred.zip", {"d/a.txt": "1", "d/b.txt": "2"}),
+            zipped("g.zip", {"d/a.txt": "1", "d/b.txt": "X"}),
+            file_path="d",
+        )
+        == 0.5
+    )
 
     def tarred(name: str, members: dict[str, str]) -> str:
         src = tmp_path / f"{name}_src"
@@ -237,10 +331,22 @@ def test_compare_zip_files_and_archive(tmp_path: Path) -> None:
                 archive.add(src / member, arcname=member)
         return str(path)
 
-    assert run("compare_archive", tarred("p.tar.gz", {"a.txt": "1"}),
-               tarred("gg.tar.gz", {"a.txt": "1"})) == 1.0
-    assert run("compare_archive", tarred("q.tar.gz", {"b.txt": "1"}),
-               tarred("gq.tar.gz", {"a.txt": "1"})) == 0.0
+    assert (
+        run(
+            "compare_archive",
+            tarred("p.tar.gz", {"a.txt": "1"}),
+            tarred("gg.tar.gz", {"a.txt": "1"}),
+        )
+        == 1.0
+    )
+    assert (
+        run(
+            "compare_archive",
+            tarred("q.tar.gz", {"b.txt": "1"}),
+            tarred("gq.tar.gz", {"a.txt": "1"}),
+        )
+        == 0.0
+    )
 
 
 def test_fuzzy_place_math(tmp_path: Path) -> None:
@@ -268,13 +374,15 @@ def test_compare_htmls(tmp_path: Path) -> None:
     other = write(tmp_path, "other.html", page.replace('sdnum="1033;0;0.00"', 'sdnum="1033"'))
     assert run("compare_htmls", other, gold) == 0.0
     assert run("compare_htmls", other, gold, ignore_sdnum=True) == 1.0
-    assert run("compare_htmls", write(tmp_path, "text.html", page.replace("1.50", "2")),
-               gold) == 0.0
+    assert (
+        run("compare_htmls", write(tmp_path, "text.html", page.replace("1.50", "2")), gold) == 0.0
+    )
 
 
 def test_is_expected_installed_extensions() -> None:
     rules = {"expected": ["Momentum", "Google Translate"]}
-    assert run("is_expected_installed_extensions", ["Google Translate", "Momentum", "X"],
-               rules) == 1.0
+    assert (
+        run("is_expected_installed_extensions", ["Google Translate", "Momentum", "X"], rules) == 1.0
+    )
     assert run("is_expected_installed_extensions", ["Momentum"], rules) == 0.0
     assert run("is_expected_installed_extensions", [], rules) == 0.0

@@ -36,16 +36,28 @@ def test_vlcrc_settings(tmp_path: Path) -> None:
     assert run("check_qt_bgcone", path, {"expected_qt_bgcone": 0}) == 0.0
     assert run("check_qt_max_volume", path, {"expected_qt_max_volume": 200}) == 1.0
     assert run("check_qt_minimal_view", path, {"expected_qt_minimal_view": 1}) == 0.0
-    assert run("check_one_instance_when_started_from_file", path,
-               {"expected_one_instance_when_started_from_file": 0}) == 0.0
+    assert (
+        run(
+            "check_one_instance_when_started_from_file",
+            path,
+            {"expected_one_instance_when_started_from_file": 0},
+        )
+        == 0.0
+    )
     assert run("check_play_and_exit", path, {"expected_play_and_exit": 1}) == 1.0
     assert run("check_global_key_play_pause", path, {"expected_global_key_play_pause": 0}) == 1.0
     desktop = {"recording_file_path": "/home/user/Desktop"}
     assert run("is_vlc_recordings_folder", path, desktop) == 1.0
     assert run("is_vlc_recordings_folder", path, {"recording_file_path": "/tmp"}) == 0.0
     assert run("check_qt_slider_colours", path, {"type": "blackish"}) == 1.0
-    assert run("check_qt_slider_colours", path, {"type": "match",
-               "expected_qt_slider_colours": "1;2;3"}) == 0.0
+    assert (
+        run(
+            "check_qt_slider_colours",
+            path,
+            {"type": "match", "expected_qt_slider_colours": "1;2;3"},
+        )
+        == 0.0
+    )
     rc.write_text(VLCRC.replace("#global-key-play-pause=", "global-key-play-pause=Space"))
     assert run("check_global_key_play_pause", path, {"expected_global_key_play_pause": 1}) == 1.0
     rc.write_text("# empty\n")
@@ -62,8 +74,10 @@ def test_is_vlc_fullscreen() -> None:
 
 def status_xml(state: str, meta: dict[str, str]) -> str:
     infos = "".join(f'<info name="{k}">{v}</info>' for k, v in meta.items())
-    return (f"<?xml version='1.0' encoding='utf-8'?><root><state>{state}</state><information>"
-            f'<category name="meta">{infos}</category></information></root>')
+    return (
+        f"<?xml version='1.0' encoding='utf-8'?><root><state>{state}</state><information>"
+        f'<category name="meta">{infos}</category></information></root>'
+    )
 
 
 def test_is_vlc_playing(tmp_path: Path) -> None:
@@ -88,8 +102,9 @@ def write_tone(path: Path, freqs: list[float], seconds: float = 1.5) -> str:
     rate = 22050
     t = np.arange(int(rate * seconds)) / rate
     chunks = np.array_split(t, len(freqs))
-    signal = np.concatenate([0.4 * np.sin(2 * np.pi * f * c) for f, c in zip(freqs, chunks,
-                                                                               strict=True)])
+    signal = np.concatenate(
+        [0.4 * np.sin(2 * np.pi * f * c) for f, c in zip(freqs, chunks, strict=True)]
+    )
     soundfile.write(path, signal.astype("float32"), rate)
     return str(path)
 
@@ -117,7 +132,7 @@ def write_video(path: Path, colours: list[tuple[int, int, int]], frames_each: in
         for _ in range(frames_each):
             frame = np.zeros((48, 64, 3), np.uint8)
             frame[:, :] = colour
-            frame[(i * 7) % 40:(i * 7) % 40 + 8, :: 2] = 255 - np.array(colour, np.uint8)
+            frame[(i * 7) % 40 : (i * 7) % 40 + 8, ::2] = 255 - np.array(colour, np.uint8)
             writer.write(frame)
     writer.release()
     return str(path)
@@ -139,8 +154,10 @@ def test_check_mp3_meta(tmp_path: Path) -> None:
     wav = write_tone(tmp_path / "song.wav", [440])
     mp3 = tmp_path / "song.mp3"
     subprocess.run(["ffmpeg", "-loglevel", "error", "-y", "-i", wav, str(mp3)], check=True)
-    rules = {"title": {"method": "eq", "ref": "Missing You"},
-             "artist": {"method": "eq", "ref": "Cheng Xiang"}}
+    rules = {
+        "title": {"method": "eq", "ref": "Missing You"},
+        "artist": {"method": "eq", "ref": "Cheng Xiang"},
+    }
     assert run("check_mp3_meta", str(mp3), rules) == 0.0  # untagged
     tags = mutagen.EasyID3()
     tags["title"], tags["artist"] = "Missing You", "Cheng Xiang"

@@ -24,8 +24,9 @@ def scene(size: tuple[int, int] = (96, 64), shift: int = 0) -> Image.Image:
     w, h = size
     xs = np.linspace(0, 255, w, dtype=np.uint8)
     ys = np.linspace(0, 255, h, dtype=np.uint8)
-    array = np.stack([np.tile(xs, (h, 1)), np.tile(ys[:, None], (1, w)),
-                      np.full((h, w), 120, np.uint8)], axis=2)
+    array = np.stack(
+        [np.tile(xs, (h, 1)), np.tile(ys[:, None], (1, w)), np.full((h, w), 120, np.uint8)], axis=2
+    )
     image = Image.fromarray(array, "RGB")
     draw = ImageDraw.Draw(image)
     draw.ellipse((10 + shift, 10, 40 + shift, 40), fill=(250, 30, 30))
@@ -80,8 +81,9 @@ def test_structure_sim_resized_crops_transparent_margin(tmp_path: Path) -> None:
     assert run("check_image_size", target, {"height": 64, "width": 96}) == 1.0
     blank = save(Image.new("RGBA", (50, 50), (0, 0, 0, 0)), tmp_path / "blank.png")
     assert run("check_structure_sim_resized", blank, target) == 0.0
-    assert run("check_structure_sim_resized", save(noise((96, 64)), tmp_path / "n.png"),
-               target) == 0.0
+    assert (
+        run("check_structure_sim_resized", save(noise((96, 64)), tmp_path / "n.png"), target) == 0.0
+    )
 
 
 def test_brightness_saturation_contrast(tmp_path: Path) -> None:
@@ -116,8 +118,9 @@ def test_palette_and_mirror(tmp_path: Path) -> None:
 def test_triangle_textbox_green(tmp_path: Path) -> None:
     def triangle(centre_x: int) -> str:
         image = Image.new("RGB", (100, 100), (255, 255, 255))
-        ImageDraw.Draw(image).polygon([(centre_x - 10, 60), (centre_x + 10, 60),
-                                       (centre_x, 40)], fill=(255, 220, 0))
+        ImageDraw.Draw(image).polygon(
+            [(centre_x - 10, 60), (centre_x + 10, 60), (centre_x, 40)], fill=(255, 220, 0)
+        )
         image.putpixel((0, 0), (1, 2, 3))  # the rarest colour: OSWorld takes the 2nd rarest
         return save(image, tmp_path / f"tri{centre_x}.png")
 
@@ -141,14 +144,18 @@ def test_triangle_textbox_green(tmp_path: Path) -> None:
     red = save(Image.new("RGB", (40, 40), (200, 30, 30)), tmp_path / "r.png")
     assert run("check_green_background", red, reference) == 0.0
     wide = save(Image.new("RGB", (60, 40), (10, 200, 10)), tmp_path / "wide.png")
-    assert run("check_green_background", wide, save(mask.resize((60, 40)),
-                                                    tmp_path / "wref.png")) == 0.0
+    assert (
+        run("check_green_background", wide, save(mask.resize((60, 40)), tmp_path / "wref.png"))
+        == 0.0
+    )
 
 
 def test_gimp_config_and_file_size(tmp_path: Path) -> None:
     rc = tmp_path / "gimprc"
-    rc.write_text('# GIMP gimprc\n\n(undo-levels 100)\n(theme "Light")\n(layer-new-name "Square")\n'
-                  '(default-image\n    (width 10))\n')
+    rc.write_text(
+        '# GIMP gimprc\n\n(undo-levels 100)\n(theme "Light")\n(layer-new-name "Square")\n'
+        "(default-image\n    (width 10))\n"
+    )
     assert run("check_config_status", str(rc), {"key": "theme", "value": '"Light"'}) == 1.0
     assert run("check_config_status", str(rc), {"key": "undo-levels", "value": "100"}) == 1.0
     assert run("check_config_status", str(rc), {"key": "theme", "value": '"Dark"'}) == 0.0
@@ -164,8 +171,9 @@ def test_compare_image_text_reads_the_screenshot(tmp_path: Path) -> None:
     from PIL import ImageFont
 
     image = Image.new("RGB", (600, 120), (255, 255, 255))
-    ImageDraw.Draw(image).text((20, 30), "user@host:~$ ls -la", fill=(0, 0, 0),
-                               font=ImageFont.load_default(size=40))
+    ImageDraw.Draw(image).text(
+        (20, 30), "user@host:~$ ls -la", fill=(0, 0, 0), font=ImageFont.load_default(size=40)
+    )
     path = save(image, tmp_path / "ls.png")
     assert run("compare_image_text", path, {"type": "text", "text": "ls"}) == 1.0
     assert run("compare_image_text", path, {"type": "text", "text": "pwd"}) == 0.0

@@ -50,8 +50,12 @@ def test_csv_metrics(tmp_path: Path) -> None:
     got = write(tmp_path, "got.csv", "name,n\nann,1\nbob,2\n")
     same = write(tmp_path, "same.csv", " name,n\nann,1\nbob,2 \n")
     other = write(tmp_path, "other.csv", "name,n\nann,1\n")
-    assert run("check_csv", got, {"expect": [{"name": "bob", "n": "2"}],
-                                  "unexpect": [{"name": "eve"}]}) == 1.0
+    assert (
+        run(
+            "check_csv", got, {"expect": [{"name": "bob", "n": "2"}], "unexpect": [{"name": "eve"}]}
+        )
+        == 1.0
+    )
     assert run("check_csv", got, {"expect": [{"name": "bob", "n": "3"}]}) == 0.0
     assert run("compare_csv", got, [other, same], strict=False) == 1.0
     assert run("compare_csv", got, same) == 0.0
@@ -59,16 +63,38 @@ def test_csv_metrics(tmp_path: Path) -> None:
 
 def test_check_json_and_yaml(tmp_path: Path) -> None:
     path = write(tmp_path, "s.json", json.dumps({"editor": {"fontSize": 14, "theme": "Dark+"}}))
-    good = {"expect": [{"key": ["editor", "fontSize"], "method": "eq", "ref": 14}],
-            "unexpect": [{"key": ["editor", "wordWrap"], "method": "eq", "ref": "on"}]}
+    good = {
+        "expect": [{"key": ["editor", "fontSize"], "method": "eq", "ref": 14}],
+        "unexpect": [{"key": ["editor", "wordWrap"], "method": "eq", "ref": "on"}],
+    }
     assert run("check_json", path, good) == 1.0
-    assert run("check_json", path, {"expect": [{"key": ["editor", "theme"],
-                                                "method": "re", "ref": "^Light"}]}) == 0.0
+    assert (
+        run(
+            "check_json",
+            path,
+            {"expect": [{"key": ["editor", "theme"], "method": "re", "ref": "^Light"}]},
+        )
+        == 0.0
+    )
     yml = write(tmp_path, "c.yaml", "a:\n  b: 3\n")
-    assert run("check_json", yml, {"expect": [{"key": ["a", "b"], "method": "approx:0.5",
-                                               "ref": 3.2}]}, is_yaml=True) == 1.0
-    assert run("check_json", yml, {"expect": [{"key": ["a", "c"], "method": "eq", "ref": 3}]},
-               is_yaml=True) == 0.0
+    assert (
+        run(
+            "check_json",
+            yml,
+            {"expect": [{"key": ["a", "b"], "method": "approx:0.5", "ref": 3.2}]},
+            is_yaml=True,
+        )
+        == 1.0
+    )
+    assert (
+        run(
+            "check_json",
+            yml,
+            {"expect": [{"key": ["a", "c"], "method": "eq", "ref": 3}]},
+            is_yaml=True,
+        )
+        == 0.0
+    )
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from cua_rl.errors import EvalExtraMissing
-from cua_rl.eval_extra import require
+from cua_rl.eval_libraries import require
 from cua_rl.evaluation import get_metric
 
 openpyxl = pytest.importorskip("openpyxl", reason="needs the eval extra")
@@ -20,8 +20,9 @@ def run(name: str, *args: object, **options: object) -> float:
     return get_metric(name).func(*args, **options)
 
 
-def book(path: Path, rows: list[list[object]], *, bold_a1: bool = False,
-         merge: str | None = None) -> str:
+def book(
+    path: Path, rows: list[list[object]], *, bold_a1: bool = False, merge: str | None = None
+) -> str:
     wb = openpyxl.Workbook()
     ws = wb.active
     ws.title = "Sheet1"
@@ -52,16 +53,38 @@ def test_compare_table_sheet_data(tmp_path: Path) -> None:
 
 def test_compare_table_check_cell(tmp_path: Path) -> None:
     path = book(tmp_path / "r.xlsx", [["Total", 41.95]], bold_a1=True, merge="C1:D1")
-    ok = [{"type": "check_cell", "sheet_idx": 0, "coordinate": "B1",
-           "props": {"value": {"method": "approx:0.1", "ref": 42}}},
-          {"type": "check_cell", "sheet_idx": "RNSheet1", "coordinate": "A1",
-           "props": {"value": {"method": "eq", "ref": "Total"},
-                     "font_bold": {"method": "eq", "ref": True}}},
-          {"type": "check_cell", "sheet_idx": 0, "coordinate": "D1",
-           "props": {"merge": {"method": "eq", "ref": True}}}]
+    ok = [
+        {
+            "type": "check_cell",
+            "sheet_idx": 0,
+            "coordinate": "B1",
+            "props": {"value": {"method": "approx:0.1", "ref": 42}},
+        },
+        {
+            "type": "check_cell",
+            "sheet_idx": "RNSheet1",
+            "coordinate": "A1",
+            "props": {
+                "value": {"method": "eq", "ref": "Total"},
+                "font_bold": {"method": "eq", "ref": True},
+            },
+        },
+        {
+            "type": "check_cell",
+            "sheet_idx": 0,
+            "coordinate": "D1",
+            "props": {"merge": {"method": "eq", "ref": True}},
+        },
+    ]
     assert run("compare_table", path, rules=ok) == 1.0
-    bad = [{"type": "check_cell", "sheet_idx": 0, "coordinate": "B1",
-            "props": {"value": {"method": "approx:0.01", "ref": 42}}}]
+    bad = [
+        {
+            "type": "check_cell",
+            "sheet_idx": 0,
+            "coordinate": "B1",
+            "props": {"value": {"method": "approx:0.01", "ref": 42}},
+        }
+    ]
     assert run("compare_table", path, rules=bad) == 0.0
 
 
@@ -74,16 +97,32 @@ def test_compare_table_sheet_print_and_fuzzy(tmp_path: Path) -> None:
     assert run("compare_table", got, gold, rules=printed) == 1.0
     (tmp_path / "gold-Sheet1.csv").write_text("a,b\n1,3\n")
     assert run("compare_table", got, gold, rules=printed) == 0.0
-    fuzzy = [{"type": "sheet_fuzzy", "sheet_idx0": 0, "sheet_idx1": "EI0", "rules": [
-        {"range": ["A1"], "type": "exact_match", "ignore_case": True,
-         "normalization": [["Rd", "Road"]]}]}]
+    fuzzy = [
+        {
+            "type": "sheet_fuzzy",
+            "sheet_idx0": 0,
+            "sheet_idx1": "EI0",
+            "rules": [
+                {
+                    "range": ["A1"],
+                    "type": "exact_match",
+                    "ignore_case": True,
+                    "normalization": [["Rd", "Road"]],
+                }
+            ],
+        }
+    ]
     assert run("compare_table", got, gold, rules=fuzzy) == 1.0
     fuzzy[0]["rules"][0]["normalization"] = []
     assert run("compare_table", got, gold, rules=fuzzy) == 0.0
 
 
-def document(path: Path, paragraphs: list[str], table: list[list[str]] | None = None,
-             spacing: float | None = None) -> str:
+def document(
+    path: Path,
+    paragraphs: list[str],
+    table: list[list[str]] | None = None,
+    spacing: float | None = None,
+) -> str:
     doc = docx.Document()
     for text in paragraphs:
         para = doc.add_paragraph(text)
@@ -118,8 +157,12 @@ def deck(path: Path, title: str, *, bold: bool = False, left: int = 0) -> str:
     prs = pptx.Presentation()
     slide = prs.slides.add_slide(prs.slide_layouts[5])
     slide.shapes.title.text = title
-    box = slide.shapes.add_textbox(pptx.util.Emu(914400 + left), pptx.util.Emu(914400),
-                                   pptx.util.Emu(3000000), pptx.util.Emu(600000))
+    box = slide.shapes.add_textbox(
+        pptx.util.Emu(914400 + left),
+        pptx.util.Emu(914400),
+        pptx.util.Emu(3000000),
+        pptx.util.Emu(600000),
+    )
     run_ = box.text_frame.paragraphs[0].add_run()
     run_.text = "point"
     run_.font.bold = bold
@@ -131,8 +174,10 @@ def test_compare_pptx_files(tmp_path: Path) -> None:
     gold = deck(tmp_path / "gold.pptx", "Plan", bold=True)
     assert run("compare_pptx_files", deck(tmp_path / "a.pptx", "Plan", bold=True), gold) == 1.0
     assert run("compare_pptx_files", deck(tmp_path / "b.pptx", "Plan"), gold) == 0.0
-    assert run("compare_pptx_files", deck(tmp_path / "c.pptx", "Plan"), gold,
-               examine_font_bold=False) == 1.0
+    assert (
+        run("compare_pptx_files", deck(tmp_path / "c.pptx", "Plan"), gold, examine_font_bold=False)
+        == 1.0
+    )
     assert run("compare_pptx_files", deck(tmp_path / "d.pptx", "Draft", bold=True), gold) == 0.0
     moved = deck(tmp_path / "e.pptx", "Plan", bold=True, left=400000)
     assert run("compare_pptx_files", moved, gold) == 0.0

@@ -24,29 +24,64 @@ def run(name: str, *args: object, **options: object) -> float:
         ("literal_match", "Hello", "hello", {}, 0.0),
         ("literal_match", [1, "b"], ["1", "B"], {"type": "list", "ignore_case": True}, 1.0),
         ("literal_match", [1], ["1", "b"], {"type": "list"}, 0.0),
-        ("check_include_exclude", "ok: 3 files", {"include": ["ok"], "exclude": ["error"]}, {},
-         1.0),
-        ("check_include_exclude", "ok, error", {"include": ["ok"], "exclude": ["error"]}, {},
-         0.0),
+        (
+            "check_include_exclude",
+            "ok: 3 files",
+            {"include": ["ok"], "exclude": ["error"]},
+            {},
+            1.0,
+        ),
+        ("check_include_exclude", "ok, error", {"include": ["ok"], "exclude": ["error"]}, {}, 0.0),
         ("check_direct_json_object", "{'a': 1, 'b': 'x'}", {"expected": {"a": 1}}, {}, 1.0),
         ("check_direct_json_object", {"a": 2}, {"expected": {"a": 1}}, {}, 0.0),
         ("check_direct_json_object", "not json", {"expected": {"a": 1}}, {}, 0.0),
-        ("check_direct_json_object", {"tabs": ["a", "b"]},
-         {"expected": {"tabs": ["b", "a"]}, "ignore_list_order": True}, {}, 1.0),
-        ("check_direct_json_object", {"tabs": ["a", "b"]}, {"expected": {"tabs": ["b", "a"]}},
-         {}, 0.0),
-        ("check_direct_json_object", {"t": "__EVALUATION_FAILED__"},
-         {"expected": {"t": "__EVALUATION_FAILED__"}}, {}, 0.0),
-        ("check_direct_json_object", {"tabs": None},
-         {"expected": {"tabs": ["b", "a"]}, "ignore_list_order": True}, {}, 0.0),
-        ("check_direct_json_object", {"q": "best pizza nyc", "h": ["x", "y"]},
-         {"expected": {"q": "pizza", "h": ["z", "y"]}, "expect_in_result": True}, {}, 1.0),
-        ("check_direct_json_object", {"q": "burgers"},
-         {"expected": {"q": "pizza"}, "expect_in_result": True}, {}, 0.0),
+        (
+            "check_direct_json_object",
+            {"tabs": ["a", "b"]},
+            {"expected": {"tabs": ["b", "a"]}, "ignore_list_order": True},
+            {},
+            1.0,
+        ),
+        (
+            "check_direct_json_object",
+            {"tabs": ["a", "b"]},
+            {"expected": {"tabs": ["b", "a"]}},
+            {},
+            0.0,
+        ),
+        (
+            "check_direct_json_object",
+            {"t": "__EVALUATION_FAILED__"},
+            {"expected": {"t": "__EVALUATION_FAILED__"}},
+            {},
+            0.0,
+        ),
+        (
+            "check_direct_json_object",
+            {"tabs": None},
+            {"expected": {"tabs": ["b", "a"]}, "ignore_list_order": True},
+            {},
+            0.0,
+        ),
+        (
+            "check_direct_json_object",
+            {"q": "best pizza nyc", "h": ["x", "y"]},
+            {"expected": {"q": "pizza", "h": ["z", "y"]}, "expect_in_result": True},
+            {},
+            1.0,
+        ),
+        (
+            "check_direct_json_object",
+            {"q": "burgers"},
+            {"expected": {"q": "pizza"}, "expect_in_result": True},
+            {},
+            0.0,
+        ),
     ],
 )
-def test_value_metrics(name: str, result: object, expected: object, options: dict,
-                       score: float) -> None:
+def test_value_metrics(
+    name: str, result: object, expected: object, options: dict, score: float
+) -> None:
     assert run(name, result, expected, **options) == score
 
 

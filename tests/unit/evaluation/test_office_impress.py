@@ -21,8 +21,15 @@ def run(name: str, *args: object, **options: object) -> float:
     return get_metric(name).func(*args, **options)
 
 
-def deck(path: Path, *, height: int = 900000, top: int = 900000, picture_top: int | None = None,
-         color: RGBColor | None = None, portrait: bool = False) -> str:
+def deck(
+    path: Path,
+    *,
+    height: int = 900000,
+    top: int = 900000,
+    picture_top: int | None = None,
+    color: RGBColor | None = None,
+    portrait: bool = False,
+) -> str:
     prs = pptx.Presentation()
     if portrait:
         prs.slide_width, prs.slide_height = prs.slide_height, prs.slide_width
@@ -46,37 +53,64 @@ def test_compare_pptx_lenient_height_and_run_count(tmp_path: Path) -> None:
     gold = deck(tmp_path / "g.pptx")
     taller = deck(tmp_path / "a.pptx", height=1200000)
     assert run("compare_pptx_files", taller, gold) == 0.0
-    assert run("compare_pptx_files", taller, gold, examine_shape=False,
-               examine_shape_lenient_height=True) == 1.0
+    assert (
+        run(
+            "compare_pptx_files",
+            taller,
+            gold,
+            examine_shape=False,
+            examine_shape_lenient_height=True,
+        )
+        == 1.0
+    )
     moved = deck(tmp_path / "b.pptx", top=2000000)
     assert run("compare_pptx_files", moved, gold) == 0.0
     # OSWorld's public code never reads the lenient-height option (docs/evaluation-deviations.md)
-    assert run("compare_pptx_files", moved, gold, examine_shape=False,
-               examine_shape_lenient_height=True) == 1.0
+    assert (
+        run(
+            "compare_pptx_files",
+            moved,
+            gold,
+            examine_shape=False,
+            examine_shape_lenient_height=True,
+        )
+        == 1.0
+    )
     red = deck(tmp_path / "c.pptx", color=RGBColor(255, 0, 0))
     gold_red = deck(tmp_path / "gr.pptx", color=RGBColor(255, 0, 0))
     assert run("compare_pptx_files", red, gold_red, examine_run_count=False) == 1.0
-    assert run("compare_pptx_files", deck(tmp_path / "d.pptx", color=RGBColor(0, 255, 0)),
-               gold_red) == 0.0
+    assert (
+        run("compare_pptx_files", deck(tmp_path / "d.pptx", color=RGBColor(0, 255, 0)), gold_red)
+        == 0.0
+    )
 
 
 def test_compare_pptx_position_switches(tmp_path: Path) -> None:
     gold = deck(tmp_path / "g.pptx", picture_top=2000000)
     higher = deck(tmp_path / "a.pptx", picture_top=1000000)
     # examine_top_position concerns slide 2 only; here it is slide 1: shapes must match
-    assert run("compare_pptx_files", higher, gold, examine_shape=False,
-               examine_top_position=True) == 1.0
+    assert (
+        run("compare_pptx_files", higher, gold, examine_shape=False, examine_top_position=True)
+        == 1.0
+    )
     # examine_image_size: pictures compare by size only, other shapes by their box
-    assert run("compare_pptx_files", higher, gold, examine_shape=False,
-               examine_image_size=True) == 1.0
+    assert (
+        run("compare_pptx_files", higher, gold, examine_shape=False, examine_image_size=True) == 1.0
+    )
     moved_box = deck(tmp_path / "b.pptx", top=1500000, picture_top=2000000)
-    assert run("compare_pptx_files", moved_box, gold, examine_shape=False,
-               examine_image_size=True) == 0.0
-    assert run("compare_pptx_files", higher, gold, examine_shape=False,
-               examine_modify_height=True) == 1.0  # pictures: only their height counts
+    assert (
+        run("compare_pptx_files", moved_box, gold, examine_shape=False, examine_image_size=True)
+        == 0.0
+    )
+    assert (
+        run("compare_pptx_files", higher, gold, examine_shape=False, examine_modify_height=True)
+        == 1.0
+    )  # pictures: only their height counts
     taller = deck(tmp_path / "c.pptx", height=1500000, picture_top=2000000)
-    assert run("compare_pptx_files", taller, gold, examine_shape=False,
-               examine_modify_height=True) == 0.0
+    assert (
+        run("compare_pptx_files", taller, gold, examine_shape=False, examine_modify_height=True)
+        == 0.0
+    )
 
 
 def test_slide_orientation_and_image_stretch(tmp_path: Path) -> None:
@@ -88,8 +122,7 @@ def test_slide_orientation_and_image_stretch(tmp_path: Path) -> None:
     picture.left, picture.top = 0, 0
     picture.width, picture.height = prs.slide_width, prs.slide_height
     prs.save(tmp_path / "stretched.pptx")
-    assert run("check_image_stretch_and_center", str(tmp_path / "stretched.pptx"),
-               original) == 1.0
+    assert run("check_image_stretch_and_center", str(tmp_path / "stretched.pptx"), original) == 1.0
     assert run("check_image_stretch_and_center", original, original) == 0.0
 
 
@@ -128,8 +161,12 @@ def rewrite(path: str, member: str, old: bytes, new: bytes) -> str:
 
 def test_check_transition(tmp_path: Path) -> None:
     plain = deck(tmp_path / "t.pptx")
-    dissolve = rewrite(plain, "ppt/slides/slide1.xml", b"</p:sld>",
-                       b"<p:transition><p:dissolve/></p:transition></p:sld>")
+    dissolve = rewrite(
+        plain,
+        "ppt/slides/slide1.xml",
+        b"</p:sld>",
+        b"<p:transition><p:dissolve/></p:transition></p:sld>",
+    )
     rules = {"slide_idx": 0, "transition_type": "dissolve"}
     assert run("check_transition", dissolve, rules) == 1.0
     assert run("check_transition", plain, rules) == 0.0
@@ -142,8 +179,12 @@ def test_check_page_number_colors(tmp_path: Path) -> None:
     with zipfile.ZipFile(plain) as z:
         xml = z.read(master)
     assert b"<a:defRPr" in xml
-    red = rewrite(plain, master, b"<a:defRPr", b'<a:rPr><a:solidFill><a:srgbClr val="FF0000"/>'
-                  b"</a:solidFill></a:rPr><a:defRPr")
+    red = rewrite(
+        plain,
+        master,
+        b"<a:defRPr",
+        b'<a:rPr><a:solidFill><a:srgbClr val="FF0000"/></a:solidFill></a:rPr><a:defRPr',
+    )
     assert run("check_page_number_colors", red, {"color": "red"}) == 1.0
     assert run("check_page_number_colors", red, {"color": "blue"}) == 0.0
 
@@ -178,15 +219,22 @@ def media_deck(tmp_path: Path) -> bytes:
         for item in src.infolist():
             data = src.read(item.filename)
             if item.filename == "ppt/slides/slide1.xml":
-                data = data.replace(b"<p:cSld>", b'<p:cSld><p:bg><p:bgPr><a:blipFill><a:blip '
-                                    b'r:embed="rIdBg"/></a:blipFill></p:bgPr></p:bg>')
+                data = data.replace(
+                    b"<p:cSld>",
+                    b"<p:cSld><p:bg><p:bgPr><a:blipFill><a:blip "
+                    b'r:embed="rIdBg"/></a:blipFill></p:bgPr></p:bg>',
+                )
             if item.filename == rels:
-                data = data.replace(b"</Relationships>", (
-                    b'<Relationship Id="rIdBg" Type="http://schemas.openxmlformats.org/'
-                    b'officeDocument/2006/relationships/image" Target="../media/bg.png"/>'
-                    b'<Relationship Id="rIdA" Type="http://schemas.openxmlformats.org/'
-                    b'officeDocument/2006/relationships/audio" Target="../media/song.mp3"/>'
-                    b"</Relationships>"))
+                data = data.replace(
+                    b"</Relationships>",
+                    (
+                        b'<Relationship Id="rIdBg" Type="http://schemas.openxmlformats.org/'
+                        b'officeDocument/2006/relationships/image" Target="../media/bg.png"/>'
+                        b'<Relationship Id="rIdA" Type="http://schemas.openxmlformats.org/'
+                        b'officeDocument/2006/relationships/audio" Target="../media/song.mp3"/>'
+                        b"</Relationships>"
+                    ),
+                )
             dst.writestr(item, data)
         dst.writestr("ppt/media/bg.png", b"PNGDATA")
         dst.writestr("ppt/media/song.mp3", b"MP3DATA")
@@ -205,6 +253,9 @@ def test_media_getters(tmp_path: Path) -> None:
     config["slide_index"] = 3
     assert asyncio.run(get_getter("audio_in_slide").func(ctx, dict(config))) is None
     with pytest.raises(FileNotFoundError):
-        asyncio.run(get_getter("audio_in_slide").func(
-            ctx, {**config, "ppt_file_path": "/home/user/missing.pptx"}))
+        asyncio.run(
+            get_getter("audio_in_slide").func(
+                ctx, {**config, "ppt_file_path": "/home/user/missing.pptx"}
+            )
+        )
     _ = Inches  # keep the unit helpers imported for readers extending these decks

@@ -36,8 +36,7 @@ def pdf(path: Path, pages: list[str], image_color: str | None = None) -> str:
 
 def test_compare_pdfs(tmp_path: Path) -> None:
     gold = pdf(tmp_path / "g.pdf", ["Invoice 243729", "Total 42"])
-    assert run("compare_pdfs", pdf(tmp_path / "a.pdf", ["Invoice 243729", "Total 42"]),
-               gold) == 1.0
+    assert run("compare_pdfs", pdf(tmp_path / "a.pdf", ["Invoice 243729", "Total 42"]), gold) == 1.0
     score = run("compare_pdfs", pdf(tmp_path / "b.pdf", ["Invoice 999999", "Total 42"]), gold)
     assert 0.5 < score < 1.0
     assert run("compare_pdfs", str(tmp_path / "missing.pdf"), gold) == 0.0
@@ -57,19 +56,28 @@ def test_check_pdf_pages(tmp_path: Path) -> None:
 
 def test_compare_pdf_images(tmp_path: Path) -> None:
     gold = pdf(tmp_path / "g.pdf", ["receipt"], image_color="black")
-    assert run("compare_pdf_images", pdf(tmp_path / "a.pdf", ["other text"],
-                                         image_color="black"), gold) == 1.0
+    assert (
+        run(
+            "compare_pdf_images", pdf(tmp_path / "a.pdf", ["other text"], image_color="black"), gold
+        )
+        == 1.0
+    )
     assert run("compare_pdf_images", pdf(tmp_path / "b.pdf", ["receipt"]), gold) == 0.0
-    assert run("compare_pdf_images", pdf(tmp_path / "c.pdf", ["x"]),
-               pdf(tmp_path / "d.pdf", ["y"])) == 1.0  # no images on either side
+    assert (
+        run("compare_pdf_images", pdf(tmp_path / "c.pdf", ["x"]), pdf(tmp_path / "d.pdf", ["y"]))
+        == 1.0
+    )  # no images on either side
 
 
 def epub(path: Path, chapter: str) -> str:
     with zipfile.ZipFile(path, "w") as z:
         z.writestr("mimetype", "application/epub+zip")
         z.writestr("toc.ncx", "<ncx>\n<navPoint id='x'/>\n<docTitle>Book</docTitle>\n</ncx>\n")
-        z.writestr("content.opf", f"<package>\n<dc:identifier>{path.name}</dc:identifier>\n"
-                                  "<dc:title>Book</dc:title>\n</package>\n")
+        z.writestr(
+            "content.opf",
+            f"<package>\n<dc:identifier>{path.name}</dc:identifier>\n"
+            "<dc:title>Book</dc:title>\n</package>\n",
+        )
         z.writestr("text/ch1.html", f"<html><body>\n<p>{chapter}</p>\n</body></html>")
     return str(path)
 
@@ -78,10 +86,8 @@ def test_compare_epub(tmp_path: Path) -> None:
     (tmp_path / "r").mkdir()
     (tmp_path / "g").mkdir()
     gold = epub(tmp_path / "g" / "book.epub", "Once upon a time")
-    assert run("compare_epub", epub(tmp_path / "r" / "book.epub", "Once upon a time"),
-               gold) == 1.0
-    assert run("compare_epub", epub(tmp_path / "r" / "other.epub", "Something else"),
-               gold) < 1.0
+    assert run("compare_epub", epub(tmp_path / "r" / "book.epub", "Once upon a time"), gold) == 1.0
+    assert run("compare_epub", epub(tmp_path / "r" / "other.epub", "Something else"), gold) < 1.0
     junk = tmp_path / "r" / "junk.epub"
     junk.write_text("not a zip")
     assert run("compare_epub", str(junk), gold) == 0.0

@@ -36,13 +36,15 @@ def test_compare_font_names(tmp_path: Path) -> None:
             for p in doc.paragraphs:
                 for r in p.runs:
                     r.font.name = name
+
         return edit
 
     rules = {"font_name": "Times New Roman"}
     good = document(tmp_path / "a.docx", ["x", "y"], font("Times New Roman"))
     assert run("compare_font_names", good, rules) == 1.0
-    assert run("compare_font_names", document(tmp_path / "b.docx", ["x"], font("Arial")),
-               rules) == 0.0
+    assert (
+        run("compare_font_names", document(tmp_path / "b.docx", ["x"], font("Arial")), rules) == 0.0
+    )
 
 
 def test_compare_subscript_contains(tmp_path: Path) -> None:
@@ -58,12 +60,17 @@ def test_has_page_numbers_in_footers(tmp_path: Path) -> None:
     def footer(text: str) -> Callable[[Any], None]:
         def edit(doc: Any) -> None:
             doc.sections[0].footer.paragraphs[0].text = text
+
         return edit
 
-    assert run("has_page_numbers_in_footers",
-               document(tmp_path / "a.docx", ["x"], footer("Page 1"))) == 1.0
-    assert run("has_page_numbers_in_footers",
-               document(tmp_path / "b.docx", ["x"], footer("Draft"))) == 0.0
+    assert (
+        run("has_page_numbers_in_footers", document(tmp_path / "a.docx", ["x"], footer("Page 1")))
+        == 1.0
+    )
+    assert (
+        run("has_page_numbers_in_footers", document(tmp_path / "b.docx", ["x"], footer("Draft")))
+        == 0.0
+    )
 
 
 def test_is_first_line_centered(tmp_path: Path) -> None:
@@ -79,6 +86,7 @@ def test_contains_page_break(tmp_path: Path) -> None:
         def edit(doc: Any) -> None:
             for _ in range(n):
                 doc.add_paragraph("x").add_run().add_break(WD_BREAK.PAGE)
+
         return edit
 
     two = document(tmp_path / "a.docx", [], breaks(2))
@@ -91,8 +99,8 @@ def test_check_tabstops(tmp_path: Path) -> None:
     def tabs(position: float) -> Callable[[Any], None]:
         def edit(doc: Any) -> None:
             for p in doc.paragraphs:
-                p.paragraph_format.tab_stops.add_tab_stop(Inches(position),
-                                                          WD_TAB_ALIGNMENT.RIGHT)
+                p.paragraph_format.tab_stops.add_tab_stop(Inches(position), WD_TAB_ALIGNMENT.RIGHT)
+
         return edit
 
     lines = ["one two three\tmore", "four five six\tend"]
@@ -108,9 +116,12 @@ def test_evaluate_colored_words_in_tables(tmp_path: Path) -> None:
     def table(vowel_color: RGBColor) -> Callable[[Any], None]:
         def edit(doc: Any) -> None:
             cells = doc.add_table(rows=1, cols=2).rows[0].cells
-            for cell, word, color in ((cells[0], "apple", vowel_color),
-                                      (cells[1], "dog", RGBColor(0, 0, 255))):
+            for cell, word, color in (
+                (cells[0], "apple", vowel_color),
+                (cells[1], "dog", RGBColor(0, 0, 255)),
+            ):
                 cell.paragraphs[0].add_run(word).font.color.rgb = color
+
         return edit
 
     gold = document(tmp_path / "g.docx", [], table(RGBColor(255, 0, 0)))
@@ -128,10 +139,12 @@ def test_delta_e_2000_reference_pair() -> None:
 
 
 def odt(path: Path, spans: list[tuple[str, str | None]]) -> str:
-    body = "".join(f'<text:span text:style-name="{style}">{text}</text:span>' if style else text
-                   for text, style in spans)
+    body = "".join(
+        f'<text:span text:style-name="{style}">{text}</text:span>' if style else text
+        for text, style in spans
+    )
     content = (
-        '<office:document-content '
+        "<office:document-content "
         'xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
         'xmlns:style="urn:oasis:names:tc:opendocument:xmlns:style:1.0" '
         'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" '
@@ -141,7 +154,8 @@ def odt(path: Path, spans: list[tuple[str, str | None]]) -> str:
         '<style:style style:name="T2" style:family="text">'
         '<style:text-properties fo:font-weight="bold"/></style:style>'
         "</office:automatic-styles><office:body><office:text>"
-        f"<text:p>{body}</text:p></office:text></office:body></office:document-content>")
+        f"<text:p>{body}</text:p></office:text></office:body></office:document-content>"
+    )
     with zipfile.ZipFile(path, "w") as z:
         z.writestr("mimetype", "application/vnd.oasis.opendocument.text")
         z.writestr("content.xml", content)
@@ -165,10 +179,22 @@ def test_evaluate_strike_through_last_paragraph(tmp_path: Path) -> None:
             r.font.strike = True
 
     gold = document(tmp_path / "g.docx", ["a", "b"], strike)
-    assert run("evaluate_strike_through_last_paragraph",
-               document(tmp_path / "a.docx", ["a", "b"], strike), gold) == 1.0
-    assert run("evaluate_strike_through_last_paragraph",
-               document(tmp_path / "b.docx", ["a", "b"]), gold) == 0.0
+    assert (
+        run(
+            "evaluate_strike_through_last_paragraph",
+            document(tmp_path / "a.docx", ["a", "b"], strike),
+            gold,
+        )
+        == 1.0
+    )
+    assert (
+        run(
+            "evaluate_strike_through_last_paragraph",
+            document(tmp_path / "b.docx", ["a", "b"]),
+            gold,
+        )
+        == 0.0
+    )
 
 
 def test_check_italic_font_size_14(tmp_path: Path) -> None:
@@ -176,13 +202,18 @@ def test_check_italic_font_size_14(tmp_path: Path) -> None:
         def edit(doc: Any) -> None:
             r = doc.add_paragraph().add_run("note")
             r.italic, r.font.size = True, Pt(size)
+
         return edit
 
     gold = document(tmp_path / "g.docx", ["a"], italic(14))
-    assert run("check_italic_font_size_14", document(tmp_path / "a.docx", ["a"], italic(14)),
-               gold) == 1.0
-    assert run("check_italic_font_size_14", document(tmp_path / "b.docx", ["a"], italic(12)),
-               gold) == 0.0
+    assert (
+        run("check_italic_font_size_14", document(tmp_path / "a.docx", ["a"], italic(14)), gold)
+        == 1.0
+    )
+    assert (
+        run("check_italic_font_size_14", document(tmp_path / "b.docx", ["a"], italic(12)), gold)
+        == 0.0
+    )
 
 
 def test_compare_docx_images(tmp_path: Path) -> None:
@@ -193,29 +224,47 @@ def test_compare_docx_images(tmp_path: Path) -> None:
             png = tmp_path / f"{color}.png"
             Image.new("RGB", (4, 4), color).save(png)
             doc.add_picture(str(png))
+
         return edit
 
     gold = document(tmp_path / "g.docx", ["x"], picture("red"))
-    assert run("compare_docx_images", document(tmp_path / "a.docx", ["y"], picture("red")),
-               gold) == 1.0
-    assert run("compare_docx_images", document(tmp_path / "b.docx", ["x"], picture("blue")),
-               gold) == 0.0
+    assert (
+        run("compare_docx_images", document(tmp_path / "a.docx", ["y"], picture("red")), gold)
+        == 1.0
+    )
+    assert (
+        run("compare_docx_images", document(tmp_path / "b.docx", ["x"], picture("blue")), gold)
+        == 0.0
+    )
 
 
 def test_compare_docx_files_and_ignore_new_lines(tmp_path: Path) -> None:
     gold = document(tmp_path / "g.docx", ["a b", "c"])
     spaced = document(tmp_path / "a.docx", ["a b", "", "c", ""])
-    assert run("compare_docx_files_and_ignore_new_lines", spaced, gold,
-               ignore_blanks=False) == 1.0
-    assert run("compare_docx_files_and_ignore_new_lines",
-               document(tmp_path / "b.docx", ["a  b", "c"]), gold, ignore_blanks=False) == 0.0
+    assert run("compare_docx_files_and_ignore_new_lines", spaced, gold, ignore_blanks=False) == 1.0
+    assert (
+        run(
+            "compare_docx_files_and_ignore_new_lines",
+            document(tmp_path / "b.docx", ["a  b", "c"]),
+            gold,
+            ignore_blanks=False,
+        )
+        == 0.0
+    )
 
 
 def test_compare_references(tmp_path: Path) -> None:
     refs = ["Intro", "References", "Smith, J. (2020). A study.", "Doe, A. (2019). Another."]
     gold = document(tmp_path / "g.docx", refs)
-    assert run("compare_references", document(tmp_path / "a.docx", refs), gold,
-               reference_base_result=0.6) == 1.0
+    assert (
+        run(
+            "compare_references",
+            document(tmp_path / "a.docx", refs),
+            gold,
+            reference_base_result=0.6,
+        )
+        == 1.0
+    )
     bad = document(tmp_path / "b.docx", refs[:2] + ["Zzz", "Qqq"])
     assert run("compare_references", bad, gold, reference_base_result=0.6) == 0.0
 
@@ -234,24 +283,59 @@ def xcu(path: Path, item: str, prop: str, value: str) -> str:
     path.write_text(
         '<?xml version="1.0"?><oor:items xmlns:oor="http://openoffice.org/2001/registry">'
         f'<item oor:path="{item}"><prop oor:name="{prop}" oor:op="fuse">'
-        f"<value>{value}</value></prop></item></oor:items>")
+        f"<value>{value}</value></prop></item></oor:items>"
+    )
     return str(path)
 
 
 def test_libreoffice_config_checks(tmp_path: Path) -> None:
     font = "/org.openoffice.Office.Writer/DefaultFont"
-    assert run("find_default_font", xcu(tmp_path / "a.xcu", font, "Standard", "Times New Roman"),
-               {"font_name": "Times New Roman"}) == 1.0
-    assert run("find_default_font", xcu(tmp_path / "b.xcu", font, "Standard", "Arial"),
-               {"font_name": "Times New Roman"}) == 0.0
+    assert (
+        run(
+            "find_default_font",
+            xcu(tmp_path / "a.xcu", font, "Standard", "Times New Roman"),
+            {"font_name": "Times New Roman"},
+        )
+        == 1.0
+    )
+    assert (
+        run(
+            "find_default_font",
+            xcu(tmp_path / "b.xcu", font, "Standard", "Arial"),
+            {"font_name": "Times New Roman"},
+        )
+        == 0.0
+    )
     start = "/org.openoffice.Office.Impress/Misc/Start"
-    assert run("check_presenter_console_disable",
-               xcu(tmp_path / "c.xcu", start, "EnablePresenterScreen", "false")) == 1.0
-    assert run("check_presenter_console_disable",
-               xcu(tmp_path / "d.xcu", start, "EnablePresenterScreen", "true")) == 0.0
+    assert (
+        run(
+            "check_presenter_console_disable",
+            xcu(tmp_path / "c.xcu", start, "EnablePresenterScreen", "false"),
+        )
+        == 1.0
+    )
+    assert (
+        run(
+            "check_presenter_console_disable",
+            xcu(tmp_path / "d.xcu", start, "EnablePresenterScreen", "true"),
+        )
+        == 0.0
+    )
     save = "/org.openoffice.Office.Common/Save/Document"
-    assert run("check_auto_saving_time", xcu(tmp_path / "e.xcu", save, "AutoSaveTimeIntervall",
-                                             "3"), {"minutes": 3}) == 1.0
-    assert run("check_auto_saving_time", xcu(tmp_path / "f.xcu", save, "AutoSaveTimeIntervall",
-                                             "10"), {"minutes": 3}) == 0.0
+    assert (
+        run(
+            "check_auto_saving_time",
+            xcu(tmp_path / "e.xcu", save, "AutoSaveTimeIntervall", "3"),
+            {"minutes": 3},
+        )
+        == 1.0
+    )
+    assert (
+        run(
+            "check_auto_saving_time",
+            xcu(tmp_path / "f.xcu", save, "AutoSaveTimeIntervall", "10"),
+            {"minutes": 3},
+        )
+        == 0.0
+    )
     assert run("check_auto_saving_time", None, {"minutes": 3}) == 0.0

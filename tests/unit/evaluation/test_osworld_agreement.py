@@ -17,8 +17,7 @@ from tests_support.metrics import run, write_bytes
 def guest_tree() -> str:
     """A Thunderbird tree serialized the way vm/guest's atspi_dump does: its own
     namespace table, ElementTree with the prefixes registered."""
-    namespaces = pytest.importorskip("cua_guest.atspi_dump",
-                                     reason="vm/guest is not importable").NS
+    namespaces = pytest.importorskip("cua_guest.atspi_dump", reason="vm/guest is not importable").NS
 
     def _q(prefix: str, name: str) -> str:
         return f"{{{namespaces[prefix]}}}{name}"
@@ -28,8 +27,15 @@ def guest_tree() -> str:
     root = ET.Element("desktop-frame")
     app = ET.SubElement(root, "application", {"name": "Thunderbird"})
     tabs = ET.SubElement(app, "page-tab-list", {"name": "", _q("attr", "id"): "tabmail-tabs"})
-    tab = ET.SubElement(tabs, "page-tab", {"name": "About Profiles", _q("st", "selected"): "true",
-                                           _q("cp", "screencoord"): "(10, 40)"})
+    tab = ET.SubElement(
+        tabs,
+        "page-tab",
+        {
+            "name": "About Profiles",
+            _q("st", "selected"): "true",
+            _q("cp", "screencoord"): "(10, 40)",
+        },
+    )
     tab.text = "About Profiles"
     ET.SubElement(app, "push-button", {"name": "Close"})
     return ET.tostring(root, encoding="unicode")
@@ -39,16 +45,32 @@ def test_accessibility_prefixes_match_the_guest_namespaces() -> None:
     pytest.importorskip("cssselect")
     tree = guest_tree()
     # the selector of OSWorld's Thunderbird task 7b1e1ff9
-    task = [{"selectors": ['application[name=Thunderbird] page-tab-list[attr|id="tabmail-tabs"]'
-                           '>page-tab[name="About Profiles"]']}]
+    task = [
+        {
+            "selectors": [
+                'application[name=Thunderbird] page-tab-list[attr|id="tabmail-tabs"]'
+                '>page-tab[name="About Profiles"]'
+            ]
+        }
+    ]
     assert run("check_accessibility_tree", tree, task) == 1.0
-    assert run("check_accessibility_tree", tree,
-               [{"xpath": "//page-tab[@st:selected='true'][@cp:screencoord='(10, 40)']"}]) == 1.0
-    assert run("check_accessibility_tree", tree,
-               [{"selectors": ['page-tab[attr|id="tabmail-tabs"]']}]) == 0.0
+    assert (
+        run(
+            "check_accessibility_tree",
+            tree,
+            [{"xpath": "//page-tab[@st:selected='true'][@cp:screencoord='(10, 40)']"}],
+        )
+        == 1.0
+    )
+    assert (
+        run("check_accessibility_tree", tree, [{"selectors": ['page-tab[attr|id="tabmail-tabs"]']}])
+        == 0.0
+    )
     # a tree in the namespaces of OSWorld's first release no longer matches
-    old = tree.replace("https://accessibility.ubuntu.example.org/ns/attributes",
-                       "uri:deskat:attributes.at-spi.gnome.org")
+    old = tree.replace(
+        "https://accessibility.ubuntu.example.org/ns/attributes",
+        "uri:deskat:attributes.at-spi.gnome.org",
+    )
     assert run("check_accessibility_tree", old, task) == 0.0
 
 
@@ -87,10 +109,22 @@ def test_compare_pdf_images_uses_imagehash(tmp_path: Path) -> None:
     right = left.rotate(90)
     ImageDraw.Draw(left).ellipse((8, 8, 40, 30), fill=200)
     ImageDraw.Draw(right).ellipse((30, 20, 60, 60), fill=20)
-    assert run("compare_pdf_images", pdf_with_image(tmp_path / "l.pdf", left),
-               pdf_with_image(tmp_path / "l2.pdf", left.resize((128, 128)))) == 1.0
-    assert run("compare_pdf_images", pdf_with_image(tmp_path / "a.pdf", left),
-               pdf_with_image(tmp_path / "b.pdf", right)) == 0.0
+    assert (
+        run(
+            "compare_pdf_images",
+            pdf_with_image(tmp_path / "l.pdf", left),
+            pdf_with_image(tmp_path / "l2.pdf", left.resize((128, 128))),
+        )
+        == 1.0
+    )
+    assert (
+        run(
+            "compare_pdf_images",
+            pdf_with_image(tmp_path / "a.pdf", left),
+            pdf_with_image(tmp_path / "b.pdf", right),
+        )
+        == 0.0
+    )
 
 
 # -- compare_epub: the mean of the per-part similarities -----------------------------------
@@ -118,16 +152,20 @@ def test_compare_epub_averages_the_parts(tmp_path: Path) -> None:
 
 def test_compare_python_pure_text_keeps_indentation_and_inner_spaces(tmp_path: Path) -> None:
     gold = write_bytes(tmp_path, "gold.py", b"def f(x):\n    return x + 1\n")
-    same = write_bytes(tmp_path, "same.py", b"#!/usr/bin/env python3\n# -*- coding: utf-8 -*-\n"
-                                            b"def f(x):   \n\n\treturn x + 1\n\n")
+    same = write_bytes(
+        tmp_path,
+        "same.py",
+        b"#!/usr/bin/env python3\n# -*- coding: utf-8 -*-\ndef f(x):   \n\n\treturn x + 1\n\n",
+    )
     assert run("compare_python_pure_text", same, gold) == 1.0
     dedented = write_bytes(tmp_path, "dedent.py", b"def f(x):\n  return x + 1\n")
     assert run("compare_python_pure_text", dedented, gold) == 0.0
     squeezed = write_bytes(tmp_path, "squeezed.py", b"def f(x):\n    return x+1\n")
     assert run("compare_python_pure_text", squeezed, gold) == 0.0
     # a shebang after code is code; so is one after a blank first line
-    late = write_bytes(tmp_path, "late.py", b"\n#!/usr/bin/env python3\ndef f(x):\n"
-                                            b"    return x + 1\n")
+    late = write_bytes(
+        tmp_path, "late.py", b"\n#!/usr/bin/env python3\ndef f(x):\n    return x + 1\n"
+    )
     assert run("compare_python_pure_text", late, gold) == 0.0
 
 
@@ -143,12 +181,19 @@ def test_check_line_number_accepts_a_leap_second(tmp_path: Path) -> None:
 
 
 def test_check_csv_keeps_a_quoted_newline(tmp_path: Path) -> None:
-    path = write_bytes(tmp_path, "c.csv", b'name,address\r\nann,"1 Main St\r\nSpringfield"\r\n'
-                                          b"bob,2 Elm St\r\n")
-    assert run("check_csv", path, {"expect": [{"name": "ann",
-                                               "address": "1 Main St\nSpringfield"}]}) == 1.0
-    assert run("check_csv", path, {"expect": [{"name": "bob"}],
-                                   "unexpect": [{"name": "Springfield\""}]}) == 1.0
+    path = write_bytes(
+        tmp_path, "c.csv", b'name,address\r\nann,"1 Main St\r\nSpringfield"\r\nbob,2 Elm St\r\n'
+    )
+    assert (
+        run("check_csv", path, {"expect": [{"name": "ann", "address": "1 Main St\nSpringfield"}]})
+        == 1.0
+    )
+    assert (
+        run(
+            "check_csv", path, {"expect": [{"name": "bob"}], "unexpect": [{"name": 'Springfield"'}]}
+        )
+        == 1.0
+    )
 
 
 # -- compare_csv / compare_table sheet_print: UTF-8, else Latin-1 --------------------------
@@ -195,8 +240,10 @@ def test_check_list_iterates_file_lines(tmp_path: Path) -> None:
 
 def test_ignore_list_order_beside_expected() -> None:
     # the rule of OSWorld's Chrome task f5d96daf (models compared in any order)
-    rules = {"expected": {"modelList": ["iphone-15-pro-max", "iphone-14-pro-max"]},
-             "ignore_list_order": True}
+    rules = {
+        "expected": {"modelList": ["iphone-15-pro-max", "iphone-14-pro-max"]},
+        "ignore_list_order": True,
+    }
     got = {"modelList": ["iphone-14-pro-max", "iphone-15-pro-max"]}
     assert run("check_direct_json_object", got, rules) == 1.0
     assert run("check_direct_json_object", {"modelList": ["iphone-14-pro-max"]}, rules) == 0.0
@@ -215,8 +262,7 @@ def test_compare_text_file_reads_line_endings_as_text_mode(tmp_path: Path) -> No
     assert run("compare_text_file", other, lf) == 0.0
 
 
-def test_compare_image_list_pairs_to_the_shorter_list_and_converts_modes(
-        tmp_path: Path) -> None:
+def test_compare_image_list_pairs_to_the_shorter_list_and_converts_modes(tmp_path: Path) -> None:
     from PIL import Image
 
     def png(name: str, image: Image.Image) -> str:
@@ -253,20 +299,28 @@ def test_expect_in_result_string_is_found_in_a_list() -> None:
 def test_thunderbird_prefs_value_that_is_not_json_scores_zero(tmp_path: Path) -> None:
     """OSWorld's json.loads raises on a single-quoted value; we score the file 0."""
     rule = {"expect": {"mail.identity.id1.auto_quote": {"method": "eq", "ref": False}}}
-    good = write_bytes(tmp_path, "good.js", b'user_pref("mail.identity.id1.auto_quote", false);\n'
-                                            b'user_pref("mail.theme", "dark");\n')
+    good = write_bytes(
+        tmp_path,
+        "good.js",
+        b'user_pref("mail.identity.id1.auto_quote", false);\nuser_pref("mail.theme", "dark");\n',
+    )
     assert run("check_thunderbird_prefs", good, rule) == 1.0
-    odd = write_bytes(tmp_path, "odd.js", b'user_pref("mail.identity.id1.auto_quote", false);\n'
-                                          b"user_pref(\"mail.theme\", 'dark');\n")
+    odd = write_bytes(
+        tmp_path,
+        "odd.js",
+        b'user_pref("mail.identity.id1.auto_quote", false);\nuser_pref("mail.theme", \'dark\');\n',
+    )
     assert run("check_thunderbird_prefs", odd, rule) == 0.0
 
 
 def test_thunderbird_filter_field_before_any_name_scores_zero(tmp_path: Path) -> None:
     """OSWorld has no filter to put an `enabled=` line in before the first `name=`
     and raises; Thunderbird never writes such a file, so it scores 0."""
-    body = (b'name="Spam"\nenabled="yes"\ntype="17"\naction="Move to folder"\n'
-            b'actionValue="mailbox://nobody@Local%20Folders/Junk"\n'
-            b'condition="AND (subject,contains,spam)"\n')
+    body = (
+        b'name="Spam"\nenabled="yes"\ntype="17"\naction="Move to folder"\n'
+        b'actionValue="mailbox://nobody@Local%20Folders/Junk"\n'
+        b'condition="AND (subject,contains,spam)"\n'
+    )
     rules = {"expect": [{"name": "Spam", "enabled": "yes"}]}
     good = write_bytes(tmp_path, "good.dat", b'version="9"\nlogging="no"\n' + body)
     assert run("check_thunderbird_filter", good, rules) == 1.0
@@ -288,8 +342,12 @@ def test_lenient_height_option_checks_nothing(tmp_path: Path) -> None:
         prs.save(tmp_path / name)
         return str(tmp_path / name)
 
-    options = {"examine_run_count": False, "examine_shape": False,
-               "examine_background_color": False, "examine_shape_lenient_height": True}
+    options = {
+        "examine_run_count": False,
+        "examine_shape": False,
+        "examine_background_color": False,
+        "examine_shape_lenient_height": True,
+    }
     gold, moved = deck("gold.pptx", 500000), deck("moved.pptx", 2500000)
     assert run("compare_pptx_files", moved, gold, **options) == 1.0
     assert run("compare_pptx_files", moved, gold) == 0.0

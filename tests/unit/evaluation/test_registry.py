@@ -15,8 +15,13 @@ OSWORLD = Path(__file__).resolve().parents[3].parent / "shared" / "osworld" / "e
 
 def test_valid_single_and_list_specs_have_no_findings() -> None:
     single = {"func": "exact_match", "result": RULE, "expected": RULE}
-    listed = {"func": ["exact_match", "check_include_exclude"], "conj": "or",
-              "result": [RULE, RULE], "expected": [RULE, RULE], "options": [{}, None]}
+    listed = {
+        "func": ["exact_match", "check_include_exclude"],
+        "conj": "or",
+        "result": [RULE, RULE],
+        "expected": [RULE, RULE],
+        "options": [{}, None],
+    }
     assert check_evaluator_spec(single, "t: $.evaluator").ok
     assert check_evaluator_spec(listed, "t: $.evaluator").ok
     assert check_evaluator_spec({"func": "infeasible"}, "t: $.evaluator").ok
@@ -27,31 +32,76 @@ def test_valid_single_and_list_specs_have_no_findings() -> None:
     [
         ({"result": RULE}, "$.evaluator.func", "metric name"),
         ({"func": ["exact_match", 3], "result": [RULE, RULE]}, "$.evaluator.func", "metric"),
-        ({"func": "exact_match", "conj": "xor", "result": RULE, "expected": RULE},
-         "$.evaluator.conj", "'and' or 'or'"),
-        ({"func": ["exact_match", "exact_match"], "result": [RULE], "expected": [RULE, RULE]},
-         "$.evaluator.result", "2 entries"),
-        ({"func": ["exact_match", "exact_match"], "result": [RULE, RULE], "expected": RULE},
-         "$.evaluator.expected", "aligned with func"),
-        ({"func": "exact_match", "result": [RULE], "expected": RULE},
-         "$.evaluator.result", "single metric"),
+        (
+            {"func": "exact_match", "conj": "xor", "result": RULE, "expected": RULE},
+            "$.evaluator.conj",
+            "'and' or 'or'",
+        ),
+        (
+            {"func": ["exact_match", "exact_match"], "result": [RULE], "expected": [RULE, RULE]},
+            "$.evaluator.result",
+            "2 entries",
+        ),
+        (
+            {"func": ["exact_match", "exact_match"], "result": [RULE, RULE], "expected": RULE},
+            "$.evaluator.expected",
+            "aligned with func",
+        ),
+        (
+            {"func": "exact_match", "result": [RULE], "expected": RULE},
+            "$.evaluator.result",
+            "single metric",
+        ),
         ({"func": "exact_match", "expected": RULE}, "$.evaluator.result", "getter object"),
-        ({"func": "exact_match", "result": {"rules": {}}, "expected": RULE},
-         "$.evaluator.result.type", "getter type"),
-        ({"func": "exact_match", "result": {"type": "vm_file", "path": "/a"}, "expected": RULE},
-         "$.evaluator.result.dest", "requires 'dest'"),
-        ({"func": "exact_match", "result": {"type": "vm_file", "path": "/a", "dest": "../x"},
-          "expected": RULE}, "$.evaluator.result.dest", "bare file name"),
+        (
+            {"func": "exact_match", "result": {"rules": {}}, "expected": RULE},
+            "$.evaluator.result.type",
+            "getter type",
+        ),
+        (
+            {"func": "exact_match", "result": {"type": "vm_file", "path": "/a"}, "expected": RULE},
+            "$.evaluator.result.dest",
+            "requires 'dest'",
+        ),
+        (
+            {
+                "func": "exact_match",
+                "result": {"type": "vm_file", "path": "/a", "dest": "../x"},
+                "expected": RULE,
+            },
+            "$.evaluator.result.dest",
+            "bare file name",
+        ),
         ({"func": "exact_match", "result": RULE}, "$.evaluator.expected", "an 'expected' getter"),
-        ({"func": "exact_match", "result": RULE, "expected": RULE, "options": {"fuzzy": 1}},
-         "$.evaluator.options", "unexpected keyword"),
-        ({"func": ["exact_match", "exact_match"], "result": [RULE, RULE],
-          "expected": [RULE, RULE], "options": [{}, {"x": 1}]},
-         "$.evaluator.options[1]", "exact_match"),
-        ({"func": "compare_table", "result": RULE, "options": {"rules": [{"type": "check_cell"}]}},
-         "$.evaluator.options.rules[0].sheet_idx", "requires"),
-        ({"func": "exact_match", "result": RULE, "expected": RULE, "optoins": {}},
-         "$.evaluator.optoins", "one of"),
+        (
+            {"func": "exact_match", "result": RULE, "expected": RULE, "options": {"fuzzy": 1}},
+            "$.evaluator.options",
+            "unexpected keyword",
+        ),
+        (
+            {
+                "func": ["exact_match", "exact_match"],
+                "result": [RULE, RULE],
+                "expected": [RULE, RULE],
+                "options": [{}, {"x": 1}],
+            },
+            "$.evaluator.options[1]",
+            "exact_match",
+        ),
+        (
+            {
+                "func": "compare_table",
+                "result": RULE,
+                "options": {"rules": [{"type": "check_cell"}]},
+            },
+            "$.evaluator.options.rules[0].sheet_idx",
+            "requires",
+        ),
+        (
+            {"func": "exact_match", "result": RULE, "expected": RULE, "optoins": {}},
+            "$.evaluator.optoins",
+            "one of",
+        ),
     ],
 )
 def test_malformed_specs_name_path_and_expectation(spec: dict, path: str, words: str) -> None:
@@ -63,14 +113,20 @@ def test_malformed_specs_name_path_and_expectation(spec: dict, path: str, words:
 
 
 def test_unregistered_names_are_unimplemented_not_errors() -> None:
-    spec = {"func": ["no_such_metric", "exact_match"], "result": [{"type": "no_such_getter"}, RULE],
-            "expected": [None, RULE],
-            "options": [{}, {}]}
+    spec = {
+        "func": ["no_such_metric", "exact_match"],
+        "result": [{"type": "no_such_getter"}, RULE],
+        "expected": [None, RULE],
+        "options": [{}, {}],
+    }
     report = check_evaluator_spec(spec, "w")
     assert report.errors == []
     assert report.unimplemented == ["no_such_getter", "no_such_metric"]
-    table = {"func": "compare_table", "result": RULE,
-             "options": {"rules": [{"type": "hologram", "sheet_idx0": 0, "sheet_idx1": "EI0"}]}}
+    table = {
+        "func": "compare_table",
+        "result": RULE,
+        "options": {"rules": [{"type": "hologram", "sheet_idx0": 0, "sheet_idx1": "EI0"}]},
+    }
     assert check_evaluator_spec(table, "w").unimplemented == ["compare_table(hologram)"]
 
 

@@ -35,8 +35,12 @@ def test_every_scored_trajectory_is_a_line_and_aborted_ones_are_counted(tmp_path
     records = lines(out)
     assert [r["trajectory_id"] for r in records] == built.trajectory_ids
     first = records[0]
-    assert (first["task_id"], first["variant_id"], first["score"], first["outcome"]) == \
-        ("t1", "t1:default", 1.0, 1)
+    assert (first["task_id"], first["variant_id"], first["score"], first["outcome"]) == (
+        "t1",
+        "t1:default",
+        1.0,
+        1,
+    )
     assert first["policy_versions"] == [0, 0, 1, 1]
     # integrated step rewards R_i = O + lam * mean(votes)
     assert first["step_rewards"] == [1 + sum(vote_scores(0, i)) / 3 for i in range(4)]
@@ -44,16 +48,19 @@ def test_every_scored_trajectory_is_a_line_and_aborted_ones_are_counted(tmp_path
     store = RunStore.read_only(tmp_path / "run")
     for i, step in enumerate(first["steps"]):
         kind = ("left_click", "type", "left_click_drag", "key")[i]
-        assert step["messages"][-1] == {"role": "assistant", "content": [
-            {"type": "text", "text": f"<think>step {i} of traj-0</think> {kind}"}]}
+        assert step["messages"][-1] == {
+            "role": "assistant",
+            "content": [{"type": "text", "text": f"<think>step {i} of traj-0</think> {kind}"}],
+        }
         assert all(isinstance(m["content"], list) for m in step["messages"])
         # the history window: the current screen and up to two past ones, in order
-        shown = built.shots["traj-0"][max(0, i - 2): i + 1]
+        shown = built.shots["traj-0"][max(0, i - 2) : i + 1]
         assert step["images"] == [str(store.screenshot_path(n).resolve()) for n in shown]
         parts = [p for m in step["messages"] for p in m["content"]]
         assert sum(p == {"type": "image"} for p in parts) == len(step["images"])
-    assert first["images"] == [str(store.screenshot_path(n).resolve())
-                               for n in built.shots["traj-0"]]
+    assert first["images"] == [
+        str(store.screenshot_path(n).resolve()) for n in built.shots["traj-0"]
+    ]
 
 
 def test_success_only_and_min_reward_filter_on_the_evaluator_score(tmp_path: Path) -> None:
@@ -66,8 +73,9 @@ def test_success_only_and_min_reward_filter_on_the_evaluator_score(tmp_path: Pat
     assert code == 0, output
     assert [r["trajectory_id"] for r in lines(out)] == ["traj-0", "traj-1", "traj-2"]
     assert json.loads(output)["skipped"] == {"not_success": 1}
-    code, output = export(str(tmp_path / "run"), "--out", str(out), "--min-reward", "0.75",
-                          "--json")
+    code, output = export(
+        str(tmp_path / "run"), "--out", str(out), "--min-reward", "0.75", "--json"
+    )
     assert code == 0, output
     assert [r["trajectory_id"] for r in lines(out)] == ["traj-0", "traj-2"]
     assert json.loads(output)["skipped"] == {"below_min_reward": 2}
@@ -83,8 +91,9 @@ def test_copy_images_makes_a_folder_that_stands_alone(tmp_path: Path) -> None:
     assert record["images"] == [f"images/{n}" for n in built.shots["traj-0"]]
     source = RunStore.read_only(tmp_path / "run")
     for name in built.shots["traj-0"]:
-        assert (out.parent / "images" / name).read_bytes() == \
-            source.screenshot_path(name).read_bytes()
+        assert (out.parent / "images" / name).read_bytes() == source.screenshot_path(
+            name
+        ).read_bytes()
 
 
 def test_a_missing_screenshot_or_damaged_row_loses_only_its_trajectory(tmp_path: Path) -> None:
@@ -92,10 +101,14 @@ def test_a_missing_screenshot_or_damaged_row_loses_only_its_trajectory(tmp_path:
     RunStore.read_only(tmp_path / "run").screenshot_path(built.shots["traj-1"][0]).unlink()
     (tmp_path / "secret.png").write_bytes(b"not yours")
     store = RunStore(tmp_path / "run")  # a name that would lead out of the run directory
-    store._db.execute("UPDATE steps SET screenshot_before = '../../../secret.png' "
-                      "WHERE trajectory_id = 'traj-2' AND step_index = 1")
-    store._db.execute("UPDATE steps SET actions_json = '[{\"kind\": ' "
-                      "WHERE trajectory_id = 'traj-3' AND step_index = 0")
+    store._db.execute(
+        "UPDATE steps SET screenshot_before = '../../../secret.png' "
+        "WHERE trajectory_id = 'traj-2' AND step_index = 1"
+    )
+    store._db.execute(
+        "UPDATE steps SET actions_json = '[{\"kind\": ' "
+        "WHERE trajectory_id = 'traj-3' AND step_index = 0"
+    )
     store.close()
     code, output = export(str(tmp_path / "run"), "--out", "-")
     assert code == 0, output

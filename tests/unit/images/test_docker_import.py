@@ -50,9 +50,14 @@ def _rootfs(tmp_path: Path) -> Path:
 
 
 def test_a_daemon_that_dies_mid_import_gives_its_stderr_and_leaves_no_tag(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    log = _fake_docker(tmp_path, monkeypatch, 'echo "Cannot connect to the Docker daemon at '
-                       'unix:///var/run/docker.sock. Is the docker daemon running?" >&2; exit 1')
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = _fake_docker(
+        tmp_path,
+        monkeypatch,
+        'echo "Cannot connect to the Docker daemon at '
+        'unix:///var/run/docker.sock. Is the docker daemon running?" >&2; exit 1',
+    )
     content = "ab" * 32
     with pytest.raises(DesktopError) as caught:
         docker_import(_rootfs(tmp_path), content, "minimal")
@@ -66,9 +71,13 @@ def test_a_daemon_that_dies_mid_import_gives_its_stderr_and_leaves_no_tag(
 
 
 def test_an_import_that_reads_everything_then_fails_is_reported_too(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    log = _fake_docker(tmp_path, monkeypatch,
-                       'cat >/dev/null; echo "write /var/lib/docker: no space left" >&2; exit 1')
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = _fake_docker(
+        tmp_path,
+        monkeypatch,
+        'cat >/dev/null; echo "write /var/lib/docker: no space left" >&2; exit 1',
+    )
     with pytest.raises(DesktopError, match="no space left") as caught:
         docker_import(_rootfs(tmp_path), "cd" * 32, "minimal")
     assert "stopped reading" not in str(caught.value)
@@ -76,15 +85,17 @@ def test_an_import_that_reads_everything_then_fails_is_reported_too(
 
 
 def test_a_failed_profile_tag_removes_the_fresh_import(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     log = _fake_docker(tmp_path, monkeypatch, "cat >/dev/null; exit 0")
     with pytest.raises(DesktopError, match="docker tag .* No such image"):
         docker_import(_rootfs(tmp_path), "ef" * 32, "minimal")
     assert f"image rm --force {docker_tag('ef' * 32)}" in log.read_text()
 
 
-def test_no_docker_on_path_is_one_clear_error(tmp_path: Path,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_docker_on_path_is_one_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(DesktopError, match="`docker` not found"):
         docker_import(_rootfs(tmp_path), "01" * 32, "minimal")

@@ -13,8 +13,13 @@ from cua_rl.errors import DesktopError
 from cua_rl.images import layers
 from cua_rl.images import recipe as rc
 
-BASE = rc.Recipe(profile="minimal", packages=["python3", "xvfb"], python={"aiohttp": "3.9"},
-                 guest_digest="g1", script_digest="s1")
+BASE = rc.Recipe(
+    profile="minimal",
+    packages=["python3", "xvfb"],
+    python={"aiohttp": "3.9"},
+    guest_digest="g1",
+    script_digest="s1",
+)
 
 
 def test_a_guest_or_script_edit_changes_the_top_key_only() -> None:
@@ -24,9 +29,12 @@ def test_a_guest_or_script_edit_changes_the_top_key_only() -> None:
 
 
 def test_a_package_pin_or_version_change_changes_both_keys() -> None:
-    for changed in (replace(BASE, packages=["python3", "xvfb", "xterm"]),
-                    replace(BASE, python={"aiohttp": "3.10"}), replace(BASE, version=99),
-                    replace(BASE, suite="trixie")):
+    for changed in (
+        replace(BASE, packages=["python3", "xvfb", "xterm"]),
+        replace(BASE, python={"aiohttp": "3.10"}),
+        replace(BASE, version=99),
+        replace(BASE, suite="trixie"),
+    ):
         assert changed.base_key() != BASE.base_key()
         assert changed.key() != BASE.key()
 
@@ -42,8 +50,7 @@ def _fake_base(recipe: rc.Recipe, out: Path, calls: list[str]) -> dict[str, str]
     return {"libc6": "2.36-9"}
 
 
-def test_the_base_is_built_once_and_rebuilt_on_refresh_or_when_unfinished(
-        tmp_path: Path) -> None:
+def test_the_base_is_built_once_and_rebuilt_on_refresh_or_when_unfinished(tmp_path: Path) -> None:
     calls: list[str] = []
     build = lambda recipe, out: _fake_base(recipe, out, calls)  # noqa: E731
     first = layers.base_layer(BASE, tmp_path, False, build)
@@ -59,8 +66,12 @@ def test_the_base_is_built_once_and_rebuilt_on_refresh_or_when_unfinished(
 
 def _stage(tmp_path: Path, guest: str) -> Path:
     stage = tmp_path / f"stage-{guest}"
-    for path, text in ((rc.MANIFEST_IN_IMAGE, "{}"), (rc.SESSION_SCRIPT_IN_IMAGE, "#!/bin/sh"),
-                       (f"{rc.GUEST_IN_IMAGE}/cua_guest/__init__.py", guest)):
+    for path, text in (
+        (rc.MANIFEST_IN_IMAGE, "{}"),
+        (rc.SESSION_SCRIPT_IN_IMAGE, "#!/bin/sh"),
+        (f"{rc.GUEST_IN_IMAGE}/cua_guest/__init__.py", guest),
+        (f"{rc.BIN_IN_IMAGE}/sudo", "#!/bin/sh"),
+    ):
         (stage / path.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
         (stage / path.lstrip("/")).write_text(text)
     return stage
@@ -76,8 +87,13 @@ def test_the_top_layer_is_appended_without_repeating_base_paths(tmp_path: Path) 
         assert guest is not None and guest.read() == b"v1"
         assert all(m.uid == 0 and m.mtime == 0 for m in tar if "cua_guest" in m.name)
     assert len(names) == len(set(names))  # one entry per path: no shadowed files
-    assert {"etc/hostname", "opt/cua-guest/site/dep.py", "usr/local/bin/cua-desktop",
-            "etc/cua-image/manifest.json"} <= set(names)
+    assert {
+        "etc/hostname",
+        "opt/cua-guest/site/dep.py",
+        "usr/local/bin/cua-desktop",
+        "etc/cua-image/manifest.json",
+        "usr/local/lib/cua-rl/bin/sudo",
+    } <= set(names)
     assert base.rootfs_tar.stat().st_size < out.stat().st_size  # the base is untouched
     again = tmp_path / "again.tar"
     layers.append_top(base.rootfs_tar, _stage(tmp_path, "v1"), again)

@@ -125,9 +125,7 @@ async def test_unkeyed_requests_go_to_the_least_loaded_replica(replicas: list[Re
     await pool.close()
 
 
-async def test_failed_replica_is_retried_elsewhere_and_probed_back(
-    replicas: list[Replica],
-) -> None:
+async def test_failed_replica_is_retried_elsewhere_and_probed_back(replicas: list[Replica]) -> None:
     pool = _pool(replicas)
     first = await pool.chat(MESSAGES, session_key="ep")
     sticky = next(r for r in replicas if r.url == first.url)
@@ -135,9 +133,10 @@ async def test_failed_replica_is_retried_elsewhere_and_probed_back(
     sticky.mode = "fail"
     result = await pool.chat(MESSAGES, session_key="ep")
     assert result.url == other.url
-    assert sticky.url not in pool.healthy_urls
+    assert sticky.url not in [r.url for r in pool.replicas.serving()]
     sticky.mode = "ok"
-    await eventually(lambda: sticky.url in pool.healthy_urls)  # the probe puts it back
+    # the probe puts it back
+    await eventually(lambda: sticky.url in [r.url for r in pool.replicas.serving()])
     await pool.close()
 
 
@@ -146,7 +145,7 @@ async def test_requests_wait_for_a_replica_to_come_back(replicas: list[Replica])
     port = replicas[0].port
     await replicas[0].stop()
     pending = asyncio.create_task(pool.chat(MESSAGES))
-    await eventually(lambda: not pool.healthy_urls)
+    await eventually(lambda: not pool.replicas.serving())
     assert not pending.done()
     await replicas[0].start(port)
     result = await asyncio.wait_for(pending, 10)
@@ -170,5 +169,5 @@ async def test_request_errors_are_not_retried(replicas: list[Replica]) -> None:
     with pytest.raises(InferenceRequestError) as info:
         await pool.chat(MESSAGES)
     assert info.value.param == "n"
-    assert set(pool.healthy_urls) == {r.url for r in replicas}
+    assert {r.url for r in pool.replicas.serving()} == {r.url for r in replicas}
     await pool.close()

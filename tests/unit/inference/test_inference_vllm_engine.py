@@ -63,7 +63,8 @@ def test_cpu_defaults_and_environment() -> None:
     assert env["CUA_RL_MODEL_VERSION"] == "4"
     assert env["VLLM_CPU_KVCACHE_SPACE"] == "2"
     assert "VLLM_CPU_KVCACHE_SPACE" not in vllm_environment(
-        VllmEngineConfig(model="/m", device="cuda"), {})
+        VllmEngineConfig(model="/m", device="cuda"), {}
+    )
 
 
 def test_side_directory_holds_only_the_module() -> None:
@@ -96,12 +97,33 @@ def test_update_bodies_are_validated_like_the_hf_engine(tmp_path: Path) -> None:
     assert side.parse_update({"version": 2, "path": str(tmp_path)}) == (2, str(tmp_path))
     link = {"host": "h", "port": 1, "manifest": [{"name": "w", "shape": [2], "dtype": "float32"}]}
     assert side.parse_update({"version": 3, "collective": link}) == (3, link)
-    cases = [([], "body"), ({"version": "1", "path": "x"}, "version"),
-             ({"version": 1, "path": str(tmp_path / "nope")}, "path"),
-             ({"version": 1, "collective": {"host": "h"}}, "collective"),
-             ({"version": 1, "collective": {**link, "manifest": [{"name": "w", "shape": [1],
-                                                                   "dtype": "int8"}]}},
-              "collective.manifest")]
+    bucketed = {**link, "bucket_bytes": 1 << 26}
+    assert side.parse_update({"version": 4, "collective": bucketed}) == (4, bucketed)
+    cases = [
+        ([], "body"),
+        ({"version": "1", "path": "x"}, "version"),
+        ({"version": 1, "path": str(tmp_path / "nope")}, "path"),
+        ({"version": 1, "collective": {"host": "h"}}, "collective"),
+        (
+            {
+                "version": 1,
+                "collective": {**link, "manifest": [{"name": "w", "shape": [1], "dtype": "int8"}]},
+            },
+            "collective.manifest",
+        ),
+        (
+            {
+                "version": 1,
+                "collective": {
+                    **link,
+                    "manifest": [{"name": "w", "shape": [-1], "dtype": "float32"}],
+                },
+            },
+            "collective.manifest",
+        ),
+        ({"version": 1, "collective": {**link, "bucket_bytes": -1}}, "collective.bucket_bytes"),
+        ({"version": 1, "collective": {**link, "bucket_bytes": True}}, "collective.bucket_bytes"),
+    ]
     for body, param in cases:
         with pytest.raises(side._BadRequest) as err:
             side.parse_update(body)
@@ -123,8 +145,9 @@ def test_checkpoint_tensors_are_read_from_all_shards(tmp_path: Path) -> None:
     assert names == {"a": 2, "b": 3}
 
 
-def test_missing_environment_says_how_to_make_it(tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_environment_says_how_to_make_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("CUA_RL_VLLM_ENV", str(tmp_path / "env"))
     monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
     with pytest.raises(ConfigError, match=r"run \./setup\.sh --vllm"):
@@ -139,13 +162,22 @@ def test_missing_environment_says_how_to_make_it(tmp_path: Path,
 
 def test_pool_config_reaches_the_replica_command() -> None:
     cfg = ModelServersConfig.model_validate(
-        {"engine": "vllm", "python": "/venv/bin/python", "device": "cpu",
-         "vllm": {"max_model_len": 4096, "cpu_kv_cache_gib": 0.5}})
+        {
+            "engine": "vllm",
+            "python": "/venv/bin/python",
+            "device": "cpu",
+            "vllm": {"max_model_len": 4096, "cpu_kv_cache_gib": 0.5},
+        }
+    )
     argv = vllm_argv(cfg, "/ckpt", "/venv/bin/python", 8123, version=2)
     assert argv[1:3] == ["-m", "cua_rl.inference.vllm_engine"]
     engine = VllmEngineConfig.model_validate_json(argv[3])
     assert (engine.python, engine.port, engine.version, engine.max_model_len) == (
-        "/venv/bin/python", 8123, 2, 4096)
+        "/venv/bin/python",
+        8123,
+        2,
+        4096,
+    )
     assert vllm_environment(engine, {})["VLLM_CPU_KVCACHE_SPACE"] == "0.5"
     with pytest.raises(ValueError, match="extra"):
         ModelServersConfig.model_validate({"vllm": {"no_such_flag": 1}})
@@ -154,8 +186,12 @@ def test_pool_config_reaches_the_replica_command() -> None:
 def test_exec_shim_fails_in_one_line_without_vllm(tmp_path: Path) -> None:
     cfg = VllmEngineConfig(model="/m", python=str(tmp_path / "python"))
     env = {**os.environ, "CUA_RL_VLLM_ENV": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-m", "cua_rl.inference.vllm_engine",
-                           cfg.model_dump_json()], env=env, capture_output=True, text=True,
-                          timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "cua_rl.inference.vllm_engine", cfg.model_dump_json()],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode != 0
     assert done.stderr.strip().splitlines()[-1].startswith("vLLM python ")

@@ -41,10 +41,12 @@ async def test_fires_at_once_for_an_owner_already_gone() -> None:
     assert fired == [True]
 
 
-@pytest.mark.parametrize(("value", "expected"), [("", None), ("abc", None), ("1", None),
-                                                  ("-5", None), ("4242", 4242)])
-def test_owner_pid_reads_the_environment(monkeypatch: pytest.MonkeyPatch, value: str,
-                                         expected: int | None) -> None:
+@pytest.mark.parametrize(
+    ("value", "expected"), [("", None), ("abc", None), ("1", None), ("-5", None), ("4242", 4242)]
+)
+def test_owner_pid_reads_the_environment(
+    monkeypatch: pytest.MonkeyPatch, value: str, expected: int | None
+) -> None:
     monkeypatch.setenv(owner_watch.OWNER_ENV, value)
     assert owner_watch.owner_pid() == expected
 
@@ -86,8 +88,9 @@ def _poll(predicate: Callable[[], bool], deadline_s: float) -> None:
 
 
 def test_a_server_that_execs_still_dies_with_its_owner() -> None:
-    owner = subprocess.Popen([sys.executable, "-c", EXEC_OWNER, EXEC_CHILD],
-                             stdout=subprocess.PIPE, text=True)
+    owner = subprocess.Popen(
+        [sys.executable, "-c", EXEC_OWNER, EXEC_CHILD], stdout=subprocess.PIPE, text=True
+    )
     child = 0
     try:
         assert owner.stdout is not None
@@ -103,7 +106,8 @@ def test_a_server_that_execs_still_dies_with_its_owner() -> None:
 
 
 def test_exec_binding_is_a_no_op_without_the_owner_as_parent(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv(owner_watch.OWNER_ENV, str(os.getpid()))  # alive, not our parent
     owner_watch.terminate_with_owner_across_exec()
     monkeypatch.delenv(owner_watch.OWNER_ENV)
@@ -111,7 +115,8 @@ def test_exec_binding_is_a_no_op_without_the_owner_as_parent(
 
 
 def test_exec_binding_refuses_to_start_for_an_owner_already_gone(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
     monkeypatch.setenv(owner_watch.OWNER_ENV, str(gone.pid))

@@ -13,7 +13,7 @@ import pytest
 from cua_rl.inference import replica_process
 from cua_rl.inference.replica_log import rotate_replica_log
 from cua_rl.inference.replica_process import ServerProcess
-from cua_rl.runtime.telemetry.replica_logs import ReplicaLogs, replica_ports
+from cua_rl.runtime.telemetry.replica_logs import ReplicaLogs
 
 START = "hf engine serving tiny on 127.0.0.1:{port}"
 CHATTY = (  # a server that starts, then logs a weight update every few ms
@@ -21,14 +21,17 @@ CHATTY = (  # a server that starts, then logs a weight update every few ms
     "print(sys.argv[1], flush=True)\n"
     "for i in range(100000):\n"
     "    print(f'weight update {i} from 127.0.0.1:9999 ' + 'x' * 200, flush=True)\n"
-    "    time.sleep(0.002)\n")
+    "    time.sleep(0.002)\n"
+)
 
 
 def test_copy_truncate_keeps_the_latest_start_line(tmp_path: Path) -> None:
     log = tmp_path / "logs" / "policy-0.log"
     log.parent.mkdir()
-    log.write_text(f"{START.format(port=1111)}\nnoise\n{START.format(port=2222)}\n"
-                   + "update from 127.0.0.1:9999\n" * 400)
+    log.write_text(
+        f"{START.format(port=1111)}\nnoise\n{START.format(port=2222)}\n"
+        + "update from 127.0.0.1:9999\n" * 400
+    )
     reader = ReplicaLogs(tmp_path)
     assert reader.scan() == {2222: "policy-0"}
     assert not rotate_replica_log(log, 1_000_000)  # under the cap: untouched
@@ -38,7 +41,7 @@ def test_copy_truncate_keeps_the_latest_start_line(tmp_path: Path) -> None:
     with log.open("ab") as out:  # the server writes on (O_APPEND)
         out.write(b"update from 127.0.0.1:9999\n")
     assert reader.scan() == {2222: "policy-0"}  # the incremental reader
-    assert replica_ports(tmp_path) == {2222: "policy-0"}  # a fresh one
+    assert ReplicaLogs(tmp_path).scan() == {2222: "policy-0"}  # a fresh one
     log.write_bytes(log.read_bytes() + b"more\n" * 300)
     assert rotate_replica_log(log, 1000)  # again: the note does not nest
     first = log.read_bytes().split(b"\n")[0]
@@ -46,13 +49,19 @@ def test_copy_truncate_keeps_the_latest_start_line(tmp_path: Path) -> None:
 
 
 async def test_a_running_servers_log_rotates_and_still_names_its_port(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(replica_process, "ROTATE_EVERY_S", 0.05)
     log = tmp_path / "logs" / "prm-0.log"
     log.parent.mkdir()
-    server = ServerProcess([sys.executable, "-c", CHATTY, START.format(port=3333)], {},
-                           "http://127.0.0.1:3333", log, ready_timeout_s=5,
-                           log_max_bytes=40_000)
+    server = ServerProcess(
+        [sys.executable, "-c", CHATTY, START.format(port=3333)],
+        {},
+        "http://127.0.0.1:3333",
+        log,
+        ready_timeout_s=5,
+        log_max_bytes=40_000,
+    )
     reader = ReplicaLogs(tmp_path)
     await server.spawn()
     try:
@@ -71,4 +80,4 @@ async def test_a_running_servers_log_rotates_and_still_names_its_port(
     notes = [line for line in data.split(b"\n")[:5] if line.startswith(b"[cua-rl ")]
     assert notes and START.format(port=3333).encode() in notes[-1], data[:400]
     assert log.stat().st_size < 40_000 + 20_000
-    assert reader.scan("prm") == {3333: "prm-0"} and replica_ports(tmp_path) == {3333: "prm-0"}
+    assert reader.scan("prm") == {3333: "prm-0"} and ReplicaLogs(tmp_path).scan() == {3333: "prm-0"}

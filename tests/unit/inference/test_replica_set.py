@@ -12,17 +12,18 @@ from aiohttp import web
 
 from cua_rl.inference.client import InferenceClient
 from cua_rl.inference.pool import InferencePool
-from cua_rl.inference.replica_set import (
-    Replica,
-    ReplicaSet,
-    ReplicaState,
-    SupervisionConfig,
-)
+from cua_rl.inference.replica_set import Replica, ReplicaSet, ReplicaState, SupervisionConfig
 from cua_rl.inference.server_auth import admin_allowed
 
 MESSAGES = [{"role": "user", "content": "hi"}]
-FAST = SupervisionConfig(health_interval_s=0.05, health_timeout_s=1.0, unresponsive_after_s=0.5,
-                         restart_attempts=2, restart_backoff_s=0.01, max_restart_backoff_s=0.02)
+FAST = SupervisionConfig(
+    health_interval_s=0.05,
+    health_timeout_s=1.0,
+    unresponsive_after_s=0.5,
+    restart_attempts=2,
+    restart_backoff_s=0.01,
+    max_restart_backoff_s=0.02,
+)
 
 
 class Server:
@@ -84,11 +85,16 @@ class Server:
 
     async def chat(self, _request: web.Request) -> web.Response:
         self.events.append(f"chat v{self.version}")
-        choice = {"index": 0, "message": {"role": "assistant", "content": "ok"},
-                  "finish_reason": "stop", "token_ids": [5],
-                  "logprobs": {"content": [{"token": "a", "logprob": -0.5}]}}
-        return web.json_response({"choices": [choice]},
-                                 headers={"x-model-version": str(self.version)})
+        choice = {
+            "index": 0,
+            "message": {"role": "assistant", "content": "ok"},
+            "finish_reason": "stop",
+            "token_ids": [5],
+            "logprobs": {"content": [{"token": "a", "logprob": -0.5}]},
+        }
+        return web.json_response(
+            {"choices": [choice]}, headers={"x-model-version": str(self.version)}
+        )
 
 
 @pytest.fixture
@@ -103,9 +109,17 @@ async def servers() -> AsyncIterator[list[Server]]:
 
 def _set(servers: list[Server], handles: bool = True, **kwargs) -> ReplicaSet:
     return ReplicaSet(
-        [Replica(s.url, InferenceClient(s.url, timeout_s=2), handle=s if handles else None,
-                 version=0) for s in servers],
-        name="policy", config=kwargs.pop("config", FAST), probe_interval_s=0.02, **kwargs)
+        [
+            Replica(
+                s.url, InferenceClient(s.url, timeout_s=2), handle=s if handles else None, version=0
+            )
+            for s in servers
+        ],
+        name="policy",
+        config=kwargs.pop("config", FAST),
+        probe_interval_s=0.02,
+        **kwargs,
+    )
 
 
 async def eventually(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
@@ -167,7 +181,7 @@ async def test_a_hung_replica_is_restarted_after_the_unresponsive_deadline(
 
 
 async def test_a_replica_is_given_up_after_its_restarts_and_requests_fail_at_once(
-    servers: list[Server], caplog: pytest.LogCaptureFixture,
+    servers: list[Server], caplog: pytest.LogCaptureFixture
 ) -> None:
     only = servers[:1]
     only[0].fail_restarts = True
@@ -186,9 +200,7 @@ async def test_a_replica_is_given_up_after_its_restarts_and_requests_fail_at_onc
     await pool.close()
 
 
-async def test_a_given_up_replica_is_tried_again_later_and_serves(
-    servers: list[Server],
-) -> None:
+async def test_a_given_up_replica_is_tried_again_later_and_serves(servers: list[Server]) -> None:
     """A run of days outlives a bad minute: a replica given up on (its restarts failed)
     gets a new incident `retry_given_up_s` later, and serves once a restart works."""
     only = servers[:1]
@@ -214,7 +226,8 @@ async def test_a_replica_without_a_handle_is_probed_back_never_restarted(
     down = replicas.replicas[servers[0].url]
     replicas.mark_down(down, "test")
     assert down.state is ReplicaState.DOWN and [r.url for r in replicas.serving()] == [
-        servers[1].url]
+        servers[1].url
+    ]
     await eventually(lambda: down.state is ReplicaState.HEALTHY)
     assert servers[0].restarts == 0
     await replicas.close()
@@ -241,17 +254,21 @@ async def test_a_failed_catch_up_keeps_the_replica_out_until_one_succeeds(
     await replicas.close()
 
 
-@pytest.mark.parametrize(("header", "token", "peer", "allowed"), [
-    ("Bearer s3cret", "s3cret", "10.0.0.2", True),
-    ("Bearer wrong", "s3cret", "127.0.0.1", False),
-    (None, "s3cret", "127.0.0.1", False),
-    ("Basic s3cret", "s3cret", "127.0.0.1", False),
-    ("Bearer s\u00e9cret", "s3cret", "127.0.0.1", False),
-    (None, None, "127.0.0.1", True),
-    (None, None, "::1", True),
-    (None, None, "10.0.0.2", False),
-    (None, None, None, False),
-])
-def test_admin_credential(header: str | None, token: str | None, peer: str | None,
-                          allowed: bool) -> None:
+@pytest.mark.parametrize(
+    ("header", "token", "peer", "allowed"),
+    [
+        ("Bearer s3cret", "s3cret", "10.0.0.2", True),
+        ("Bearer wrong", "s3cret", "127.0.0.1", False),
+        (None, "s3cret", "127.0.0.1", False),
+        ("Basic s3cret", "s3cret", "127.0.0.1", False),
+        ("Bearer s\u00e9cret", "s3cret", "127.0.0.1", False),
+        (None, None, "127.0.0.1", True),
+        (None, None, "::1", True),
+        (None, None, "10.0.0.2", False),
+        (None, None, None, False),
+    ],
+)
+def test_admin_credential(
+    header: str | None, token: str | None, peer: str | None, allowed: bool
+) -> None:
     assert admin_allowed(header, token, peer) is allowed

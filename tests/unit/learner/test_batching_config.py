@@ -42,7 +42,12 @@ def test_learner_config_defaults_and_engine_union() -> None:
     cfg = LearnerConfig()
     assert cfg.engine.type == "torch"
     assert (cfg.lr, cfg.grad_clip, cfg.loss.clip_eps, cfg.loss.is_cap, cfg.loss.kl_beta) == (
-        1e-6, 1.0, 0.2, 2.0, 0.01)
+        1e-6,
+        1.0,
+        0.2,
+        2.0,
+        0.01,
+    )
     ds = LearnerConfig.model_validate({"engine": {"type": "deepspeed", "zero_stage": 3}})
     assert isinstance(ds.engine, DeepSpeedEngineConfig) and ds.engine.zero_stage == 3
     with pytest.raises(ValidationError):

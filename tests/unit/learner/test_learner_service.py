@@ -13,15 +13,17 @@ from tests_support.recording_engine import RecordingEngine
 
 from cua_rl.learner.config import LearnerLoopConfig
 from cua_rl.learner.service import LearnerService
-from cua_rl.store.run_store import AsyncRunStore
+from cua_rl.staleness_gate import VersionGate
+from cua_rl.store.async_run_store import AsyncRunStore
 from cua_rl.types import StepSample
-from cua_rl.version_gate import VersionGate
 
 
 def _group(gid: str, trajectories: int, steps: int, version: int = 0) -> list[StepSample]:
-    return [StepSample((), (1,), (-0.1,), version, 1.0, trajectory_id=f"{gid}-t{t}",
-                       step_index=i)
-            for t in range(trajectories) for i in range(steps)]
+    return [
+        StepSample((), (1,), (-0.1,), version, 1.0, trajectory_id=f"{gid}-t{t}", step_index=i)
+        for t in range(trajectories)
+        for i in range(steps)
+    ]
 
 
 @pytest.fixture
@@ -31,13 +33,26 @@ async def store(tmp_path: Path) -> Any:
     await store.close()
 
 
-def _service(store: Any, tmp_path: Path, *, tasks: int, eta: int = 2, queue_updates: int = 2,
-             gate: VersionGate | None = None) -> tuple[LearnerService, RecordingEngine]:
+def _service(
+    store: Any,
+    tmp_path: Path,
+    *,
+    tasks: int,
+    eta: int = 2,
+    queue_updates: int = 2,
+    gate: VersionGate | None = None,
+) -> tuple[LearnerService, RecordingEngine]:
     engine = RecordingEngine()
-    service = LearnerService("policy", engine, store,  # type: ignore[arg-type]
-                             LearnerLoopConfig(queue_updates=queue_updates),
-                             checkpoint_dir=tmp_path / "ckpt", tasks_per_update=tasks, eta=eta,
-                             gate=gate)
+    service = LearnerService(
+        "policy",
+        engine,
+        store,  # type: ignore[arg-type]
+        LearnerLoopConfig(queue_updates=queue_updates),
+        checkpoint_dir=tmp_path / "ckpt",
+        tasks_per_update=tasks,
+        eta=eta,
+        gate=gate,
+    )
     return service, engine
 
 
@@ -58,14 +73,20 @@ async def test_a_group_of_8_by_15_steps_loses_no_sample(store: Any, tmp_path: Pa
     assert service.stale_dropped == 0
 
 
-async def test_an_update_is_made_of_the_sampled_groups_in_order(store: Any, tmp_path: Path
-                                                                 ) -> None:
+async def test_an_update_is_made_of_the_sampled_groups_in_order(store: Any, tmp_path: Path) -> None:
     # tasks_per_update counts sampled groups, zero-signal ones included (the paper's
     # step is 12 sampled tasks); a step with no sample makes no update; a step cut
     # short by the end of the run is not trained, its samples counted as unused
     service, engine = _service(store, tmp_path, tasks=2, queue_updates=2)
-    groups = [_group("g0", 2, 1), [], _group("g2", 2, 2), _group("g3", 1, 1), [], [],
-              _group("g6", 2, 3)]
+    groups = [
+        _group("g0", 2, 1),
+        [],
+        _group("g2", 2, 2),
+        _group("g3", 1, 1),
+        [],
+        [],
+        _group("g6", 2, 3),
+    ]
     run = asyncio.create_task(service.run())
     for k, group in enumerate(groups):
         assert await service.submit(group, f"g{k}") == len(group)
@@ -79,8 +100,7 @@ async def test_an_update_is_made_of_the_sampled_groups_in_order(store: Any, tmp_
     assert (counters["policy_steps"], counters["policy_steps_empty"]) == (3, 1)
 
 
-async def test_stale_samples_are_dropped_and_counted_with_eta_0(store: Any, tmp_path: Path
-                                                                ) -> None:
+async def test_stale_samples_are_dropped_and_counted_with_eta_0(store: Any, tmp_path: Path) -> None:
     gate = VersionGate(eta=0)
     service, engine = _service(store, tmp_path, tasks=1, eta=0, gate=gate)
     run = asyncio.create_task(service.run(max_updates=3))
@@ -105,7 +125,8 @@ async def test_stale_samples_are_dropped_and_counted_with_eta_0(store: Any, tmp_
 
 
 async def test_producers_wait_while_the_queue_is_full_and_are_released_at_the_budget(
-        store: Any, tmp_path: Path) -> None:
+    store: Any, tmp_path: Path
+) -> None:
     service, engine = _service(store, tmp_path, tasks=1, queue_updates=1)
     await service.submit(_group("a", 1, 1), "a")  # fills the queue (1 update of 1 group)
     blocked = asyncio.create_task(service.submit(_group("b", 1, 1), "b"))
@@ -117,8 +138,9 @@ async def test_producers_wait_while_the_queue_is_full_and_are_released_at_the_bu
     # counted as unused rather than lost silently
     await asyncio.wait_for(blocked, 10)
     assert (service.samples_used, service.unused_at_end) == (1, 1)
-    assert service.samples_collected == (service.samples_used + service.stale_dropped
-                                         + service.unused_at_end)
+    assert service.samples_collected == (
+        service.samples_used + service.stale_dropped + service.unused_at_end
+    )
     assert len(engine.batches) == 1
 
 
@@ -129,17 +151,22 @@ async def _until(predicate: Any, timeout: float = 10.0) -> None:
 
 
 async def test_a_follower_trains_the_leaders_steps_and_stops_where_it_stopped(
-        store: Any, tmp_path: Path) -> None:
+    store: Any, tmp_path: Path
+) -> None:
     # The reward model updates once per policy step on the same groups' in-band
     # subset: steps without any reward-model sample make no update (counted).
     leader, policy = _service(store, tmp_path, tasks=2, queue_updates=4)
     prm = RecordingEngine()
-    follower = LearnerService("prm", prm, store,  # type: ignore[arg-type]
-                              LearnerLoopConfig(queue_updates=4),
-                              checkpoint_dir=tmp_path / "ckpt", tasks_per_update=2,
-                              leader=leader)
-    runs = [asyncio.create_task(follower.run()),
-            asyncio.create_task(leader.run(max_updates=2))]
+    follower = LearnerService(
+        "prm",
+        prm,
+        store,  # type: ignore[arg-type]
+        LearnerLoopConfig(queue_updates=4),
+        checkpoint_dir=tmp_path / "ckpt",
+        tasks_per_update=2,
+        leader=leader,
+    )
+    runs = [asyncio.create_task(follower.run()), asyncio.create_task(leader.run(max_updates=2))]
     prm_groups = [_group("a", 1, 1), [], [], [], _group("e", 2, 1), [], _group("g", 1, 1), []]
     for k, votes in enumerate(prm_groups):
         await leader.submit(_group(f"p{k}", 1, 1), f"g{k}")

@@ -1,6 +1,6 @@
 """Spans of the learner side and of a real inference pool: a learner update with its
 checkpoint and staggered weight sync to two model servers on 127.0.0.1
-(tests_support/updating_server.py), and the pool's replica calls and waits."""
+(tests_support/fake_model_server.py), and the pool's replica calls and waits."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests_support.fake_model_server import FakeModelConfig, FakeModelServer
 from tests_support.recording_engine import RecordingEngine
-from tests_support.updating_server import UpdatingModelServer
 
 from cua_rl import spans
 from cua_rl.inference.pool import InferencePool
@@ -19,9 +19,9 @@ from cua_rl.learner.config import LearnerLoopConfig, WeightSyncConfig
 from cua_rl.learner.service import LearnerService
 from cua_rl.learner.weight_sync import WeightSync
 from cua_rl.report.loop_profile import load_spans, profile, sync_windows
-from cua_rl.store.run_store import AsyncRunStore
+from cua_rl.staleness_gate import VersionGate
+from cua_rl.store.async_run_store import AsyncRunStore
 from cua_rl.types import StepSample
-from cua_rl.version_gate import VersionGate
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 
@@ -43,21 +43,34 @@ def _recorder_off() -> Iterator[None]:
 
 
 async def test_update_checkpoint_sync_and_pool_calls_are_recorded(tmp_path: Path) -> None:
-    servers = [UpdatingModelServer(update_s=0.05) for _ in range(2)]
+    servers = [FakeModelServer(FakeModelConfig(chat_s=0.01, update_s=0.05)) for _ in range(2)]
     for server in servers:
         await server.start()
-    replicas = ReplicaSet.from_urls([s.url for s in servers], timeout_s=10.0,
-                                    probe_interval_s=0.05, name="policy")
+    replicas = ReplicaSet.from_urls(
+        [s.url for s in servers], timeout_s=10.0, probe_interval_s=0.05, name="policy"
+    )
     pool = InferencePool(replicas, wait_for_replica_s=10.0)
-    sync = WeightSync(replicas, WeightSyncConfig(mode="checkpoint", staggered=True,
-                                                 timeout_s=10.0), tmp_path / "exports")
+    sync = WeightSync(
+        replicas,
+        WeightSyncConfig(mode="checkpoint", staggered=True, timeout_s=10.0),
+        tmp_path / "exports",
+    )
     store = AsyncRunStore.open(tmp_path / "run")
     gate = VersionGate(2)
-    learner = LearnerService("policy", ExportingEngine(), store,  # type: ignore[arg-type]
-                             LearnerLoopConfig(), checkpoint_dir=tmp_path / "ckpt",
-                             sync=sync, gate=gate, eta=5)
-    old = [StepSample((), (1,), (-0.1,), version, 1.0, "t", i) for i, version in
-           enumerate((0, 0, 0, 1))]
+    learner = LearnerService(
+        "policy",
+        ExportingEngine(),
+        store,  # type: ignore[arg-type]
+        LearnerLoopConfig(),
+        checkpoint_dir=tmp_path / "ckpt",
+        sync=sync,
+        gate=gate,
+        eta=5,
+    )
+    old = [
+        StepSample((), (1,), (-0.1,), version, 1.0, "t", i)
+        for i, version in enumerate((0, 0, 0, 1))
+    ]
     try:
         with spans.recording(tmp_path / "run"):
             await pool.chat(MESSAGES, session_key="episode-1")
@@ -83,7 +96,9 @@ async def test_update_checkpoint_sync_and_pool_calls_are_recorded(tmp_path: Path
     assert waits and all(s["tid"] == "episode-1" and s["pool"] == "policy" for s in waits)
     steps = [s for s in recorded if s["kind"] == "learner_step"]
     assert [(s["version"], s["samples"], s["used"], s["groups"]) for s in steps] == [
-        (1, 2, 2, 1), (2, 2, 2, 1)]
+        (1, 2, 2, 1),
+        (2, 2, 2, 1),
+    ]
     # lag: learner version before the update minus each sample's behaviour version
     assert [(s["lag_mean"], s["lag_max"]) for s in steps] == [(0.0, 0), (0.5, 1)]
     assert [s["version"] for s in recorded if s["kind"] == "checkpoint"] == [1, 2]

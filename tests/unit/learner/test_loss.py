@@ -46,8 +46,9 @@ def test_behavior_weight_scales_the_gradient_and_is_capped_at_c() -> None:
     adv = torch.ones(3, dtype=torch.float64)
     logp = _token_logp(logits, tokens)
     # prox - behavior = log 1.5 (kept), log 3 (capped to 2), log 0.5 (kept).
-    behavior = logp.detach() - torch.tensor([math.log(1.5), math.log(3.0), math.log(0.5)],
-                                            dtype=torch.float64)
+    behavior = logp.detach() - torch.tensor(
+        [math.log(1.5), math.log(3.0), math.log(0.5)], dtype=torch.float64
+    )
     terms = policy_loss(logp, logp.detach(), behavior, adv, NO_KL, normalizer=3)
     weights = torch.tensor([1.5, 2.0, 0.5], dtype=torch.float64)
     expected = _grad(-(weights * adv * _token_logp(logits, tokens)).mean(), logits)
@@ -75,8 +76,9 @@ def test_k3_kl_is_zero_with_zero_gradient_at_the_reference() -> None:
     logp = _token_logp(logits, tokens)
     cfg = LossConfig(kl_beta=0.01)
     zeros = torch.zeros(6, dtype=torch.float64)
-    terms = policy_loss(logp, logp.detach(), logp.detach(), zeros, cfg, normalizer=6,
-                        ref_logp=logp.detach())
+    terms = policy_loss(
+        logp, logp.detach(), logp.detach(), zeros, cfg, normalizer=6, ref_logp=logp.detach()
+    )
     assert terms.loss.item() == 0.0
     assert terms.sums["kl"] == 0.0
     assert _grad(terms.loss, logits).abs().max().item() == 0.0
@@ -87,8 +89,7 @@ def test_k3_kl_is_positive_and_pulls_towards_the_reference() -> None:
     ref = torch.tensor([-1.5, -1.0], dtype=torch.float64)
     cfg = LossConfig(kl_beta=1.0)
     zeros = torch.zeros(2, dtype=torch.float64)
-    terms = policy_loss(logp, logp.detach(), logp.detach(), zeros, cfg, normalizer=2,
-                        ref_logp=ref)
+    terms = policy_loss(logp, logp.detach(), logp.detach(), zeros, cfg, normalizer=2, ref_logp=ref)
     delta = ref - logp.detach()
     assert terms.loss.item() == pytest.approx(float((delta.exp() - delta - 1).mean()))
     (grad,) = torch.autograd.grad(terms.loss, logp)
@@ -128,8 +129,16 @@ def test_gspo_with_equal_policies_is_the_sequence_mean_policy_gradient() -> None
     cfg = LossConfig(kind="gspo", kl_beta=0.0)
     weights = sample_token_weights("step", [3, 2], ["a", "b"])
     token_w = torch.tensor([weights[int(i)] for i in seq], dtype=torch.float64)
-    terms = policy_loss(logp, logp.detach(), logp.detach(), adv, cfg,
-                        normalizer=float(token_w.sum()), seq_index=seq, token_weights=token_w)
+    terms = policy_loss(
+        logp,
+        logp.detach(),
+        logp.detach(),
+        adv,
+        cfg,
+        normalizer=float(token_w.sum()),
+        seq_index=seq,
+        token_weights=token_w,
+    )
     lp = _token_logp(logits, tokens)
     expected_loss = -(1.0 * lp[:3].mean() + -2.0 * lp[3:].mean()) / 2
     torch.testing.assert_close(_grad(terms.loss, logits), _grad(expected_loss, logits))
@@ -141,8 +150,7 @@ def test_gspo_clips_the_whole_sequence() -> None:
     prox = logp.detach() - 0.01  # sequence ratio e^0.01 is far above 1 + 4e-4
     adv = torch.ones(2, dtype=torch.float64)
     cfg = LossConfig(kind="gspo", kl_beta=0.0)
-    terms = policy_loss(logp, prox, prox, adv, cfg, normalizer=1,
-                        seq_index=torch.tensor([0, 0]))
+    terms = policy_loss(logp, prox, prox, adv, cfg, normalizer=1, seq_index=torch.tensor([0, 0]))
     (grad,) = torch.autograd.grad(terms.loss, logp)
     assert grad.abs().max().item() == 0.0
     assert terms.sums["clip_frac"] == pytest.approx(1.0)
@@ -176,14 +184,23 @@ def test_aggregated_loss_is_the_weighted_mean_of_token_terms(aggregation: str) -
     # 8 tokens: a0 = 4 tokens (adv 1), a1 = 2 tokens (adv 1), b0 = 2 tokens (adv -1)
     logits, tokens = _logits(5, n=8)
     lens, tids, advs = [4, 2, 2], ["a", "a", "b"], [1.0, 1.0, -1.0]
-    adv = torch.tensor([a for a, n in zip(advs, lens, strict=True) for _ in range(n)],
-                       dtype=torch.float64)
+    adv = torch.tensor(
+        [a for a, n in zip(advs, lens, strict=True) for _ in range(n)], dtype=torch.float64
+    )
     weights = sample_token_weights(aggregation, lens, tids)
-    token_w = torch.tensor([w for w, n in zip(weights, lens, strict=True) for _ in range(n)],
-                           dtype=torch.float64)
+    token_w = torch.tensor(
+        [w for w, n in zip(weights, lens, strict=True) for _ in range(n)], dtype=torch.float64
+    )
     logp = _token_logp(logits, tokens)
-    terms = policy_loss(logp, logp.detach(), logp.detach(), adv, NO_KL,
-                        normalizer=float(token_w.sum()), token_weights=token_w)
+    terms = policy_loss(
+        logp,
+        logp.detach(),
+        logp.detach(),
+        adv,
+        NO_KL,
+        normalizer=float(token_w.sum()),
+        token_weights=token_w,
+    )
     lp = _token_logp(logits, tokens)
     a0, a1, b0 = -lp[:4], -lp[4:6], lp[6:]  # -A * ratio, ratio = 1 at the proximal policy
     expected = {

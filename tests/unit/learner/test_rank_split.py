@@ -19,15 +19,22 @@ from cua_rl.learner.rank_split import contiguous_chunks, split_update  # noqa: E
 
 
 def sample(i: int, response: int, trajectory: str = "") -> StepSample:
-    return StepSample(({"role": "user", "content": f"s{i}"},), tuple(range(response)),
-                      tuple([-1.0] * response), 0, advantage=1.0,
-                      trajectory_id=trajectory or f"t{i % 3}", step_index=i)
+    return StepSample(
+        ({"role": "user", "content": f"s{i}"},),
+        tuple(range(response)),
+        tuple([-1.0] * response),
+        0,
+        advantage=1.0,
+        trajectory_id=trajectory or f"t{i % 3}",
+        step_index=i,
+    )
 
 
 @pytest.mark.parametrize("ranks", [2, 3, 8])
 @pytest.mark.parametrize("mini_batches", [1, 2])
-def test_every_sample_once_and_tokens_within_one_sample_of_equal(ranks: int,
-                                                                 mini_batches: int) -> None:
+def test_every_sample_once_and_tokens_within_one_sample_of_equal(
+    ranks: int, mini_batches: int
+) -> None:
     rng = random.Random(ranks * 10 + mini_batches)
     samples = [sample(i, rng.randint(1, 40)) for i in range(37)]
     lengths = [rng.randint(50, 900) for _ in samples]
@@ -50,8 +57,9 @@ def test_weights_are_those_of_the_whole_mini_batch() -> None:
     """A trajectory's steps split over ranks still share 1/steps (trajectory mean)."""
     samples = [sample(i, 5 + i, trajectory="a" if i < 4 else "b") for i in range(6)]
     shares = split_update(samples, [100] * 6, 2, 1, "trajectory")
-    expected = sample_token_weights("trajectory", [5 + i for i in range(6)],
-                                    [s.trajectory_id for s in samples])
+    expected = sample_token_weights(
+        "trajectory", [5 + i for i in range(6)], [s.trajectory_id for s in samples]
+    )
     for share in shares:
         for s, w in zip(share.mini_batches[0], share.weights[0], strict=True):
             assert w == pytest.approx(expected[s.step_index])

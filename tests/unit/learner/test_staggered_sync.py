@@ -1,5 +1,5 @@
 """Staggered weight sync (`train.sync.staggered`) against real model servers on
-127.0.0.1 whose updates take time (tests_support/updating_server.py): the replica
+127.0.0.1 whose updates take time (tests_support/fake_model_server.py): the replica
 under update leaves routing, the others keep serving, no request is lost."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from tests_support.updating_server import UpdatingModelServer
+from tests_support.fake_model_server import FakeModelConfig, FakeModelServer
 
 from cua_rl.inference.pool import InferencePool
 from cua_rl.inference.replica_set import ReplicaSet
@@ -34,16 +34,19 @@ class Source:
 
 
 @contextlib.asynccontextmanager
-async def pool_of(n: int, tmp_path: Path, staggered: bool
-                  ) -> AsyncIterator[tuple[list[UpdatingModelServer], InferencePool, WeightSync]]:
-    servers = [UpdatingModelServer() for _ in range(n)]
+async def pool_of(
+    n: int, tmp_path: Path, staggered: bool
+) -> AsyncIterator[tuple[list[FakeModelServer], InferencePool, WeightSync]]:
+    servers = [FakeModelServer(FakeModelConfig(chat_s=0.01, update_s=0.3)) for _ in range(n)]
     for server in servers:
         await server.start()
-    replicas = ReplicaSet.from_urls([s.url for s in servers], timeout_s=10.0,
-                                    probe_interval_s=0.05)
+    replicas = ReplicaSet.from_urls([s.url for s in servers], timeout_s=10.0, probe_interval_s=0.05)
     pool = InferencePool(replicas, wait_for_replica_s=DEADLINE_S)
-    sync = WeightSync(replicas, WeightSyncConfig(mode="checkpoint", staggered=staggered,
-                                                 timeout_s=10.0), tmp_path / "exports")
+    sync = WeightSync(
+        replicas,
+        WeightSyncConfig(mode="checkpoint", staggered=staggered, timeout_s=10.0),
+        tmp_path / "exports",
+    )
     try:
         yield servers, pool, sync
     finally:
@@ -52,8 +55,9 @@ async def pool_of(n: int, tmp_path: Path, staggered: bool
             await server.stop()
 
 
-async def sync_under_load(servers: list[UpdatingModelServer], pool: InferencePool,
-                          sync: WeightSync, syncs: int = 3) -> tuple[int, int, int]:
+async def sync_under_load(
+    servers: list[FakeModelServer], pool: InferencePool, sync: WeightSync, syncs: int = 3
+) -> tuple[int, int, int]:
     """`syncs` pushes while 4 clients send requests (half of them in episodes); returns
     (requests sent, answered, fewest replicas routed at any state change)."""
     stop = asyncio.Event()
@@ -89,8 +93,7 @@ async def sync_under_load(servers: list[UpdatingModelServer], pool: InferencePoo
     return sent[0], answered[0], fewest[0]
 
 
-async def test_staggered_sync_keeps_a_replica_routed_and_none_under_update(
-        tmp_path: Path) -> None:
+async def test_staggered_sync_keeps_a_replica_routed_and_none_under_update(tmp_path: Path) -> None:
     async with pool_of(2, tmp_path, staggered=True) as (servers, pool, sync):
         sent, answered, fewest = await sync_under_load(servers, pool, sync)
         assert sent == answered > 0
@@ -98,11 +101,11 @@ async def test_staggered_sync_keeps_a_replica_routed_and_none_under_update(
         assert [s.updates for s in servers] == [3, 3]
         # the invariant itself: no request was routed to a replica under update
         assert [s.during_update for s in servers] == [0, 0]
-        assert pool.healthy_urls == [s.url for s in servers]  # both routed again
+        # both routed again
+        assert [r.url for r in pool.replicas.serving()] == [s.url for s in servers]
 
 
-async def test_unstaggered_sync_routes_requests_to_the_replica_under_update(
-        tmp_path: Path) -> None:
+async def test_unstaggered_sync_routes_requests_to_the_replica_under_update(tmp_path: Path) -> None:
     """The switch off gives the old behaviour, which the check above catches."""
     async with pool_of(2, tmp_path, staggered=False) as (servers, pool, sync):
         sent, answered, _ = await sync_under_load(servers, pool, sync)
@@ -110,8 +113,7 @@ async def test_unstaggered_sync_routes_requests_to_the_replica_under_update(
         assert sum(s.during_update for s in servers) > 0
 
 
-async def test_one_replica_stays_routed_and_requests_wait_for_its_update(
-        tmp_path: Path) -> None:
+async def test_one_replica_stays_routed_and_requests_wait_for_its_update(tmp_path: Path) -> None:
     async with pool_of(1, tmp_path, staggered=True) as (servers, pool, sync):
         sent, answered, fewest = await sync_under_load(servers, pool, sync, syncs=2)
         assert sent == answered > 0
@@ -127,7 +129,8 @@ async def until(condition, what: str) -> None:  # noqa: ANN001
 
 
 async def test_episode_served_elsewhere_during_its_replicas_update_comes_back(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     async with pool_of(2, tmp_path, staggered=True) as (servers, pool, sync):
         first = await pool.chat(MESSAGES, session_key="episode")
         home = next(s for s in servers if s.url == first.url)
@@ -157,11 +160,13 @@ async def test_last_serving_replica_down_puts_the_updating_one_back(tmp_path: Pa
         push = asyncio.create_task(sync.push(Source(), 1))
         try:
             await until(lambda: updating.updating, "no update started")
-            assert pool.healthy_urls == [alive.url]
+            assert [r.url for r in pool.replicas.serving()] == [alive.url]
             await alive.stop()
             request = asyncio.create_task(pool.chat(MESSAGES))
-            await until(lambda: updating.during_update == 1,
-                        "the request did not go to the updating replica")
+            await until(
+                lambda: updating.during_update == 1,
+                "the request did not go to the updating replica",
+            )
             updating.hold.set()
             result = await asyncio.wait_for(request, DEADLINE_S)
             assert result.url == updating.url

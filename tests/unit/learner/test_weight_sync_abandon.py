@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 
 import torch
-from tests_support.updating_server import UpdatingModelServer
+from tests_support.fake_model_server import FakeModelConfig, FakeModelServer
 
 from cua_rl.inference.replica_set import ReplicaSet
 from cua_rl.learner.config import WeightSyncConfig
@@ -57,12 +57,14 @@ def _no_garbage_collection():
 
 
 async def test_a_replica_that_fails_its_update_does_not_hold_the_sender(tmp_path: Path) -> None:
-    server = UpdatingModelServer(update_s=0.2)
-    server.refuse_updates = True
+    server = FakeModelServer(FakeModelConfig(chat_s=0.01, update_s=0.2, update="refuse"))
     await server.start()
     replicas = ReplicaSet.from_urls([server.url], timeout_s=10.0)
-    sync = WeightSync(replicas, WeightSyncConfig(mode="collective", timeout_s=LINK_TIMEOUT_S),
-                      tmp_path / "exports")
+    sync = WeightSync(
+        replicas,
+        WeightSyncConfig(mode="collective", timeout_s=LINK_TIMEOUT_S),
+        tmp_path / "exports",
+    )
     stores_before = _store_threads()
     try:
         with _no_garbage_collection():

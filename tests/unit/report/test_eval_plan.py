@@ -18,8 +18,14 @@ from cua_rl.types import TaskVariant, Trajectory, TrajectoryStatus
 
 
 def _variant(task_id: str) -> TaskVariant:
-    return TaskVariant(task_id=task_id, domain="os", evaluator_name="default",
-                       instruction="x", config=(), evaluator={})
+    return TaskVariant(
+        task_id=task_id,
+        domain="os",
+        evaluator_name="default",
+        instruction="x",
+        config=(),
+        evaluator={},
+    )
 
 
 def test_plan_skips_done_runs_and_goes_run_major() -> None:
@@ -43,35 +49,54 @@ async def test_scheduler_groups_carry_the_task_run_ids() -> None:
 
 def test_preset_is_the_osworld_protocol() -> None:
     cfg = load_config(RunConfig, preset="osworld-verified-eval")
-    assert (cfg.episode.max_steps, cfg.episode.temperature, cfg.episode.wait_after_action_s) \
-        == (50, 0.0, 5.0)
+    assert (cfg.episode.max_steps, cfg.episode.temperature, cfg.episode.wait_after_action_s) == (
+        50,
+        0.0,
+        5.0,
+    )
     assert not cfg.judge.enabled and cfg.fleet.group_size == 1
     assert cfg.tasks.split == "osworld-verified"
 
 
 def test_a_bad_checkout_is_reported_before_anything_starts(tmp_path: Path) -> None:
-    result = CliRunner().invoke(cli, ["eval", "--osworld", str(tmp_path / "nope"),
-                                      "--out", str(tmp_path / "run")])
+    result = CliRunner().invoke(
+        cli, ["eval", "--osworld", str(tmp_path / "nope"), "--out", str(tmp_path / "run")]
+    )
     assert result.exit_code == 1 and "expected an OSWorld checkout" in result.output
     assert not (tmp_path / "run").exists()
 
 
 def test_a_finished_evaluation_only_rewrites_its_report(tmp_path: Path) -> None:
-    task = {"id": "t1", "instruction": "x", "config": [],
-            "evaluator": {"func": "infeasible"}}
+    task = {"id": "t1", "instruction": "x", "config": [], "evaluator": {"func": "infeasible"}}
     (tmp_path / "osworld" / "examples" / "os").mkdir(parents=True)
     (tmp_path / "osworld" / "examples" / "os" / "t1.json").write_text(json.dumps(task))
     store = RunStore(tmp_path / "run")
     for k, score in enumerate((1.0, 0.0)):
-        traj = Trajectory(id=f"r{k}", variant_id="t1:default", steps=(),
-                          status=TrajectoryStatus.FINISHED, score=score)
+        traj = Trajectory(
+            id=f"r{k}",
+            variant_id="t1:default",
+            steps=(),
+            status=TrajectoryStatus.FINISHED,
+            score=score,
+        )
         store.save_trajectory(traj, group_id=task_run_id("t1", k))
     store.close()
     # every task run is stored: no model server or desktop may start (none could here)
-    result = CliRunner().invoke(cli, [
-        "eval", "--osworld", str(tmp_path / "osworld"), "--runs", "2",
-        "--out", str(tmp_path / "run"), "--json", "tasks.split=null",
-        "policy.urls=[http://127.0.0.1:9]"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "eval",
+            "--osworld",
+            str(tmp_path / "osworld"),
+            "--runs",
+            "2",
+            "--out",
+            str(tmp_path / "run"),
+            "--json",
+            "tasks.split=null",
+            "policy.urls=[http://127.0.0.1:9]",
+        ],
+    )
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert (summary["done_before"], summary["done_now"], summary["missing"]) == (2, 0, 0)
@@ -82,32 +107,56 @@ def test_a_finished_evaluation_only_rewrites_its_report(tmp_path: Path) -> None:
     assert (report["domains"]["os"]["mean"], report["domains"]["os"]["count"]) == (0.5, 1)
 
 
-def test_tasks_that_cannot_run_here_are_reported_not_attempted(tmp_path: Path,
-                                                               monkeypatch) -> None:
+def test_tasks_that_cannot_run_here_are_reported_not_attempted(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("CUA_RL_CACHE_DIR", str(tmp_path / "cache"))
     # as on a machine without code-server (setup.sh builds it as root)
     monkeypatch.setattr(local_vscode, "CODE_SERVER_DIR", str(tmp_path / "no-code-server"))
     tasks = {
-        "vs": {"id": "vs", "instruction": "x", "evaluator": {"func": "infeasible"},
-               "config": [{"type": "launch", "parameters": {"command": ["code"]}}]},
-        "web": {"id": "web", "instruction": "x", "evaluator": {"func": "infeasible"},
-                "config": [{"type": "chrome_open_tabs",
-                            "parameters": {"urls_to_open": ["https://www.example.com/"]}}]},
-        "ok": {"id": "ok", "instruction": "x", "config": [],
-               "evaluator": {"func": "infeasible"}},
+        "vs": {
+            "id": "vs",
+            "instruction": "x",
+            "evaluator": {"func": "infeasible"},
+            "config": [{"type": "launch", "parameters": {"command": ["code"]}}],
+        },
+        "web": {
+            "id": "web",
+            "instruction": "x",
+            "evaluator": {"func": "infeasible"},
+            "config": [
+                {
+                    "type": "chrome_open_tabs",
+                    "parameters": {"urls_to_open": ["https://www.example.com/"]},
+                }
+            ],
+        },
+        "ok": {"id": "ok", "instruction": "x", "config": [], "evaluator": {"func": "infeasible"}},
     }
     (tmp_path / "osworld" / "examples" / "os").mkdir(parents=True)
     for task_id, task in tasks.items():
         (tmp_path / "osworld" / "examples" / "os" / f"{task_id}.json").write_text(json.dumps(task))
     store = RunStore(tmp_path / "run")  # the runnable task is done: nothing may start
-    store.save_trajectory(Trajectory(id="r0", variant_id="ok:default", steps=(),
-                                     status=TrajectoryStatus.FINISHED, score=1.0),
-                          group_id=task_run_id("ok", 0))
+    store.save_trajectory(
+        Trajectory(
+            id="r0", variant_id="ok:default", steps=(), status=TrajectoryStatus.FINISHED, score=1.0
+        ),
+        group_id=task_run_id("ok", 0),
+    )
     store.close()
-    result = CliRunner().invoke(cli, [
-        "eval", "--osworld", str(tmp_path / "osworld"), "--runs", "1",
-        "--out", str(tmp_path / "run"), "--json", "tasks.split=null",
-        "policy.urls=[http://127.0.0.1:9]"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "eval",
+            "--osworld",
+            str(tmp_path / "osworld"),
+            "--runs",
+            "1",
+            "--out",
+            str(tmp_path / "run"),
+            "--json",
+            "tasks.split=null",
+            "policy.urls=[http://127.0.0.1:9]",
+        ],
+    )
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert (summary["task_runs"], summary["missing"], summary["unsupported"]) == (1, 0, 2)

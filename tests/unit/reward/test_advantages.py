@@ -49,7 +49,11 @@ def test_lone_trajectory_tail_gets_zero_not_its_raw_reward() -> None:
     assert by_key[("short", 0)] == pytest.approx(1.0)
     # without keep_zero the tail is dropped, not trained with a made-up advantage
     assert {(a.trajectory_id, a.step_index) for a in policy_advantages(rewards)} == {
-        ("long", 0), ("long", 1), ("short", 0), ("short", 1)}
+        ("long", 0),
+        ("long", 1),
+        ("short", 0),
+        ("short", 1),
+    }
 
 
 def test_prm_vote_advantages() -> None:
@@ -63,7 +67,9 @@ def test_prm_vote_advantages() -> None:
     assert prm_vote_advantages(-1.0, [-1, -1, -1]) == [0.0, 0.0, 0.0]
 
 
-@pytest.mark.parametrize(("acc", "ok"), [(0.0, False), (0.19, False), (0.2, True),
-                                         (0.5, True), (0.8, True), (0.81, False)])
+@pytest.mark.parametrize(
+    ("acc", "ok"),
+    [(0.0, False), (0.19, False), (0.2, True), (0.5, True), (0.8, True), (0.81, False)],
+)
 def test_prm_task_filter(acc: float, ok: bool) -> None:
     assert prm_task_eligible(acc) is ok

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from tests_support.bad_model_server import BadModelServer
+from tests_support.fake_model_server import FakeModelConfig, FakeModelServer
 
 from cua_rl.errors import CorruptImageError, EpisodeAborted, SetupStepError
 from cua_rl.inference.config import InferencePoolConfig
@@ -18,17 +18,24 @@ from cua_rl.rollout.actor import run_episode
 from cua_rl.rollout.config import EpisodeConfig
 from cua_rl.rollout.latency import Dist, LatencyModel
 from cua_rl.rollout.simulated import SimClock, SimulatedDesktop, SimulatedDesktops
-from cua_rl.store.run_store import AsyncRunStore, RunStore
+from cua_rl.store.async_run_store import AsyncRunStore
+from cua_rl.store.run_store import RunStore
 from cua_rl.types import TaskVariant, TrajectoryStatus
 
 FAST = Dist(median_s=0.001, sigma=0.0)
-VARIANT = TaskVariant(task_id="t0", domain="simulated", evaluator_name="default",
-                      instruction="do it", config=(), evaluator={"func": "simulated"})
+VARIANT = TaskVariant(
+    task_id="t0",
+    domain="simulated",
+    evaluator_name="default",
+    instruction="do it",
+    config=(),
+    evaluator={"func": "simulated"},
+)
 
 
 @pytest.fixture
-async def server() -> AsyncIterator[BadModelServer]:
-    srv = BadModelServer()
+async def server() -> AsyncIterator[FakeModelServer]:
+    srv = FakeModelServer()
     await srv.start()
     yield srv
     await srv.stop()
@@ -46,18 +53,20 @@ class TruncatedScreenDesktop(SimulatedDesktop):
         return (await super().screenshot())[:-100]
 
 
-async def _episode(tmp_path, server: BadModelServer, desktop_type=SimulatedDesktop,
-                   prm_mode: str = "ok"):
+async def _episode(
+    tmp_path, server: FakeModelServer, desktop_type=SimulatedDesktop, prm_mode: str = "ok"
+):
     policy = InferencePool([server.url], InferencePoolConfig(max_attempts=2))
-    prm_server = BadModelServer(prm_mode)
+    prm_server = FakeModelServer(FakeModelConfig(fault=prm_mode))
     await prm_server.start()
     prm = InferencePool([prm_server.url])
     store = AsyncRunStore.open(tmp_path)
     judge = StreamingJudge(prm, store, JudgeConfig())
     try:
         desktop = desktop_type(_desktops())
-        traj = await run_episode(VARIANT, desktop, policy, store, EpisodeConfig(max_steps=3),
-                                 judge=judge)
+        traj = await run_episode(
+            VARIANT, desktop, policy, store, EpisodeConfig(max_steps=3), judge=judge
+        )
         verdicts = await judge.collect(traj.id)
         return traj, verdicts, judge
     finally:
@@ -70,7 +79,7 @@ async def _episode(tmp_path, server: BadModelServer, desktop_type=SimulatedDeskt
 
 @pytest.mark.parametrize("mode", ["empty_choices", "missing_logprobs", "bad_version"])
 async def test_bad_policy_answer_aborts_only_the_episode(tmp_path, server, mode) -> None:
-    server.mode = mode
+    server.config.fault = mode
     with pytest.raises(EpisodeAborted, match=server.url):
         await _episode(tmp_path, server)
     store = RunStore(tmp_path)
@@ -107,8 +116,7 @@ class BrokenSetupDesktop(SimulatedDesktop):
         raise SetupStepError("task t0: config[0] ('launch'): google-chrome: not found")
 
 
-async def test_failed_setup_is_recorded_with_its_reason_and_not_retried(tmp_path,
-                                                                        server) -> None:
+async def test_failed_setup_is_recorded_with_its_reason_and_not_retried(tmp_path, server) -> None:
     with pytest.raises(EpisodeAborted, match="google-chrome") as caught:
         await _episode(tmp_path, server, BrokenSetupDesktop)
     assert caught.value.permanent  # the fleet gives it up instead of re-queueing it

@@ -18,12 +18,18 @@ from cua_rl.rollout.scheduler import GroupScheduler
 from cua_rl.rollout.simulated import SimClock, SimulatedDesktop, SimulatedDesktops
 from cua_rl.rollout.simulated import SimulatedModelPool as Pool
 from cua_rl.runtime.task_budgets import TaskBudgets
-from cua_rl.store.run_store import AsyncRunStore
+from cua_rl.store.async_run_store import AsyncRunStore
 from cua_rl.types import Action, GroupRecord, TaskVariant
 
 FAST = Dist(median_s=0.001, sigma=0.0)
-TASK = TaskVariant(task_id="t", domain="simulated", evaluator_name="default",
-                   instruction="do it", config=(), evaluator={"func": "simulated"})
+TASK = TaskVariant(
+    task_id="t",
+    domain="simulated",
+    evaluator_name="default",
+    instruction="do it",
+    config=(),
+    evaluator={"func": "simulated"},
+)
 HORIZON = HorizonSchedule(steps=[8, 20], every=1000)
 """8 steps while the learner is at version 0 (the whole test)."""
 
@@ -40,21 +46,30 @@ class ScriptedDesktops(SimulatedDesktops):
     score = 1.0
 
     @asynccontextmanager
-    async def lease(self) -> AsyncIterator[SimulatedDesktop]:
+    async def lease(self, ticket: object = None) -> AsyncIterator[SimulatedDesktop]:
         async with super().lease():
             yield ScriptedDesktop(self)
 
 
-async def _groups(tmp_path: Path, budgets: TaskBudgets, enabled: bool
-                  ) -> list[tuple[int, list[int]]]:
+async def _groups(
+    tmp_path: Path, budgets: TaskBudgets, enabled: bool
+) -> list[tuple[int, list[int]]]:
     """Five groups of one task, each run by a real fleet: two in which every rollout
     succeeds in 4 steps, then three in which the policy wanders for 10 steps and
     fails. Returns (rollouts, steps of each episode) per group."""
     clock = SimClock(1.0, seed=0)
     model = LatencyModel(reset_s=FAST, act_s=FAST, screenshot_s=FAST, evaluate_s=FAST)
     length = {"steps": 4}
-    policy = Pool(1, 8, FAST, clock, slowdown=0.0, tokens=4, version=lambda: 0,
-                  episode_length=lambda rng: length["steps"])
+    policy = Pool(
+        1,
+        8,
+        FAST,
+        clock,
+        slowdown=0.0,
+        tokens=4,
+        version=lambda: 0,
+        episode_length=lambda rng: length["steps"],
+    )
     desktops = ScriptedDesktops(2, model, clock)
     store = AsyncRunStore.open(tmp_path)
     seen: list[GroupRecord] = []
@@ -73,9 +88,16 @@ async def _groups(tmp_path: Path, budgets: TaskBudgets, enabled: bool
                 return next(served, None)  # noqa: B023 - used within this iteration
 
             scheduler = GroupScheduler(source, 4, budget=budgets.budget if enabled else None)
-            fleet = Fleet(scheduler, desktops, policy, store, EpisodeConfig(max_steps=20),
-                          FleetConfig(actors=2, group_size=4), on_group=on_group,
-                          horizon=HORIZON)
+            fleet = Fleet(
+                scheduler,
+                desktops,
+                policy,
+                store,
+                EpisodeConfig(max_steps=20),
+                FleetConfig(actors=2, group_size=4),
+                on_group=on_group,
+                horizon=HORIZON,
+            )
             await fleet.run()
     finally:
         await store.close()
@@ -83,23 +105,31 @@ async def _groups(tmp_path: Path, budgets: TaskBudgets, enabled: bool
 
 
 def _budgets() -> TaskBudgets:
-    cfg = TaskBudgetConfig(enabled=True, window=2, min_scored=4, min_rollouts=2,
-                           max_rollouts=6, length_margin=1.5, min_steps=2)
+    cfg = TaskBudgetConfig(
+        enabled=True,
+        window=2,
+        min_scored=4,
+        min_rollouts=2,
+        max_rollouts=6,
+        length_margin=1.5,
+        min_steps=2,
+    )
     return TaskBudgets(cfg, group_size=4, max_steps=20)
 
 
 async def test_the_fleet_runs_a_tasks_groups_with_the_budget_its_accuracy_earns(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """With the switch off this fails: every group has 4 rollouts and the horizon's 8
     steps (`test_with_budgets_off_the_fleet_runs_every_group_alike`)."""
     budgets = _budgets()
     groups = await _groups(tmp_path, budgets, enabled=True)
     assert groups == [
         (4, [4, 4, 4, 4]),  # no evidence yet: G = 4, the horizon's 8 steps (4 used)
-        (2, [4, 4]),        # solved (4 of 4): 2 rollouts, 1.5 x 4 = 6 steps
-        (2, [6, 6]),        # still solved: the wandering policy is cut at 6 steps
+        (2, [4, 4]),  # solved (4 of 4): 2 rollouts, 1.5 x 4 = 6 steps
+        (2, [6, 6]),  # still solved: the wandering policy is cut at 6 steps
         (4, [6, 6, 6, 6]),  # 2 of 4 in the window: G again; the 4-step successes keep 6
-        (6, [8] * 6),       # 0 of 6: the most rollouts; no success left, the horizon's 8
+        (6, [8] * 6),  # 0 of 6: the most rollouts; no success left, the horizon's 8
     ]
     assert budgets.accuracy("t") == 0.0 and budgets.budget(TASK).size == 6
 

@@ -15,15 +15,22 @@ from cua_rl.rollout.latency import Dist, LatencyModel
 from cua_rl.rollout.scheduler import GroupScheduler
 from cua_rl.rollout.simulated import SimClock, SimulatedDesktop, SimulatedDesktops
 from cua_rl.rollout.simulated import SimulatedModelPool as Pool
-from cua_rl.store.run_store import AsyncRunStore, RunStore
+from cua_rl.store.async_run_store import AsyncRunStore
+from cua_rl.store.run_store import RunStore
 from cua_rl.types import TaskVariant
 
 FAST = Dist(median_s=0.001, sigma=0.0)
 
 
 def _variant(task_id: str) -> TaskVariant:
-    return TaskVariant(task_id=task_id, domain="simulated", evaluator_name="default",
-                       instruction="do it", config=(), evaluator={"func": "simulated"})
+    return TaskVariant(
+        task_id=task_id,
+        domain="simulated",
+        evaluator_name="default",
+        instruction="do it",
+        config=(),
+        evaluator={"func": "simulated"},
+    )
 
 
 POISONED, HEALTHY = _variant("poisoned"), _variant("healthy")
@@ -40,23 +47,28 @@ class PoisonDesktop(SimulatedDesktop):
 
 class PoisonDesktops(SimulatedDesktops):
     @asynccontextmanager
-    async def lease(self) -> AsyncIterator[SimulatedDesktop]:
+    async def lease(self, ticket: object = None) -> AsyncIterator[SimulatedDesktop]:
         async with super().lease():
             yield PoisonDesktop(self)
 
 
-@pytest.mark.parametrize("error", [
-    GuestUnavailable("http://127.0.0.1:9/setup/launch: connection refused"),
-    # a reset that cannot start the desktop again aborts the episode, not the run
-    DesktopError("desktop 'pool-0' did not start: session launcher exited with 1"),
-])
-async def test_poisoned_variant_is_set_aside_and_the_run_goes_on(tmp_path, monkeypatch,
-                                                                 error) -> None:
+@pytest.mark.parametrize(
+    "error",
+    [
+        GuestUnavailable("http://127.0.0.1:9/setup/launch: connection refused"),
+        # a reset that cannot start the desktop again aborts the episode, not the run
+        DesktopError("desktop 'pool-0' did not start: session launcher exited with 1"),
+    ],
+)
+async def test_poisoned_variant_is_set_aside_and_the_run_goes_on(
+    tmp_path, monkeypatch, error
+) -> None:
     monkeypatch.setattr(PoisonDesktop, "error", error)
     clock = SimClock(1.0, seed=0)
     model = LatencyModel(reset_s=FAST, act_s=FAST, screenshot_s=FAST, evaluate_s=FAST)
-    policy = Pool(1, 4, FAST, clock, slowdown=0.0, tokens=4, version=lambda: 0,
-                  episode_length=lambda rng: 2)
+    policy = Pool(
+        1, 4, FAST, clock, slowdown=0.0, tokens=4, version=lambda: 0, episode_length=lambda rng: 2
+    )
     variants = iter([POISONED, HEALTHY, POISONED, HEALTHY])
 
     async def source() -> TaskVariant | None:
@@ -64,8 +76,14 @@ async def test_poisoned_variant_is_set_aside_and_the_run_goes_on(tmp_path, monke
 
     store = AsyncRunStore.open(tmp_path)
     cfg = FleetConfig(actors=1, group_size=2, max_attempts=3, set_aside_after=4)
-    fleet = Fleet(GroupScheduler(source, 2), PoisonDesktops(1, model, clock), policy, store,
-                  EpisodeConfig(max_steps=5), cfg)
+    fleet = Fleet(
+        GroupScheduler(source, 2),
+        PoisonDesktops(1, model, clock),
+        policy,
+        store,
+        EpisodeConfig(max_steps=5),
+        cfg,
+    )
     try:
         counts = await fleet.run()
     finally:

@@ -14,19 +14,13 @@ from typing import Any
 
 import pytest
 from tests_support.recording_engine import RecordingEngine
+from tests_support.span_windows import episode_windows, intersection_s
 
 from cua_rl import spans
-from cua_rl.bench.fleet import VARIANTS
+from cua_rl.bench.fleet_cluster import VARIANTS
 from cua_rl.learner.config import LearnerLoopConfig
 from cua_rl.learner.service import LearnerService
-from cua_rl.report.loop_profile import (
-    episode_windows,
-    intersection_s,
-    latency_model,
-    load_spans,
-    profile,
-    update_windows,
-)
+from cua_rl.report.loop_profile import latency_model, load_spans, profile, update_windows
 from cua_rl.reward.config import JudgeConfig
 from cua_rl.reward.judge import StreamingJudge
 from cua_rl.rollout.config import EpisodeConfig, FleetConfig
@@ -34,9 +28,9 @@ from cua_rl.rollout.fleet import Fleet
 from cua_rl.rollout.latency import Dist, LatencyModel
 from cua_rl.rollout.scheduler import GroupScheduler
 from cua_rl.rollout.simulated import SimClock, SimulatedDesktops, SimulatedModelPool
-from cua_rl.store.run_store import AsyncRunStore
+from cua_rl.staleness_gate import VersionGate
+from cua_rl.store.async_run_store import AsyncRunStore
 from cua_rl.types import GroupRecord, StepSample, TaskVariant
-from cua_rl.version_gate import VersionGate
 
 ACTORS = 6
 
@@ -64,30 +58,59 @@ async def _run(run_dir: Path) -> dict[str, Any]:
     model = LatencyModel(reset_s=ms(20), act_s=ms(10), screenshot_s=ms(5), evaluate_s=ms(15))
     clock = SimClock(1.0, seed=3)
     gate = VersionGate(2)
-    policy = SimulatedModelPool(2, 2, ms(15), clock, slowdown=0.2, tokens=4,
-                                version=lambda: gate.serving_version, name="policy",
-                                episode_length=lambda rng: rng.randint(2, 6))
-    prm = SimulatedModelPool(1, 4, ms(15), clock, slowdown=0.2, tokens=4, version=lambda: 0,
-                             name="prm")
+    policy = SimulatedModelPool(
+        2,
+        2,
+        ms(15),
+        clock,
+        slowdown=0.2,
+        tokens=4,
+        version=lambda: gate.serving_version,
+        name="policy",
+        episode_length=lambda rng: rng.randint(2, 6),
+    )
+    prm = SimulatedModelPool(
+        1, 4, ms(15), clock, slowdown=0.2, tokens=4, version=lambda: 0, name="prm"
+    )
     store = AsyncRunStore.open(run_dir)
     judge = StreamingJudge(prm, store, JudgeConfig(max_in_flight=4))
-    learner = LearnerService("policy", SlowEngine(), store,  # type: ignore[arg-type]
-                             LearnerLoopConfig(queue_updates=4), checkpoint_dir=run_dir / "ckpt",
-                             tasks_per_update=2, eta=100)
+    learner = LearnerService(
+        "policy",
+        SlowEngine(),
+        store,  # type: ignore[arg-type]
+        LearnerLoopConfig(queue_updates=4),
+        checkpoint_dir=run_dir / "ckpt",
+        tasks_per_update=2,
+        eta=100,
+    )
     variants = itertools.cycle(VARIANTS)
 
     async def source() -> TaskVariant:
         return next(variants)
 
     async def on_group(group: GroupRecord) -> None:
-        await learner.submit([StepSample((), s.token_ids, s.logprobs,
-                                         t.policy_version_at_start, 1.0, t.id, s.index)
-                              for t in group.trajectories for s in t.steps], group.group_id)
+        await learner.submit(
+            [
+                StepSample(
+                    (), s.token_ids, s.logprobs, t.policy_version_at_start, 1.0, t.id, s.index
+                )
+                for t in group.trajectories
+                for s in t.steps
+            ],
+            group.group_id,
+        )
 
-    fleet = Fleet(GroupScheduler(source, 2, max_groups=12), SimulatedDesktops(ACTORS, model, clock),
-                  policy, store, EpisodeConfig(max_steps=10),
-                  FleetConfig(actors=ACTORS, group_size=2), judge=judge, gate=gate,
-                  on_group=on_group)
+    fleet = Fleet(
+        GroupScheduler(source, 2, max_groups=12),
+        SimulatedDesktops(ACTORS, model, clock),
+        policy,
+        store,
+        EpisodeConfig(max_steps=10),
+        FleetConfig(actors=ACTORS, group_size=2),
+        judge=judge,
+        gate=gate,
+        on_group=on_group,
+    )
     try:
         training = asyncio.create_task(learner.run())
         counts = await fleet.run()
@@ -107,11 +130,13 @@ async def test_a_recorded_fleet_run_profiles_consistently(tmp_path: Path) -> Non
     p = profile(recorded)
     assert p["episodes"] == counts["episodes"] == 24 and p["steps"] == counts["steps"]
     assert p["desktops"] == ACTORS
-    busy = [p["desktop_busy"], *(pool["busy"] for pool in p["pools"].values()),
-            *(learner["busy"] for learner in p["learners"].values())]
+    busy = [
+        p["desktop_busy"],
+        *(pool["busy"] for pool in p["pools"].values()),
+        *(learner["busy"] for learner in p["learners"].values()),
+    ]
     assert all(0.0 < b <= 1.0 for b in busy), busy
-    assert {name: pool["replicas"] for name, pool in p["pools"].items()} == {"policy": 2,
-                                                                             "prm": 1}
+    assert {name: pool["replicas"] for name, pool in p["pools"].items()} == {"policy": 2, "prm": 1}
     assert p["pools"]["policy"]["calls"] == counts["steps"] == p["pools"]["prm"]["calls"]
     breakdown = p["breakdown"]
     assert breakdown["sum_error"] < 0.05, breakdown

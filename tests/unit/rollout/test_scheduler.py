@@ -3,13 +3,19 @@ import asyncio
 import pytest
 
 from cua_rl.rollout.scheduler import GroupScheduler
+from cua_rl.staleness_gate import VersionGate
 from cua_rl.types import TaskVariant, Trajectory, TrajectoryStatus
-from cua_rl.version_gate import VersionGate
 
 
 def _variant(i: int) -> TaskVariant:
-    return TaskVariant(task_id=f"t{i}", domain="os", evaluator_name="default",
-                       instruction="do it", config=(), evaluator={"func": "infeasible"})
+    return TaskVariant(
+        task_id=f"t{i}",
+        domain="os",
+        evaluator_name="default",
+        instruction="do it",
+        config=(),
+        evaluator={"func": "infeasible"},
+    )
 
 
 def _source(n: int):
@@ -23,8 +29,9 @@ def _source(n: int):
 
 
 def _traj(tid: str, score: float) -> Trajectory:
-    return Trajectory(id=tid, variant_id="v", steps=(), status=TrajectoryStatus.FINISHED,
-                      score=score)
+    return Trajectory(
+        id=tid, variant_id="v", steps=(), status=TrajectoryStatus.FINISHED, score=score
+    )
 
 
 async def test_groups_complete_once_and_aborts_requeue_first() -> None:
@@ -88,8 +95,10 @@ async def test_give_up_shrinks_group() -> None:
     # reasons: a candidate task's group must be decided even then (Algorithm 2)
     empty = await sched.give_up(d, "variant set aside: 3 aborts in a row")
     assert empty is not None and empty.empty and empty.gave_up == 2
-    assert empty.gave_up_reasons == ("setup failed: no such file",
-                                     "variant set aside: 3 aborts in a row")
+    assert empty.gave_up_reasons == (
+        "setup failed: no such file",
+        "variant set aside: 3 aborts in a row",
+    )
     assert await sched.next_ticket() is None
 
 
@@ -100,16 +109,18 @@ async def test_groups_of_a_budgeted_task_have_the_budgeted_size_and_step_limit()
     from cua_rl.runtime.task_budgets import TaskBudgets
     from cua_rl.types import GroupRecord, Step
 
-    budgets = TaskBudgets(TaskBudgetConfig(enabled=True, min_scored=1), group_size=4,
-                          max_steps=20)
+    budgets = TaskBudgets(TaskBudgetConfig(enabled=True, min_scored=1), group_size=4, max_steps=20)
     steps = tuple(Step(i, "", "Action: click.", (), None, "", "") for i in range(6))
-    wins = tuple(Trajectory(f"w{k}", "v", steps, TrajectoryStatus.FINISHED, score=1.0)
-                 for k in range(4))
+    wins = tuple(
+        Trajectory(f"w{k}", "v", steps, TrajectoryStatus.FINISHED, score=1.0) for k in range(4)
+    )
     budgets.observe(GroupRecord("g-before", _variant(0), wins, {}))  # t0: 4 of 4, 6 steps
     sched = GroupScheduler(_source(2), group_size=4, budget=budgets.budget)
     solved = [await sched.next_ticket() for _ in range(2)]
     assert [(t.variant.task_id, t.slot, t.max_steps) for t in solved] == [
-        ("t0", 0, 9), ("t0", 1, 9)]  # 2 rollouts, 1.5 x 6 steps
+        ("t0", 0, 9),
+        ("t0", 1, 9),
+    ]  # 2 rollouts, 1.5 x 6 steps
     await sched.abort(solved[0])
     retry = await sched.next_ticket()
     assert (retry.slot, retry.attempt, retry.max_steps) == (0, 1, 9)

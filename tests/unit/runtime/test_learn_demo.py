@@ -14,6 +14,7 @@ from cua_rl.report.learn_demo_curves import DemoSeries
 from cua_rl.runtime.learn_demo import check_demo_config
 
 REPO = Path(__file__).resolve().parents[3]
+DATA = REPO / "cua_rl" / "tasks" / "data"
 TASK = "3f721143-4ecd-5578-b3c7-538ff7573b16"
 
 
@@ -23,9 +24,9 @@ def test_preset_runs_the_demo_from_the_easiest_click_variant() -> None:
     assert cfg.tasks.ids == [TASK]
     assert cfg.judge.enabled and cfg.adapt.enabled and cfg.adapt.rewriter.type == "rules"
     check_demo_config(cfg)
-    order = json.loads((REPO / "osworld_tasks/local/difficulty.json").read_text())[TASK]
-    task = json.loads((REPO / f"osworld_tasks/local/os/{TASK}.json").read_text())
-    easiest = json.loads((REPO / f"evaluators/{TASK}/{order[0]}.json").read_text())
+    order = json.loads((DATA / "local/difficulty.json").read_text())[TASK]
+    task = json.loads((DATA / f"local/os/{TASK}.json").read_text())
+    easiest = json.loads((DATA / f"evaluators/{TASK}/{order[0]}.json").read_text())
     assert task["evaluator"] == easiest  # runs start from the original = easiest variant
 
 
@@ -39,8 +40,14 @@ def test_demo_needs_checkpoint_weight_sync() -> None:
 def test_series_first_and_last_agreement_and_harder_variants() -> None:
     series = DemoSeries(
         agreement_by_version={0: (3, 6), 2: (5, 10), 5: (9, 10), 6: (0, 2)},
-        served=[(0.0, "easy", 0), (5.0, "easy", 0), (9.0, "hard", 2), (12.0, "mid", 1),
-                (14.0, "hard", 2)])
+        served=[
+            (0.0, "easy", 0),
+            (5.0, "easy", 0),
+            (9.0, "hard", 2),
+            (12.0, "mid", 1),
+            (14.0, "hard", 2),
+        ],
+    )
     # versions with fewer than min_votes votes are passed over when others have enough
     assert series.agreement("first", min_votes=10) == 0.5
     assert series.agreement("last", min_votes=10) == 0.9
@@ -63,11 +70,11 @@ def test_click_ladder_nests_inside_the_right_half_and_matches_the_canvas() -> No
     fall along the ladder, and Algorithm 2's harder-acceptance acc(q') < acc(q) is
     reachable); all are on the right, where the primed policy clicks; each evaluator
     checks exactly the rectangle the canvas draws for it, drawn easiest first."""
-    order = json.loads((REPO / "osworld_tasks/local/difficulty.json").read_text())[TASK]
-    task = json.loads((REPO / f"osworld_tasks/local/os/{TASK}.json").read_text())
+    order = json.loads((DATA / "local/difficulty.json").read_text())[TASK]
+    task = json.loads((DATA / f"local/os/{TASK}.json").read_text())
     checked = []
     for name in order:
-        spec = json.loads((REPO / f"evaluators/{TASK}/{name}.json").read_text())
+        spec = json.loads((DATA / f"evaluators/{TASK}/{name}.json").read_text())
         checked.append(tuple(float(v) for v in spec["result"]["command"][-4:]))
     assert checked == _drawn_regions(task)
     assert checked[0] == (0.5, 0.0, 1.0, 1.0)
@@ -75,7 +82,7 @@ def test_click_ladder_nests_inside_the_right_half_and_matches_the_canvas() -> No
     assert areas == sorted(areas, reverse=True) and len(set(areas)) == len(areas), areas
     for (ox0, oy0, ox1, oy1), (ix0, iy0, ix1, iy1) in zip(checked, checked[1:], strict=False):
         assert ox0 <= ix0 < ix1 <= ox1 and oy0 <= iy0 < iy1 <= oy1, (checked, order)
-    golden = json.loads((REPO / f"osworld_tasks/local/golden/os/{TASK}.json").read_text())
+    golden = json.loads((DATA / f"local/golden/os/{TASK}.json").read_text())
     for name, (x0, y0, x1, y1) in zip(order, checked, strict=True):
         # each golden clicks its own target's centre (inside every easier target too)
         code = golden[name][0]["pyautogui"]
@@ -88,15 +95,35 @@ def test_series_reads_algorithm_2_decisions_with_variant_names(tmp_path: Path) -
     from cua_rl.types import TaskVariant
 
     store = RunStore(tmp_path)
-    easy, hard = (TaskVariant(task_id="t", domain="os", evaluator_name=name, instruction=name,
-                              config=(), evaluator={}) for name in ("easy", "hard"))
+    easy, hard = (
+        TaskVariant(
+            task_id="t", domain="os", evaluator_name=name, instruction=name, config=(), evaluator={}
+        )
+        for name in ("easy", "hard")
+    )
     for variant in (easy, hard):
         store.add_variant(variant)
-    store.add_event("adapt_decision", "t", {
-        "accepted": False, "direction": "harder", "parent": easy.variant_id,
-        "candidate": hard.variant_id, "acc_parent": 0.75, "acc_candidate": 0.125})
+    store.add_event(
+        "adapt_decision",
+        "t",
+        {
+            "accepted": False,
+            "direction": "harder",
+            "parent": easy.variant_id,
+            "candidate": hard.variant_id,
+            "acc_parent": 0.75,
+            "acc_candidate": 0.125,
+        },
+    )
     store.close()
     series = read_demo_series(tmp_path, ["easy", "hard"])
-    assert series.decisions == [{"candidate": "hard", "parent": "easy", "direction": "harder",
-                                 "acc_parent": 0.75, "acc_candidate": 0.125,
-                                 "accepted": False}]
+    assert series.decisions == [
+        {
+            "candidate": "hard",
+            "parent": "easy",
+            "direction": "harder",
+            "acc_parent": 0.75,
+            "acc_candidate": 0.125,
+            "accepted": False,
+        }
+    ]

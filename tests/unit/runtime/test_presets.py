@@ -25,11 +25,13 @@ def test_every_preset_resolves_through_config_show(name: str) -> None:
 
 def test_config_show_applies_overrides_and_reports_bad_ones() -> None:
     runner = CliRunner()
-    result = runner.invoke(cli, ["config", "show", "--preset", "quickstart",
-                                 "train.tasks_per_update=3"])
+    result = runner.invoke(
+        cli, ["config", "show", "--preset", "quickstart", "train.tasks_per_update=3"]
+    )
     assert yaml.safe_load(result.output)["train"]["tasks_per_update"] == 3
-    bad = runner.invoke(cli, ["config", "show", "--preset", "quickstart",
-                              "train.tasks_per_update=0"])
+    bad = runner.invoke(
+        cli, ["config", "show", "--preset", "quickstart", "train.tasks_per_update=0"]
+    )
     assert bad.exit_code != 0 and "train.tasks_per_update" in bad.output
 
 
@@ -48,7 +50,10 @@ PAPER = {
     "episode.temperature": 1.0,
     "judge.temperature": 0.8,
     "judge.votes": 3,
-    "train.lam": 1.0,
+    "train.reward.outcome_weight": 1.0,  # Eq. 1: R = O + lambda * mean S
+    "train.reward.policy_lam": 1.0,
+    "train.reward.prm_lam": 1.0,
+    "train.prm.enabled": True,  # the reward model trains (Table 1's "+ Reward")
     "adapt.band.alpha_low": 0.2,
     "adapt.band.alpha_high": 0.8,
     "train.policy.loss.clip_eps": 0.2,
@@ -89,8 +94,11 @@ def test_paper_preset_has_the_papers_values() -> None:
 
 def test_evaluation_preset_has_the_papers_protocol() -> None:
     cfg = load_config(RunConfig, preset="osworld-verified-eval")
-    assert (cfg.episode.max_steps, cfg.episode.temperature,
-            cfg.episode.wait_after_action_s) == (50, 0.0, 5.0)
+    assert (cfg.episode.max_steps, cfg.episode.temperature, cfg.episode.wait_after_action_s) == (
+        50,
+        0.0,
+        5.0,
+    )
 
 
 def test_code_defaults_stay_cpu_sized() -> None:
@@ -102,16 +110,20 @@ def test_code_defaults_stay_cpu_sized() -> None:
 def test_the_committed_configuration_reference_is_current() -> None:
     from pathlib import Path
 
-    from cua_rl.config_reference import reference
+    from cua_rl.config.reference import reference
 
     page = Path(__file__).resolve().parents[3] / "docs" / "configuration.md"
     assert page.read_text() == reference(), (
-        "docs/configuration.md is stale: run `cua-rl config reference > docs/configuration.md`")
+        "docs/configuration.md is stale: run `cua-rl config reference > docs/configuration.md`"
+    )
 
 
 def test_every_config_field_has_a_docstring() -> None:
-    from cua_rl.config_reference import reference
+    from cua_rl.config.reference import reference
 
-    undocumented = [line.split("|")[1].strip() for line in reference().splitlines()
-                    if line.startswith("| `") and line.rstrip().endswith("|  |")]
+    undocumented = [
+        line.split("|")[1].strip()
+        for line in reference().splitlines()
+        if line.startswith("| `") and line.rstrip().endswith("|  |")
+    ]
     assert not undocumented

@@ -24,8 +24,9 @@ class _Learner:
 
 def test_snapshot_rates_rewards_and_eta_from_the_sooner_end() -> None:
     fleet, policy = _Fleet(), _Learner("policy")
-    progress = RunProgress(fleet, [policy, _Learner("prm")], max_updates=4, max_groups=10,
-                           started=0.0)
+    progress = RunProgress(
+        fleet, [policy, _Learner("prm")], max_updates=4, max_groups=10, started=0.0
+    )
     assert progress.snapshot().eta_s is None  # nothing measured yet
     fleet.counts.update(groups=2, episodes=4, steps=12, successes=1)
     progress.observe_group({"step_reward_mean": 0.5})
@@ -37,14 +38,20 @@ def test_snapshot_rates_rewards_and_eta_from_the_sooner_end() -> None:
     # updates: 1 of 4 -> 3x elapsed left; groups: 2 of 10 -> 4x elapsed left
     assert abs(snap.eta_s - 3 * snap.elapsed_s) < 1e-3 * snap.elapsed_s
     line = snap.line()
-    for part in ("[training]", "episodes=4", "policy_updates=1/4", "prm_updates=0",
-                 "success=0.25", "step_reward=+0.20", "steps/s", "eta="):
+    for part in (
+        "[training]",
+        "episodes=4",
+        "policy_updates=1/4",
+        "prm_updates=0",
+        "success=0.25",
+        "step_reward=+0.20",
+        "steps/s",
+        "eta=",
+    ):
         assert part in line, (part, line)
 
 
-def test_run_log_keeps_info_when_stderr_asks_for_warnings(
-    tmp_path: Path, capsys
-) -> None:
+def test_run_log_keeps_info_when_stderr_asks_for_warnings(tmp_path: Path, capsys) -> None:
     configure("WARNING")
     try:
         own = logging.getLogger("cua_rl.runtime.test")
@@ -84,15 +91,28 @@ def test_live_table_shows_rates_rewards_and_eta() -> None:
 
     from cua_rl.runtime.telemetry.live import _table
 
-    fleet, policy = _Fleet(), SimpleNamespace(role="policy", version=1, samples_used=4,
-                                              samples_collected=6, stale_dropped=0)
+    fleet, policy = (
+        _Fleet(),
+        SimpleNamespace(
+            role="policy", version=1, samples_used=4, samples_collected=6, stale_dropped=0
+        ),
+    )
     fleet.counts.update(groups=2, episodes=4, steps=12, successes=2)
     progress = RunProgress(fleet, [policy], max_updates=2, started=0.0)
     progress.observe_group({"step_reward_mean": 0.25})
     out = io.StringIO()
-    Console(file=out, width=120).print(_table(progress.snapshot(), [policy],
-                                              SimpleNamespace(pending={})))
+    Console(file=out, width=120).print(
+        _table(progress.snapshot(), [policy], SimpleNamespace(pending={}))
+    )
     text = out.getvalue()
-    for part in ("episodes/min", "steps/s", "success rate", "0.50", "+0.250",
-                 "policy version", "1 / 2", "elapsed / ETA"):
+    for part in (
+        "episodes/min",
+        "steps/s",
+        "success rate",
+        "0.50",
+        "+0.250",
+        "policy version",
+        "1 / 2",
+        "elapsed / ETA",
+    ):
         assert part in text, (part, text)

@@ -21,6 +21,7 @@ from cua_rl.inference.config import ModelServersConfig
 from cua_rl.inference.replica_process import start_server
 from cua_rl.inference.replica_set import Replica, ReplicaSet, ReplicaState, SupervisionConfig
 from cua_rl.net_ports import reserve_port
+from cua_rl.process_launch import ProcessLaunch
 from cua_rl.runtime.ray.replica_handle import RemoteReplica
 from cua_rl.runtime.ray.replicas import ModelReplica, advertised_host
 
@@ -33,8 +34,14 @@ app = web.Application()
 app.router.add_get("/health", health)
 web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=None)
 """
-FAST = SupervisionConfig(health_interval_s=0.05, health_timeout_s=1.0, unresponsive_after_s=30,
-                         restart_attempts=2, restart_backoff_s=0.01, max_restart_backoff_s=0.02)
+FAST = SupervisionConfig(
+    health_interval_s=0.05,
+    health_timeout_s=1.0,
+    unresponsive_after_s=30,
+    restart_attempts=2,
+    restart_backoff_s=0.01,
+    max_restart_backoff_s=0.02,
+)
 
 
 async def until(condition: Callable[[], bool], what: str, timeout_s: float = 20.0) -> None:
@@ -50,19 +57,29 @@ async def until(condition: Callable[[], bool], what: str, timeout_s: float = 20.
 async def replica(tmp_path: Path) -> AsyncIterator[ModelReplica]:
     """A `ModelReplica` whose server is a small /health process (its `start` would
     serve a model; everything after the start is what is under test)."""
-    plain = ModelReplica(ModelServersConfig(), name="policy-0", log_dir=tmp_path,
-                         tiny_dir=tmp_path, version=0, bind_host="127.0.0.1",
-                         advertise_host="127.0.0.1")
+    plain = ModelReplica(
+        ModelServersConfig(),
+        name="policy-0",
+        log_dir=tmp_path,
+        tiny_dir=tmp_path,
+        version=0,
+        bind_host="127.0.0.1",
+        advertise_host="127.0.0.1",
+    )
     plain.server = await start_server(
-        lambda port: [sys.executable, "-c", HEALTH_SERVER, str(port)], dict(os.environ),
-        log_path=tmp_path / "policy-0.log", ready_timeout_s=20, what="health server")
+        lambda port: ProcessLaunch("health", (sys.executable, "-c", HEALTH_SERVER, str(port))),
+        log_path=tmp_path / "policy-0.log",
+        ready_timeout_s=20,
+        what="health server",
+    )
     plain.url = plain.server.url
     yield plain
     await plain.stop()
 
 
 async def test_a_killed_server_reads_dead_and_restarts_on_its_url_through_the_actor(
-        replica: ModelReplica, handle: Callable[[Any], Any]) -> None:
+    replica: ModelReplica, handle: Callable[[Any], Any]
+) -> None:
     assert replica.server is not None and replica.url is not None
     remote = RemoteReplica(handle(replica), replica.url, restart_timeout_s=30)
     first = replica.server.proc
@@ -84,7 +101,8 @@ async def test_a_killed_server_reads_dead_and_restarts_on_its_url_through_the_ac
 
 
 async def test_an_answer_asked_before_a_restart_does_not_outlive_it(
-        replica: ModelReplica, handle: Callable[[Any], Any]) -> None:
+    replica: ModelReplica, handle: Callable[[Any], Any]
+) -> None:
     assert replica.url is not None
     gate = asyncio.Event()
     alive = replica.alive
@@ -111,13 +129,16 @@ async def test_an_answer_asked_before_a_restart_does_not_outlive_it(
 
 
 async def test_stop_cancels_a_restart_in_progress_and_none_starts_after(
-        replica: ModelReplica) -> None:
+    replica: ModelReplica,
+) -> None:
     assert replica.server is not None
     replica.server.argv = [sys.executable, "-c", "import time; time.sleep(60)"]  # never healthy
     first = replica.server.proc
     restart = asyncio.create_task(replica.restart())
-    await until(lambda: replica.server is not None and replica.server.proc is not first,
-                "the restart spawned its server")
+    await until(
+        lambda: replica.server is not None and replica.server.proc is not first,
+        "the restart spawned its server",
+    )
     spawned = replica.server.proc
     assert spawned is not None and spawned.returncode is None
 
@@ -145,12 +166,17 @@ class DeadActor:
 
 
 async def test_a_dead_actor_makes_the_set_give_up_with_its_error(
-        handle: Callable[[Any], Any]) -> None:
+    handle: Callable[[Any], Any],
+) -> None:
     with reserve_port() as port:  # bound, nothing listening: the server is gone too
         url = f"http://127.0.0.1:{port.port}"
         remote = RemoteReplica(handle(DeadActor()), url, restart_timeout_s=5)
-        replicas = ReplicaSet([Replica(url, InferenceClient(url), handle=remote)],
-                              name="policy", config=FAST, probe_interval_s=0.02)
+        replicas = ReplicaSet(
+            [Replica(url, InferenceClient(url), handle=remote)],
+            name="policy",
+            config=FAST,
+            probe_interval_s=0.02,
+        )
         try:
             replicas.start_monitor()
             victim = replicas.replicas[url]
@@ -163,7 +189,8 @@ async def test_a_dead_actor_makes_the_set_give_up_with_its_error(
 
 
 async def test_a_server_that_came_back_elsewhere_is_a_failed_restart(
-        handle: Callable[[Any], Any]) -> None:
+    handle: Callable[[Any], Any],
+) -> None:
     class Moved:
         async def alive(self) -> bool:
             return True

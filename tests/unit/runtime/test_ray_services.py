@@ -16,22 +16,27 @@ from cua_rl.runtime.ray.services import (
     SchedulerService,
     VariantFeed,
 )
+from cua_rl.staleness_gate import Gate, VersionGate
 from cua_rl.types import TaskVariant, Trajectory, TrajectoryStatus
-from cua_rl.version_gate import Gate, VersionGate
 
 
 def _variant(i: int) -> TaskVariant:
-    return TaskVariant(task_id=f"t{i}", domain="os", evaluator_name="default",
-                       instruction="do it", config=(), evaluator={"func": "infeasible"})
+    return TaskVariant(
+        task_id=f"t{i}",
+        domain="os",
+        evaluator_name="default",
+        instruction="do it",
+        config=(),
+        evaluator={"func": "infeasible"},
+    )
 
 
 def _traj(tid: str) -> Trajectory:
-    return Trajectory(id=tid, variant_id="v", steps=(), status=TrajectoryStatus.FINISHED,
-                      score=1.0)
+    return Trajectory(id=tid, variant_id="v", steps=(), status=TrajectoryStatus.FINISHED, score=1.0)
 
 
 async def test_feed_draws_a_variant_only_when_the_scheduler_asks() -> None:
-    feed = VariantFeed()
+    feed = VariantFeed(2)
     asked = asyncio.create_task(feed.wait_demand())
     await asyncio.sleep(0)
     assert not asked.done()  # nobody asked: the driver's selector is not consulted
@@ -143,5 +148,7 @@ async def test_a_released_worker_gives_back_its_rollouts_and_owed_groups_once(ha
     while (report := await driver.next_group.remote()) is not None:
         reports.append(report)
     assert [(r.group.group_id, r.lost_worker) for r in reports] == [
-        (a0.group_id, True), (b0.group_id, False)]
+        (a0.group_id, True),
+        (b0.group_id, False),
+    ]
     assert (await driver.stats.remote())["workers_released"] == 1

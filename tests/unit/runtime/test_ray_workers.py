@@ -23,11 +23,14 @@ from cua_rl.runtime.ray import workers as ray_workers
 from cua_rl.runtime.ray.fleet import WorkerFleet, WorkerSupervision
 from cua_rl.runtime.ray.services import GateService, SchedulerService
 from cua_rl.runtime.ray.workers import FleetWorker, WorkerParts, WorkerReport, WorkerSpec
-from cua_rl.store.run_store import AsyncRunStore, RunStore
+from cua_rl.store.async_run_store import AsyncRunStore
+from cua_rl.store.run_store import RunStore
 from cua_rl.types import Action, GroupRecord, TaskVariant
 
-TERMINATE = ('<tool_call>{"name": "computer_use", "arguments": '
-             '{"action": "terminate", "status": "success"}}</tool_call>')
+TERMINATE = (
+    '<tool_call>{"name": "computer_use", "arguments": '
+    '{"action": "terminate", "status": "success"}}</tool_call>'
+)
 
 
 def _png() -> bytes:
@@ -54,15 +57,16 @@ class FakeDesktop:
 
 class FakeDesktops:
     @asynccontextmanager
-    async def lease(self) -> AsyncIterator[FakeDesktop]:
+    async def lease(self, ticket: object = None) -> AsyncIterator[FakeDesktop]:
         yield FakeDesktop()
 
 
 class FakePolicy:
     async def chat(self, messages: list[dict[str, Any]], **kwargs: Any) -> ChatResult:
         await asyncio.sleep(0.001)
-        return ChatResult(choices=(Choice(0, TERMINATE, (1, 2), (-0.1, -0.2), "stop"),),
-                          model_version=0)
+        return ChatResult(
+            choices=(Choice(0, TERMINATE, (1, 2), (-0.1, -0.2), "stop"),), model_version=0
+        )
 
     def end_session(self, session_key: str) -> None:
         return None
@@ -80,28 +84,51 @@ class FakedWorker(FleetWorker):
 
 
 def _variant(i: int) -> TaskVariant:
-    return TaskVariant(task_id=f"t{i}", domain="os", evaluator_name="default",
-                       instruction="do it", config=(), evaluator={"func": "infeasible"})
+    return TaskVariant(
+        task_id=f"t{i}",
+        domain="os",
+        evaluator_name="default",
+        instruction="do it",
+        config=(),
+        evaluator={"func": "infeasible"},
+    )
 
 
 @pytest.fixture
 def cfg() -> RunConfig:
-    return RunConfig.model_validate({
-        "runtime": "ray", "judge": {"enabled": False},
-        "fleet": {"actors": 4, "group_size": 3, "max_groups": 5},
-        "episode": {"max_steps": 2},
-        "train": {"horizon": {"steps": [1, 2], "every": 1}},
-    })
+    return RunConfig.model_validate(
+        {
+            "runtime": "ray",
+            "judge": {"enabled": False},
+            "fleet": {"actors": 4, "group_size": 3, "max_groups": 5},
+            "episode": {"max_steps": 2},
+            "train": {"horizon": {"steps": [1, 2], "every": 1}},
+        }
+    )
 
 
 async def test_two_workers_share_the_groups_and_every_group_reaches_the_driver(
-        cfg: RunConfig, tmp_path: Path, handle) -> None:
+    cfg: RunConfig, tmp_path: Path, handle
+) -> None:
     RunStore(tmp_path).close()
     scheduler = handle(SchedulerService(3, max_groups=5, backlog=1))
     gate = handle(GateService(eta=2))
-    workers = [FakedWorker(WorkerSpec(f"w{i}", cfg, tmp_path, ["http://x"], [],
-                                      actors=cfg.ray.worker_actors(cfg.fleet.actors),
-                                      desktops=1), scheduler, gate) for i in range(2)]
+    workers = [
+        FakedWorker(
+            WorkerSpec(
+                f"w{i}",
+                cfg,
+                tmp_path,
+                ["http://x"],
+                [],
+                actors=cfg.ray.worker_actors(cfg.fleet.actors),
+                desktops=1,
+            ),
+            scheduler,
+            gate,
+        )
+        for i in range(2)
+    ]
     asked = iter([_variant(i) for i in range(10)])
     received: list[GroupRecord] = []
 
@@ -127,15 +154,24 @@ async def test_two_workers_share_the_groups_and_every_group_reaches_the_driver(
 
 
 async def test_worker_fleet_applies_the_horizon_from_the_remote_learner_version(
-        cfg: RunConfig, tmp_path: Path, handle) -> None:
+    cfg: RunConfig, tmp_path: Path, handle
+) -> None:
     gate_service = GateService(eta=2)
-    worker = FleetWorker(WorkerSpec("w0", cfg, tmp_path, ["http://x"], [], actors=1,
-                                    desktops=1), handle(SchedulerService(3, max_groups=1,
-                                                                         backlog=1)),
-                         handle(gate_service))
-    fleet = Fleet(worker.scheduler, FakeDesktops(), FakePolicy(), None,  # type: ignore[arg-type]
-                  cfg.episode, cfg.fleet, gate=worker.gate,  # type: ignore[arg-type]
-                  horizon=cfg.train.horizon)
+    worker = FleetWorker(
+        WorkerSpec("w0", cfg, tmp_path, ["http://x"], [], actors=1, desktops=1),
+        handle(SchedulerService(3, max_groups=1, backlog=1)),
+        handle(gate_service),
+    )
+    fleet = Fleet(
+        worker.scheduler,
+        FakeDesktops(),
+        FakePolicy(),
+        None,  # type: ignore[arg-type]
+        cfg.episode,
+        cfg.fleet,
+        gate=worker.gate,  # type: ignore[arg-type]
+        horizon=cfg.train.horizon,
+    )
     assert fleet._episode().max_steps == 1  # horizon at version 0
     assert cfg.episode.max_steps == 2  # the shared config is never mutated
     await gate_service.set_versions(learner=1, serving=1)
@@ -144,7 +180,8 @@ async def test_worker_fleet_applies_the_horizon_from_the_remote_learner_version(
 
 
 async def test_stop_cancels_a_running_worker_and_its_parts_are_stopped(
-        cfg: RunConfig, tmp_path: Path, handle, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg: RunConfig, tmp_path: Path, handle, monkeypatch: pytest.MonkeyPatch
+) -> None:
     closed = asyncio.Event()
 
     @asynccontextmanager
@@ -158,10 +195,11 @@ async def test_stop_cancels_a_running_worker_and_its_parts_are_stopped(
 
     monkeypatch.setattr(ray_workers, "worker_parts", fake_parts)
     # Nobody answers the scheduler's request for a variant: the actors wait forever.
-    worker = FleetWorker(WorkerSpec("w0", cfg, tmp_path, ["http://x"], [], actors=2,
-                                    desktops=1), handle(SchedulerService(3, max_groups=1,
-                                                                         backlog=1)),
-                         handle(GateService(eta=2)))
+    worker = FleetWorker(
+        WorkerSpec("w0", cfg, tmp_path, ["http://x"], [], actors=2, desktops=1),
+        handle(SchedulerService(3, max_groups=1, backlog=1)),
+        handle(GateService(eta=2)),
+    )
     running = asyncio.create_task(worker.run())
     await asyncio.sleep(0.05)
     assert not running.done()
@@ -187,7 +225,8 @@ class DiesBeforeStart(FakedWorker):
 
 
 async def test_a_lost_worker_is_released_replaced_and_every_group_reaches_the_driver_once(
-        cfg: RunConfig, tmp_path: Path, handle, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg: RunConfig, tmp_path: Path, handle, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(ray_fleet, "RESPAWN_DELAY_S", 0.0)  # fakes finish in milliseconds
     RunStore(tmp_path).close()
     service = SchedulerService(3, max_groups=4, backlog=2)
@@ -218,10 +257,19 @@ async def test_a_lost_worker_is_released_replaced_and_every_group_reaches_the_dr
     async def on_group(finished: GroupRecord) -> None:
         received.append(finished)
 
-    workers = [handle(FakedWorker(spec("w0"), scheduler, gate)),
-               handle(DyingWorker(spec("w1"), scheduler, gate))]
-    fleet = WorkerFleet(scheduler, workers, source, on_group, WorkerSupervision(
-        spawn=spawn, kill=killed.append, lost_errors=(WorkerGone,), on_event=on_event))
+    workers = [
+        handle(FakedWorker(spec("w0"), scheduler, gate)),
+        handle(DyingWorker(spec("w1"), scheduler, gate)),
+    ]
+    fleet = WorkerFleet(
+        scheduler,
+        workers,
+        source,
+        on_group,
+        WorkerSupervision(
+            spawn=spawn, kill=killed.append, lost_errors=(WorkerGone,), on_event=on_event
+        ),
+    )
     counts = await asyncio.wait_for(fleet.run(), 30)
 
     assert [g.group_id for g in received] == list(dict.fromkeys(g.group_id for g in received))
@@ -235,7 +283,8 @@ async def test_a_lost_worker_is_released_replaced_and_every_group_reaches_the_dr
 
 
 async def test_with_no_worker_left_and_none_placed_the_run_fails_in_time(
-        cfg: RunConfig, tmp_path: Path, handle) -> None:
+    cfg: RunConfig, tmp_path: Path, handle
+) -> None:
     scheduler, gate = handle(SchedulerService(3, max_groups=4, backlog=2)), handle(GateService(2))
 
     class NeverPlaced:
@@ -252,10 +301,20 @@ async def test_with_no_worker_left_and_none_placed_the_run_fails_in_time(
     async def on_group(finished: GroupRecord) -> None:
         return None
 
-    dying = handle(DyingWorker(WorkerSpec("w0", cfg, tmp_path, ["http://x"], [], actors=1,
-                                          desktops=1), scheduler, gate))
-    fleet = WorkerFleet(scheduler, [dying], source, on_group, WorkerSupervision(
-        spawn=lambda i, w: NeverPlaced(), lost_errors=(WorkerGone,), replace_timeout_s=0.2))
+    dying = handle(
+        DyingWorker(
+            WorkerSpec("w0", cfg, tmp_path, ["http://x"], [], actors=1, desktops=1), scheduler, gate
+        )
+    )
+    fleet = WorkerFleet(
+        scheduler,
+        [dying],
+        source,
+        on_group,
+        WorkerSupervision(
+            spawn=lambda i, w: NeverPlaced(), lost_errors=(WorkerGone,), replace_timeout_s=0.2
+        ),
+    )
     with pytest.raises(ExceptionGroup) as raised:  # from the fleet's task group
         await asyncio.wait_for(fleet.run(), 10)
     assert raised.group_contains(FleetLost, match="no fleet worker is running")

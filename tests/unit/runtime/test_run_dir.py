@@ -31,14 +31,16 @@ def test_existing_run_is_refused_in_one_line(tmp_path: Path) -> None:
 
 def _no_rollouts(monkeypatch: pytest.MonkeyPatch) -> None:
     """The refusal must come before anything starts: starting rollouts is a failure."""
+
     async def started(*args: object) -> Counter[str]:
         raise AssertionError("rollouts started although --out holds a run")
 
-    monkeypatch.setattr("cua_rl.runtime.rollout.run_rollouts", started)
+    monkeypatch.setattr("cua_rl.runtime.rollout_run.run_rollouts", started)
 
 
 def test_rollout_refuses_an_existing_run_before_anything_starts(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _no_rollouts(monkeypatch)
     run = _old_run(tmp_path / "run")
     (run / "run.sqlite").write_bytes(b"old store")
@@ -51,22 +53,32 @@ def test_rollout_refuses_an_existing_run_before_anything_starts(
     notes = tmp_path / "notes"
     notes.mkdir()
     (notes / "keep.txt").write_text("mine")
-    result = CliRunner().invoke(cli, ["rollout", "--preset", "quickstart", "--out", str(notes),
-                                      "--overwrite"])
+    result = CliRunner().invoke(
+        cli, ["rollout", "--preset", "quickstart", "--out", str(notes), "--overwrite"]
+    )
     assert result.exit_code == 1 and "not a cua-rl run" in result.output, result.output
     assert (notes / "keep.txt").read_text() == "mine"
 
 
-def test_rollout_overwrite_starts_afresh(tmp_path: Path,
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rollout_overwrite_starts_afresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     async def rollouts(cfg: object, run_dir: Path) -> Counter[str]:
         assert not (run_dir / "checkpoints").exists()  # the old run is gone by now
         return Counter(episodes=2)
 
-    monkeypatch.setattr("cua_rl.runtime.rollout.run_rollouts", rollouts)
+    monkeypatch.setattr("cua_rl.runtime.rollout_run.run_rollouts", rollouts)
     run = _old_run(tmp_path / "run")
-    result = CliRunner().invoke(cli, ["rollout", "--preset", "quickstart", "--out", str(run),
-                                      "--overwrite", "metrics.live=false"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "rollout",
+            "--preset",
+            "quickstart",
+            "--out",
+            str(run),
+            "--overwrite",
+            "metrics.live=false",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "episodes=2" in result.output
     assert not (run / "checkpoints").exists()
@@ -112,7 +124,13 @@ def test_a_resume_drops_the_resume_exports_of_earlier_resumes(tmp_path: Path) ->
     current = exports / "policy-resume-v9"
     current.mkdir()
     assert drop_older_resume_exports(exports, "policy", current) == [
-        exports / "policy-resume-v3", exports / "policy-resume-v7"]
+        exports / "policy-resume-v3",
+        exports / "policy-resume-v7",
+    ]
     assert sorted(p.name for p in exports.iterdir()) == [
-        "policy", "policy-resume-v1", "policy-resume-v9", "prm-resume-v3"]
+        "policy",
+        "policy-resume-v1",
+        "policy-resume-v9",
+        "prm-resume-v3",
+    ]
     assert outside.is_dir()

@@ -49,12 +49,16 @@ def test_sigterm_runs_the_cleanup_of_synchronous_code_as_ctrl_c_does() -> None:
 
 def test_an_interrupted_run_is_one_line(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     def interrupted(*args: object, **kwargs: object) -> dict[str, object]:
-        raise RunInterrupted("interrupted; run the same command with --resume (train) "
-                             "or again (eval) to continue")
+        raise RunInterrupted(
+            "interrupted; run the same command with --resume (train) or again (eval) to continue"
+        )
 
     monkeypatch.setattr("cua_rl.runtime.run_launch.launch_rollout", interrupted)
-    result = CliRunner().invoke(cli, ["rollout", "--preset", "quickstart", "--out",
-                                      str(tmp_path / "run")])
+    result = CliRunner().invoke(
+        cli, ["rollout", "--preset", "quickstart", "--out", str(tmp_path / "run")]
+    )
     assert result.exit_code == 1
-    assert result.output == ("Error: interrupted; run the same command with --resume "
-                             "(train) or again (eval) to continue\n")
+    assert result.output == (
+        "Error: interrupted; run the same command with --resume "
+        "(train) or again (eval) to continue\n"
+    )

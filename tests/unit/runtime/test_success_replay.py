@@ -24,7 +24,7 @@ from cua_rl.learner.service import LearnerService
 from cua_rl.rollout.config import EpisodeConfig
 from cua_rl.runtime.group_router import GroupRouter
 from cua_rl.runtime.success_replay import SuccessReplay
-from cua_rl.store.run_store import AsyncRunStore
+from cua_rl.store.async_run_store import AsyncRunStore
 from cua_rl.types import (
     GroupRecord,
     Step,
@@ -35,28 +35,54 @@ from cua_rl.types import (
     Vote,
 )
 
-VARIANT = TaskVariant(task_id="t", domain="os", evaluator_name="full",
-                      instruction="Sort all rows.", config=(),
-                      evaluator={"func": "infeasible"})
+VARIANT = TaskVariant(
+    task_id="t",
+    domain="os",
+    evaluator_name="full",
+    instruction="Sort all rows.",
+    config=(),
+    evaluator={"func": "infeasible"},
+)
 WIN_LOGPROBS = (-0.7, -0.8, -0.9)
 """Distinct from every other trajectory's, so the learner's copy is traceable."""
 
 
-async def _group(store: AsyncRunStore, gid: str, screen: str, *, wins: int, size: int = 2,
-                 version: int = 0) -> GroupRecord:
+async def _group(
+    store: AsyncRunStore, gid: str, screen: str, *, wins: int, size: int = 2, version: int = 0
+) -> GroupRecord:
     """`size` two-step rollouts at `version`, the first `wins` successful; each saved
     with its verdicts to the run store, as the fleet does."""
     trajs, verdicts = [], {}
     for k in range(size):
         tid = f"{gid}-{k}"
         logprobs = WIN_LOGPROBS if k < wins else (-0.1, -0.2, -0.3)
-        steps = tuple(Step(i, screen, "Action: click.", (), None, "", screen,
-                           token_ids=(5, 6, 7), logprobs=logprobs, policy_version=version)
-                      for i in range(2))
-        traj = Trajectory(tid, VARIANT.variant_id, steps, TrajectoryStatus.FINISHED,
-                          score=1.0 if k < wins else 0.0, policy_version_at_start=version)
-        votes = tuple(StepVerdict(tid, i, tuple(Vote(1, "ok", (8,), (-0.5,)) for _ in range(3)))
-                      for i in range(2))
+        steps = tuple(
+            Step(
+                i,
+                screen,
+                "Action: click.",
+                (),
+                None,
+                "",
+                screen,
+                token_ids=(5, 6, 7),
+                logprobs=logprobs,
+                policy_version=version,
+            )
+            for i in range(2)
+        )
+        traj = Trajectory(
+            tid,
+            VARIANT.variant_id,
+            steps,
+            TrajectoryStatus.FINISHED,
+            score=1.0 if k < wins else 0.0,
+            policy_version_at_start=version,
+        )
+        votes = tuple(
+            StepVerdict(tid, i, tuple(Vote(1, "ok", (8,), (-0.5,)) for _ in range(3)))
+            for i in range(2)
+        )
         await store.save_trajectory(traj, group_id=gid)
         for verdict in votes:
             await store.save_verdict(verdict)
@@ -71,21 +97,35 @@ class _Run:
 
     def __init__(self, tmp_path: Path, store: AsyncRunStore, replay: ReplayConfig) -> None:
         template = TaskTemplate.from_variants([VARIANT], {"order": ["full"], "hints": {}})
-        selector = TemplateSelector({"t": template}, {"t": VARIANT}, band=AdaptBand(),
-                                    rewriter=RuleRewriter(), store=store)
+        selector = TemplateSelector(
+            {"t": template}, {"t": VARIANT}, band=AdaptBand(), rewriter=RuleRewriter(), store=store
+        )
         self.engine = RecordingEngine()
-        self.policy = LearnerService("policy", self.engine, store,  # type: ignore[arg-type]
-                                     LearnerLoopConfig(queue_updates=4),
-                                     checkpoint_dir=tmp_path / "ckpt", eta=0)
+        self.policy = LearnerService(
+            "policy",
+            self.engine,
+            store,  # type: ignore[arg-type]
+            LearnerLoopConfig(queue_updates=4),
+            checkpoint_dir=tmp_path / "ckpt",
+            eta=0,
+        )
         self.replay = SuccessReplay(replay, store)
         self.seen: list[dict[str, float]] = []
         self.router = GroupRouter(
-            selector=selector, store=store, policy=self.policy, prm=None,
-            train=TrainConfig(replay=replay), adapt=AdaptConfig(enabled=False),
-            episode=EpisodeConfig(), selector_file=tmp_path / "selector.json",
+            selector=selector,
+            store=store,
+            policy=self.policy,
+            prm=None,
+            train=TrainConfig(replay=replay),
+            adapt=AdaptConfig(enabled=False),
+            episode=EpisodeConfig(),
+            selector_file=tmp_path / "selector.json",
             on_metrics=lambda group, samples, n: self.seen.append(
-                self.replay.metrics(group.group_id)),
-            replay=self.replay, replay_file=tmp_path / "replay.json")
+                self.replay.metrics(group.group_id)
+            ),
+            replay=self.replay,
+            replay_file=tmp_path / "replay.json",
+        )
         self.run = asyncio.create_task(self.policy.run())
 
     async def route(self, group: GroupRecord) -> None:
@@ -106,7 +146,8 @@ async def _screen(store: AsyncRunStore) -> str:
 
 
 async def test_a_stored_success_enters_a_zero_success_group_with_its_stored_logprobs(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     store = AsyncRunStore.open(tmp_path / "run")
     screen = await _screen(store)
     run = _Run(tmp_path, store, ReplayConfig(enabled=True))
@@ -122,14 +163,21 @@ async def test_a_stored_success_enters_a_zero_success_group_with_its_stored_logp
     assert [s.step_index for s in replayed] == [0, 1]
     assert all(s.behavior_logprobs == WIN_LOGPROBS and s.version == 0 for s in replayed)
     assert all(s.advantage > 0 for s in replayed)  # standardized within the new group
-    assert all(s.advantage < 0 and not s.replayed and s.version == 1
-               for s in batch if s.trajectory_id == "g-fail-0")
+    assert all(
+        s.advantage < 0 and not s.replayed and s.version == 1
+        for s in batch
+        if s.trajectory_id == "g-fail-0"
+    )
     # eta 0: the replayed member (lag 1) did not make the group stale
     counters = await store.counters()
     assert "policy_stale_dropped" not in counters
     assert (counters["replay_groups"], counters["replay_stored"]) == (1, 1)
-    assert run.seen[-1] == {"replay_buffer_trajectories": 1.0, "replay_buffer_tasks": 1.0,
-                            "replay_replayed": 1.0, "replay_lag": 1.0}
+    assert run.seen[-1] == {
+        "replay_buffer_trajectories": 1.0,
+        "replay_buffer_tasks": 1.0,
+        "replay_replayed": 1.0,
+        "replay_lag": 1.0,
+    }
     [event] = await store.events("success_replay")
     assert event["data"]["replaced"] == "g-fail-1" and event["data"]["lag"] == 1
     assert (tmp_path / "replay.json").is_file()
@@ -149,13 +197,14 @@ async def test_a_group_with_a_success_is_untouched(tmp_path: Path) -> None:
     assert not any(s.replayed for s in batch)
     assert "replay_groups" not in await store.counters()
     assert run.seen[-1]["replay_replayed"] == 0.0
-    assert [s.trajectory_id for s in run.replay.buffer(VARIANT.variant_id)] == \
-        ["g-win-0", "g-mixed-0"]
+    assert [s.trajectory_id for s in run.replay.buffer(VARIANT.variant_id)] == [
+        "g-win-0",
+        "g-mixed-0",
+    ]
     await store.close()
 
 
-async def test_with_replay_off_a_zero_success_group_trains_as_sampled(tmp_path: Path
-                                                                     ) -> None:
+async def test_with_replay_off_a_zero_success_group_trains_as_sampled(tmp_path: Path) -> None:
     store = AsyncRunStore.open(tmp_path / "run")
     screen = await _screen(store)
     run = _Run(tmp_path, store, ReplayConfig())  # the default: off
@@ -171,8 +220,7 @@ async def test_with_replay_off_a_zero_success_group_trains_as_sampled(tmp_path: 
     await store.close()
 
 
-async def test_the_buffer_is_bounded_per_task_and_evicts_stale_successes(tmp_path: Path
-                                                                        ) -> None:
+async def test_the_buffer_is_bounded_per_task_and_evicts_stale_successes(tmp_path: Path) -> None:
     store = AsyncRunStore.open(tmp_path / "run")
     screen = await _screen(store)
     replay = SuccessReplay(ReplayConfig(enabled=True, per_task=2, max_lag=3), store)
@@ -195,9 +243,7 @@ async def test_the_buffer_is_bounded_per_task_and_evicts_stale_successes(tmp_pat
     await store.close()
 
 
-
-async def test_a_stored_success_missing_from_the_store_is_dropped_not_fatal(
-        tmp_path: Path) -> None:
+async def test_a_stored_success_missing_from_the_store_is_dropped_not_fatal(tmp_path: Path) -> None:
     """A buffer entry whose trajectory is not in the run store (a hand-edited
     replay.json on --resume) costs the entry and that group's replay, not the run."""
     store = AsyncRunStore.open(tmp_path / "run")

@@ -26,7 +26,7 @@ from cua_rl.learner.service import LearnerService
 from cua_rl.rollout.config import EpisodeConfig
 from cua_rl.runtime.group_router import GroupRouter
 from cua_rl.runtime.task_budgets import TaskBudgets
-from cua_rl.store.run_store import AsyncRunStore
+from cua_rl.store.async_run_store import AsyncRunStore
 from cua_rl.types import (
     GroupRecord,
     Step,
@@ -38,35 +38,68 @@ from cua_rl.types import (
 )
 
 
-def _variant(task_id: str = "t", name: str = "full", instruction: str = "Sort all rows."
-             ) -> TaskVariant:
-    return TaskVariant(task_id=task_id, domain="os", evaluator_name=name,
-                       instruction=instruction, config=(), evaluator={"func": "infeasible"})
+def _variant(
+    task_id: str = "t", name: str = "full", instruction: str = "Sort all rows."
+) -> TaskVariant:
+    return TaskVariant(
+        task_id=task_id,
+        domain="os",
+        evaluator_name=name,
+        instruction=instruction,
+        config=(),
+        evaluator={"func": "infeasible"},
+    )
 
 
 VARIANT = _variant()
 
 
-def _group(wins: int, size: int, *, steps: int = 4, variant: TaskVariant = VARIANT,
-           gid: str = "g", screen: str = "") -> GroupRecord:
+def _group(
+    wins: int,
+    size: int,
+    *,
+    steps: int = 4,
+    variant: TaskVariant = VARIANT,
+    gid: str = "g",
+    screen: str = "",
+) -> GroupRecord:
     """`size` rollouts of `steps` steps each, the first `wins` successful."""
     trajs, verdicts = [], {}
     for k in range(size):
         tid = f"{gid}-{k}"
-        trajs.append(Trajectory(
-            tid, variant.variant_id,
-            tuple(Step(i, screen, "Action: click.", (), None, "", screen, token_ids=(5, 6),
-                       logprobs=(-0.1, -0.2)) for i in range(steps)),
-            TrajectoryStatus.FINISHED, score=1.0 if k < wins else 0.0))
-        verdicts[tid] = tuple(StepVerdict(tid, i, tuple(Vote(v, "ok", (8,), (-0.5,))
-                                                        for v in (1, -1, 1)))
-                              for i in range(steps))
+        trajs.append(
+            Trajectory(
+                tid,
+                variant.variant_id,
+                tuple(
+                    Step(
+                        i,
+                        screen,
+                        "Action: click.",
+                        (),
+                        None,
+                        "",
+                        screen,
+                        token_ids=(5, 6),
+                        logprobs=(-0.1, -0.2),
+                    )
+                    for i in range(steps)
+                ),
+                TrajectoryStatus.FINISHED,
+                score=1.0 if k < wins else 0.0,
+            )
+        )
+        verdicts[tid] = tuple(
+            StepVerdict(tid, i, tuple(Vote(v, "ok", (8,), (-0.5,)) for v in (1, -1, 1)))
+            for i in range(steps)
+        )
     return GroupRecord(gid, variant, tuple(trajs), verdicts)
 
 
 def _budgets(**cfg: object) -> TaskBudgets:
-    config = TaskBudgetConfig(**{"enabled": True, "window": 2, "min_scored": 4,
-                                 "max_rollouts": 8, **cfg})  # type: ignore[arg-type]
+    config = TaskBudgetConfig(
+        **{"enabled": True, "window": 2, "min_scored": 4, "max_rollouts": 8, **cfg}
+    )  # type: ignore[arg-type]
     return TaskBudgets(config, group_size=4, max_steps=30)
 
 
@@ -106,12 +139,10 @@ def test_a_tasks_rollouts_and_step_limit_follow_its_accuracy_and_successful_leng
 
 def test_group_sizes_stay_within_the_bounds_whatever_the_global_size() -> None:
     # max_rollouts unset: an unsolved task keeps G, a solved one gets min_rollouts
-    budgets = TaskBudgets(TaskBudgetConfig(enabled=True, min_scored=1), group_size=6,
-                          max_steps=15)
+    budgets = TaskBudgets(TaskBudgetConfig(enabled=True, min_scored=1), group_size=6, max_steps=15)
     budgets.observe(_group(wins=0, size=6))
     assert budgets.group_size(VARIANT) == 6
-    budgets = TaskBudgets(TaskBudgetConfig(enabled=True, min_scored=1), group_size=6,
-                          max_steps=15)
+    budgets = TaskBudgets(TaskBudgetConfig(enabled=True, min_scored=1), group_size=6, max_steps=15)
     budgets.observe(_group(wins=6, size=6))
     assert budgets.group_size(VARIANT) == 2
     # G above max_rollouts: the middle band is clamped to it
@@ -145,24 +176,35 @@ def test_the_windows_round_trip_for_resume() -> None:
     assert shorter.state_dict()["t"] == [[2, 2, [3, 3]]]
 
 
-def test_budgets_need_the_local_runtime_and_fitting_bounds() -> None:
-    with pytest.raises(ConfigError, match=r"train\.budgets\.enabled needs runtime: local"):
-        load_config(RunConfig, overrides=["runtime=ray", "train.budgets.enabled=true"])
-    load_config(RunConfig, overrides=["runtime=ray"])  # off: no objection
+def test_budgets_run_under_either_runtime_within_fitting_bounds() -> None:
+    load_config(RunConfig, overrides=["runtime=ray", "train.budgets.enabled=true"])
     with pytest.raises(ConfigError, match=r"min_rollouts 3 is above the largest group"):
-        load_config(RunConfig, overrides=["train.budgets.enabled=true", "fleet.group_size=2",
-                                          "train.budgets.min_rollouts=3"])
+        load_config(
+            RunConfig,
+            overrides=[
+                "train.budgets.enabled=true",
+                "fleet.group_size=2",
+                "train.budgets.min_rollouts=3",
+            ],
+        )
     with pytest.raises(ConfigError, match=r"max_rollouts 2 is below min_rollouts 3"):
-        load_config(RunConfig, overrides=["train.budgets.min_rollouts=3",
-                                          "train.budgets.max_rollouts=2"])
-    cfg = load_config(RunConfig, overrides=["train.budgets.enabled=true",
-                                            "train.horizon.steps=[5,10,40]",
-                                            "train.horizon.every=2"])
+        load_config(
+            RunConfig, overrides=["train.budgets.min_rollouts=3", "train.budgets.max_rollouts=2"]
+        )
+    cfg = load_config(
+        RunConfig,
+        overrides=[
+            "train.budgets.enabled=true",
+            "train.horizon.steps=[5,10,40]",
+            "train.horizon.every=2",
+        ],
+    )
     assert TaskBudgets.for_run(cfg).ceiling == 40  # the horizon's last step, not 15
 
 
 async def test_the_router_observes_training_groups_as_sampled_and_saves_them(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """Algorithm 2 on a hinted template (as in test_group_router): the original's,
     the accepted candidate's and later training groups are observed; the rejected
     candidate's group is not; budgets.json holds the windows."""
@@ -174,17 +216,32 @@ async def test_the_router_observes_training_groups_as_sampled_and_saves_them(
     extra = _variant(name="extra", instruction="Sort all rows and bold the header.")
     template = TaskTemplate.from_variants(
         [full, narrow, extra],
-        {"order": ["narrow", "full", "extra"], "hints": {"full": ["Hint: use Data > Sort."]}})
-    selector = TemplateSelector({"t": template}, {"t": full}, band=AdaptBand(),
-                                rewriter=RuleRewriter(), store=store)
-    policy = LearnerService("policy", RecordingEngine(), store,  # type: ignore[arg-type]
-                            LearnerLoopConfig(queue_updates=8),
-                            checkpoint_dir=tmp_path / "ckpt", eta=10)
+        {"order": ["narrow", "full", "extra"], "hints": {"full": ["Hint: use Data > Sort."]}},
+    )
+    selector = TemplateSelector(
+        {"t": template}, {"t": full}, band=AdaptBand(), rewriter=RuleRewriter(), store=store
+    )
+    policy = LearnerService(
+        "policy",
+        RecordingEngine(),
+        store,  # type: ignore[arg-type]
+        LearnerLoopConfig(queue_updates=8),
+        checkpoint_dir=tmp_path / "ckpt",
+        eta=10,
+    )
     budgets = _budgets(window=10)
-    router = GroupRouter(selector=selector, store=store, policy=policy, prm=None,
-                         train=TrainConfig(), adapt=AdaptConfig(enabled=True),
-                         episode=EpisodeConfig(), selector_file=tmp_path / "selector.json",
-                         budgets=budgets, budgets_file=tmp_path / "budgets.json")
+    router = GroupRouter(
+        selector=selector,
+        store=store,
+        policy=policy,
+        prm=None,
+        train=TrainConfig(),
+        adapt=AdaptConfig(enabled=True),
+        episode=EpisodeConfig(),
+        selector_file=tmp_path / "selector.json",
+        budgets=budgets,
+        budgets_file=tmp_path / "budgets.json",
+    )
     learning = asyncio.create_task(policy.run())
 
     def group(gid: str, variant: TaskVariant, wins: int) -> GroupRecord:
@@ -224,3 +281,26 @@ def test_runs_show_names_the_switch_when_a_run_had_it_on(tmp_path: Path) -> None
         store.close()
         text = CliRunner().invoke(cli, ["runs", "show", str(run_dir)]).output
         assert ("train.budgets.enabled=True" in text) is enabled, text
+
+
+async def test_under_ray_the_driver_sends_each_groups_budget_with_its_variant() -> None:
+    """The scheduler service opens a group with the budget the driver supplied beside
+    the variant (runtime/ray/services.VariantFeed); without one, the global size."""
+    from cua_rl.rollout.scheduler import GroupBudget
+    from cua_rl.runtime.ray.services import SchedulerService
+
+    service = SchedulerService(4, max_groups=2, backlog=4)
+    first, second = _variant(), _variant(name="narrow", instruction="Sort rows 1-5.")
+
+    async def driver() -> None:
+        await service.wait_demand()
+        await service.supply(first, GroupBudget(2, max_steps=6))
+        await service.wait_demand()
+        await service.supply(second)
+
+    feeding = asyncio.create_task(driver())
+    tickets = [await service.next_ticket("w0") for _ in range(6)]
+    await feeding
+    assert [(t.variant.variant_id, t.max_steps) for t in tickets if t is not None] == [
+        (first.variant_id, 6)
+    ] * 2 + [(second.variant_id, None)] * 4

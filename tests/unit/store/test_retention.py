@@ -1,28 +1,52 @@
 """Screenshot retention on a real store and real files (`store/retention.py`, `store/upkeep.py`)."""
 
+import json
 import os
 import time
 from pathlib import Path
 
-from tests_support.viewer_runs import tiny_png
+from click.testing import CliRunner
+from tests_support.viewer_runs import build_run, tiny_png
 
+from cua_rl.cli import cli
+from cua_rl.store.async_run_store import AsyncRunStore
 from cua_rl.store.config import RetentionConfig, StoreConfig
-from cua_rl.store.run_store import AsyncRunStore, RunStore
+from cua_rl.store.retention import describe, kept_of
+from cua_rl.store.run_store import RunStore
 from cua_rl.store.upkeep import StoreUpkeep
 from cua_rl.types import Action, Step, Trajectory, TrajectoryStatus
 
 SIZE = (64, 36)
 
 
-def _save(store: RunStore, tid: str, group: str, names: list[str]) -> None:
-    """A finished trajectory whose step i goes from names[i] to names[i + 1]."""
-    steps = tuple(Step(index=i, screenshot_before=names[i], screenshot_after=names[i + 1],
-                       response="r", actions=(Action(kind="left_click", coordinate=(1, 2)),),
-                       parse_error=None, code="", token_ids=(1,), logprobs=(-0.1,),
-                       policy_version=0) for i in range(len(names) - 1))
-    store.save_trajectory(Trajectory(id=tid, variant_id="t1:default", steps=steps,
-                                     status=TrajectoryStatus.FINISHED, score=1.0),
-                          group_id=group)
+def _save(store: RunStore, tid: str, group: str, names: list[str], score: float = 0.0) -> None:
+    """A finished trajectory whose step i goes from names[i] to names[i + 1] (a failure
+    unless `score` > 0)."""
+    steps = tuple(
+        Step(
+            index=i,
+            screenshot_before=names[i],
+            screenshot_after=names[i + 1],
+            response="r",
+            actions=(Action(kind="left_click", coordinate=(1, 2)),),
+            parse_error=None,
+            code="",
+            token_ids=(1,),
+            logprobs=(-0.1,),
+            policy_version=0,
+        )
+        for i in range(len(names) - 1)
+    )
+    store.save_trajectory(
+        Trajectory(
+            id=tid,
+            variant_id="t1:default",
+            steps=steps,
+            status=TrajectoryStatus.FINISHED,
+            score=score,
+        ),
+        group_id=group,
+    )
 
 
 def _shots(store: RunStore, seeds: range) -> list[str]:
@@ -49,15 +73,18 @@ async def test_retention_keeps_what_the_run_still_needs(tmp_path: Path) -> None:
     recent[3] = g0a[0]  # a recent middle step showing an old trajectory's first screen
     _save(sync, "g0-a", "g0", g0a)
     _save(sync, "g0-b", "g0", g0b)
-    _save(sync, "g1-a", "g1", g1a)   # g1-a is in the success-replay buffer
+    _save(sync, "g1-a", "g1", g1a)  # g1-a is in the success-replay buffer
     _save(sync, "g1-b", "g1", g1b)
     _save(sync, "recent-a", "recent", recent)
     _save(sync, "open-a", "open", open_)  # its group never routed (still open)
     _age_all(tmp_path)
     protected = {"g1-a"}
     store = AsyncRunStore(sync)
-    upkeep = StoreUpkeep(store, StoreConfig(retention=RetentionConfig(after_updates=10)),
-                         lambda: frozenset(protected))
+    upkeep = StoreUpkeep(
+        store,
+        StoreConfig(retention=RetentionConfig(after_updates=10)),
+        lambda: frozenset(protected),
+    )
     await upkeep.routed("g0", 0)
     await upkeep.routed("g1", 1)
     await upkeep.routed("recent", 5)
@@ -139,3 +166,63 @@ async def test_retention_off_deletes_nothing(tmp_path: Path) -> None:
     await upkeep.routed("h", 5)
     assert all(_exists(sync, n) for n in names)
     await store.close()
+
+
+def test_successes_are_kept_whole_and_of_the_others_the_ends_and_every_kth() -> None:
+    steps = [(f"s{i}", f"s{i + 1}") for i in range(12)]  # 13 screens, s0 .. s12
+    every = {f"s{i}" for i in range(13)}
+    assert kept_of(steps, 1.0, RetentionConfig()) == every
+    assert kept_of(steps, 0.0, RetentionConfig()) == {"s0", "s5", "s10", "s12"}
+    assert kept_of(steps, None, RetentionConfig(keep_every=0)) == {"s0", "s12"}
+    assert kept_of(
+        steps, 1.0, RetentionConfig(keep_successes=False, keep_ends=False, keep_every=4)
+    ) == {"s0", "s4", "s8"}
+    assert kept_of([], 1.0, RetentionConfig()) == set()
+
+
+def test_train_can_say_what_retention_will_delete() -> None:
+    line = describe(RetentionConfig())
+    assert "10 policy updates" in line and "every screenshot of a successful trajectory" in line
+    assert "0, 5, 10, ..." in line and "store.retention.enabled=false" in line
+    assert "successful" not in describe(RetentionConfig(keep_successes=False))
+    assert describe(RetentionConfig(enabled=False)).endswith("every screenshot is kept")
+
+
+async def test_default_retention_leaves_every_success_exportable_whole(tmp_path: Path) -> None:
+    """Issue 50's acceptance: after the default retention pruned a trained group,
+    `export trajectories --success-only` writes every successful trajectory with all
+    its screenshots; the failure lost its middle screenshots (ends and every 5th kept)."""
+    run = tmp_path / "run"
+    built = build_run(run, n_trajectories=4, n_steps=9)  # scores 1, 1, 1, 0; no shared screen
+    _age_all(run)
+    sync = RunStore(run)
+    store = AsyncRunStore(sync)
+    upkeep = StoreUpkeep(store, StoreConfig())
+    await upkeep.routed("g1", 0)
+    await upkeep.routed("later", 10)  # the default window: 10 updates
+    pruned = sync.counters()["screenshots_pruned"]
+    failed = built.shots["traj-3"] + [sync.load_trajectory("traj-3").steps[-1].screenshot_after]
+    assert [i for i, n in enumerate(failed) if _exists(sync, n)] == [0, 5, 9]
+    await store.close()
+    assert pruned == 7
+
+    _check_success_export(run, tmp_path)
+
+
+def _check_success_export(run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "success.jsonl"
+    done = CliRunner().invoke(
+        cli, ["export", "trajectories", str(run), "--success-only", "--out", str(out), "--json"]
+    )
+    assert done.exit_code == 0, done.output
+    summary = json.loads(done.output)
+    assert summary["trajectories"] == 3 and summary["skipped"] == {"not_success": 1}
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["trajectory_id"] for r in records] == ["traj-0", "traj-1", "traj-2"]
+    for record in records:
+        shots = record["images"] + [s["screenshot_after"] for s in record["steps"]]
+        assert len(record["images"]) == 9 and all(Path(p).is_file() for p in shots)
+    everything = CliRunner().invoke(
+        cli, ["export", "trajectories", str(run), "--out", str(tmp_path / "all.jsonl"), "--json"]
+    )
+    assert json.loads(everything.output)["skipped"] == {"missing_screenshot": 1}

@@ -1,27 +1,27 @@
 import multiprocessing as mp
 from pathlib import Path
 
-from cua_rl.store.run_store import AsyncRunStore, RunStore
-from cua_rl.types import (
-    Action,
-    ParseError,
-    Step,
-    StepVerdict,
-    Trajectory,
-    TrajectoryStatus,
-    Vote,
-)
+from cua_rl.store.async_run_store import AsyncRunStore
+from cua_rl.store.run_store import RunStore
+from cua_rl.types import Action, ParseError, Step, StepVerdict, Trajectory, TrajectoryStatus, Vote
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"x" * 32
 
 
 def _traj(tid: str, status=TrajectoryStatus.FINISHED, score=1.0, n=2) -> Trajectory:
     steps = tuple(
-        Step(index=i, screenshot_before="a.png", response=f"r{i}",
-             actions=(Action(kind="left_click", coordinate=(3, 4)),),
-             parse_error=ParseError("bad_json", "x") if i == 1 else None,
-             code="pyautogui.click(3, 4)", screenshot_after="b.png",
-             token_ids=(1, 2), logprobs=(-0.1, -0.2), policy_version=3)
+        Step(
+            index=i,
+            screenshot_before="a.png",
+            response=f"r{i}",
+            actions=(Action(kind="left_click", coordinate=(3, 4)),),
+            parse_error=ParseError("bad_json", "x") if i == 1 else None,
+            code="pyautogui.click(3, 4)",
+            screenshot_after="b.png",
+            token_ids=(1, 2),
+            logprobs=(-0.1, -0.2),
+            policy_version=3,
+        )
         for i in range(n)
     )
     return Trajectory(id=tid, variant_id="t1:default", steps=steps, status=status, score=score)
@@ -62,8 +62,9 @@ def _writer(run_dir: str, k: int) -> None:
 
 def test_concurrent_writer_processes(tmp_path: Path) -> None:
     RunStore(tmp_path).close()
-    procs = [mp.get_context("spawn").Process(target=_writer, args=(str(tmp_path), k))
-             for k in range(3)]
+    procs = [
+        mp.get_context("spawn").Process(target=_writer, args=(str(tmp_path), k)) for k in range(3)
+    ]
     for p in procs:
         p.start()
     for p in procs:
@@ -106,8 +107,12 @@ async def test_concurrent_verdicts_share_a_write_and_all_land(tmp_path: Path) ->
     import asyncio
 
     store = AsyncRunStore.open(tmp_path)
-    await asyncio.gather(*(store.save_verdict(StepVerdict("t", i, (Vote(1, "ok"), Vote(-1, "no"))))
-                           for i in range(50)))
+    await asyncio.gather(
+        *(
+            store.save_verdict(StepVerdict("t", i, (Vote(1, "ok"), Vote(-1, "no"))))
+            for i in range(50)
+        )
+    )
     await store.save_verdict(StepVerdict("t", 50, (Vote(0, "?"),)))
     verdicts = await store.call(store.sync.load_verdicts, "t")
     assert [v.step_index for v in verdicts] == list(range(51))

@@ -16,13 +16,29 @@ from cua_rl.store.run_summary import reason_key
 from cua_rl.types import Step, StepVerdict, Trajectory, TrajectoryStatus, Vote
 
 
-def _traj(tid: str, status: TrajectoryStatus, *, score: float | None = 1.0, n: int = 2,
-          version: int = 0) -> Trajectory:
-    steps = tuple(Step(index=i, screenshot_before="a.png", response="r", actions=(),
-                       parse_error=None, code="", screenshot_after="b.png")
-                  for i in range(n))
-    return Trajectory(id=tid, variant_id="t1:v", steps=steps, status=status, score=score,
-                      policy_version_at_start=version)
+def _traj(
+    tid: str, status: TrajectoryStatus, *, score: float | None = 1.0, n: int = 2, version: int = 0
+) -> Trajectory:
+    steps = tuple(
+        Step(
+            index=i,
+            screenshot_before="a.png",
+            response="r",
+            actions=(),
+            parse_error=None,
+            code="",
+            screenshot_after="b.png",
+        )
+        for i in range(n)
+    )
+    return Trajectory(
+        id=tid,
+        variant_id="t1:v",
+        steps=steps,
+        status=status,
+        score=score,
+        policy_version_at_start=version,
+    )
 
 
 def _show(run_dir: Path) -> dict:
@@ -36,11 +52,17 @@ def test_aborted_work_is_counted_apart_with_reasons(tmp_path: Path) -> None:
     store.save_trajectory(_traj("good", TrajectoryStatus.FINISHED, version=0))
     store.save_trajectory(_traj("late", TrajectoryStatus.STEP_LIMIT, score=0.0, version=2))
     for k, port in enumerate((8001, 8002)):
-        store.save_trajectory(_traj(f"bad{k}", TrajectoryStatus.ABORTED, score=None, n=3),
-                              error=f"InferenceUnavailable: http://127.0.0.1:{port}/v1: gone")
-    store.save_verdicts([StepVerdict("good", 0, (Vote(1, "ok"),)),
-                         StepVerdict("bad0", 0, (Vote(1, "ok"),)),
-                         StepVerdict("bad0", 1, (Vote(1, "ok"),))])
+        store.save_trajectory(
+            _traj(f"bad{k}", TrajectoryStatus.ABORTED, score=None, n=3),
+            error=f"InferenceUnavailable: http://127.0.0.1:{port}/v1: gone",
+        )
+    store.save_verdicts(
+        [
+            StepVerdict("good", 0, (Vote(1, "ok"),)),
+            StepVerdict("bad0", 0, (Vote(1, "ok"),)),
+            StepVerdict("bad0", 1, (Vote(1, "ok"),)),
+        ]
+    )
     store.add_event(JUDGE_FAILURE, "good", {"step_index": 1, "reason": "no votes"})
     store.add_event(GAVE_UP, "t1:v", {"reason": "t1:v: desktop died", "attempts": 3})
     store.add_event(SET_ASIDE, "t1:v", {"reason": "t1:v: desktop died"})
@@ -55,8 +77,9 @@ def test_aborted_work_is_counted_apart_with_reasons(tmp_path: Path) -> None:
     (entry,) = aborts.values()
     assert entry["count"] == 2 and entry["examples"][0]["subject"] == "bad0"
     assert data["reasons"]["judge_failure"]["no votes"]["count"] == 1
-    assert [(v["policy_version"], v["mean_score"], v["success_rate"])
-            for v in data["versions"]] == [(0, 1.0, 1.0), (2, 0.0, 0.0)]
+    assert [
+        (v["policy_version"], v["mean_score"], v["success_rate"]) for v in data["versions"]
+    ] == [(0, 1.0, 1.0), (2, 0.0, 0.0)]
     assert data["kind"] == "unknown" and data["finished"] is None
     text = CliRunner().invoke(cli, ["runs", "show", str(tmp_path)])
     assert text.exit_code == 0 and "InferenceUnavailable" in text.output
@@ -86,8 +109,9 @@ def test_a_run_killed_midway_is_not_finished(tmp_path: Path) -> None:
 
 
 def test_reason_key_masks_particulars() -> None:
-    assert reason_key("GuestUnavailable: http://127.0.0.1:5001/act: timed out after 30.0 s") \
-        == reason_key("GuestUnavailable: http://127.0.0.1:6002/act: timed out after 12.5 s")
+    assert reason_key(
+        "GuestUnavailable: http://127.0.0.1:5001/act: timed out after 30.0 s"
+    ) == reason_key("GuestUnavailable: http://127.0.0.1:6002/act: timed out after 12.5 s")
     assert reason_key("") == "(no reason recorded)"
 
 
@@ -99,8 +123,7 @@ def test_a_run_that_never_started_leaves_no_run_dir(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("enabled", [False, True])
-def test_a_training_run_says_whether_it_replayed_successes(tmp_path: Path,
-                                                           enabled: bool) -> None:
+def test_a_training_run_says_whether_it_replayed_successes(tmp_path: Path, enabled: bool) -> None:
     from cua_rl.config import RunConfig
 
     store = RunStore(tmp_path)
@@ -123,19 +146,37 @@ def test_the_opt_in_switches_a_run_had_on_are_shown(tmp_path: Path) -> None:
     plain, switched = tmp_path / "plain", tmp_path / "switched"
     RunStore(plain).close()  # no saved config: nothing on
     store = RunStore(switched)
-    store.save_config({"train": {"policy": {"entropy_top_fraction": 0.5, "lr": 1e-6},
-                                 "prm": {"entropy_top_fraction": None}}})
+    store.save_config(
+        {
+            "train": {
+                "policy": {"entropy_top_fraction": 0.5, "lr": 1e-6},
+                "prm": {"entropy_top_fraction": None, "enabled": False},
+                "reward": {"outcome_weight": 0.0, "policy_lam": 1.0, "prm_lam": 4.0},
+            },
+            "seed": 3,
+        }
+    )
     store.close()
     assert _show(plain)["switches"] == {}
-    assert _show(switched)["switches"] == {"train.policy.entropy_top_fraction": 0.5}
+    data = _show(switched)
+    assert data["switches"] == {
+        "train.policy.entropy_top_fraction": 0.5,
+        "train.prm.enabled": False,
+        "train.reward.outcome_weight": 0.0,
+        "train.reward.prm_lam": 4.0,
+    }
+    assert data["seed"] == 3
     text = CliRunner().invoke(cli, ["runs", "show", str(switched)]).output
-    assert "opt-in switches on (off in the paper): train.policy.entropy_top_fraction=0.5" in text
-    assert "(off in the paper): none" in CliRunner().invoke(cli, ["runs", "show",
-                                                                  str(plain)]).output
+    assert (
+        "switches away from the paper: train.policy.entropy_top_fraction=0.5, "
+        "train.prm.enabled=False, train.reward.outcome_weight=0.0"
+    ) in text
+    assert (
+        "away from the paper: none" in CliRunner().invoke(cli, ["runs", "show", str(plain)]).output
+    )
 
 
-def test_runs_show_prints_the_weight_sync_switch_from_the_saved_config(
-        tmp_path: Path) -> None:
+def test_runs_show_prints_the_weight_sync_switch_from_the_saved_config(tmp_path: Path) -> None:
     from cua_rl.config import RunConfig
 
     plain = tmp_path / "plain"

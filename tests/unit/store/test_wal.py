@@ -14,13 +14,24 @@ TOKENS = tuple(range(400))  # ~2 kB of token ids and logprobs per step, as a rea
 
 
 def _traj(tid: str) -> Trajectory:
-    steps = tuple(Step(index=i, screenshot_before="a.png", screenshot_after="b.png",
-                       response="r" * 300, actions=(Action(kind="left_click", coordinate=(1, 2)),),
-                       parse_error=None, code="", token_ids=TOKENS,
-                       logprobs=tuple(-0.1 for _ in TOKENS), policy_version=0)
-                  for i in range(STEPS))
-    return Trajectory(id=tid, variant_id="t1:default", steps=steps,
-                      status=TrajectoryStatus.FINISHED, score=1.0)
+    steps = tuple(
+        Step(
+            index=i,
+            screenshot_before="a.png",
+            screenshot_after="b.png",
+            response="r" * 300,
+            actions=(Action(kind="left_click", coordinate=(1, 2)),),
+            parse_error=None,
+            code="",
+            token_ids=TOKENS,
+            logprobs=tuple(-0.1 for _ in TOKENS),
+            policy_version=0,
+        )
+        for i in range(STEPS)
+    )
+    return Trajectory(
+        id=tid, variant_id="t1:default", steps=steps, status=TrajectoryStatus.FINISHED, score=1.0
+    )
 
 
 def _checkpoint(store: RunStore) -> tuple[int, int, int]:

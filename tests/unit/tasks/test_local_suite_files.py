@@ -1,4 +1,4 @@
-"""The local task suite (osworld_tasks/local) and its pairs, checked without a desktop.
+"""The local task suite (cua_rl/tasks/data/local) and its pairs, checked without a desktop.
 
 What a desktop run proves (golden 1, initial state 0) is in
 tests/integration/tasks/test_local_suite.py; here: every file loads, the suite
@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
+from cua_rl.tasks.check_jobs import plan_jobs, suite_groups
 from cua_rl.tasks.golden_files import read_golden
-from cua_rl.tasks.on_desktop import plan_jobs, suite_groups
 from cua_rl.tasks.osworld import load_tasks
+from cua_rl.tasks.sources import DATA_ROOT, LOCAL_SUITE
 
-REPO = Path(__file__).resolve().parents[3]
-SUITE = REPO / "osworld_tasks" / "local"
+SUITE, REPO = LOCAL_SUITE, DATA_ROOT  # the suite and its pairs' root
 
 MIN_PER_DOMAIN = {
     "libreoffice_calc": 5,

@@ -8,12 +8,7 @@ from typing import Any
 
 import pytest
 
-from cua_rl.tasks.noop_check import (
-    NoopResult,
-    expects_download,
-    exports_by_keystrokes,
-    noop_report,
-)
+from cua_rl.tasks.noop_check import NoopResult, expects_download, exports_by_keystrokes, noop_report
 from cua_rl.tasks.osworld import load_osworld
 from cua_rl.types import TaskVariant
 
@@ -21,29 +16,42 @@ HUB = "https://huggingface.co/datasets/example/files/resolve/main"
 
 
 def _pyautogui(script: str) -> dict[str, Any]:
-    return {"type": "execute", "parameters": {"command": ["python3", "-c",
-                                                          f"import pyautogui; {script}"]}}
+    return {
+        "type": "execute",
+        "parameters": {"command": ["python3", "-c", f"import pyautogui; {script}"]},
+    }
 
 
 def _task(evaluator: dict[str, Any], task_id: str = "t") -> TaskVariant:
-    return TaskVariant(task_id=task_id, domain="gimp", evaluator_name="default",
-                       instruction="x", config=(), evaluator=evaluator)
+    return TaskVariant(
+        task_id=task_id,
+        domain="gimp",
+        evaluator_name="default",
+        instruction="x",
+        config=(),
+        evaluator=evaluator,
+    )
 
 
 # The shape of OSWorld's GIMP tasks (e.g. "mirror my figure"): the postconfig
 # focuses a window by a title GIMP does not use, then types Export As.
 GIMP_EXPORT = {
     "postconfig": [
-        {"type": "activate_window",
-         "parameters": {"window_name": "GNU Image Manipulation Program"}},
+        {
+            "type": "activate_window",
+            "parameters": {"window_name": "GNU Image Manipulation Program"},
+        },
         _pyautogui('pyautogui.hotkey(["shift", "ctrl", "e"]);'),
         {"type": "sleep", "parameters": {"seconds": 0.5}},
         _pyautogui('pyautogui.write("berry_mirror");pyautogui.press(["enter"]);'),
     ],
     "func": "check_image_mirror",
     "expected": {"type": "cloud_file", "path": f"{HUB}/gimp/berry.jpeg", "dest": "berry.png"},
-    "result": {"type": "vm_file", "path": "/home/user/Desktop/berry_mirror.png",
-               "dest": "berry_mirror.png"},
+    "result": {
+        "type": "vm_file",
+        "path": "/home/user/Desktop/berry_mirror.png",
+        "dest": "berry_mirror.png",
+    },
 }
 
 # LibreOffice's shape: the postconfig saves the open document with Ctrl+S; the
@@ -60,8 +68,14 @@ CALC_SAVE = {
 
 # A shell export: deterministic, no keyboard focus involved.
 SHELL_ZIP = {
-    "postconfig": [{"type": "execute", "parameters": {
-        "command": ["/bin/bash", "-c", "cd /home/user/book && zip -qr book.zip *.pdf"]}}],
+    "postconfig": [
+        {
+            "type": "execute",
+            "parameters": {
+                "command": ["/bin/bash", "-c", "cd /home/user/book && zip -qr book.zip *.pdf"]
+            },
+        }
+    ],
     "func": "compare_archive",
     "expected": {"type": "cloud_file", "path": f"{HUB}/multi/book.zip", "dest": "gold.zip"},
     "result": {"type": "vm_file", "path": "/home/user/book/book.zip", "dest": "book.zip"},
@@ -72,9 +86,17 @@ def test_keystroke_export_is_recognised_from_the_task_shape() -> None:
     assert exports_by_keystrokes(_task(GIMP_EXPORT))
     assert expects_download(_task(GIMP_EXPORT))
     # A list of result getters and paths (multi-file results) is searched too.
-    listed = {**GIMP_EXPORT, "func": ["check_image_mirror"],
-              "result": [{"type": "vm_file", "multi": True,
-                          "path": ["/tmp/other.png", "/home/user/Desktop/berry_mirror.png"]}]}
+    listed = {
+        **GIMP_EXPORT,
+        "func": ["check_image_mirror"],
+        "result": [
+            {
+                "type": "vm_file",
+                "multi": True,
+                "path": ["/tmp/other.png", "/home/user/Desktop/berry_mirror.png"],
+            }
+        ],
+    }
     assert exports_by_keystrokes(_task(listed))
     assert not exports_by_keystrokes(_task(CALC_SAVE))
     assert not exports_by_keystrokes(_task(SHELL_ZIP))
@@ -82,15 +104,24 @@ def test_keystroke_export_is_recognised_from_the_task_shape() -> None:
 
 
 def test_a_zero_from_a_keystroke_export_against_a_standin_is_reported_apart() -> None:
-    gimp = NoopResult("gimp", infeasible=False, success_score=0.0, failure_score=0.0,
-                      standin_expected=True, exported_by_postconfig=True,
-                      detail="metric 'check_image_mirror' scored 0: result file not found")
-    calc = NoopResult("calc", infeasible=False, success_score=0.0, failure_score=0.0,
-                      standin_expected=True)
-    passed = NoopResult("pass", infeasible=False, success_score=1.0, failure_score=0.0,
-                        standin_expected=True)
-    own_gold = NoopResult("own", infeasible=False, success_score=0.0, failure_score=0.0,
-                          exported_by_postconfig=True)  # no downloaded expected file
+    gimp = NoopResult(
+        "gimp",
+        infeasible=False,
+        success_score=0.0,
+        failure_score=0.0,
+        standin_expected=True,
+        exported_by_postconfig=True,
+        detail="metric 'check_image_mirror' scored 0: result file not found",
+    )
+    calc = NoopResult(
+        "calc", infeasible=False, success_score=0.0, failure_score=0.0, standin_expected=True
+    )
+    passed = NoopResult(
+        "pass", infeasible=False, success_score=1.0, failure_score=0.0, standin_expected=True
+    )
+    own_gold = NoopResult(
+        "own", infeasible=False, success_score=0.0, failure_score=0.0, exported_by_postconfig=True
+    )  # no downloaded expected file
     assert gimp.standin_apart and not gimp.wrong
     assert "result file not found" in gimp.apart_reason
     assert passed.standin_apart and not calc.standin_apart and not own_gold.standin_apart
@@ -101,10 +132,21 @@ def test_a_zero_from_a_keystroke_export_against_a_standin_is_reported_apart() ->
 
 
 def test_a_keystroke_export_that_errs_or_misjudges_failure_stays_an_offender() -> None:
-    errored = NoopResult("err", infeasible=False, standin_expected=True,
-                         exported_by_postconfig=True, error="GuestError: boom")
-    wrong_failure = NoopResult("fail", infeasible=False, success_score=0.0, failure_score=1.0,
-                               standin_expected=True, exported_by_postconfig=True)
+    errored = NoopResult(
+        "err",
+        infeasible=False,
+        standin_expected=True,
+        exported_by_postconfig=True,
+        error="GuestError: boom",
+    )
+    wrong_failure = NoopResult(
+        "fail",
+        infeasible=False,
+        success_score=0.0,
+        failure_score=1.0,
+        standin_expected=True,
+        exported_by_postconfig=True,
+    )
     report = noop_report([errored, wrong_failure])
     assert set(report["offenders"]) == {"err", "fail"}
     assert report["standin_expected"] == {}

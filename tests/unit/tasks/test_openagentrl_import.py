@@ -17,8 +17,7 @@ def test_import_yields_pairs_that_validate(openagentrl_dir, tmp_path, invoke, le
     result = invoke("templates", "validate", "--root", out)
     # Metric/getter names the evaluation registry does not implement yet are
     # coverage work, not structural errors of the import.
-    lines = [line for line in result.stdout.splitlines()
-             if not any(c in line for c in COVERAGE)]
+    lines = [line for line in result.stdout.splitlines() if not any(c in line for c in COVERAGE)]
     typos = [line for line in lines if UPSTREAM_TYPO in line]
     assert 0 < len(typos) <= 4
     assert [line for line in lines if line not in typos] == []

@@ -122,7 +122,8 @@ def test_unknown_setup_step_fails_validate_and_the_run_start(
     result = invoke("tasks", "validate", "--source", f"osworld:{tmp_path}")
     assert result.exit_code == 1, result.output
     assert problem_lines(result) == [
-        f"{file}: $.config[1].type: unknown setup step 'exeucte' (did you mean 'execute'?)"]
+        f"{file}: $.config[1].type: unknown setup step 'exeucte' (did you mean 'execute'?)"
+    ]
     with pytest.raises(UnknownNameError, match="exeucte"):  # train/eval/rollout refuse
         load_task_set(f"osworld:{tmp_path}", templates_root=tmp_path)
 
@@ -136,13 +137,17 @@ def test_unknown_name_in_a_template_variant_names_its_evaluator_file(
     write_json(tmp_path / "examples" / "os" / f"{TASK_ID}.json", valid_task)
     write_json(tmp_path / "templates" / f"{TASK_ID}.json", {"easy": "a", "hard": "b"})
     write_json(tmp_path / "evaluators" / TASK_ID / "easy.json", valid_evaluator)
-    broken = write_json(tmp_path / "evaluators" / TASK_ID / "hard.json",
-                        dict(valid_evaluator, func="no_such_metric_xyz"))
-    result = invoke("tasks", "validate", "--source", f"osworld:{tmp_path}",
-                    "--templates-root", tmp_path)
+    broken = write_json(
+        tmp_path / "evaluators" / TASK_ID / "hard.json",
+        dict(valid_evaluator, func="no_such_metric_xyz"),
+    )
+    result = invoke(
+        "tasks", "validate", "--source", f"osworld:{tmp_path}", "--templates-root", tmp_path
+    )
     assert result.exit_code == 1, result.output
     assert problem_lines(result) == [
-        f"{broken}: $.evaluator.func: unknown metric 'no_such_metric_xyz'"]
+        f"{broken}: $.evaluator.func: unknown metric 'no_such_metric_xyz'"
+    ]
     with pytest.raises(UnknownNameError, match="hard.json"):
         load_task_set(f"osworld:{tmp_path}", templates_root=tmp_path)
 

@@ -19,9 +19,11 @@ LOCAL_TASK = "30923cac-13e9-5aec-a479-c00895993601"
 
 
 def _spec(**over: Any) -> dict[str, Any]:
-    spec = {"func": "check_include_exclude",
-            "result": {"type": "vm_command_line", "command": "cat /tmp/x", "shell": True},
-            "expected": {"type": "rule", "rules": {"include": ["a"], "exclude": ["b"]}}}
+    spec = {
+        "func": "check_include_exclude",
+        "result": {"type": "vm_command_line", "command": "cat /tmp/x", "shell": True},
+        "expected": {"type": "rule", "rules": {"include": ["a"], "exclude": ["b"]}},
+    }
     return {**spec, **over}
 
 
@@ -48,16 +50,29 @@ def test_rule_keys_are_read_from_the_metric_source() -> None:
     assert rule_keys(opaque) is None
 
 
-def test_typos_in_rule_and_option_keys_fail_with_did_you_mean(tmp_path, invoke,
-                                                             problem_lines) -> None:
+def test_typos_in_rule_and_option_keys_fail_with_did_you_mean(
+    tmp_path, invoke, problem_lines
+) -> None:
     root = tmp_path / "dir"
     _write(root / "templates" / "t1.json", {"a": "Do a.", "b": "Do b.", "c": "Do c."})
-    _write(root / "evaluators" / "t1" / "a.json", _spec(expected={
-        "type": "rule", "rules": {"include": ["a"], "exlude": ["b"], "_note": "comment"}}))
-    _write(root / "evaluators" / "t1" / "b.json", {
-        "func": "compare_htmls", "result": {"type": "vm_file", "path": "/a", "dest": "a"},
-        "expected": {"type": "vm_file", "path": "/b", "dest": "b"},
-        "options": {"ignore_sdnun": True}})
+    _write(
+        root / "evaluators" / "t1" / "a.json",
+        _spec(
+            expected={
+                "type": "rule",
+                "rules": {"include": ["a"], "exlude": ["b"], "_note": "comment"},
+            }
+        ),
+    )
+    _write(
+        root / "evaluators" / "t1" / "b.json",
+        {
+            "func": "compare_htmls",
+            "result": {"type": "vm_file", "path": "/a", "dest": "a"},
+            "expected": {"type": "vm_file", "path": "/b", "dest": "b"},
+            "options": {"ignore_sdnun": True},
+        },
+    )
     _write(root / "evaluators" / "t1" / "c.json", _spec())
     result = invoke("templates", "validate", "--root", root)
     assert result.exit_code == 1
@@ -73,29 +88,44 @@ def test_typos_in_rule_and_option_keys_fail_with_did_you_mean(tmp_path, invoke,
 def test_unknown_names_get_did_you_mean(tmp_path, invoke, problem_lines) -> None:
     root = tmp_path / "dir"
     _write(root / "templates" / "t1.json", {"a": "Do a."})
-    _write(root / "evaluators" / "t1" / "a.json", {
-        "func": "check_include_exclud",
-        "result": {"type": "vm_command_lin", "command": "true"},
-        "expected": {"type": "rule", "rules": {"include": []}},
-        "postconfig": [{"type": "sleeep", "parameters": {"seconds": 1}}]})
+    _write(
+        root / "evaluators" / "t1" / "a.json",
+        {
+            "func": "check_include_exclud",
+            "result": {"type": "vm_command_lin", "command": "true"},
+            "expected": {"type": "rule", "rules": {"include": []}},
+            "postconfig": [{"type": "sleeep", "parameters": {"seconds": 1}}],
+        },
+    )
     lines = problem_lines(invoke("templates", "validate", "--root", root))
-    assert any("$.func: unknown metric 'check_include_exclud' (did you mean "
-               "'check_include_exclude'?)" in line for line in lines), lines
-    assert any("unknown getter 'vm_command_lin' (did you mean 'vm_command_line'?)" in line
-               for line in lines), lines
-    assert any("$.postconfig[0].type: unknown setup step 'sleeep' (did you mean 'sleep'?)"
-               in line for line in lines), lines
+    assert any(
+        "$.func: unknown metric 'check_include_exclud' (did you mean "
+        "'check_include_exclude'?)" in line
+        for line in lines
+    ), lines
+    assert any(
+        "unknown getter 'vm_command_lin' (did you mean 'vm_command_line'?)" in line
+        for line in lines
+    ), lines
+    assert any(
+        "$.postconfig[0].type: unknown setup step 'sleeep' (did you mean 'sleep'?)" in line
+        for line in lines
+    ), lines
 
 
 def test_new_scaffolds_a_pair_that_validates(tmp_path, invoke, problem_lines) -> None:
     root = tmp_path / "authoring"
     result = invoke("templates", "new", "my-task", "--root", root, "--instruction", "Mark it.")
     assert result.exit_code == 0, result.output
-    for path in ("tasks/os/my-task.json", "templates/my-task.json",
-                 "evaluators/my-task/default.json", "golden/os/my-task.json", "difficulty.json"):
+    for path in (
+        "tasks/os/my-task.json",
+        "templates/my-task.json",
+        "evaluators/my-task/default.json",
+        "golden/os/my-task.json",
+        "difficulty.json",
+    ):
         assert f"wrote {root / path}" in result.stdout
-    assert json.loads((root / "templates" / "my-task.json").read_text()) == {
-        "default": "Mark it."}
+    assert json.loads((root / "templates" / "my-task.json").read_text()) == {"default": "Mark it."}
     assert json.loads((root / "difficulty.json").read_text()) == {"my-task": ["default"]}
     # a pair for a task of the project's local suite: no task file, the task's evaluator
     result = invoke("templates", "new", LOCAL_TASK, "--root", root)
@@ -112,8 +142,7 @@ def test_new_scaffolds_a_pair_that_validates(tmp_path, invoke, problem_lines) ->
     assert bad.exit_code == 1 and "becomes a file name" in bad.output
 
 
-def test_golden_and_difficulty_under_the_root_are_checked(tmp_path, invoke,
-                                                          problem_lines) -> None:
+def test_golden_and_difficulty_under_the_root_are_checked(tmp_path, invoke, problem_lines) -> None:
     root = tmp_path / "authoring"
     assert invoke("templates", "new", "my-task", "--root", root).exit_code == 0
     _write(root / "templates" / "my-task.json", {"default": "A.", "more": "B."})
@@ -132,15 +161,14 @@ def test_golden_and_difficulty_under_the_root_are_checked(tmp_path, invoke,
 
 
 def test_difficulty_entries(tmp_path) -> None:
-    path = _write(tmp_path / "difficulty.json", {"t1": ["a", "b"], "t2": {"order": ["x"]},
-                                                 "t3": "a"})
+    path = _write(
+        tmp_path / "difficulty.json", {"t1": ["a", "b"], "t2": {"order": ["x"]}, "t3": "a"}
+    )
     assert difficulty_problems(path, {"t1": ["b", "a"], "t2": ["x"]}) == []
     lines = [str(p) for p in difficulty_problems(path, {"t3": ["a"], "t4": ["a"]})]
     assert lines == [
-        f"{path}: $.t3: expected an array of variant names (or an object with 'order'), got "
-        "string",
-        f"{path}: $.t4: expected an entry for task t4 listing its variants easiest first: "
-        "['a']",
+        f"{path}: $.t3: expected an array of variant names (or an object with 'order'), got string",
+        f"{path}: $.t4: expected an entry for task t4 listing its variants easiest first: ['a']",
     ]
     assert difficulty_problems(tmp_path / "none.json", {"t1": ["a"]}) == []
 

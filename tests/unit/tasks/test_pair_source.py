@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from cua_rl.cli import cli
 from cua_rl.config import RunConfig, load_config
 from cua_rl.errors import TaskFormatError
-from cua_rl.runtime.train import _templates
+from cua_rl.runtime.run_selector import task_templates
 from cua_rl.tasks.sources import LOCAL_SUITE, difficulty_file, load_task_set
 
 TASK = "marker-task"
@@ -22,8 +22,18 @@ TASK = "marker-task"
 def pair_dir(tmp_path: Path) -> Path:
     """`templates new`, then a second, harder variant ordered by difficulty.json."""
     root = tmp_path / "pairs"
-    result = CliRunner().invoke(cli, ["templates", "new", TASK, "--root", str(root),
-                                      "--instruction", "Write done into /tmp/marker"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "templates",
+            "new",
+            TASK,
+            "--root",
+            str(root),
+            "--instruction",
+            "Write done into /tmp/marker",
+        ],
+    )
     assert result.exit_code == 0, result.output
     template = json.loads((root / "templates" / f"{TASK}.json").read_text())
     template["loud"] = "Write DONE into /tmp/marker"
@@ -37,11 +47,10 @@ def pair_dir(tmp_path: Path) -> Path:
 
 def test_a_pair_folder_is_a_task_source_with_its_own_difficulty(pair_dir: Path) -> None:
     task_set = load_task_set(f"pairs:{pair_dir}")
-    assert [[v.evaluator_name for v in variants] for variants in task_set] == \
-        [["default", "loud"]]
+    assert [[v.evaluator_name for v in variants] for variants in task_set] == [["default", "loud"]]
     assert difficulty_file(f"pairs:{pair_dir}", None) == pair_dir.resolve() / "difficulty.json"
     cfg = load_config(RunConfig, overrides=[f"tasks.source=pairs:{pair_dir}"])
-    templates, start = _templates(cfg, task_set)
+    templates, start = task_templates(cfg, task_set)
     assert templates[TASK].order == ["loud", "default"]  # the folder's order, not the project's
     assert start[TASK].evaluator_name == "default"
 
@@ -55,9 +64,14 @@ def test_the_task_commands_read_a_pair_folder(pair_dir: Path) -> None:
     runner = CliRunner()
     listed = runner.invoke(cli, ["tasks", "list", "--source", f"pairs:{pair_dir}", "--json"])
     assert listed.exit_code == 0, listed.output
-    assert json.loads(listed.stdout) == [{"id": TASK, "domain": "os",
-                                          "instruction": "Write done into /tmp/marker",
-                                          "variants": ["default", "loud"]}]
+    assert json.loads(listed.stdout) == [
+        {
+            "id": TASK,
+            "domain": "os",
+            "instruction": "Write done into /tmp/marker",
+            "variants": ["default", "loud"],
+        }
+    ]
     valid = runner.invoke(cli, ["tasks", "validate", "--source", f"pairs:{pair_dir}", "--json"])
     assert valid.exit_code == 0, valid.output
     assert json.loads(valid.stdout)["variants"] == 2
@@ -78,6 +92,7 @@ def test_the_pairs_flag_is_the_source_and_clears_a_presets_ids(pair_dir: Path) -
 
     cfg = load_config(RunConfig, preset="quickstart", overrides=flag_overrides(pairs=pair_dir))
     assert (cfg.tasks.source, cfg.tasks.ids) == (f"pairs:{pair_dir}", [])
-    evaluation = CliRunner().invoke(cli, ["config", "show", "--for", "eval", "--pairs",
-                                          str(pair_dir), "--json"])
+    evaluation = CliRunner().invoke(
+        cli, ["config", "show", "--for", "eval", "--pairs", str(pair_dir), "--json"]
+    )
     assert json.loads(evaluation.stdout)["tasks"]["split"] is None  # not osworld-verified

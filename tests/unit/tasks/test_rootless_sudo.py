@@ -12,28 +12,34 @@ from cua_rl.tasks.rootless_sudo import host_has_package, rootless_problem
 HOST = {"jq", "unzip", "sysstat", "xsel"}.__contains__
 
 
-@pytest.mark.parametrize("command", [
-    "echo {CLIENT_PASSWORD} | sudo -S apt update -y && "
-    "echo {CLIENT_PASSWORD} | sudo -S apt install jq -y",
-    "echo {CLIENT_PASSWORD} | sudo -S apt-get update -y && echo {CLIENT_PASSWORD} | sudo -S "
-    "apt-get install unzip -y && unzip /home/user/Desktop/a.zip -d /home/user/Desktop/",
-    "echo {CLIENT_PASSWORD} | sudo -S apt install xsel && xsel -bc",
-    "echo {CLIENT_PASSWORD} | sudo -S mkdir ~/Desktop/todo_list_Jan_1",
-    "ls ~/Desktop",
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo {CLIENT_PASSWORD} | sudo -S apt update -y && "
+        "echo {CLIENT_PASSWORD} | sudo -S apt install jq -y",
+        "echo {CLIENT_PASSWORD} | sudo -S apt-get update -y && echo {CLIENT_PASSWORD} | sudo -S "
+        "apt-get install unzip -y && unzip /home/user/Desktop/a.zip -d /home/user/Desktop/",
+        "echo {CLIENT_PASSWORD} | sudo -S apt install xsel && xsel -bc",
+        "echo {CLIENT_PASSWORD} | sudo -S mkdir ~/Desktop/todo_list_Jan_1",
+        "ls ~/Desktop",
+    ],
+)
 def test_commands_the_rootless_sudo_carries_out(command: str) -> None:
     assert rootless_problem(command, HOST) is None
 
 
-@pytest.mark.parametrize(("command", "said"), [
-    ("echo {CLIENT_PASSWORD} | sudo -S apt-get install -y expect", "lacks: expect"),
-    ("echo {CLIENT_PASSWORD} | sudo -S pip install pysrt", "needs root"),
-    ("echo {CLIENT_PASSWORD} | sudo -S su - charles", "needs root"),
-    ("echo x | sudo -S mkdir /opt/thing", "needs root"),
-    ("echo x | sudo -S mkdir ~root/thing /tmpfoo", "needs root"),
-    ("sudo -u root mkdir ~/x", "cannot read"),
-    ("echo x | sudo -S apt remove jq", "needs root"),
-])
+@pytest.mark.parametrize(
+    ("command", "said"),
+    [
+        ("echo {CLIENT_PASSWORD} | sudo -S apt-get install -y expect", "lacks: expect"),
+        ("echo {CLIENT_PASSWORD} | sudo -S pip install pysrt", "needs root"),
+        ("echo {CLIENT_PASSWORD} | sudo -S su - charles", "needs root"),
+        ("echo x | sudo -S mkdir /opt/thing", "needs root"),
+        ("echo x | sudo -S mkdir ~root/thing /tmpfoo", "needs root"),
+        ("sudo -u root mkdir ~/x", "cannot read"),
+        ("echo x | sudo -S apt remove jq", "needs root"),
+    ],
+)
 def test_commands_that_need_real_root(command: str, said: str) -> None:
     problem = rootless_problem(command, HOST)
     assert problem is not None and said in problem

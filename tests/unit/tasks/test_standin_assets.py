@@ -18,9 +18,14 @@ HUB = "https://huggingface.co/datasets/xlangai/ubuntu_osworld_file_cache/resolve
 
 
 def _task(task_id: str, *steps: dict[str, Any], evaluator: dict | None = None) -> TaskVariant:
-    return TaskVariant(task_id=task_id, domain="vlc", evaluator_name="default",
-                       instruction="x", config=steps,
-                       evaluator=evaluator or {"func": "infeasible"})
+    return TaskVariant(
+        task_id=task_id,
+        domain="vlc",
+        evaluator_name="default",
+        instruction="x",
+        config=steps,
+        evaluator=evaluator or {"func": "infeasible"},
+    )
 
 
 def _download(url: str, path: str) -> dict[str, Any]:
@@ -37,16 +42,32 @@ LECTURE = f"{HUB}/vlc/386dbd0e/lecture_pdf.pdf"
 PLAIN = f"{HUB}/libreoffice_calc/x/plain.xlsx"
 GOLD = f"{HUB}/libreoffice_impress/550ce7e7/New_Club_with_strike.data"
 TASKS = (
-    _task("slides", _download(SLIDES, "/home/user/Desktop/note-taking-strategies.pptx"),
-          {"type": "open", "parameters": {"path": "/home/user/Desktop/x.pptx"}},
-          evaluator={"func": ["compare_pptx_files"], "expected": [
-              {"type": "cloud_file", "path": GOLD, "dest": "New_Club_Gold.pptx"}]}),
-    _task("trailer", _download(TRAILER, "/home/user/Desktop/Interstellar.mp4"),
-          {"type": "launch", "parameters": {"command": "vlc --start-time=120.5 "
-                                            "--stop-time=121 x.mp4", "shell": True}},
-          _window("Interstellar Movie - Official Trailer - VLC media player")),
-    _task("lecture", _download(LECTURE, "/home/user/Desktop/lecture.pdf"),
-          _window("lecture.pdf \u2014 6.006 Lecture 2: Data Structures")),
+    _task(
+        "slides",
+        _download(SLIDES, "/home/user/Desktop/note-taking-strategies.pptx"),
+        {"type": "open", "parameters": {"path": "/home/user/Desktop/x.pptx"}},
+        evaluator={
+            "func": ["compare_pptx_files"],
+            "expected": [{"type": "cloud_file", "path": GOLD, "dest": "New_Club_Gold.pptx"}],
+        },
+    ),
+    _task(
+        "trailer",
+        _download(TRAILER, "/home/user/Desktop/Interstellar.mp4"),
+        {
+            "type": "launch",
+            "parameters": {
+                "command": "vlc --start-time=120.5 --stop-time=121 x.mp4",
+                "shell": True,
+            },
+        },
+        _window("Interstellar Movie - Official Trailer - VLC media player"),
+    ),
+    _task(
+        "lecture",
+        _download(LECTURE, "/home/user/Desktop/lecture.pdf"),
+        _window("lecture.pdf \u2014 6.006 Lecture 2: Data Structures"),
+    ),
     _task("plain", _download(PLAIN, "/home/user/plain.xlsx"), _window("plain.xlsx - Calc")),
 )
 
@@ -71,9 +92,21 @@ def test_written_standins_carry_type_title_and_length(tmp_path: Path) -> None:
     assert b"/Title (\xfe\xff" + title + b")" in files["lecture_pdf.pdf"].read_bytes()
     if subprocess.run(["which", "ffprobe"], capture_output=True).returncode != 0:
         pytest.skip("ffprobe not installed (ffmpeg)")
-    probe = subprocess.run(["ffprobe", "-v", "error", "-print_format", "json", "-show_format",
-                            str(files["Interstellar Movie - Official Trailer.mp4"])],
-                           capture_output=True, text=True, check=True, timeout=30)
+    probe = subprocess.run(
+        [
+            "ffprobe",
+            "-v",
+            "error",
+            "-print_format",
+            "json",
+            "-show_format",
+            str(files["Interstellar Movie - Official Trailer.mp4"]),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    )
     fmt = json.loads(probe.stdout)["format"]
     assert fmt["tags"]["title"] == "Interstellar Movie - Official Trailer"
     assert float(fmt["duration"]) > 121
@@ -130,9 +163,12 @@ def test_thunderbird_profile_standin_is_a_profile_thunderbird_opens(tmp_path: Pa
         assert asked not in prefs  # the untouched profile must not solve a task
     filters = profile / "ImapMail" / "outlook.office365.com" / "msgFilterRules.dat"
     assert "name=" not in filters.read_text()
-    inbox = mailbox.mbox(profile / "Mail" / "Local Folders" / "Inbox",
-                         factory=lambda f: email.message_from_binary_file(
-                             f, policy=email.policy.default))
+    inbox = mailbox.mbox(
+        profile / "Mail" / "Local Folders" / "Inbox",
+        factory=lambda f: email.message_from_binary_file(f, policy=email.policy.default),
+    )
     assert sorted(str(m["subject"]) for m in inbox) == [
-        "A Test E-mail", "\u6b61\u8fce\u4f7f\u7528\u65b0\u7684 Outlook.com \u5e33\u6236"]
+        "A Test E-mail",
+        "\u6b61\u8fce\u4f7f\u7528\u65b0\u7684 Outlook.com \u5e33\u6236",
+    ]
     assert len(mailbox.mbox(profile / "Mail" / "Local Folders" / "Bills")) == 2

@@ -23,12 +23,18 @@ def test_every_osworld_verified_task_is_resolved() -> None:
 def test_missing_names_are_counted(tmp_path: Path) -> None:
     folder = tmp_path / "examples" / "os"
     folder.mkdir(parents=True)
-    task = {"id": "t1", "instruction": "x", "config": [], "snapshot": "os",
-            "related_apps": [], "evaluator": {"func": "no_such_metric",
-                                              "result": {"type": "vm_file", "path": "/a",
-                                                         "dest": "a"},
-                                              "expected": {"type": "rule",
-                                                           "rules": {"x": 1}}}}
+    task = {
+        "id": "t1",
+        "instruction": "x",
+        "config": [],
+        "snapshot": "os",
+        "related_apps": [],
+        "evaluator": {
+            "func": "no_such_metric",
+            "result": {"type": "vm_file", "path": "/a", "dest": "a"},
+            "expected": {"type": "rule", "rules": {"x": 1}},
+        },
+    }
     (folder / "t1.json").write_text(json.dumps(task))
     result = CliRunner().invoke(coverage_command, ["--osworld", str(tmp_path), "--json"])
     data = json.loads(result.output)

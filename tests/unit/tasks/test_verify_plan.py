@@ -11,22 +11,34 @@ import pytest
 from click.testing import CliRunner
 
 from cua_rl.errors import TaskFormatError
-from cua_rl.tasks.on_desktop import Outcome
+from cua_rl.tasks.check_jobs import Outcome
 from cua_rl.tasks.verify import Ledger, Verdict, combine, plan_verify, summarize, task_kind
 from cua_rl.types import TaskVariant
 
-RULE = {"func": "check_moved_jpgs", "result": {"type": "list_directory", "path": "/d"},
-        "expected": {"type": "rule", "rules": {"expected": ["a.jpg"]}}}
-GOLD = {"func": "compare_table", "result": {"type": "vm_file", "path": "/a.xlsx", "dest": "a"},
-        "expected": {"type": "cloud_file", "path": "https://x/gold.xlsx", "dest": "g"}}
+RULE = {
+    "func": "check_moved_jpgs",
+    "result": {"type": "list_directory", "path": "/d"},
+    "expected": {"type": "rule", "rules": {"expected": ["a.jpg"]}},
+}
+GOLD = {
+    "func": "compare_table",
+    "result": {"type": "vm_file", "path": "/a.xlsx", "dest": "a"},
+    "expected": {"type": "cloud_file", "path": "https://x/gold.xlsx", "dest": "g"},
+}
 INFEASIBLE = {"func": "infeasible"}
 
 
 def _task(tmp: Path, task_id: str, evaluator: dict[str, Any], domain: str = "os") -> TaskVariant:
     source = tmp / "examples" / domain / f"{task_id}.json"
-    return TaskVariant(task_id=task_id, domain=domain, evaluator_name="default",
-                       instruction="do it", config=(), evaluator=evaluator,
-                       source_path=str(source))
+    return TaskVariant(
+        task_id=task_id,
+        domain=domain,
+        evaluator_name="default",
+        instruction="do it",
+        config=(),
+        evaluator=evaluator,
+        source_path=str(source),
+    )
 
 
 def _golden(root: Path, task: TaskVariant, steps: list[dict[str, Any]]) -> None:
@@ -41,10 +53,19 @@ def test_kind_follows_what_the_evaluator_compares_with(tmp_path: Path) -> None:
     assert task_kind(_task(tmp_path, "i", INFEASIBLE)) == "infeasible"
     listed = {**GOLD, "expected": [{"type": "rule", "rules": {}}, GOLD["expected"]]}
     assert task_kind(_task(tmp_path, "l", listed)) == "gold_file"
-    download = [{"type": "download", "parameters": {"files": [
-        {"url": "https://x/gold.xlsx", "path": "/home/user/gold.xlsx"}]}}]
-    fetched = {**RULE, "postconfig": download,
-               "expected": {"type": "vm_file", "path": "/home/user/gold.xlsx", "dest": "g"}}
+    download = [
+        {
+            "type": "download",
+            "parameters": {
+                "files": [{"url": "https://x/gold.xlsx", "path": "/home/user/gold.xlsx"}]
+            },
+        }
+    ]
+    fetched = {
+        **RULE,
+        "postconfig": download,
+        "expected": {"type": "vm_file", "path": "/home/user/gold.xlsx", "dest": "g"},
+    }
     assert task_kind(_task(tmp_path, "p", fetched)) == "gold_file"
     unread = {**RULE, "postconfig": download}  # downloaded, never read by the metric
     assert task_kind(_task(tmp_path, "u", unread)) == "rule"
@@ -52,14 +73,21 @@ def test_kind_follows_what_the_evaluator_compares_with(tmp_path: Path) -> None:
 
 def test_plan_sets_apart_what_cannot_be_proven_and_runs_two_halves(tmp_path: Path) -> None:
     rule, nogolden, gold, infeasible, blocked = (
-        _task(tmp_path, "rule", RULE), _task(tmp_path, "nogolden", RULE),
-        _task(tmp_path, "gold", GOLD), _task(tmp_path, "inf", INFEASIBLE),
-        _task(tmp_path, "blocked", RULE))
+        _task(tmp_path, "rule", RULE),
+        _task(tmp_path, "nogolden", RULE),
+        _task(tmp_path, "gold", GOLD),
+        _task(tmp_path, "inf", INFEASIBLE),
+        _task(tmp_path, "blocked", RULE),
+    )
     _golden(tmp_path, rule, [{"execute": {"command": "true", "shell": True}}])
     _golden(tmp_path, gold, [{"execute": {"command": "true", "shell": True}}])
     runnable = {"rule", "nogolden", "gold", "inf"}
-    plan = plan_verify([rule, nogolden, gold, infeasible, blocked], runnable,
-                       {"blocked": "network: needs the internet"}, tmp_path)
+    plan = plan_verify(
+        [rule, nogolden, gold, infeasible, blocked],
+        runnable,
+        {"blocked": "network: needs the internet"},
+        tmp_path,
+    )
     decided = {v.task_id: v for v in plan.decided}
     assert decided["blocked"].status == "not_runnable"
     assert decided["blocked"].reason == "network: needs the internet"
@@ -78,29 +106,43 @@ def test_plan_sets_apart_what_cannot_be_proven_and_runs_two_halves(tmp_path: Pat
 def test_a_malformed_golden_is_a_failed_golden_naming_the_file(tmp_path: Path) -> None:
     task = _task(tmp_path, "bad", RULE)
     _golden(tmp_path, task, [{"teleport": 1}])
-    verdict, = plan_verify([task], {"bad"}, {}, tmp_path).decided
+    (verdict,) = plan_verify([task], {"bad"}, {}, tmp_path).decided
     assert verdict.status == "fail_golden" and "bad.json" in verdict.reason
     assert "teleport" in verdict.reason
 
 
-@pytest.mark.parametrize(("untouched", "solved", "status"), [
-    (0.0, 1.0, "pass"), (1.0, 1.0, "fail_untouched"), (0.0, 0.0, "fail_golden"),
-    (1.0, 0.0, "fail_untouched")])
-def test_combine_names_the_half_that_failed(tmp_path: Path, untouched: float, solved: float,
-                                            status: str) -> None:
+@pytest.mark.parametrize(
+    ("untouched", "solved", "status"),
+    [
+        (0.0, 1.0, "pass"),
+        (1.0, 1.0, "fail_untouched"),
+        (0.0, 0.0, "fail_golden"),
+        (1.0, 0.0, "fail_untouched"),
+    ],
+)
+def test_combine_names_the_half_that_failed(
+    tmp_path: Path, untouched: float, solved: float, status: str
+) -> None:
     task = _task(tmp_path, "t", RULE)
-    verdict = combine(task, Outcome("t", "default", 0.0, untouched),
-                      Outcome("t", "default", 1.0, solved, detail="check_moved_jpgs: 0 ([])"))
+    verdict = combine(
+        task,
+        Outcome("t", "default", 0.0, untouched),
+        Outcome("t", "default", 1.0, solved, detail="check_moved_jpgs: 0 ([])"),
+    )
     assert verdict.status == status
     if status == "fail_golden":
         assert "scored 0, expected 1" in verdict.reason and "check_moved_jpgs" in verdict.reason
 
 
 def test_an_error_in_either_half_is_an_error_and_infeasible_rules_are_kept_apart(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     task = _task(tmp_path, "t", RULE)
-    broken = combine(task, Outcome("t", "default", 0.0, 0.0),
-                     Outcome("t", "default", 1.0, error="RuntimeError: golden[0] exit 1"))
+    broken = combine(
+        task,
+        Outcome("t", "default", 0.0, 0.0),
+        Outcome("t", "default", 1.0, error="RuntimeError: golden[0] exit 1"),
+    )
     assert broken.status == "error" and "golden[0] exit 1" in broken.reason
     infeasible = _task(tmp_path, "i", INFEASIBLE)
     held = combine(infeasible, Outcome("i", "default", 0.0, 0.0), Outcome("i", "default", 1.0, 1.0))
@@ -128,14 +170,24 @@ def test_ledger_resumes_passes_and_retries_failures(tmp_path: Path) -> None:
 
 
 def test_summary_counts_attempted_tasks_only(tmp_path: Path) -> None:
-    summary = summarize([Verdict("a", "os", "rule", "pass"),
-                         Verdict("b", "os", "rule", "fail_untouched", "scored 1"),
-                         Verdict("c", "vlc", "gold_file", "not_provable"),
-                         Verdict("d", "vlc", "infeasible", "infeasible")], seconds=3.0)
+    summary = summarize(
+        [
+            Verdict("a", "os", "rule", "pass"),
+            Verdict("b", "os", "rule", "fail_untouched", "scored 1"),
+            Verdict("c", "vlc", "gold_file", "not_provable"),
+            Verdict("d", "vlc", "infeasible", "infeasible"),
+        ],
+        seconds=3.0,
+    )
     assert (summary["attempted"], summary["passed"], summary["pass_rate"]) == (2, 1, 0.5)
     assert summary["infeasible_ok"] == 1
-    assert summary["per_domain"]["vlc"] == {"tasks": 2, "attempted": 0, "pass": 0,
-                                            "not_provable": 1, "infeasible": 1}
+    assert summary["per_domain"]["vlc"] == {
+        "tasks": 2,
+        "attempted": 0,
+        "pass": 0,
+        "not_provable": 1,
+        "infeasible": 1,
+    }
 
 
 def test_verify_command_rejects_an_unknown_task_id(tmp_path: Path) -> None:
@@ -143,23 +195,40 @@ def test_verify_command_rejects_an_unknown_task_id(tmp_path: Path) -> None:
 
     examples = tmp_path / "osworld" / "examples" / "os"
     examples.mkdir(parents=True)
-    (examples / "t1.json").write_text(json.dumps({
-        "id": "t1", "snapshot": "os", "instruction": "x", "config": [], "evaluator": RULE}))
-    result = CliRunner().invoke(cli, ["tasks", "verify", "--osworld", str(tmp_path / "osworld"),
-                                      "--task", "nope", "--out", str(tmp_path / "out")])
+    (examples / "t1.json").write_text(
+        json.dumps(
+            {"id": "t1", "snapshot": "os", "instruction": "x", "config": [], "evaluator": RULE}
+        )
+    )
+    result = CliRunner().invoke(
+        cli,
+        [
+            "tasks",
+            "verify",
+            "--osworld",
+            str(tmp_path / "osworld"),
+            "--task",
+            "nope",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+    )
     assert result.exit_code == 2 and "nope" in result.output
 
 
 def test_tasks_listed_as_needing_real_assets_are_set_apart_unless_they_are_there(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     task = _task(tmp_path, "profile", RULE, domain="thunderbird")
     _golden(tmp_path, task, [{"execute": {"command": "true", "shell": True}}])
-    (tmp_path / "needs_real_assets.json").write_text(json.dumps(
-        {"profile": "reads the messages of the task's Thunderbird profile"}))
-    verdict, = plan_verify([task], {"profile"}, {}, tmp_path).decided
+    (tmp_path / "needs_real_assets.json").write_text(
+        json.dumps({"profile": "reads the messages of the task's Thunderbird profile"})
+    )
+    (verdict,) = plan_verify([task], {"profile"}, {}, tmp_path).decided
     assert verdict.status == "not_provable" and "Thunderbird profile" in verdict.reason
-    assert set(plan_verify([task], {"profile"}, {}, tmp_path, real_assets=True).pending) == \
-        {"profile"}
+    assert set(plan_verify([task], {"profile"}, {}, tmp_path, real_assets=True).pending) == {
+        "profile"
+    }
     (tmp_path / "needs_real_assets.json").write_text('{"profile": ""}')
     with pytest.raises(TaskFormatError, match="needs_real_assets.json"):
         plan_verify([task], {"profile"}, {}, tmp_path)

@@ -24,8 +24,13 @@ def test_steps_are_spread_over_each_episode() -> None:
 def test_every_curve_is_written_as_png(tmp_path: Path) -> None:
     build_run(tmp_path / "run", n_trajectories=6, policy_version=1)
     result = write_curves(tmp_path / "run", tmp_path / "plots")
-    assert set(result.written) == {"success_rate", "step_reward", "prm_agreement",
-                                   "staleness", "throughput"}
+    assert set(result.written) == {
+        "success_rate",
+        "step_reward",
+        "prm_agreement",
+        "staleness",
+        "throughput",
+    }
     assert result.skipped == {}
     for path in result.written.values():
         data = path.read_bytes()
@@ -36,8 +41,13 @@ def test_missing_series_are_skipped_with_a_reason(tmp_path: Path) -> None:
     RunStore(tmp_path / "empty").close()
     result = write_curves(tmp_path / "empty", tmp_path / "plots")
     assert result.written == {}
-    assert set(result.skipped) == {"success_rate", "step_reward", "prm_agreement",
-                                   "staleness", "throughput"}
+    assert set(result.skipped) == {
+        "success_rate",
+        "step_reward",
+        "prm_agreement",
+        "staleness",
+        "throughput",
+    }
     assert not list((tmp_path / "plots").glob("*.png"))
     build_run(tmp_path / "v0")  # all policy versions 0 except steps >= 2 -> version 1
     assert "staleness" in write_curves(tmp_path / "v0", tmp_path / "p2").written
@@ -68,10 +78,11 @@ def test_legends_name_the_window_and_never_say_rolling_mean_of_one() -> None:
     assert [default_window(n) for n in (1, 9, 10, 24, 240, 5000)] == [1, 1, 5, 5, 24, 100]
     short = series_figure([1.0, -1.0, 0.5, None, 2.0], "t", "y")
     assert _legend(short) == ["per trajectory"]  # window 1: no line at all
-    rate = series_figure([1.0, 0.0, 1.0], "t", "success", ylim=(0, 1),
-                         cumulative_when_short=True)
-    assert _legend(rate) == ["per trajectory (jittered ±0.15 to show overlaps)",
-                             "mean of all trajectories so far"]
+    rate = series_figure([1.0, 0.0, 1.0], "t", "success", ylim=(0, 1), cumulative_when_short=True)
+    assert _legend(rate) == [
+        "per trajectory (jittered ±0.15 to show overlaps)",
+        "mean of all trajectories so far",
+    ]
     long = series_figure([float(i % 2) for i in range(240)], "t", "success", ylim=(0, 1))
     assert _legend(long)[1] == "mean of the last 24 trajectories"
     ticks = long.axes[0].get_yticks()

@@ -80,9 +80,10 @@ def test_trajectory_detail_matches_the_learners_rewards(run) -> None:
     assert step["actions"][0]["start"] == [100, 600]
     assert [v["score"] for v in step["votes"]] == list(vote_scores(1, 2))
     assert "reasoning 0 on step 2 of traj-1" in step["votes"][0]["text"]
-    rewards = {f"traj-{t}": step_rewards(1 if t < 2 else -1,
-                                         [vote_scores(t, i) for i in range(4)])
-               for t in range(3)}
+    rewards = {
+        f"traj-{t}": step_rewards(1 if t < 2 else -1, [vote_scores(t, i) for i in range(4)])
+        for t in range(3)
+    }
     adv = {(a.trajectory_id, a.step_index): a.advantage for a in policy_advantages(rewards)}
     for s in detail["steps"]:
         assert s["reward"] == pytest.approx(rewards["traj-1"][s["index"]])
@@ -119,8 +120,10 @@ def test_trajectory_pages_are_keyset_and_filtered(tmp_path: Path) -> None:
 def test_aborted_trajectories_have_no_reward(tmp_path: Path) -> None:
     build_run(tmp_path)
     store = RunStore(tmp_path)
-    store._db.execute("UPDATE trajectories SET status = 'aborted', score = NULL, "
-                      "outcome = NULL WHERE trajectory_id = 'traj-0'")
+    store._db.execute(
+        "UPDATE trajectories SET status = 'aborted', score = NULL, "
+        "outcome = NULL WHERE trajectory_id = 'traj-0'"
+    )
     store.close()
     conn = open_readonly(tmp_path)
     only = queries.trajectories_page(conn, TrajectoryFilter(aborted="only"))
@@ -141,9 +144,11 @@ def test_cursor_is_validated() -> None:
 def test_setup_failures_show_their_reason_and_never_count(tmp_path: Path) -> None:
     build_run(tmp_path)
     store = RunStore(tmp_path)
-    store._db.execute("UPDATE trajectories SET status = 'setup_failed', score = NULL, "
-                      "outcome = NULL, error = 'config[1] (''launch''): no google-chrome' "
-                      "WHERE trajectory_id = 'traj-0'")
+    store._db.execute(
+        "UPDATE trajectories SET status = 'setup_failed', score = NULL, "
+        "outcome = NULL, error = 'config[1] (''launch''): no google-chrome' "
+        "WHERE trajectory_id = 'traj-0'"
+    )
     store.close()
     conn = open_readonly(tmp_path)
     only = queries.trajectories_page(conn, TrajectoryFilter(aborted="only"))

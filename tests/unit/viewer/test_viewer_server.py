@@ -36,8 +36,9 @@ async def test_json_api(client) -> None:
     assert [t["trajectory_id"] for t in page["items"]] == ["traj-1", "traj-0"]
     assert page["next_cursor"] is None
     first = await (await client.get("/api/trajectories?limit=1")).json()
-    nxt = await (await client.get("/api/trajectories",
-                                  params={"limit": "1", "cursor": first["next_cursor"]})).json()
+    nxt = await (
+        await client.get("/api/trajectories", params={"limit": "1", "cursor": first["next_cursor"]})
+    ).json()
     assert nxt["items"][0]["trajectory_id"] == "traj-1"
     detail = await (await client.get("/api/trajectories/traj-0")).json()
     assert len(detail["steps"]) == 4 and len(detail["steps"][0]["votes"]) == 3
@@ -59,8 +60,13 @@ async def test_screenshots_by_hash_and_no_traversal(client) -> None:
     assert resp.status == 200 and resp.content_type == "image/png"
     path = client.built.run_dir / "screenshots" / name[:2] / name
     assert await resp.read() == path.read_bytes()
-    for bad in ("..%2F..%2Fsecret.txt", "..%2Frun.sqlite", "%2Fetc%2Fpasswd",
-                name.upper(), name + "x"):
+    for bad in (
+        "..%2F..%2Fsecret.txt",
+        "..%2Frun.sqlite",
+        "%2Fetc%2Fpasswd",
+        name.upper(),
+        name + "x",
+    ):
         assert (await client.get(f"/screenshots/{bad}")).status == 404, bad
     assert (await client.get("/static/..%2F..%2Fsecret.txt")).status in (403, 404)
 

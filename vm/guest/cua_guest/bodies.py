@@ -89,16 +89,6 @@ def require_str(body: dict[str, Any], field: str) -> str:
     return value
 
 
-def optional_str(body: dict[str, Any], field: str) -> str | None:
-    """An optional string field; null and absent both mean None."""
-    value = body.get(field)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise BadRequest(f"{field}: expected a string, got {_describe(value)}")
-    return value
-
-
 def optional_bool(body: dict[str, Any], field: str, default: bool) -> bool:
     """An optional boolean; also accepts the strings form posts carry ("true"/"false")."""
     value = body.get(field, default)

@@ -12,7 +12,11 @@ agent can ptrace it for the descriptor). When the guest dies its socket is gone
 with it: the path stays root's, nothing listens, the desktop fails its health
 check and is reset. The token is the host's root-only file in the run dir; it
 reaches the session in its environment (the session script writes the guest's
-copy and unsets it). Stdlib only: it runs from the image's guest directory.
+copy and unsets it). With `CUA_CDP_LISTEN=unix:PATH` it binds a second socket the
+same way, for Chromium's DevTools, and hands it over as descriptor 4
+(`CUA_CDP_LISTEN=fd:4`: the session pipes it to 9222 inside with
+`cua_guest.fd_forward`, as local desktops do). Stdlib only: it runs from the
+image's guest directory.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import sys
 from typing import NoReturn
 
 LISTEN_FD = 3
+CDP_FD = 4
 USER = "user"
 _PR_CAP_AMBIENT = 47
 _PR_CAP_AMBIENT_CLEAR_ALL = 4
@@ -54,29 +59,28 @@ def read_token(run_dir: str) -> str:
     return token
 
 
-def bind_listener(path: str) -> None:
+def bind_listener(path: str, fd: int = LISTEN_FD) -> None:
     """A listening Unix socket at `path` (root's, 0600: only the host's root
-    forwarder connects), duplicated onto LISTEN_FD and inheritable."""
+    forwarder connects), duplicated onto `fd` and inheritable."""
     if os.path.lexists(path):  # the host empties the run dir; a leftover is root's own
         os.unlink(path)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.bind(path)
     os.chmod(path, 0o600)
     sock.listen(128)
-    if sock.fileno() == LISTEN_FD:  # the first free descriptor: keep it as is
+    if sock.fileno() == fd:  # the first free descriptor: keep it as is
         sock.detach()
-        os.set_inheritable(LISTEN_FD, True)
+        os.set_inheritable(fd, True)
     else:
-        os.dup2(sock.fileno(), LISTEN_FD, inheritable=True)
-        sock.close()  # LISTEN_FD stays: the only descriptor of the listener
+        os.dup2(sock.fileno(), fd, inheritable=True)
+        sock.close()  # `fd` stays: the only descriptor of the listener
 
 
 def drop_to(user: str) -> pwd.struct_passwd:
     """Become `user` (real, effective and saved ids, no supplementary groups, no
     capabilities left), or exit: nothing of the agent may run as root."""
     entry = pwd.getpwnam(user)
-    ctypes.CDLL(None, use_errno=True).prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL,
-                                             0, 0, 0)
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
     os.setgroups([])
     os.setresgid(entry.pw_gid, entry.pw_gid, entry.pw_gid)
     os.setresuid(entry.pw_uid, entry.pw_uid, entry.pw_uid)
@@ -96,16 +100,31 @@ def main(argv: list[str]) -> None:
     listen = os.environ.get("CUA_GUEST_LISTEN", f"unix:{run_dir}/guest.sock")
     if not listen.startswith("unix:/"):
         fail(f"CUA_GUEST_LISTEN={listen!r}: expected unix:/ABSOLUTE/PATH")
+    cdp = os.environ.get("CUA_CDP_LISTEN", "")
+    if cdp and not cdp.startswith("unix:/"):
+        fail(f"CUA_CDP_LISTEN={cdp!r}: expected unix:/ABSOLUTE/PATH")
     token = read_token(run_dir)
-    try:
-        bind_listener(listen[len("unix:"):])
-    except OSError as exc:
-        fail(f"cannot bind {listen[len('unix:'):]}: {exc.strerror} (the run dir must be "
-             "owned by the container's root)")
+    for path, fd in ((listen[len("unix:") :], LISTEN_FD), (cdp[len("unix:") :], CDP_FD)):
+        if not path:
+            continue
+        try:
+            bind_listener(path, fd)
+        except OSError as exc:
+            fail(
+                f"cannot bind {path}: {exc.strerror} (the run dir must be owned by the "
+                "container's root)"
+            )
     entry = drop_to(USER)
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": entry.pw_dir, "USER": USER,
-           "CUA_RUN_DIR": run_dir, "CUA_GUEST_LISTEN": f"fd:{LISTEN_FD}",
-           "CUA_GUEST_TOKEN": token}
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": entry.pw_dir,
+        "USER": USER,
+        "CUA_RUN_DIR": run_dir,
+        "CUA_GUEST_LISTEN": f"fd:{LISTEN_FD}",
+        "CUA_GUEST_TOKEN": token,
+    }
+    if cdp:
+        env["CUA_CDP_LISTEN"] = f"fd:{CDP_FD}"
     for key in ("CUA_SCREEN_WIDTH", "CUA_SCREEN_HEIGHT"):
         if key in os.environ:
             env[key] = os.environ[key]

@@ -44,8 +44,9 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
 async def _serve(fd: int, host: str, port: int) -> None:
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            up_r, up_w = await asyncio.wait_for(asyncio.open_connection(host, port),
-                                                CONNECT_TIMEOUT_S)
+            up_r, up_w = await asyncio.wait_for(
+                asyncio.open_connection(host, port), CONNECT_TIMEOUT_S
+            )
         except (OSError, TimeoutError):
             writer.close()
             return

@@ -151,12 +151,7 @@ def main(argv: list[str] | None = None) -> None:
     app = build_app(token, args.act_timeout, limits)
     where = _where(args)
     web.run_app(
-        app,
-        **where,
-        ssl_context=ssl_context,
-        access_log=None,
-        print=None,
-        handle_signals=True,
+        app, **where, ssl_context=ssl_context, access_log=None, print=None, handle_signals=True
     )
 
 

@@ -52,11 +52,7 @@ def shell_argv(command: list[str] | str) -> list[str]:
 
 
 async def run_command(
-    argv: list[str],
-    *,
-    timeout: float,
-    cwd: str | None = None,
-    merge_stderr: bool = False,
+    argv: list[str], *, timeout: float, cwd: str | None = None, merge_stderr: bool = False
 ) -> ProcResult:
     """Run argv to completion or until `timeout` seconds pass, then kill its group."""
     try:
@@ -105,7 +101,7 @@ async def _pump(stream: asyncio.StreamReader | None, sink: bytearray) -> None:
     dropped = 0
     while chunk := await stream.read(65536):
         room = MAX_OUTPUT_BYTES - len(sink)
-        sink += chunk[:max(room, 0)]
+        sink += chunk[: max(room, 0)]
         dropped += max(len(chunk) - max(room, 0), 0)
     if dropped:
         sink += f"\n[cua-guest: {dropped} more bytes of output dropped]\n".encode()
@@ -133,10 +129,7 @@ class LaunchedApps:
         self.reap()
         try:
             proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
+                argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
             )
         except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
             raise CommandNotRunnable(argv[0], exc) from None

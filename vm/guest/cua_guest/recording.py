@@ -58,17 +58,6 @@ class Recorder:
     def running(self) -> bool:
         return self._proc is not None and self._proc.returncode is None
 
-    async def wait_ended(self, timeout: float) -> bool:
-        """Wait up to `timeout` s for the capture to end by itself (its time bound)."""
-        proc = self._proc
-        if proc is None:
-            return True
-        try:
-            await asyncio.wait_for(asyncio.shield(proc.wait()), timeout)
-        except TimeoutError:
-            return False
-        return True
-
     async def start(self, display: str, size: tuple[int, int]) -> None:
         """Start capturing `display` (width, height); 400 if one is already running."""
         async with self._lock:

@@ -2,7 +2,9 @@
 
 /screenshot is the hot path: capture and encoding run in capture threads; the
 default stays PNG (OSWorld's format) and `?format=jpeg&quality=N` is the fast
-transport. /cursor_position returns [x, y] like OSWorld's jsonify(x, y).
+transport (`&encoder=turbo|pillow` picks the JPEG encoder, `cua_guest.capture`;
+the answer names it in `X-Cua-Encoder` and its grab and encode times in
+`Server-Timing`). /cursor_position returns [x, y] like OSWorld's jsonify(x, y).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from aiohttp import web
 
 from cua_guest.accessibility import AccessibilityUnavailable
 from cua_guest.bodies import BadRequest, json_error, read_fields
+from cua_guest.capture import JPEG_ENCODERS
 from cua_guest.state import GUEST
 from cua_guest.x11 import DisplayUnavailable
 
@@ -51,7 +54,7 @@ async def healthz(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
 
 
-def _screenshot_options(request: web.Request) -> tuple[str, int]:
+def _screenshot_options(request: web.Request) -> tuple[str, int, str | None]:
     raw_format = request.query.get("format", "png").lower()
     fmt = _FORMATS.get(raw_format)
     if fmt is None:
@@ -63,17 +66,28 @@ def _screenshot_options(request: web.Request) -> tuple[str, int]:
         raise BadRequest(f"quality: expected an integer 1-100, got {raw_quality!r}") from None
     if not 1 <= quality <= 100:
         raise BadRequest(f"quality: expected an integer 1-100, got {quality}")
-    return fmt, quality
+    encoder = request.query.get("encoder")
+    if encoder is not None and encoder not in JPEG_ENCODERS:
+        raise BadRequest(f"encoder: expected one of {', '.join(JPEG_ENCODERS)}, got {encoder!r}")
+    return fmt, quality, encoder
 
 
 @routes.get("/screenshot")
 async def screenshot(request: web.Request) -> web.Response:
-    fmt, quality = _screenshot_options(request)
+    fmt, quality, encoder = _screenshot_options(request)
     try:
-        data = await request.app[GUEST].capturer.screenshot(fmt, quality)  # type: ignore[arg-type]
+        shot = await request.app[GUEST].capturer.capture(fmt, quality, encoder)  # type: ignore[arg-type]  # the query was validated against the Literal's values
+    except ValueError as exc:  # an encoder this guest lacks
+        raise BadRequest(str(exc)) from None
     except Exception as exc:  # noqa: BLE001 - mss raises ScreenShotError and ctypes errors
         return json_error(503, f"screen capture failed: {exc}")
-    return web.Response(body=_maybe_truncate(data), content_type=f"image/{fmt}")
+    headers = {
+        "X-Cua-Encoder": shot.encoder,
+        "Server-Timing": f"grab;dur={shot.grab_ms:.2f}, encode;dur={shot.encode_ms:.2f}",
+    }
+    return web.Response(
+        body=_maybe_truncate(shot.data), content_type=f"image/{fmt}", headers=headers
+    )
 
 
 @routes.post("/screen_size")

@@ -26,23 +26,34 @@ from cua_rl.retry import retrying
 
 log = logging.getLogger(__name__)
 
-THROTTLE_CODES = frozenset({
-    "RequestLimitExceeded", "Throttling", "ThrottlingException", "ThrottledException",
-    "RequestThrottled", "RequestThrottledException", "TooManyRequestsException",
-})
-TRANSIENT_CODES = frozenset({"InternalError", "InternalFailure", "ServiceUnavailable",
-                             "Unavailable"})
+THROTTLE_CODES = frozenset(
+    {
+        "RequestLimitExceeded",
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "RequestThrottled",
+        "RequestThrottledException",
+        "TooManyRequestsException",
+    }
+)
+TRANSIENT_CODES = frozenset(
+    {"InternalError", "InternalFailure", "ServiceUnavailable", "Unavailable"}
+)
 
 
-CREDENTIALS_HINT = ("AWS credentials come from the environment, ~/.aws or a named "
-                    "profile (`profile:`); see docs/providers.md")
+CREDENTIALS_HINT = (
+    "AWS credentials come from the environment, ~/.aws or a named "
+    "profile (`profile:`); see docs/providers.md"
+)
 
 
-def backoff_delay(attempt: int, base_s: float, max_s: float,
-                  rand: Callable[[], float] = random.random) -> float:
+def backoff_delay(
+    attempt: int, base_s: float, max_s: float, rand: Callable[[], float] = random.random
+) -> float:
     """Full jitter (AWS architecture blog): uniform in [0, min(max, base * 2^attempt)],
     so clients throttled together do not retry together."""
-    return rand() * min(max_s, base_s * (2 ** attempt))
+    return rand() * min(max_s, base_s * (2**attempt))
 
 
 def _code(exc: Any) -> str:
@@ -82,8 +93,12 @@ class Ec2Api:
         client = await self._get_client()
         method = functools.partial(getattr(client, op), **kwargs)
         loop = asyncio.get_running_loop()
-        transient = (EndpointConnectionError, ConnectionClosedError, ConnectTimeoutError,
-                     ReadTimeoutError)
+        transient = (
+            EndpointConnectionError,
+            ConnectionClosedError,
+            ConnectTimeoutError,
+            ReadTimeoutError,
+        )
 
         def retryable(exc: BaseException) -> bool:
             if isinstance(exc, ClientError):
@@ -92,23 +107,28 @@ class Ec2Api:
 
         try:
             async for attempt in retrying(
-                f"EC2 {op}", attempts=self.config.max_attempts, retry_on=retryable,
-                delay=lambda i: backoff_delay(i, self.config.backoff_base_s,
-                                              self.config.backoff_max_s, self._rand),
+                f"EC2 {op}",
+                attempts=self.config.max_attempts,
+                retry_on=retryable,
+                delay=lambda i: backoff_delay(
+                    i, self.config.backoff_base_s, self.config.backoff_max_s, self._rand
+                ),
                 sleep=self._sleep,
             ):
                 with attempt:
                     return await loop.run_in_executor(self._executor, method)
         except ClientError as exc:
             error = exc.response.get("Error", {})
-            raise Ec2Error(f"EC2 {op} ({self.config.region}): {_code(exc)}: "
-                           f"{error.get('Message', exc)}", _code(exc)) from exc
+            raise Ec2Error(
+                f"EC2 {op} ({self.config.region}): {_code(exc)}: {error.get('Message', exc)}",
+                _code(exc),
+            ) from exc
         except transient as exc:
-            raise Ec2Error(f"EC2 {op} ({self.config.region}): {exc}",
-                           "ConnectionError") from exc
+            raise Ec2Error(f"EC2 {op} ({self.config.region}): {exc}", "ConnectionError") from exc
         except BotoCoreError as exc:  # no credentials, unknown profile, bad config
-            raise Ec2Error(f"EC2 {op} ({self.config.region}): {exc} ({CREDENTIALS_HINT})",
-                           type(exc).__name__) from exc
+            raise Ec2Error(
+                f"EC2 {op} ({self.config.region}): {exc} ({CREDENTIALS_HINT})", type(exc).__name__
+            ) from exc
         raise AssertionError("unreachable: retrying re-raises the last error")
 
     async def pages(self, op: str, key: str, **kwargs: Any) -> list[Any]:
@@ -122,8 +142,9 @@ class Ec2Api:
             if not token:
                 return items
 
-    async def instances(self, filters: list[dict[str, Any]] | None = None,
-                        ids: list[str] | None = None) -> list[dict[str, Any]]:
+    async def instances(
+        self, filters: list[dict[str, Any]] | None = None, ids: list[str] | None = None
+    ) -> list[dict[str, Any]]:
         """Instance descriptions matching filters / ids, flattened out of reservations."""
         kwargs: dict[str, Any] = {}
         if filters:
@@ -136,7 +157,7 @@ class Ec2Api:
     async def terminate(self, instance_ids: list[str]) -> None:
         """Terminate instances (batches of 500); ones already gone are fine."""
         for start in range(0, len(instance_ids), 500):
-            batch = instance_ids[start:start + 500]
+            batch = instance_ids[start : start + 500]
             try:
                 await self.call("terminate_instances", InstanceIds=batch)
             except Ec2Error as exc:
@@ -164,22 +185,27 @@ class Ec2Api:
             import boto3
             from botocore.config import Config
         except ImportError as exc:
-            raise DesktopError("aws provider: boto3 is not installed "
-                               "(pip install 'cua-rl[aws]')") from exc
+            raise DesktopError(
+                "aws provider: boto3 is not installed (pip install 'cua-rl[aws]')"
+            ) from exc
         from botocore.exceptions import BotoCoreError
 
         try:
-            session = boto3.Session(profile_name=self.config.profile,
-                                    region_name=self.config.region)
+            session = boto3.Session(
+                profile_name=self.config.profile, region_name=self.config.region
+            )
         except BotoCoreError as exc:  # e.g. ProfileNotFound
-            raise Ec2Error(f"aws provider: {exc} ({CREDENTIALS_HINT})",
-                           type(exc).__name__) from exc
+            raise Ec2Error(f"aws provider: {exc} ({CREDENTIALS_HINT})", type(exc).__name__) from exc
         return session.client(
-            "ec2", endpoint_url=self.config.endpoint_url,
+            "ec2",
+            endpoint_url=self.config.endpoint_url,
             # our own backoff handles throttling; botocore's would sleep in a thread
-            config=Config(retries={"total_max_attempts": 1, "mode": "standard"},
-                          connect_timeout=10, read_timeout=60,
-                          max_pool_connections=self.config.api_threads),
+            config=Config(
+                retries={"total_max_attempts": 1, "mode": "standard"},
+                connect_timeout=10,
+                read_timeout=60,
+                max_pool_connections=self.config.api_threads,
+            ),
         )
 
 

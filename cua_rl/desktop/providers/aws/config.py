@@ -138,27 +138,44 @@ class AwsProviderConfig(BaseModel):
     def _fleet_host_fits(self) -> AwsProviderConfig:
         if self.image_kind != "fleet-host":
             if self.desktops_per_instance != 1:
-                raise ValueError("aws provider: desktops_per_instance > 1 needs image_kind "
-                                 "'fleet-host'")
+                raise ValueError(
+                    "aws provider: desktops_per_instance > 1 needs image_kind 'fleet-host'"
+                )
             return self
         if self.ami_id is None or not self.guest_token:
-            raise ValueError("aws provider: image_kind 'fleet-host' needs `ami_id` (a "
-                             "Debian/Ubuntu AMI with cloud-init) and `guest_token`")
+            raise ValueError(
+                "aws provider: image_kind 'fleet-host' needs `ami_id` (a "
+                "Debian/Ubuntu AMI with cloud-init) and `guest_token`"
+            )
         if not (self.fleet_image_pull or self.fleet_repo):
-            raise ValueError("aws provider: image_kind 'fleet-host' needs `fleet_image_pull` "
-                             "or `fleet_repo` (where the host gets its image)")
+            raise ValueError(
+                "aws provider: image_kind 'fleet-host' needs `fleet_image_pull` "
+                "or `fleet_repo` (where the host gets its image)"
+            )
         last = self.guest_port + self.desktops_per_instance - 1
         if last > 65535 or self.guest_port <= self.control_port <= last:
-            raise ValueError(f"aws provider: guest ports {self.guest_port}..{last} must be "
-                             f"valid and not contain control_port {self.control_port}")
+            raise ValueError(
+                f"aws provider: guest ports {self.guest_port}..{last} must be "
+                f"valid and not contain control_port {self.control_port}"
+            )
         if 2 * self.desktops_per_instance + len(self.extra_tags) + 6 > 50:
-            raise ValueError("aws provider: too many tags per instance (EC2 allows 50): "
-                             "lower desktops_per_instance or extra_tags")
+            raise ValueError(
+                "aws provider: too many tags per instance (EC2 allows 50): "
+                "lower desktops_per_instance or extra_tags"
+            )
         return self
 
     @model_validator(mode="after")
     def _cua_image_needs_ami_and_token(self) -> AwsProviderConfig:
         if self.image_kind == "cua" and (self.ami_id is None or not self.guest_token):
-            raise ValueError("aws provider: image_kind 'cua' needs `ami_id` (the AMI baked "
-                             "with vm/images/cloud-init/cua-guest.yaml) and `guest_token`")
+            raise ValueError(
+                "aws provider: image_kind 'cua' needs `ami_id` (the AMI baked "
+                "with vm/images/cloud-init/cua-guest.yaml) and `guest_token`"
+            )
         return self
+
+    @property
+    def has_network(self) -> bool:
+        """Whether desktops reach the internet (read by `cua-rl tasks check`): yes,
+        instances get their subnet's network (OSWorld's AMI expects one)."""
+        return True

@@ -81,11 +81,13 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
 def connect_no_follow(socket_path: Path) -> socket.socket:
     """A connected Unix socket to `socket_path` itself, never through a link.
 
-    The slot's run dir is the desktop's (bind-mounted, writable from inside), and the
-    agent runs as root: a `guest.sock` swapped for a symlink to the engine's socket
-    would be followed. So the path is opened O_PATH|O_NOFOLLOW, checked to be a
-    socket, and that inode is connected through /proc/self/fd (the same check as
-    cua_rl.desktop.unix_forward, repeated here because this file runs alone)."""
+    The slot's run dir is bind-mounted into the desktop. It is root's (the image's
+    root init binds the socket there, then drops to `user`), so nothing the agent
+    runs can plant anything in it; the agent, root itself, still never trusts it: a
+    `guest.sock` swapped for a symlink to the engine's socket would be followed. So
+    the path is opened O_PATH|O_NOFOLLOW, checked to be a socket, and that inode is
+    connected through /proc/self/fd (the same check as cua_rl.desktop.unix_forward,
+    repeated here because this file runs alone)."""
     fd = os.open(socket_path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         if not stat.S_ISSOCK(os.fstat(fd).st_mode):
@@ -105,22 +107,26 @@ def connect_no_follow(socket_path: Path) -> socket.socket:
 
 def forwarder(socket_path: Path) -> Any:
     """A connection handler piping a TLS client to the slot's guest socket."""
+
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            sock = await asyncio.wait_for(asyncio.to_thread(connect_no_follow, socket_path),
-                                          6.0)
+            sock = await asyncio.wait_for(asyncio.to_thread(connect_no_follow, socket_path), 6.0)
             up_reader, up_writer = await asyncio.open_unix_connection(sock=sock)
         except (OSError, TimeoutError):
             writer.close()  # the container is (re)starting: the client retries
             return
         await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+
     return handle
 
 
 def _answer(writer: asyncio.StreamWriter, status: str, body: dict[str, Any]) -> None:
     data = json.dumps(body).encode()
-    writer.write(f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n"
-                 f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode() + data)
+    writer.write(
+        f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode()
+        + data
+    )
 
 
 class Leases:
@@ -136,8 +142,11 @@ class Leases:
             saved = json.loads(path.read_text())
         except FileNotFoundError:
             saved = {"held": initial, "closed": False}
-        self.held = {int(slot): str(holder) for slot, holder in saved["held"].items()
-                     if str(slot).isdigit() and int(slot) < slots}
+        self.held = {
+            int(slot): str(holder)
+            for slot, holder in saved["held"].items()
+            if str(slot).isdigit() and int(slot) < slots
+        }
         self.closed = bool(saved.get("closed"))
         self._save()
 
@@ -167,27 +176,35 @@ class Leases:
 
     def _save(self) -> None:
         tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"held": {str(k): v for k, v in sorted(self.held.items())},
-                                   "closed": self.closed}))
+        tmp.write_text(
+            json.dumps(
+                {"held": {str(k): v for k, v in sorted(self.held.items())}, "closed": self.closed}
+            )
+        )
         tmp.replace(self.path)
 
 
-def controller(config: dict[str, Any], token: str, locks: dict[int, asyncio.Lock],
-               leases: Leases) -> Any:
+def controller(
+    config: dict[str, Any], token: str, locks: dict[int, asyncio.Lock], leases: Leases
+) -> Any:
     """The control endpoint's handler: authenticated reset, claim and release only."""
+
     async def route(line: str) -> tuple[str, dict[str, Any]]:
         if match := CLAIM.match(line):
             slot = leases.claim(match.group(1))
             if slot is None:
-                return "409 Conflict", {"error": "closed" if leases.closed
-                                        else "every slot is leased"}
+                return "409 Conflict", {
+                    "error": "closed" if leases.closed else "every slot is leased"
+                }
             return "200 OK", {"slot": slot, "holder": match.group(1)}
         match = RESET.match(line) or RELEASE.match(line)
         slot = int(match.group(1)) if match else -1
         if slot not in locks:
-            return "404 Not Found", {"error": "only POST /slots/<0.."
-                                     f"{len(locks) - 1}>/reset, /slots/<i>/release/<id> "
-                                     "and /claim/<id> exist"}
+            return "404 Not Found", {
+                "error": "only POST /slots/<0.."
+                f"{len(locks) - 1}>/reset, /slots/<i>/release/<id> "
+                "and /claim/<id> exist"
+            }
         holder = match.group(2) if match and match.re is RELEASE else None
         async with locks[slot]:  # two changes of one slot never interleave
             if holder is not None and leases.holder(slot) not in (holder, None):
@@ -197,20 +214,35 @@ def controller(config: dict[str, Any], token: str, locks: dict[int, asyncio.Lock
                 leases.end(slot, retire=code != 0)
         if code == 0:
             return "200 OK", {"slot": slot, "reset": True, "closed": leases.closed}
-        return "500 Internal Server Error", {"slot": slot, "error": f"exit {code}",
-                                             "output": output, "closed": leases.closed}
+        return "500 Internal Server Error", {
+            "slot": slot,
+            "error": f"exit {code}",
+            "output": output,
+            "closed": leases.closed,
+        }
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10.0)
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError,
-                ConnectionError, OSError):
+        except (
+            asyncio.IncompleteReadError,
+            asyncio.LimitOverrunError,
+            TimeoutError,
+            ConnectionError,
+            OSError,
+        ):
             writer.close()
             return
         try:
             lines = head[:MAX_HEAD].decode("latin-1").split("\r\n")
-            auth = next((line.split(":", 1)[1].strip() for line in lines[1:]
-                         if line.lower().startswith("authorization:")), "")
+            auth = next(
+                (
+                    line.split(":", 1)[1].strip()
+                    for line in lines[1:]
+                    if line.lower().startswith("authorization:")
+                ),
+                "",
+            )
             if not hmac.compare_digest(auth.encode(), f"Bearer {token}".encode()):
                 _answer(writer, "401 Unauthorized", {"error": "bad or missing token"})
                 return
@@ -220,6 +252,7 @@ def controller(config: dict[str, Any], token: str, locks: dict[int, asyncio.Lock
             pass
         finally:
             writer.close()
+
     return handle
 
 
@@ -227,7 +260,8 @@ async def run_desktop(command: list[str], slot: int) -> tuple[int, str]:
     """Run `command + [slot]` (a new container for the slot); its exit code and the
     tail of its output; killed after COMMAND_TIMEOUT_S."""
     process = await asyncio.create_subprocess_exec(
-        *command, str(slot), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        *command, str(slot), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+    )
     try:
         output, _ = await asyncio.wait_for(process.communicate(), COMMAND_TIMEOUT_S)
     except TimeoutError:
@@ -243,16 +277,30 @@ async def serve(config: dict[str, Any]) -> None:
     token = (tls_dir / "control.token").read_text().strip()
     bind = config.get("bind", "0.0.0.0")
     slots = range(int(config["slots"]))
-    servers = [await asyncio.start_server(
-        forwarder(state_dir / f"slot-{i}" / "run" / "guest.sock"), bind,
-        int(config["guest_port"]) + i, ssl=tls_context(tls_dir, f"slot-{i}")) for i in slots]
+    servers = [
+        await asyncio.start_server(
+            forwarder(state_dir / f"slot-{i}" / "run" / "guest.sock"),
+            bind,
+            int(config["guest_port"]) + i,
+            ssl=tls_context(tls_dir, f"slot-{i}"),
+        )
+        for i in slots
+    ]
     locks = {i: asyncio.Lock() for i in slots}
     leases = Leases(state_dir / "leases.json", len(slots), dict(config.get("leases", {})))
-    servers.append(await asyncio.start_server(
-        controller(config, token, locks, leases), bind, int(config["control_port"]),
-        ssl=tls_context(tls_dir, "control")))
-    print(f"cua-fleet-agent: {len(slots)} desktops from port {config['guest_port']}, "
-          f"control on {config['control_port']}", flush=True)
+    servers.append(
+        await asyncio.start_server(
+            controller(config, token, locks, leases),
+            bind,
+            int(config["control_port"]),
+            ssl=tls_context(tls_dir, "control"),
+        )
+    )
+    print(
+        f"cua-fleet-agent: {len(slots)} desktops from port {config['guest_port']}, "
+        f"control on {config['control_port']}",
+        flush=True,
+    )
     try:
         await asyncio.Event().wait()
     finally:

@@ -40,6 +40,7 @@ from cua_rl.desktop.client import tls_settings
 from cua_rl.desktop.providers.aws.api import Ec2Api
 from cua_rl.desktop.providers.aws.config import TAG_RUN, AwsProviderConfig
 from cua_rl.desktop.providers.aws.fleet import TAG_KIND, TAG_SLOT, TAG_TLS_SLOT, FleetLaunch
+from cua_rl.desktop.providers.aws.instance_guest import pinned_fingerprint
 from cua_rl.desktop.providers.aws.tls import instance_token, make_pair
 from cua_rl.desktop.providers.base import DesktopHandle
 from cua_rl.errors import DesktopError, Ec2Error
@@ -53,7 +54,6 @@ class FleetProvider(Protocol):
     api: Ec2Api
     type: str
     host_address: Any
-    pin: Any
     _address: Any
     _clock: Any
     _handle: Any
@@ -61,6 +61,7 @@ class FleetProvider(Protocol):
     _run_instance: Any
     _states: Any
     _wait_running: Any
+
 
 log = logging.getLogger(__name__)
 RETIRED = "-"
@@ -85,8 +86,10 @@ class FleetHosts:
             hosts = await self._hosts()
             for instance in hosts:
                 if desktop_id in self.slots(instance).values():
-                    raise DesktopError(f"desktop {desktop_id!r} of run {self.p.config.run_id!r} "
-                                       f"is already running ({instance['InstanceId']})")
+                    raise DesktopError(
+                        f"desktop {desktop_id!r} of run {self.p.config.run_id!r} "
+                        f"is already running ({instance['InstanceId']})"
+                    )
             instance_id, slot = await self._claim(hosts, desktop_id, deadline)
         try:
             instance = await self.p._wait_running(instance_id, deadline)
@@ -119,8 +122,12 @@ class FleetHosts:
         await self._free(instance["InstanceId"], slot, handle.id, instance)
 
     async def list(self) -> list[DesktopHandle]:
-        handles = [self.handle(instance, slot) for instance in await self._hosts(live=False)
-                   for slot, holder in self.slots(instance).items() if holder != RETIRED]
+        handles = [
+            self.handle(instance, slot)
+            for instance in await self._hosts(live=False)
+            for slot, holder in self.slots(instance).items()
+            if holder != RETIRED
+        ]
         return sorted(handles, key=lambda h: h.id)
 
     # slots and handles ----------------------------------------------------------
@@ -130,8 +137,8 @@ class FleetHosts:
         held: dict[int, str | None] = {}
         for item in instance.get("Tags", []) or []:
             key = str(item.get("Key", ""))
-            if key.startswith(TAG_SLOT) and key[len(TAG_SLOT):].isdigit():
-                held[int(key[len(TAG_SLOT):])] = item.get("Value")
+            if key.startswith(TAG_SLOT) and key[len(TAG_SLOT) :].isdigit():
+                held[int(key[len(TAG_SLOT) :])] = item.get("Value")
         held.update(self._claims.get(instance["InstanceId"], {}))
         return {slot: holder for slot, holder in held.items() if holder and slot < self.k}
 
@@ -140,23 +147,31 @@ class FleetHosts:
         base = self.p._handle(instance)
         holder = self.slots(instance).get(slot, "")
         address = self.p.host_address(instance) if self.p._address(instance) else None
-        pin = self.p.pin(instance, f"{TAG_TLS_SLOT}{slot}")
-        control_pin = self.p.pin(instance, f"{TAG_TLS_SLOT}control")
+        pin = pinned_fingerprint(instance, f"{TAG_TLS_SLOT}{slot}")
+        control_pin = pinned_fingerprint(instance, f"{TAG_TLS_SLOT}control")
         run_token = self.p.config.guest_token or ""
         url = f"https://{address}:{self.p.config.guest_port + slot}" if address else ""
         return DesktopHandle(
             id=holder if holder and holder != RETIRED else f"{instance['InstanceId']}/{slot}",
-            url=url, token=instance_token(run_token, pin) if pin else None,
-            provider=self.p.type, tls_fingerprint=pin,
-            info={**base.info, "slot": slot, "control_pin": control_pin,
-                  "control_url": f"https://{address}:{self.p.config.control_port}"
-                  if address else ""})
+            url=url,
+            token=instance_token(run_token, pin) if pin else None,
+            provider=self.p.type,
+            tls_fingerprint=pin,
+            info={
+                **base.info,
+                "slot": slot,
+                "control_pin": control_pin,
+                "control_url": f"https://{address}:{self.p.config.control_port}" if address else "",
+            },
+        )
 
     async def reset_slot(self, handle: DesktopHandle) -> None:
         """`POST /slots/<i>/reset` on the handle's host; a DesktopError naming the host,
         the slot and the answer when it is not a 200."""
-        where = f"aws provider: fleet host {handle.info.get('instance_id')} slot " \
-                f"{handle.info.get('slot')}"
+        where = (
+            f"aws provider: fleet host {handle.info.get('instance_id')} slot "
+            f"{handle.info.get('slot')}"
+        )
         status, body = await self._control(handle, f"/slots/{handle.info['slot']}/reset")
         if status != 200:
             raise DesktopError(f"{where}: reset answered {status}: {body}")
@@ -172,9 +187,14 @@ class FleetHosts:
         token = instance_token(self.p.config.guest_token or "", str(pin))
         timeout = aiohttp.ClientTimeout(total=CONTROL_TIMEOUT_S, connect=10.0)
         try:
-            async with aiohttp.ClientSession(timeout=timeout) as session, session.post(
-                    f"{url}{path}", ssl=tls_settings(url, pin, None),
-                    headers={"Authorization": f"Bearer {token}"}) as answer:
+            async with (
+                aiohttp.ClientSession(timeout=timeout) as session,
+                session.post(
+                    f"{url}{path}",
+                    ssl=tls_settings(url, pin, None),
+                    headers={"Authorization": f"Bearer {token}"},
+                ) as answer,
+            ):
                 text = await answer.text()
                 status = answer.status
         except (aiohttp.ClientError, TimeoutError) as exc:
@@ -207,13 +227,17 @@ class FleetHosts:
         return hosts
 
     async def _described(self, states: list[str]) -> list[dict[str, Any]]:
-        return await self.p.api.instances(filters=[
-            {"Name": f"tag:{TAG_RUN}", "Values": [self.p.config.run_id]},
-            {"Name": f"tag:{TAG_KIND}", "Values": ["fleet-host"]},
-            {"Name": "instance-state-name", "Values": states}])
+        return await self.p.api.instances(
+            filters=[
+                {"Name": f"tag:{TAG_RUN}", "Values": [self.p.config.run_id]},
+                {"Name": f"tag:{TAG_KIND}", "Values": ["fleet-host"]},
+                {"Name": "instance-state-name", "Values": states},
+            ]
+        )
 
-    async def _claim(self, hosts: list[dict[str, Any]], desktop_id: str,
-                     deadline: float) -> tuple[str, int]:
+    async def _claim(
+        self, hosts: list[dict[str, Any]], desktop_id: str, deadline: float
+    ) -> tuple[str, int]:
         """A slot leased by the agent of a live host with a free slot (tagged to
         `desktop_id`), or slot 0 of a new host."""
         for instance in hosts:
@@ -225,8 +249,11 @@ class FleetHosts:
                 continue
             self._claims.setdefault(instance_id, {})[slot] = desktop_id
             try:
-                await self.p.api.call("create_tags", Resources=[instance_id], Tags=[
-                    {"Key": f"{TAG_SLOT}{slot}", "Value": desktop_id}])
+                await self.p.api.call(
+                    "create_tags",
+                    Resources=[instance_id],
+                    Tags=[{"Key": f"{TAG_SLOT}{slot}", "Value": desktop_id}],
+                )
             except BaseException:  # a lease nobody would ever release: give it back
                 await asyncio.shield(self._free(instance_id, slot, desktop_id, locked=True))
                 raise
@@ -234,15 +261,20 @@ class FleetHosts:
         name = f"cua-rl {self.p.config.run_id}"
         now = self.p._clock()
         # K+1 key pairs take ~3 ms each (about 50 ms for K = 16, measured): off the loop
-        fleet = await asyncio.to_thread(lambda: FleetLaunch(
-            [make_pair(f"{name} slot {i}", now) for i in range(self.k)],
-            make_pair(f"{name} control", now), desktop_id))
+        fleet = await asyncio.to_thread(
+            lambda: FleetLaunch(
+                [make_pair(f"{name} slot {i}", now) for i in range(self.k)],
+                make_pair(f"{name} control", now),
+                desktop_id,
+            )
+        )
         instance_id = await self.p._run_instance(f"host-{secrets.token_hex(6)}", fleet=fleet)
         self._claims[instance_id] = {0: desktop_id}
         return instance_id, 0
 
-    async def _lease(self, instance: dict[str, Any], desktop_id: str,
-                     deadline: float) -> int | None:
+    async def _lease(
+        self, instance: dict[str, Any], desktop_id: str, deadline: float
+    ) -> int | None:
         """`POST /claim/<id>` on the host's agent: the slot it leased, or None when the
         host is full or closed. A host still booting is waited for (its desktops could
         not answer earlier anyway); one whose agent never answers by the deadline is
@@ -252,8 +284,7 @@ class FleetHosts:
             try:
                 if instance["State"]["Name"] != "running":
                     instance = await self.p._wait_running(instance_id, deadline)
-                status, body = await self._control(self.handle(instance, 0),
-                                                   f"/claim/{desktop_id}")
+                status, body = await self._control(self.handle(instance, 0), f"/claim/{desktop_id}")
                 break
             except DesktopError as exc:
                 if time.monotonic() >= deadline or instance["State"]["Name"] != "running":
@@ -265,8 +296,10 @@ class FleetHosts:
             return None
         slot = body.get("slot")
         if status != 200 or not isinstance(slot, int) or not 0 <= slot < self.k:
-            raise DesktopError(f"aws provider: fleet host {instance_id} answered a claim "
-                               f"with {status} {body}; expected 200 and a slot 0..{self.k - 1}")
+            raise DesktopError(
+                f"aws provider: fleet host {instance_id} answered a claim "
+                f"with {status} {body}; expected 200 and a slot 0..{self.k - 1}"
+            )
         return slot
 
     async def _locate(self, handle: DesktopHandle) -> tuple[dict[str, Any], int] | None:
@@ -278,8 +311,14 @@ class FleetHosts:
                     return instance, slot
         return None
 
-    async def _free(self, instance_id: str, slot: int, holder: str,
-                    instance: dict[str, Any] | None = None, locked: bool = False) -> None:
+    async def _free(
+        self,
+        instance_id: str,
+        slot: int,
+        holder: str,
+        instance: dict[str, Any] | None = None,
+        locked: bool = False,
+    ) -> None:
         """Give the slot back through the host's agent (a fresh container, then the
         lease freed); a host that cannot (not running, agent unreachable) keeps the
         slot retired. Terminates the host once no desktop holds a slot."""
@@ -289,8 +328,9 @@ class FleetHosts:
         answer: tuple[int, dict[str, Any]] | None = None
         if instance is not None and instance["State"]["Name"] == "running":
             try:
-                answer = await self._control(self.handle(instance, slot),
-                                             f"/slots/{slot}/release/{holder}")
+                answer = await self._control(
+                    self.handle(instance, slot), f"/slots/{slot}/release/{holder}"
+                )
             except DesktopError as exc:
                 log.warning("%s; retiring slot %d of %s", exc, slot, instance_id)
         if locked:
@@ -299,8 +339,9 @@ class FleetHosts:
             async with self._lock:
                 await self._release(instance_id, slot, holder, answer)
 
-    async def _release(self, instance_id: str, slot: int, holder: str,
-                       answer: tuple[int, dict[str, Any]] | None) -> None:
+    async def _release(
+        self, instance_id: str, slot: int, holder: str, answer: tuple[int, dict[str, Any]] | None
+    ) -> None:
         """Record the agent's answer to a release in the tags (slot free, retired, or
         not ours: left alone) and terminate the host when it closed, or, with no
         answer, when the tags show no desktop left."""
@@ -308,16 +349,17 @@ class FleetHosts:
         status = answer[0] if answer else None
         try:
             if status in (200, 409):  # freed, or the agent says it was never ours
-                await self.p.api.call("delete_tags", Resources=[instance_id],
-                                      Tags=[{"Key": key, "Value": holder}])  # only our own
+                await self.p.api.call(
+                    "delete_tags", Resources=[instance_id], Tags=[{"Key": key, "Value": holder}]
+                )  # only our own
             else:
-                await self.p.api.call("create_tags", Resources=[instance_id],
-                                      Tags=[{"Key": key, "Value": RETIRED}])
+                await self.p.api.call(
+                    "create_tags", Resources=[instance_id], Tags=[{"Key": key, "Value": RETIRED}]
+                )
         except Ec2Error as exc:  # a host already gone has nothing left to free
             if exc.code != "InvalidInstanceID.NotFound":
                 raise
-        self._claims.setdefault(instance_id, {})[slot] = (
-            None if status in (200, 409) else RETIRED)
+        self._claims.setdefault(instance_id, {})[slot] = None if status in (200, 409) else RETIRED
         if answer is not None:
             closed = bool(answer[1].get("closed"))
         else:

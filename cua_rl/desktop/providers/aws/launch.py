@@ -24,10 +24,15 @@ def expires_at(now: datetime, ttl_s: float) -> str:
     return (now + timedelta(seconds=ttl_s)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def launch_params(config: AwsProviderConfig, desktop_id: str, ami: str, now: datetime,
-                  root_device: str | None = None,
-                  pair: GuestPair | None = None,
-                  fleet: FleetLaunch | None = None) -> dict[str, Any]:
+def launch_params(
+    config: AwsProviderConfig,
+    desktop_id: str,
+    ami: str,
+    now: datetime,
+    root_device: str | None = None,
+    pair: GuestPair | None = None,
+    fleet: FleetLaunch | None = None,
+) -> dict[str, Any]:
     """RunInstances arguments for one desktop (a pure function, tested); `pair` is the
     guest's TLS pair for `image_kind: cua` (its key goes into the user data only),
     `fleet` the pairs of a fleet host (then `desktop_id` names the host)."""
@@ -37,26 +42,38 @@ def launch_params(config: AwsProviderConfig, desktop_id: str, ami: str, now: dat
     if (config.image_kind == "fleet-host") != (fleet is not None):
         missing = "without" if fleet is None else "with"
         raise ValueError(f"image_kind {config.image_kind!r} {missing} fleet pairs")
-    tags = [{"Key": TAG_RUN, "Value": config.run_id}, {"Key": TAG_DESKTOP, "Value": desktop_id},
-            {"Key": TAG_EXPIRES, "Value": expires_at(now, config.ttl_s)},
-            {"Key": "Name", "Value": f"cua-rl-{config.run_id}-{desktop_id}"[:255]},
-            *({"Key": k, "Value": v} for k, v in config.extra_tags.items())]
+    tags = [
+        {"Key": TAG_RUN, "Value": config.run_id},
+        {"Key": TAG_DESKTOP, "Value": desktop_id},
+        {"Key": TAG_EXPIRES, "Value": expires_at(now, config.ttl_s)},
+        {"Key": "Name", "Value": f"cua-rl-{config.run_id}-{desktop_id}"[:255]},
+        *({"Key": k, "Value": v} for k, v in config.extra_tags.items()),
+    ]
     if pair is not None:
         tags.append({"Key": TAG_TLS, "Value": pair.fingerprint})
     if fleet is not None:
-        tags += [*fleet_tags(fleet.slots, fleet.control),
-                 {"Key": f"{TAG_SLOT}0", "Value": fleet.first_desktop}]
+        tags += [
+            *fleet_tags(fleet.slots, fleet.control),
+            {"Key": f"{TAG_SLOT}0", "Value": fleet.first_desktop},
+        ]
     params: dict[str, Any] = {
-        "ImageId": ami, "InstanceType": config.instance_type, "MinCount": 1, "MaxCount": 1,
+        "ImageId": ami,
+        "InstanceType": config.instance_type,
+        "MinCount": 1,
+        "MaxCount": 1,
         "InstanceInitiatedShutdownBehavior": "terminate",
-        "TagSpecifications": [{"ResourceType": "instance", "Tags": tags},
-                              {"ResourceType": "volume", "Tags": tags}],
+        "TagSpecifications": [
+            {"ResourceType": "instance", "Tags": tags},
+            {"ResourceType": "volume", "Tags": tags},
+        ],
         # idempotent under retries: a throttled-then-retried launch is one instance
         "ClientToken": f"{desktop_id[:40]}-{secrets.token_hex(8)}",
     }
     if config.subnet_id or config.associate_public_ip:
-        nic: dict[str, Any] = {"DeviceIndex": 0,
-                               "AssociatePublicIpAddress": config.associate_public_ip}
+        nic: dict[str, Any] = {
+            "DeviceIndex": 0,
+            "AssociatePublicIpAddress": config.associate_public_ip,
+        }
         if config.subnet_id:
             nic["SubnetId"] = config.subnet_id
         if config.security_group_ids:
@@ -75,7 +92,14 @@ def launch_params(config: AwsProviderConfig, desktop_id: str, ami: str, now: dat
     elif minutes is not None:
         params["UserData"] = f"#!/bin/sh\nshutdown -h +{minutes} 'cua-rl ttl reached'\n"
     if config.root_volume_gb and root_device:
-        params["BlockDeviceMappings"] = [{"DeviceName": root_device, "Ebs": {
-            "VolumeSize": config.root_volume_gb, "VolumeType": "gp3",
-            "DeleteOnTermination": True}}]
+        params["BlockDeviceMappings"] = [
+            {
+                "DeviceName": root_device,
+                "Ebs": {
+                    "VolumeSize": config.root_volume_gb,
+                    "VolumeType": "gp3",
+                    "DeleteOnTermination": True,
+                },
+            }
+        ]
     return params

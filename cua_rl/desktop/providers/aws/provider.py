@@ -18,44 +18,49 @@ certificate on the host, sends it with a token derived for that instance in the
 user data and tags the instance with its fingerprint, which every handle then
 pins (aws/tls.py). A third kind, `fleet-host`, runs `desktops_per_instance`
 container desktops on each instance (aws/fleet.py, aws/fleet_hosts.py).
+
+The guest on an instance (its URL, pin and token in the handle, waiting until it
+answers) is in aws/instance_guest.py; this module handles the instances.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
-import re
+import builtins
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from cua_rl.desktop.providers.aws.api import Ec2Api, tag
+from cua_rl.desktop.providers.aws.api import Ec2Api
 from cua_rl.desktop.providers.aws.config import (
     OSWORLD_AMIS,
     TAG_DESKTOP,
     TAG_EXPIRES,
     TAG_RUN,
-    TAG_TLS,
     AwsProviderConfig,
 )
 from cua_rl.desktop.providers.aws.fleet import FleetLaunch
 from cua_rl.desktop.providers.aws.fleet_hosts import FleetHosts
+from cua_rl.desktop.providers.aws.instance_guest import (
+    GuestUrl,
+    address,
+    default_url,
+    instance_handle,
+    wait_guest,
+)
 from cua_rl.desktop.providers.aws.launch import expires_at, launch_params
-from cua_rl.desktop.providers.aws.tls import instance_token, make_pair
-from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider
+from cua_rl.desktop.providers.aws.tls import make_pair
+from cua_rl.desktop.providers.base import DesktopHandle
+from cua_rl.desktop.providers.core import ProviderCore, poll_until, wait_watching
 from cua_rl.desktop.providers.local.state import check_desktop_id
-from cua_rl.errors import DesktopError, Ec2Error, GuestError, GuestUnavailable
-
-log = logging.getLogger(__name__)
+from cua_rl.errors import DesktopError, Ec2Error
 
 LIVE_STATES = ["pending", "running", "stopping", "stopped"]
-FINGERPRINT = re.compile(r"[0-9a-f]{64}")
-GuestUrl = Callable[[dict[str, Any]], str]
 Probe = Callable[[DesktopHandle, float], Awaitable[None]]
 
 
-class AwsProvider(DesktopProvider):
+class AwsProvider(ProviderCore):
     """EC2 instances tagged per run and desktop; see the module docstring.
 
     `guest_url` maps an instance description to its guest URL (default: its
@@ -67,17 +72,32 @@ class AwsProvider(DesktopProvider):
     """
 
     type = "aws"
+    orphans = (
+        "an instance shuts itself down at its `cua-rl:expires-at` tag (launch + "
+        "ttl_s, terminating it) and `cua-rl vm sweep` terminates expired ones"
+    )
+    cannot_fork = (
+        "EC2 images a stopped instance's disk (an AMI), never a running one's "
+        "memory, so groups set up per rollout"
+    )
 
-    def __init__(self, config: AwsProviderConfig | None = None, *, api: Ec2Api | None = None,
-                 guest_url: GuestUrl | None = None, probe: Probe | None = None,
-                 host_address: Callable[[dict[str, Any]], str] | None = None,
-                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+    def __init__(
+        self,
+        config: AwsProviderConfig | None = None,
+        *,
+        api: Ec2Api | None = None,
+        guest_url: GuestUrl | None = None,
+        probe: Probe | None = None,
+        host_address: Callable[[dict[str, Any]], str] | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        super().__init__()
         self.config = config or AwsProviderConfig()
         self.api = api or Ec2Api(self.config)
-        self._guest_url = guest_url or self._default_url
+        self._guest_url = guest_url or (lambda instance: default_url(self.config, instance))
         self.host_address = host_address or self._address
         self._fleet = FleetHosts(self) if self.config.image_kind == "fleet-host" else None
-        self._probe = probe or self._wait_guest
+        self._probe = probe or wait_guest
         self._clock = clock
         self._root_device: str | None = None
         self._states: tuple[float, dict[str, str]] | None = None
@@ -92,26 +112,24 @@ class AwsProvider(DesktopProvider):
         existing = await self._find(desktop_id)
         if existing:
             ids = ", ".join(i["InstanceId"] for i in existing)
-            raise DesktopError(f"desktop {desktop_id!r} of run {self.config.run_id!r} is "
-                               f"already running ({ids})")
+            raise DesktopError(
+                f"desktop {desktop_id!r} of run {self.config.run_id!r} is already running ({ids})"
+            )
         return await self._launch(desktop_id)
 
-    async def reset(self, handle: DesktopHandle) -> DesktopHandle:
-        began = time.monotonic()
+    async def _reset(self, handle: DesktopHandle) -> DesktopHandle:
         if self._fleet is not None:
-            new = await self._fleet.reset(handle)
-        elif self.config.reset_mode == "replace_root_volume":
-            new = await self._replace_root_volume(handle)
-        else:
-            await self.stop(handle)
-            new = await self._launch(handle.id)
-        new.info["reset_s"] = round(time.monotonic() - began, 3)
-        return new
+            return await self._fleet.reset(handle)
+        if self.config.reset_mode == "replace_root_volume":
+            return await self._replace_root_volume(handle)
+        await self.stop(handle)
+        return await self._launch(handle.id)
 
     async def stop(self, handle: DesktopHandle) -> None:
         """Terminate the handle's instance and any other live one with its tags
         (a handle may come from another process); returns without waiting. A fleet
         host's desktop frees its slot, and the last one terminates the host."""
+        await self._clients.drop(handle.id)
         if self._fleet is not None:
             return await self._fleet.stop(handle)
         ids = {i["InstanceId"] for i in await self._find(handle.id)}
@@ -121,7 +139,13 @@ class AwsProvider(DesktopProvider):
         await self.api.terminate(sorted(ids))
 
     async def health(self, handle: DesktopHandle) -> bool:
-        """Instance `running` (and the guest answering, with `wait_ready`).
+        """Instance `running` (and the guest answering, with `wait_ready`)."""
+        if not self.config.wait_ready:
+            return await self._running(handle)
+        return await super().health(handle)
+
+    async def _running(self, handle: DesktopHandle) -> bool:
+        """The instance is `running`.
 
         The pool asks every idle desktop every few seconds; one DescribeInstances
         per desktop would exhaust EC2's request budget for a few hundred desktops,
@@ -139,12 +163,11 @@ class AwsProvider(DesktopProvider):
                     return False
                 raise
             state = found[0]["State"]["Name"] if found else None
-        if state != "running":
-            return False
-        if not self.config.wait_ready:
-            return True
-        async with handle.guest_client() as client:
-            return await client.healthy(timeout=5.0)
+        return state == "running"
+
+    async def remains(self, handle: DesktopHandle) -> builtins.list[str]:
+        found = {i["InstanceId"]: i["State"]["Name"] for i in await self._find(handle.id)}
+        return [f"instance {i} ({state})" for i, state in sorted(found.items())]
 
     async def list(self) -> list[DesktopHandle]:
         if self._fleet is not None:
@@ -160,6 +183,7 @@ class AwsProvider(DesktopProvider):
         return await sweep(self.api, run_id, now=self._clock(), dry_run=dry_run)
 
     async def close(self) -> None:
+        await super().close()
         await self.api.close()
 
     # internals ----------------------------------------------------------------
@@ -170,8 +194,11 @@ class AwsProvider(DesktopProvider):
         if self._states is not None and now - self._states[0] < self.config.poll_interval_s:
             return self._states[1]
         if self._states_refresh is None:
-            self._states_refresh = asyncio.ensure_future(self.api.instances(filters=[
-                {"Name": f"tag:{TAG_RUN}", "Values": [self.config.run_id]}]))
+            self._states_refresh = asyncio.ensure_future(
+                self.api.instances(
+                    filters=[{"Name": f"tag:{TAG_RUN}", "Values": [self.config.run_id]}]
+                )
+            )
         refresh = self._states_refresh
         try:
             instances = await asyncio.shield(refresh)
@@ -183,13 +210,15 @@ class AwsProvider(DesktopProvider):
         return states
 
     def _filters(self, desktop_id: str | None = None) -> list[dict[str, Any]]:
-        filters = [{"Name": f"tag:{TAG_RUN}", "Values": [self.config.run_id]},
-                   {"Name": "instance-state-name", "Values": LIVE_STATES}]
+        filters = [
+            {"Name": f"tag:{TAG_RUN}", "Values": [self.config.run_id]},
+            {"Name": "instance-state-name", "Values": LIVE_STATES},
+        ]
         if desktop_id is not None:
             filters.append({"Name": f"tag:{TAG_DESKTOP}", "Values": [desktop_id]})
         return filters
 
-    async def _find(self, desktop_id: str) -> list[dict[str, Any]]:
+    async def _find(self, desktop_id: str) -> builtins.list[dict[str, Any]]:
         return await self.api.instances(filters=self._filters(desktop_id))
 
     def _ami(self) -> str:
@@ -198,7 +227,8 @@ class AwsProvider(DesktopProvider):
             raise DesktopError(
                 f"aws provider: no OSWorld AMI known for region {self.config.region!r} "
                 f"(known: {', '.join(OSWORLD_AMIS)}); copy it there with `aws ec2 "
-                "copy-image` and set `ami_id`")
+                "copy-image` and set `ami_id`"
+            )
         return ami
 
     async def _root_device_name(self, ami: str) -> str | None:
@@ -213,8 +243,15 @@ class AwsProvider(DesktopProvider):
         pair = None
         if self.config.image_kind == "cua":
             pair = make_pair(f"cua-rl {self.config.run_id} {desktop_id}", self._clock())
-        params = launch_params(self.config, desktop_id, ami, self._clock(),
-                               await self._root_device_name(ami), pair, fleet)
+        params = launch_params(
+            self.config,
+            desktop_id,
+            ami,
+            self._clock(),
+            await self._root_device_name(ami),
+            pair,
+            fleet,
+        )
         reservation = await self.api.call("run_instances", **params)
         return str(reservation["Instances"][0]["InstanceId"])
 
@@ -222,8 +259,9 @@ class AwsProvider(DesktopProvider):
         """RunInstances, wait for `running` and the guest; terminate on any failure."""
         instance_id = await self._run_instance(desktop_id)
         try:
-            return await self._until_ready(instance_id, time.monotonic()
-                                           + self.config.ready_timeout_s)
+            return await self._until_ready(
+                instance_id, time.monotonic() + self.config.ready_timeout_s
+            )
         except BaseException:
             await asyncio.shield(self.api.terminate([instance_id]))
             raise
@@ -231,117 +269,90 @@ class AwsProvider(DesktopProvider):
     async def _until_ready(self, instance_id: str, deadline: float) -> DesktopHandle:
         instance = await self._wait_running(instance_id, deadline)
         handle = self._handle(instance)
-        if self.config.wait_ready:
-            ready = asyncio.create_task(self._probe(handle, max(1.0, deadline - time.monotonic())))
-            try:  # watch the instance meanwhile: one that dies fails now, not at the deadline
-                while not ready.done():
-                    await asyncio.wait({ready}, timeout=self.config.poll_interval_s)
-                    if not ready.done():
-                        await self._wait_running(instance_id, deadline)
-                ready.result()
-            finally:
-                ready.cancel()
+        if self.config.wait_ready:  # watching the instance: one that dies fails now
+            await wait_watching(
+                self._probe(handle, max(1.0, deadline - time.monotonic())),
+                lambda: self._wait_running(instance_id, deadline),
+                self.config.poll_interval_s,
+            )
         return handle
 
     async def _wait_running(self, instance_id: str, deadline: float) -> dict[str, Any]:
         """Poll DescribeInstances until `running` with an address; an instance that
         stops or terminates on its own is an error naming EC2's reason."""
-        while True:
+        running: dict[str, dict[str, Any]] = {}
+
+        async def step() -> bool:
             try:
                 found = await self.api.instances(ids=[instance_id])
             except Ec2Error as exc:  # a new id may not be visible yet (eventual consistency)
                 if exc.code != "InvalidInstanceID.NotFound":
                     raise
                 found = []
-            if found:
-                instance = found[0]
-                state = instance["State"]["Name"]
-                if state == "running" and self._address(instance):
-                    return instance
-                if state in ("shutting-down", "terminated", "stopping", "stopped"):
-                    reason = instance.get("StateReason", {}).get("Message", "no reason given")
-                    raise DesktopError(f"aws provider: instance {instance_id} is {state}: "
-                                       f"{reason}")
-            if time.monotonic() >= deadline:
-                raise DesktopError(f"aws provider: instance {instance_id} not running within "
-                                   f"{self.config.ready_timeout_s:.0f} s")
-            await asyncio.sleep(self.config.poll_interval_s)
+            state = found[0]["State"]["Name"] if found else None
+            if state in ("shutting-down", "terminated", "stopping", "stopped"):
+                reason = found[0].get("StateReason", {}).get("Message", "no reason given")
+                raise DesktopError(f"aws provider: instance {instance_id} is {state}: {reason}")
+            if state == "running" and self._address(found[0]):
+                running["instance"] = found[0]
+            return bool(running)
+
+        await poll_until(
+            f"aws provider: instance {instance_id} running",
+            step,
+            deadline=deadline,
+            interval_s=self.config.poll_interval_s,
+            limit_s=self.config.ready_timeout_s,
+        )
+        return running["instance"]
 
     async def _replace_root_volume(self, handle: DesktopHandle) -> DesktopHandle:
         """Restore the root volume to its launch state in place; refresh the expiry."""
         instance_id = str(handle.info["instance_id"])
         deadline = time.monotonic() + self.config.ready_timeout_s
-        task = (await self.api.call("create_replace_root_volume_task", InstanceId=instance_id,
-                                    DeleteReplacedRootVolume=True))["ReplaceRootVolumeTask"]
+        task = (
+            await self.api.call(
+                "create_replace_root_volume_task",
+                InstanceId=instance_id,
+                DeleteReplacedRootVolume=True,
+            )
+        )["ReplaceRootVolumeTask"]
         task_id = task["ReplaceRootVolumeTaskId"]
-        while task.get("TaskState") != "succeeded":
-            if task.get("TaskState") in ("failed", "failed-detached", "failing"):
-                raise DesktopError(f"aws provider: replacing the root volume of {instance_id} "
-                                   f"failed ({task_id}: {task.get('TaskState')})")
-            if time.monotonic() >= deadline:
-                raise DesktopError(f"aws provider: root volume task {task_id} not done within "
-                                   f"{self.config.ready_timeout_s:.0f} s")
-            await asyncio.sleep(self.config.poll_interval_s)
-            tasks = (await self.api.call("describe_replace_root_volume_tasks",
-                                         ReplaceRootVolumeTaskIds=[task_id]))
-            task = tasks["ReplaceRootVolumeTasks"][0]
-        await self.api.call("create_tags", Resources=[instance_id], Tags=[
-            {"Key": TAG_EXPIRES, "Value": expires_at(self._clock(), self.config.ttl_s)}])
+        first = [task]
+
+        async def step() -> bool:
+            current = (
+                first.pop()
+                if first
+                else (
+                    await self.api.call(
+                        "describe_replace_root_volume_tasks", ReplaceRootVolumeTaskIds=[task_id]
+                    )
+                )["ReplaceRootVolumeTasks"][0]
+            )
+            if current.get("TaskState") in ("failed", "failed-detached", "failing"):
+                raise DesktopError(
+                    f"aws provider: replacing the root volume of {instance_id} "
+                    f"failed ({task_id}: {current.get('TaskState')})"
+                )
+            return current.get("TaskState") == "succeeded"
+
+        await poll_until(
+            f"aws provider: root volume task {task_id}",
+            step,
+            deadline=deadline,
+            interval_s=self.config.poll_interval_s,
+            limit_s=self.config.ready_timeout_s,
+        )
+        await self.api.call(
+            "create_tags",
+            Resources=[instance_id],
+            Tags=[{"Key": TAG_EXPIRES, "Value": expires_at(self._clock(), self.config.ttl_s)}],
+        )
         return await self._until_ready(instance_id, deadline)
 
     def _address(self, instance: dict[str, Any]) -> str | None:
-        key = "PublicIpAddress" if self.config.address == "public" else "PrivateIpAddress"
-        return instance.get(key)
-
-    def _default_url(self, instance: dict[str, Any]) -> str:
-        scheme = "https" if self.config.image_kind == "cua" else "http"
-        return f"{scheme}://{self._address(instance)}:{self.config.guest_port}"
-
-    async def _wait_guest(self, handle: DesktopHandle, deadline_s: float) -> None:
-        async with handle.guest_client() as client:
-            try:
-                await client.wait_ready(deadline_s, interval_s=1.0)
-            except GuestUnavailable as exc:
-                raise DesktopError(f"aws provider: instance {handle.info['instance_id']}: "
-                                   f"{exc}{await _last_answer(handle)}") from exc
+        return address(self.config, instance)
 
     def _handle(self, instance: dict[str, Any]) -> DesktopHandle:
-        state = instance.get("State", {}).get("Name", "")
-        desktop_id = tag(instance, TAG_DESKTOP) or instance["InstanceId"]
-        url = self._guest_url(instance) if self._address(instance) else ""
-        # image_kind 'cua': the pin from the launch tag; an instance without one (launched
-        # by hand) gets none, and the client then refuses its self-signed certificate
-        pin = self.pin(instance, TAG_TLS) if self.config.image_kind == "cua" else None
-        token = self.config.guest_token
-        if self.config.image_kind == "cua":  # the run's token itself never leaves the host
-            token = instance_token(token, pin) if token and pin else None
-        return DesktopHandle(
-            id=desktop_id, url=url, token=token, provider=self.type, tls_fingerprint=pin,
-            info={"instance_id": instance["InstanceId"], "state": state,
-                  "alive": state == "running",
-                  "private_ip": instance.get("PrivateIpAddress"),
-                  "public_ip": instance.get("PublicIpAddress"),
-                  "expires_at": tag(instance, TAG_EXPIRES), "run": tag(instance, TAG_RUN)},
-        )
-
-
-    def pin(self, instance: dict[str, Any], key: str) -> str | None:
-        """The fingerprint in tag `key`; None (with a warning) for a malformed one."""
-        pin = tag(instance, key)
-        if pin is not None and not FINGERPRINT.fullmatch(pin):
-            log.warning("aws provider: instance %s: tag %s is not a SHA-256 fingerprint "
-                        "(%r); not pinning, so its guest will be refused",
-                        instance["InstanceId"], key, pin[:80])
-            return None
-        return pin
-
-
-async def _last_answer(handle: DesktopHandle) -> str:
-    """Why a guest is not ready, for the error: readiness polls only say "no", and a
-    certificate that is not the pinned one must be named, not reported as a timeout."""
-    async with handle.guest_client(timeout=5.0) as client:
-        try:
-            await client.platform()
-        except (GuestError, GuestUnavailable) as exc:
-            return f" (last answer: {exc})"
-    return ""
+        return instance_handle(self.config, instance, self._guest_url, self.type)

@@ -55,31 +55,46 @@ def sweep_reason(instance: dict[str, Any], run_id: str | None, now: datetime) ->
     return f"expired at {raw}" if expiry <= now else None
 
 
-async def sweep(api: Any, run_id: str | None, *, now: datetime | None = None,
-                dry_run: bool = False) -> list[SweptInstance]:
+async def sweep(
+    api: Any, run_id: str | None, *, now: datetime | None = None, dry_run: bool = False
+) -> list[SweptInstance]:
     """Terminate (unless `dry_run`) and return the instances `sweep_reason` picks.
     `api` is an `aws.api.Ec2Api`."""
     from cua_rl.desktop.providers.aws.api import tag
 
     now = now or datetime.now(UTC)
-    filters = [{"Name": "tag-key", "Values": [TAG_RUN]},
-               {"Name": "instance-state-name", "Values": LIVE_STATES}]
+    filters = [
+        {"Name": "tag-key", "Values": [TAG_RUN]},
+        {"Name": "instance-state-name", "Values": LIVE_STATES},
+    ]
     if run_id is not None:
         filters.append({"Name": f"tag:{TAG_RUN}", "Values": [run_id]})
     swept = []
     for instance in await api.instances(filters=filters):
         reason = sweep_reason(instance, run_id, now)
         if reason is not None:
-            swept.append(SweptInstance(instance["InstanceId"], tag(instance, TAG_RUN),
-                                       tag(instance, TAG_DESKTOP), tag(instance, TAG_EXPIRES),
-                                       reason))
+            swept.append(
+                SweptInstance(
+                    instance["InstanceId"],
+                    tag(instance, TAG_RUN),
+                    tag(instance, TAG_DESKTOP),
+                    tag(instance, TAG_EXPIRES),
+                    reason,
+                )
+            )
     if swept and not dry_run:
         await api.terminate([s.instance_id for s in swept])
     return swept
 
 
-async def sweep_account(region: str, profile: str | None, endpoint_url: str | None,
-                        run_id: str | None, *, dry_run: bool = False) -> list[SweptInstance]:
+async def sweep_account(
+    region: str,
+    profile: str | None,
+    endpoint_url: str | None,
+    run_id: str | None,
+    *,
+    dry_run: bool = False,
+) -> list[SweptInstance]:
     """`sweep` over the EC2 instances one credentials profile sees in `region`
     (`endpoint_url`: moto, LocalStack), the API client closed afterwards."""
     from cua_rl.desktop.providers.aws.api import Ec2Api

@@ -59,14 +59,17 @@ def make_pair(common_name: str, now: datetime.datetime | None = None) -> GuestPa
         from cryptography.hazmat.primitives.asymmetric import ec
         from cryptography.x509.oid import NameOID
     except ImportError as exc:
-        raise DesktopError("aws provider: image_kind 'cua' needs the 'cryptography' package "
-                           "(pip install 'cua-rl[aws]')") from exc
+        raise DesktopError(
+            "aws provider: image_kind 'cua' needs the 'cryptography' package "
+            "(pip install 'cua-rl[aws]')"
+        ) from exc
     now = now or datetime.datetime.now(datetime.UTC)
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name[:64])])
     cert = (
         x509.CertificateBuilder()
-        .subject_name(name).issuer_name(name)
+        .subject_name(name)
+        .issuer_name(name)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(hours=1))  # clock skew
@@ -76,29 +79,36 @@ def make_pair(common_name: str, now: datetime.datetime | None = None) -> GuestPa
     der = cert.public_bytes(serialization.Encoding.DER)
     return GuestPair(
         cert_pem=cert.public_bytes(serialization.Encoding.PEM).decode(),
-        key_pem=key.private_bytes(serialization.Encoding.PEM,
-                                  serialization.PrivateFormat.PKCS8,
-                                  serialization.NoEncryption()).decode(),
+        key_pem=key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        ).decode(),
         fingerprint=hashlib.sha256(der).hexdigest(),
     )
 
 
-class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
+class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]  # a base class chosen at run time (libyaml's when built)
     """Multi-line strings (PEM) as `|` blocks, so the user data reads as it is written.
     libyaml's dumper when present: 0.6 ms per user data against 6.5 ms in pure Python
     (measured), which matters on the event loop when a fleet launches at once."""
 
 
-_Dumper.add_representer(str, lambda dumper, data: dumper.represent_scalar(
-    "tag:yaml.org,2002:str", data, style="|" if "\n" in data else None))
+_Dumper.add_representer(
+    str,
+    lambda dumper, data: dumper.represent_scalar(
+        "tag:yaml.org,2002:str", data, style="|" if "\n" in data else None
+    ),
+)
 
 
 def instance_token(run_token: str, fingerprint: str) -> str:
     """The bearer token of the instance whose certificate has `fingerprint`: derived, so
     it needs no storage, and one instance's token tells nothing about another's or
     about `run_token`."""
-    mac = hmac.new(run_token.encode(), b"cua-rl guest token\0" + fingerprint.encode(),
-                   hashlib.sha256)
+    mac = hmac.new(
+        run_token.encode(), b"cua-rl guest token\0" + fingerprint.encode(), hashlib.sha256
+    )
     return base64.urlsafe_b64encode(mac.digest()).rstrip(b"=").decode()
 
 
@@ -110,11 +120,19 @@ def cloud_config(pair: GuestPair, run_token: str, shutdown_minutes: int | None) 
     private = {"permissions": "0640", "owner": f"root:{GUEST_USER}"}
     config = {
         "write_files": [
-            {"path": f"{TLS_DIR}/guest.crt", "permissions": "0644", "owner": "root:root",
-             "content": pair.cert_pem},
+            {
+                "path": f"{TLS_DIR}/guest.crt",
+                "permissions": "0644",
+                "owner": "root:root",
+                "content": pair.cert_pem,
+            },
             {"path": f"{TLS_DIR}/guest.key", **private, "content": pair.key_pem},
-            {"path": f"{TLS_DIR}/guest.sha256", "permissions": "0644", "owner": "root:root",
-             "content": pair.fingerprint + "\n"},
+            {
+                "path": f"{TLS_DIR}/guest.sha256",
+                "permissions": "0644",
+                "owner": "root:root",
+                "content": pair.fingerprint + "\n",
+            },
             {"path": TOKEN_PATH, **private, "content": token + "\n"},
         ],
         "runcmd": [["systemctl", "restart", "cua-guest.service"]],
@@ -123,6 +141,7 @@ def cloud_config(pair: GuestPair, run_token: str, shutdown_minutes: int | None) 
         config["runcmd"].append(["shutdown", "-h", f"+{shutdown_minutes}", "cua-rl ttl reached"])
     text = "#cloud-config\n" + yaml.dump(config, Dumper=_Dumper, sort_keys=False, width=1000)
     if len(text.encode()) > USER_DATA_LIMIT:  # a token of absurd length
-        raise DesktopError(f"aws provider: user data of {len(text.encode())} bytes exceeds "
-                           f"EC2's {USER_DATA_LIMIT}")
+        raise DesktopError(
+            f"aws provider: user data of {len(text.encode())} bytes exceeds EC2's {USER_DATA_LIMIT}"
+        )
     return text

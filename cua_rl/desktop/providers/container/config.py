@@ -43,6 +43,10 @@ class ContainerProviderConfig(BaseModel):
     (weight x 1024 / 100), `home_mb` and `tmp_mb` size the tmpfs mounts of the
     read-only root (home; /tmp, /var/tmp, /run). `enabled: false` drops them all
     (a writable root on the engine's overlay; for bench comparisons only)."""
+    seccomp: bool = True
+    """Run desktops under our seccomp profile (`container/seccomp.py`: the local
+    desktops' deny list, ptrace and io_uring included, and no nested namespaces)
+    instead of the engine's default; false only to compare."""
     cpus: float = Field(1.0, gt=0, le=64)
     """Hard CPU cap per desktop (`--cpus`), on top of the share `limits.cpu_weight`
     gives under contention (applied with limits on or off)."""
@@ -62,3 +66,9 @@ class ContainerProviderConfig(BaseModel):
     """Deadline for the guest to answer after the container starts."""
     command_timeout_s: float = Field(60.0, gt=0)
     """Deadline of one engine CLI call."""
+
+    @property
+    def has_network(self) -> bool:
+        """Whether desktops reach the internet (read by `cua-rl tasks check`): never,
+        they run with `--network none`."""
+        return False

@@ -15,27 +15,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import time
 
-from cua_rl.desktop.client import GuestClient
-from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider, GuestClients
+from cua_rl.desktop.providers.base import DesktopHandle
 from cua_rl.desktop.providers.container.docker_config import DockerProviderConfig
+from cua_rl.desktop.providers.container.engine import EngineDesktops
 from cua_rl.desktop.providers.local.state import check_desktop_id
-from cua_rl.desktop.providers.vm_host import (
-    CommandResult,
-    require_image,
-    run_command,
-    use_kvm,
-)
-from cua_rl.errors import DesktopError, GuestUnavailable
+from cua_rl.desktop.providers.vm_host import require_image, run_command, use_kvm
+from cua_rl.errors import DesktopError
 
 log = logging.getLogger(__name__)
 
 LABEL = "cua-rl.desktop"
 GUEST_PORT, VNC_PORT, CDP_PORT, VLC_PORT = 5000, 8006, 9222, 8080
 PUBLISHED = (GUEST_PORT, VNC_PORT, CDP_PORT, VLC_PORT)
-DOCKER_HINT = ("install Docker Engine (https://docs.docker.com/engine/install/) or use "
-               "provider `qemu` (QEMU directly) or `local`")
+DOCKER_HINT = (
+    "install Docker Engine (https://docs.docker.com/engine/install/) or use "
+    "provider `qemu` (QEMU directly) or `local`"
+)
 _PORT_RE = re.compile(r"(?:(?P<host>[\d.]+|\[[0-9a-f:]*\]|::):)?(?P<hp>\d+)->(?P<cp>\d+)/tcp")
 
 
@@ -56,17 +52,32 @@ def parse_ports(text: str) -> dict[int, int]:
     return ports
 
 
-class DockerProvider(DesktopProvider):
+class DockerProvider(EngineDesktops):
     """Runs one OSWorld container per desktop; see the module docstring."""
 
     type = "docker"
+    engine = "docker"
+    engine_hint = DOCKER_HINT
+    log_lines = 60
+    orphans = (
+        "a container outlives the run that started it (OSWorld's image runs no "
+        "watcher of ours); `cua-rl vm down --provider docker --all` removes them "
+        "by their label"
+    )
+    cannot_fork = (
+        "the OSWorld image's own entrypoint runs its QEMU (no monitor of ours to "
+        "save it, no way to start a container's QEMU with -incoming); a fork of it "
+        "needs KVM and the 23 GB image to be proven on, which this project's "
+        "machines lack: use provider `qemu` on the same image to fork, else groups "
+        "set up per rollout"
+    )
 
     def __init__(self, config: DockerProviderConfig | None = None) -> None:
         self.config = config or DockerProviderConfig()
-        self._clients = GuestClients()
+        super().__init__(self.config.name_prefix, self.config.command_timeout_s)
         self._checked = False
 
-    # public API ---------------------------------------------------------------
+    # what differs from other providers ----------------------------------------
 
     async def start(self, desktop_id: str) -> DesktopHandle:
         check_desktop_id(desktop_id)
@@ -80,30 +91,20 @@ class DockerProvider(DesktopProvider):
             await self._remove(name)
         return await self._launch(desktop_id, str(image))
 
-    async def reset(self, handle: DesktopHandle) -> DesktopHandle:
+    async def _reset(self, handle: DesktopHandle) -> DesktopHandle:
         """Recreate the container: the read-only base + a fresh overlay is the
         initial state (OSWorld's docker provider reverts the same way)."""
-        began = time.monotonic()
         image = require_image(self.config.image, self.type)
-        await self._clients.drop(handle.id)
         await self._remove(self.container_name(handle.id))
-        new = await self._launch(handle.id, str(image))
-        new.info["reset_s"] = round(time.monotonic() - began, 3)
-        return new
+        return await self._launch(handle.id, str(image))
 
     async def stop(self, handle: DesktopHandle) -> None:
         await self._clients.drop(handle.id)
         await self._remove(self.container_name(handle.id))
 
-    async def health(self, handle: DesktopHandle) -> bool:
-        if await self._state(self.container_name(handle.id)) != "running":
-            return False
-        return await self.client(handle).healthy(timeout=3.0)
-
     async def list(self) -> list[DesktopHandle]:
         fmt = f'{{{{.Label "{LABEL}"}}}}\t{{{{.Names}}}}\t{{{{.State}}}}\t{{{{.Ports}}}}'
-        result = await self._docker("ps", "-a", "--filter", f"label={LABEL}",
-                                    "--format", fmt)
+        result = await self._cli("ps", "-a", "--filter", f"label={LABEL}", "--format", fmt)
         if not result.ok:
             raise DesktopError(f"docker provider: {result.describe()}")
         handles = []
@@ -113,23 +114,28 @@ class DockerProvider(DesktopProvider):
                 handles.append(self._handle(desktop_id, parse_ports(ports), state))
         return sorted(handles, key=lambda h: h.id)
 
-    def client(self, handle: DesktopHandle) -> GuestClient:
-        return self._clients.get(handle)
-
-    async def close(self) -> None:
-        await self._clients.close()
-
-    def container_name(self, desktop_id: str) -> str:
-        return f"{self.config.name_prefix}{desktop_id}"
-
     def run_argv(self, desktop_id: str, image: str, kvm: bool) -> list[str]:
         """The `docker run` command line of one desktop (a pure function, tested)."""
         cfg = self.config
-        argv = ["docker", "run", "--detach", "--name", self.container_name(desktop_id),
-                "--label", f"{LABEL}={desktop_id}", "--pull", cfg.pull,
-                "--cap-add", "NET_ADMIN",
-                "-e", f"RAM_SIZE={cfg.ram}", "-e", f"CPU_CORES={cfg.cpus}",
-                "-e", f"DISK_SIZE={cfg.disk_size}"]
+        argv = [
+            "docker",
+            "run",
+            "--detach",
+            "--name",
+            self.container_name(desktop_id),
+            "--label",
+            f"{LABEL}={desktop_id}",
+            "--pull",
+            cfg.pull,
+            "--cap-add",
+            "NET_ADMIN",
+            "-e",
+            f"RAM_SIZE={cfg.ram}",
+            "-e",
+            f"CPU_CORES={cfg.cpus}",
+            "-e",
+            f"DISK_SIZE={cfg.disk_size}",
+        ]
         argv += ["--device", "/dev/kvm"] if kvm else ["-e", "KVM=N"]
         argv += ["-v", f"{image}:/System.qcow2:ro"]
         for port in PUBLISHED:  # empty host port: the engine picks a free one atomically
@@ -138,35 +144,17 @@ class DockerProvider(DesktopProvider):
 
     # internals ----------------------------------------------------------------
 
-    async def _docker(self, *args: str, timeout: float | None = None) -> CommandResult:
-        return await run_command(["docker", *args], hint=DOCKER_HINT,
-                                 timeout=timeout or self.config.command_timeout_s)
-
     async def _check_engine(self) -> None:
         """Fail early with the engine's own words when the CLI cannot reach a daemon."""
         if self._checked:
             return
-        result = await self._docker("version", "--format", "{{.Server.Version}}")
+        result = await self._cli("version", "--format", "{{.Server.Version}}")
         if not result.ok:
-            raise DesktopError(f"docker provider: the Docker engine is not reachable "
-                               f"({result.describe()}); start dockerd or fix DOCKER_HOST")
+            raise DesktopError(
+                f"docker provider: the Docker engine is not reachable "
+                f"({result.describe()}); start dockerd or fix DOCKER_HOST"
+            )
         self._checked = True
-
-    async def _state(self, name: str) -> str | None:
-        """`running`, `exited`, ... of the container, or None when there is none."""
-        result = await self._docker("inspect", "--type", "container", "--format",
-                                    "{{.State.Status}}", name)
-        return (result.stdout.strip() or None) if result.ok else None
-
-    async def _remove(self, name: str) -> None:
-        """Remove the container (force-kills it); a missing one is fine."""
-        result = await self._docker("rm", "--force", "--volumes", name)
-        if not result.ok and "no such container" not in result.stderr.lower():
-            raise DesktopError(f"docker provider: {result.describe()}")
-
-    async def _logs(self, name: str) -> str:
-        result = await self._docker("logs", "--tail", "60", name)
-        return (result.stdout + result.stderr).strip()[-4000:] or "(no output)"
 
     async def _launch(self, desktop_id: str, image: str) -> DesktopHandle:
         """`docker run`, read the published ports, wait for the guest; on any
@@ -174,57 +162,57 @@ class DockerProvider(DesktopProvider):
         name = self.container_name(desktop_id)
         kvm = use_kvm(self.config.kvm, self.type)
         argv = self.run_argv(desktop_id, image, kvm)
-        timeout = (self.config.command_timeout_s if self.config.pull == "never"
-                   else self.config.pull_timeout_s)
+        timeout = (
+            self.config.command_timeout_s
+            if self.config.pull == "never"
+            else self.config.pull_timeout_s
+        )
         try:
             result = await run_command(argv, timeout=timeout, hint=DOCKER_HINT)
             if not result.ok:
-                raise DesktopError(f"docker provider: cannot start {desktop_id!r}: "
-                                   f"{result.describe()}")
-            ports = await self._ports(name)
+                raise DesktopError(
+                    f"docker provider: cannot start {desktop_id!r}: {result.describe()}"
+                )
+            ports = await self._published(name)
             handle = self._handle(desktop_id, ports, "running", kvm=kvm)
-            await self._wait_ready(name, handle)
+            await self._container_ready(
+                handle,
+                timeout_s=self.config.ready_timeout_s,
+                interval_s=0.5,
+                every_s=self.config.state_poll_s,
+            )
         except BaseException:
             await asyncio.shield(self._remove(name))
             raise
         return handle
 
-    async def _ports(self, name: str) -> dict[int, int]:
-        result = await self._docker("port", name)
+    async def _published(self, name: str) -> dict[int, int]:
+        result = await self._cli("port", name)
         ports = parse_ports(result.stdout) if result.ok else {}
         if GUEST_PORT not in ports:
-            raise DesktopError(f"docker provider: container {name} publishes no host port "
-                               f"for the guest port {GUEST_PORT} (`docker port`: "
-                               f"{(result.stdout + result.stderr).strip()!r})")
+            raise DesktopError(
+                f"docker provider: container {name} publishes no host port "
+                f"for the guest port {GUEST_PORT} (`docker port`: "
+                f"{(result.stdout + result.stderr).strip()!r})"
+            )
         return ports
 
-    async def _wait_ready(self, name: str, handle: DesktopHandle) -> None:
-        """Poll the guest with a deadline while watching the container, so one
-        that exits fails at once, with its logs."""
-        client = self.client(handle)
-        ready = asyncio.create_task(client.wait_ready(self.config.ready_timeout_s,
-                                                      interval_s=0.5))
-        try:
-            while not ready.done():
-                await asyncio.wait({ready}, timeout=self.config.state_poll_s)
-                if not ready.done() and (state := await self._state(name)) != "running":
-                    raise DesktopError(
-                        f"docker provider: container {name} is {state or 'gone'} before its "
-                        f"guest answered\n--- docker logs {name} (tail) ---\n"
-                        f"{await self._logs(name)}")
-            ready.result()
-        except GuestUnavailable as exc:
-            raise DesktopError(f"docker provider: {exc}\n--- docker logs {name} (tail) ---\n"
-                               f"{await self._logs(name)}") from exc
-        finally:
-            ready.cancel()
-
-    def _handle(self, desktop_id: str, ports: dict[int, int], state: str,
-                kvm: bool | None = None) -> DesktopHandle:
+    def _handle(
+        self, desktop_id: str, ports: dict[int, int], state: str, kvm: bool | None = None
+    ) -> DesktopHandle:
         host = self.config.advertise_host or (
-            "127.0.0.1" if self.config.host in ("0.0.0.0", "") else self.config.host)
-        info: dict[str, object] = {"container": self.container_name(desktop_id),
-                                   "state": state, "alive": state == "running"}
+            "127.0.0.1" if self.config.host in ("0.0.0.0", "") else self.config.host
+        )
+        ram = self.config.ram
+        info: dict[str, object] = {
+            "container": self.container_name(desktop_id),
+            "state": state,
+            "alive": state == "running",
+            "limits": {
+                "cpus": self.config.cpus,
+                "memory_mb": int(ram[:-1]) * (1024 if ram.endswith("G") else 1),
+            },
+        }
         if VNC_PORT in ports:
             info["vnc_url"] = f"http://{host}:{ports[VNC_PORT]}"
         if CDP_PORT in ports:

@@ -55,3 +55,14 @@ class DockerProviderConfig(BaseModel):
     """Deadline of one `docker` CLI call (`run` may pull the image: see `pull`)."""
     pull_timeout_s: float = Field(3600.0, gt=0)
     """Deadline of `docker run` when it may pull the multi-GB image."""
+
+    @property
+    def has_network(self) -> bool:
+        """Whether desktops reach the internet (read by `cua-rl tasks check`): yes, on
+        the engine's default network, unless `extra_args` takes it away."""
+        from itertools import pairwise
+
+        return not any(
+            a in ("--network=none", "--net=none") or (a in ("--network", "--net") and b == "none")
+            for a, b in pairwise([*self.extra_args, ""])
+        )

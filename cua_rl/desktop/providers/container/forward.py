@@ -41,13 +41,22 @@ async def _owner_gone(pid: int) -> None:
         os.close(fd)
 
 
-async def serve(port: int, socket_path: str, owner_pid: int | None, container: str,
-                engine: str) -> None:
+async def serve(
+    port: int,
+    socket_path: str,
+    owner_pid: int | None,
+    container: str,
+    engine: str,
+    more: dict[int, str] | None = None,
+) -> None:
+    """Serve `port` from `socket_path` (and each of `more`: port -> socket, e.g.
+    Chromium's DevTools) until the owner is gone."""
     until = (lambda: _owner_gone(owner_pid)) if owner_pid is not None else None
-    stopped = await serve_forwards({port: socket_path}, until)
+    stopped = await serve_forwards({port: socket_path, **(more or {})}, until)
     if not stopped:  # the owner died: take its desktop with it, and its run dir's tmpfs
-        await asyncio.to_thread(subprocess.run, [engine, "rm", "--force", container],
-                                capture_output=True, timeout=60)
+        await asyncio.to_thread(
+            subprocess.run, [engine, "rm", "--force", container], capture_output=True, timeout=60
+        )
         await asyncio.to_thread(unmount_run_dir, Path(socket_path).parent)
 
 
@@ -58,8 +67,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--container", required=True)
     parser.add_argument("--engine", default="docker")
     parser.add_argument("--owner-pid", type=int)
+    parser.add_argument("--cdp-port", type=int)
+    parser.add_argument("--cdp-socket")
     args = parser.parse_args(argv)
-    asyncio.run(serve(args.port, args.socket, args.owner_pid, args.container, args.engine))
+    more = {args.cdp_port: args.cdp_socket} if args.cdp_port and args.cdp_socket else {}
+    asyncio.run(serve(args.port, args.socket, args.owner_pid, args.container, args.engine, more))
 
 
 if __name__ == "__main__":

@@ -44,30 +44,52 @@ def limits_args(limits: DesktopLimits, home: str) -> list[str]:
     if not limits.enabled:
         return []
     mem = f"{limits.memory_mb}m"
-    args = ["--pids-limit", str(limits.pids), "--memory", mem, "--memory-swap", mem,
-            "--cpu-shares", str(max(2, limits.cpu_weight * 1024 // 100)),
-            "--read-only", "--log-driver", "json-file", "--log-opt", f"max-size={LOG_MAX}",
-            "--log-opt", "max-file=1",
-            # exec: scripts a task leaves in the home or /tmp run as they do on OSWorld
-            "--tmpfs", f"{home}:size={limits.home_mb}m,mode=755,exec,uid={UID},gid={UID}"]
+    args = [
+        "--pids-limit",
+        str(limits.pids),
+        "--memory",
+        mem,
+        "--memory-swap",
+        mem,
+        "--cpu-shares",
+        str(max(2, limits.cpu_weight * 1024 // 100)),
+        "--read-only",
+        "--log-driver",
+        "json-file",
+        "--log-opt",
+        f"max-size={LOG_MAX}",
+        "--log-opt",
+        "max-file=1",
+        # exec: scripts a task leaves in the home or /tmp run as they do on OSWorld
+        "--tmpfs",
+        f"{home}:size={limits.home_mb}m,mode=755,exec,uid={UID},gid={UID}",
+    ]
     for path in TMP_DIRS:
         mode = "755" if path == "/run" else "1777"
         args += ["--tmpfs", f"{path}:size={limits.tmp_mb}m,mode={mode},exec"]
     return args
 
 
-def limits_info(limits: DesktopLimits, cpus: float, shm_size: str,
-                run_dir_bounded: bool) -> dict | None:
+def limits_info(
+    limits: DesktopLimits, cpus: float, shm_size: str, run_dir_bounded: bool
+) -> dict | None:
     """What `vm up --json` reports as a desktop's `limits` (None: off)."""
     if not limits.enabled:
         return None
-    return {**limits.model_dump(exclude={"enabled"}), "cpus": cpus, "shm": shm_size,
-            "root": "read-only", "uid": UID, "log": LOG_MAX,
-            "run_dir": f"tmpfs {RUN_DIR_SIZE}" if run_dir_bounded else "host disk"}
+    return {
+        **limits.model_dump(exclude={"enabled"}),
+        "cpus": cpus,
+        "shm": shm_size,
+        "root": "read-only",
+        "uid": UID,
+        "log": LOG_MAX,
+        "run_dir": f"tmpfs {RUN_DIR_SIZE}" if run_dir_bounded else "host disk",
+    }
 
 
-def check_host_uid(uid: int = UID, subid_files: tuple[str, ...] = ("/etc/subuid",
-                                                                   "/etc/subgid")) -> None:
+def check_host_uid(
+    uid: int = UID, subid_files: tuple[str, ...] = ("/etc/subuid", "/etc/subgid")
+) -> None:
     """Raise DesktopError when `uid` is a host account or inside a subordinate id
     range of /etc/subuid or /etc/subgid (a malformed line there is skipped)."""
     try:
@@ -75,8 +97,10 @@ def check_host_uid(uid: int = UID, subid_files: tuple[str, ...] = ("/etc/subuid"
     except KeyError:
         owner = None
     if owner is not None:
-        raise DesktopError(f"container provider: the image's uid {uid} is the host account "
-                           f"{owner!r}; a desktop that escaped would own its files")
+        raise DesktopError(
+            f"container provider: the image's uid {uid} is the host account "
+            f"{owner!r}; a desktop that escaped would own its files"
+        )
     for name in subid_files:
         try:
             lines = Path(name).read_text().splitlines()
@@ -90,7 +114,8 @@ def check_host_uid(uid: int = UID, subid_files: tuple[str, ...] = ("/etc/subuid"
                     raise DesktopError(
                         f"container provider: the image's uid {uid} is in {name}'s range of "
                         f"{parts[0]!r} ({start}+{count}); a desktop that escaped would own "
-                        "that user's container files")
+                        "that user's container files"
+                    )
 
 
 def mount_run_dir(run: Path) -> bool:
@@ -100,12 +125,24 @@ def mount_run_dir(run: Path) -> bool:
     if os.geteuid() != 0:
         return False
     result = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o",
-         f"size={RUN_DIR_SIZE},nr_inodes=64,mode=755,uid=0,gid=0,nosuid,nodev,noexec",
-         "cua-rl-run", str(run)], capture_output=True, text=True, timeout=30)
+        [
+            "mount",
+            "-t",
+            "tmpfs",
+            "-o",
+            f"size={RUN_DIR_SIZE},nr_inodes=64,mode=755,uid=0,gid=0,nosuid,nodev,noexec",
+            "cua-rl-run",
+            str(run),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     if result.returncode != 0:
-        raise DesktopError(f"container provider: cannot mount the run dir tmpfs at {run}: "
-                           f"{result.stderr.strip()[-300:] or result.returncode}")
+        raise DesktopError(
+            f"container provider: cannot mount the run dir tmpfs at {run}: "
+            f"{result.stderr.strip()[-300:] or result.returncode}"
+        )
     return True
 
 
@@ -113,11 +150,14 @@ def unmount_run_dir(run: Path) -> None:
     """Detach a run dir tmpfs left by `mount_run_dir` (no-op when there is none)."""
     if os.geteuid() != 0 or not os.path.ismount(run):
         return
-    result = subprocess.run(["umount", "--lazy", str(run)], capture_output=True, text=True,
-                            timeout=30)
+    result = subprocess.run(
+        ["umount", "--lazy", str(run)], capture_output=True, text=True, timeout=30
+    )
     if result.returncode != 0:
-        raise DesktopError(f"container provider: cannot unmount {run}: "
-                           f"{result.stderr.strip()[-300:] or result.returncode}")
+        raise DesktopError(
+            f"container provider: cannot unmount {run}: "
+            f"{result.stderr.strip()[-300:] or result.returncode}"
+        )
 
 
 def reset_run_dir(run: Path, token: str) -> None:

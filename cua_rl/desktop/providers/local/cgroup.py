@@ -130,6 +130,8 @@ def create(name: str, *, pids: int, memory_bytes: int, cpu_weight: int) -> Cgrou
             _write(f"{mem_dir}/memory.memsw.limit_in_bytes", str(memory_bytes))
         _write(f"{cpu_dir}/cpu.shares", str(max(2, cpu_weight * 1024 // 100)))
         return Cgroup(1, tuple(dirs), tuple(home))
-    raise CgroupError(f"no cgroup v2 at {ROOT} and no v1 {'/'.join(V1_CONTROLLERS)} "
-                      "controllers mounted: set desktops.provider.limits.enabled: false "
-                      "to run desktops without limits")
+    raise CgroupError(
+        f"no cgroup v2 at {ROOT} and no v1 {'/'.join(V1_CONTROLLERS)} "
+        "controllers mounted: set desktops.provider.limits.enabled: false "
+        "to run desktops without limits"
+    )

@@ -104,3 +104,8 @@ class LocalProviderConfig(BaseModel):
     @classmethod
     def _strip(cls, value: str) -> str:
         return value.strip()
+
+    @property
+    def has_network(self) -> bool:
+        """Whether desktops reach the internet (read by `cua-rl tasks check`): `network`."""
+        return self.network

@@ -46,8 +46,9 @@ def content_hash(src: Path) -> str:
     """Short sha256 of pyproject.toml and every file of the package (paths included)."""
     digest = hashlib.sha256()
     files = [src / "pyproject.toml"]
-    files += sorted(p for p in (src / "cua_guest").rglob("*")
-                    if p.is_file() and "__pycache__" not in p.parts)
+    files += sorted(
+        p for p in (src / "cua_guest").rglob("*") if p.is_file() and "__pycache__" not in p.parts
+    )
     for path in files:
         digest.update(str(path.relative_to(src)).encode() + b"\0")
         digest.update(path.read_bytes() + b"\0")
@@ -65,8 +66,10 @@ def ensure_guest_venv(src: Path, root: Path = GUEST_VENV_ROOT) -> Path:
     if (target / READY_MARK).is_file():
         return target
     if not Path(SYSTEM_PYTHON).is_file():
-        raise RuntimeError(f"guest venv: {SYSTEM_PYTHON} not found (apt-get install python3 "
-                           "python3-venv python3-pyatspi)")
+        raise RuntimeError(
+            f"guest venv: {SYSTEM_PYTHON} not found (apt-get install python3 "
+            "python3-venv python3-pyatspi)"
+        )
     root.mkdir(parents=True, exist_ok=True)
     os.chmod(root, 0o755)
     with open(root / ".lock", "w") as lock:
@@ -78,8 +81,18 @@ def ensure_guest_venv(src: Path, root: Path = GUEST_VENV_ROOT) -> Path:
         shutil.rmtree(target, ignore_errors=True)
         try:
             _run([SYSTEM_PYTHON, "-m", "venv", "--system-site-packages", str(tmp)])
-            _run([str(tmp / "bin" / "python"), "-m", "pip", "install", "-q",
-                  "--disable-pip-version-check", "--no-warn-script-location", str(src)])
+            _run(
+                [
+                    str(tmp / "bin" / "python"),
+                    "-m",
+                    "pip",
+                    "install",
+                    "-q",
+                    "--disable-pip-version-check",
+                    "--no-warn-script-location",
+                    str(src),
+                ]
+            )
             (tmp / READY_MARK).write_text(str(src) + "\n")
             # `python -m` finds pyvenv.cfg beside bin/python, so the rename is safe
             tmp.rename(target)
@@ -89,8 +102,9 @@ def ensure_guest_venv(src: Path, root: Path = GUEST_VENV_ROOT) -> Path:
 
 
 def _run(argv: list[str]) -> None:
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=_BUILD_TIMEOUT_S,
-                          check=False, cwd="/")
+    done = subprocess.run(
+        argv, capture_output=True, text=True, timeout=_BUILD_TIMEOUT_S, check=False, cwd="/"
+    )
     if done.returncode != 0:
         tail = (done.stdout + done.stderr).strip()[-1500:]
         raise RuntimeError(f"guest venv: {' '.join(argv)} exited {done.returncode}:\n{tail}")

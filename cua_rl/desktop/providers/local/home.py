@@ -2,10 +2,10 @@
 state dir and copied over a desktop's /home/user on every reset.
 
 It holds what OSWorld's Ubuntu image has in a fresh home that the apps would not
-make themselves: the XDG folders, LibreOffice past its first-run dialogs, the
-image's default apps (`images.default_apps`), VS Code's user directory and
-PulseAudio's starting volume (`PULSE_DEFAULT_PA`). A template built by an older
-version gains what it lacks.
+make themselves (`images.home_files`, which images build their home from too: the
+XDG folders, LibreOffice past its first-run dialogs, VS Code's user directory and
+PulseAudio's starting volume) and the image's default apps (`images.default_apps`).
+A template built by an older version gains what it lacks.
 """
 
 from __future__ import annotations
@@ -16,39 +16,21 @@ import shutil
 from pathlib import Path
 
 from cua_rl.images.default_apps import DEFAULT_GROUP, default_apps_list
-
-# Home directories every desktop starts with (XDG names apps and OSWorld tasks use).
-TEMPLATE_DIRS = ("Desktop", "Documents", "Downloads", "Music", "Pictures", "Public",
-                 "Templates", "Videos")
-VSCODE_USER_DIR = ".config/Code/User"
-"""VS Code's user directory, there on OSWorld's image before any task: a task's
-setup writes settings.json into it before it starts `code` (`local.vscode`)."""
-
-# LibreOffice otherwise greets a fresh profile with a "Tip of the Day" dialog that
-# covers the document; tasks and benchmarks expect the document itself.
-_LO_SETTINGS = (
-    ("/org.openoffice.Office.Common/Misc", "ShowTipOfTheDay", "false"),
-    ("/org.openoffice.Office.Common/Misc", "FirstRun", "false"),
-    ("/org.openoffice.Setup/Office", "ooSetupInstCompleted", "true"),
-)
-_LO_REGISTRY = (
-    '<?xml version="1.0" encoding="UTF-8"?>\n'
-    '<oor:items xmlns:oor="http://openoffice.org/2001/registry" '
-    'xmlns:xs="http://www.w3.org/2001/XMLSchema" '
-    'xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">\n'
-    + "".join(f'<item oor:path="{path}"><prop oor:name="{name}" oor:op="fuse">'
-              f"<value>{value}</value></prop></item>\n" for path, name, value in _LO_SETTINGS)
-    + "</oor:items>\n"
+from cua_rl.images.home_files import (
+    PULSE_CONFIG,
+    PULSE_DEFAULT_PA,
+    VSCODE_USER_DIR,
+    write_home_files,
 )
 
-PULSE_CONFIG = Path(".config/pulse/default.pa")
-PULSE_DEFAULT_PA = (".include /etc/pulse/default.pa\n"
-                    "# A desktop without sound hardware gets a null sink at 100 %; OSWorld's\n"
-                    "# image starts below full volume (a task asks to turn it up to the max),\n"
-                    "# so it starts at 40 % here:\n"
-                    "set-sink-volume auto_null 26214\n")
-"""PulseAudio reads ~/.config/pulse/default.pa instead of the system's when it exists:
-the system's, then the starting volume of `module-always-sink`'s null sink."""
+__all__ = [
+    "PULSE_CONFIG",
+    "PULSE_DEFAULT_PA",
+    "ensure_home_template",
+    "merged_apps_list",
+    "restore_home",
+]
+
 
 def merged_apps_list(existing: str | None, ours: str) -> str | None:
     """`existing` plus our defaults for the types it does not set (a user's choice
@@ -104,13 +86,9 @@ def ensure_home_template(path: Path) -> Path:
         _write_pulse_config(path)
         return path
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
-    for name in (*TEMPLATE_DIRS, VSCODE_USER_DIR):
-        (tmp / name).mkdir(parents=True)
-    lo_user = tmp / ".config" / "libreoffice" / "4" / "user"
-    lo_user.mkdir(parents=True)
-    (lo_user / "registrymodifications.xcu").write_text(_LO_REGISTRY)
+    tmp.mkdir()
+    write_home_files(tmp)  # the folders, LibreOffice's registry, PulseAudio's config
     _write_default_apps(tmp)
-    _write_pulse_config(tmp)
     try:
         tmp.rename(path)
     except OSError:  # another process built it first

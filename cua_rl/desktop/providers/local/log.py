@@ -33,8 +33,9 @@ def sanitize(text: str) -> str:
     return _UNPRINTABLE.sub("?", text)
 
 
-def copy_capped(read_fd: int, sink: BinaryIO, cap: int = DESKTOP_OUTPUT_CAP,
-                label: str = "desktop") -> int:
+def copy_capped(
+    read_fd: int, sink: BinaryIO, cap: int = DESKTOP_OUTPUT_CAP, label: str = "desktop"
+) -> int:
     """Copy the pipe `read_fd` into `sink` up to `cap` bytes (sanitized), then drain
     and drop the rest until EOF, so writers inside never block on a full pipe.
     Returns the number of bytes dropped (also noted once in the log)."""
@@ -49,8 +50,10 @@ def copy_capped(read_fd: int, sink: BinaryIO, cap: int = DESKTOP_OUTPUT_CAP,
                 copied += len(part)
             if len(chunk) > room:
                 if not dropped:
-                    sink.write(f"\n[{label}] output over {cap} bytes: the rest of this "
-                               "start's output is dropped\n".encode())
+                    sink.write(
+                        f"\n[{label}] output over {cap} bytes: the rest of this "
+                        "start's output is dropped\n".encode()
+                    )
                     sink.flush()
                 dropped += len(chunk) - room
     return dropped
@@ -68,7 +71,7 @@ def trim_log(path: Path, keep: int = LOG_KEEP) -> None:
     except OSError:
         return
     cut = data.find(b"\n")
-    data = data[cut + 1:] if 0 <= cut < len(data) - 1 else data
+    data = data[cut + 1 :] if 0 <= cut < len(data) - 1 else data
     tmp = path.with_name(path.name + ".trim")
     tmp.write_bytes(b"[log trimmed to its last part]\n" + data)
     os.replace(tmp, path)

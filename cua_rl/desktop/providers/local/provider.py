@@ -12,16 +12,15 @@ gone: the namespace, its mounts and its X display number go with them.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import json
 import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from cua_rl.desktop.client import GuestClient
-from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider, GuestClients
+from cua_rl.desktop.providers.base import DesktopHandle
 from cua_rl.desktop.providers.local import home as local_home
 from cua_rl.desktop.providers.local import state as st
 from cua_rl.desktop.providers.local.cgroup import version as cgroup_version
@@ -31,10 +30,12 @@ from cua_rl.desktop.providers.local.log import QUOTE_CAP, tail, trim_log
 from cua_rl.desktop.providers.local.session import (
     STOP_DEADLINE_S,
     kill_session,
+    namespace_pids,
     process_start_time,
 )
 from cua_rl.desktop.providers.local.user import ensure_desktop_user
-from cua_rl.errors import DesktopError, GuestUnavailable, PortInUse
+from cua_rl.desktop.providers.process_core import ProcessDesktops
+from cua_rl.errors import DesktopError, PortInUse
 from cua_rl.net_ports import (
     START_ATTEMPTS,
     PortReservation,
@@ -45,86 +46,65 @@ from cua_rl.net_ports import (
 from cua_rl.retry import retrying
 
 UNSHARE = ["unshare", "--mount", "--propagation", "private", "--"]
+NO_FORKS = (
+    "a local desktop's running X clients (the apps a setup launched, their windows "
+    "and memory) cannot be saved and started again; only its home (files and "
+    "settings a setup wrote) could be copied, so groups set up per rollout"
+)
 
 
 def record_alive(record: st.DesktopRecord) -> bool:
     """True while the launcher that the record names still runs (not a reused pid)."""
-    return process_start_time(record.pid) == record.start_time
+    return record.alive
 
 
-class LocalProvider(DesktopProvider):
+class LocalProvider(ProcessDesktops[st.DesktopRecord]):
     """Starts desktops as session launchers under `unshare`; see the module docstring."""
 
     type = "local"
+    record_type = st.DesktopRecord
+    cannot_fork = NO_FORKS
 
     def __init__(self, config: LocalProviderConfig | None = None) -> None:
         self.config = config or LocalProviderConfig()
-        self.state_dir = Path(self.config.state_dir).expanduser()
-        self._procs: dict[str, subprocess.Popen] = {}
-        self._clients = GuestClients()
-        self._ports: set[int] = set()
+        super().__init__(Path(self.config.state_dir))
         self._checked = False
         self._venv: str | None = None
 
-    # public API -------------------------------------------------------------------
+    # what differs from other providers --------------------------------------------
 
     async def start(self, desktop_id: str) -> DesktopHandle:
         st.check_desktop_id(desktop_id)
         self._check_host()
-        ddir = self.state_dir / desktop_id
-        old = st.DesktopRecord.load(ddir)
-        if old is not None and record_alive(old):
-            raise DesktopError(f"desktop {desktop_id!r} is already running ({ddir})")
-        await asyncio.to_thread(self._prepare, ddir)
-        token = st.write_token(ddir / "token")
-        try:
-            return await self._launch(desktop_id, token, prefer_display=None, prefer_port=None)
-        except BaseException:  # nothing of a desktop that never ran is worth keeping
-            await asyncio.shield(asyncio.to_thread(shutil.rmtree, ddir, True))
-            raise
 
-    async def reset(self, handle: DesktopHandle) -> DesktopHandle:
+        async def launch(ddir: Path) -> DesktopHandle:
+            await asyncio.to_thread(local_home.restore_home, self._template(), ddir / "home")
+            token = st.write_token(ddir / "token")
+            return await self._launch(desktop_id, token, prefer_display=None, prefer_port=None)
+
+        return await self._start_fresh(desktop_id, launch)
+
+    async def _reset(self, handle: DesktopHandle) -> DesktopHandle:
         """Kill the session, restore the home from the template, start it again."""
-        began = time.monotonic()
         record = self._record(handle.id)
         await asyncio.to_thread(self._kill, record)
         await asyncio.to_thread(local_home.restore_home, self._template(), Path(record.home))
-        new = await self._launch(record.id, record.token, prefer_display=record.display,
-                                 prefer_port=record.port, prefer_cdp=record.cdp_port or None)
-        new.info["reset_s"] = round(time.monotonic() - began, 3)
-        return new
+        return await self._launch(
+            record.id,
+            record.token,
+            prefer_display=record.display,
+            prefer_port=record.port,
+            prefer_cdp=record.cdp_port or None,
+        )
 
-    async def stop(self, handle: DesktopHandle) -> None:
-        await self.stop_id(handle.id)
-
-    async def stop_id(self, desktop_id: str) -> None:
-        """Stop by id (also desktops of earlier processes) and delete their files."""
-        await self._clients.drop(desktop_id)
-        ddir = self.state_dir / st.check_desktop_id(desktop_id)
-        record = st.DesktopRecord.load(ddir)
-        if record is not None:
-            await asyncio.to_thread(self._kill, record)
-        self._reap(desktop_id)
-        await asyncio.to_thread(shutil.rmtree, ddir, True)
-
-    async def health(self, handle: DesktopHandle) -> bool:
-        record = st.DesktopRecord.load(self.state_dir / handle.id)
-        if record is None or not record_alive(record):
-            return False
-        return await self.client(handle).healthy(timeout=3.0)
-
-    async def list(self) -> list[DesktopHandle]:
-        return [self._handle(r) for r in st.list_records(self.state_dir)]
-
-    async def get(self, desktop_id: str) -> DesktopHandle:
-        """The handle of a recorded desktop; DesktopError naming the state dir if none."""
-        return self._handle(self._record(desktop_id))
-
-    def client(self, handle: DesktopHandle) -> GuestClient:
-        return self._clients.get(handle)
-
-    async def close(self) -> None:
-        await self._clients.close()
+    async def remains(self, handle: DesktopHandle) -> builtins.list[str]:
+        """The launcher and every process left in the desktop's mount namespace."""
+        record = st.DesktopRecord.load(self.state_dir / st.check_desktop_id(handle.id))
+        if record is None:
+            return []
+        pids = await asyncio.to_thread(namespace_pids, record.mnt_ns) if record.mnt_ns else []
+        alive = [record.pid] if record.alive else []
+        return [f"local process {pid}" for pid in sorted({*alive, *pids})]
 
     # internals ------------------------------------------------------------------------
 
@@ -134,9 +114,11 @@ class LocalProvider(DesktopProvider):
             return
         for tool in ("unshare", "Xvfb", "bwrap", "socat"):
             if shutil.which(tool) is None:
-                raise DesktopError(f"local provider: `{tool}` not found on PATH (apt-get "
-                                   "install util-linux xvfb bubblewrap socat, or run "
-                                   "./setup.sh)")
+                raise DesktopError(
+                    f"local provider: `{tool}` not found on PATH (apt-get "
+                    "install util-linux xvfb bubblewrap socat, or run "
+                    "./setup.sh)"
+                )
         probe = subprocess.run([*UNSHARE, "true"], capture_output=True, text=True)
         if probe.returncode != 0:
             raise DesktopError(
@@ -162,9 +144,11 @@ class LocalProvider(DesktopProvider):
             return self._venv
         src = guest_source_dir()
         if src is None:
-            raise DesktopError("local provider: no cua_guest source (vm/guest with its "
-                               "pyproject.toml) importable here; set guest_venv to a venv "
-                               "with cua-guest installed")
+            raise DesktopError(
+                "local provider: no cua_guest source (vm/guest with its "
+                "pyproject.toml) importable here; set guest_venv to a venv "
+                "with cua-guest installed"
+            )
         try:
             self._venv = str(ensure_guest_venv(src, Path(self.config.guest_venv_root)))
         except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
@@ -179,18 +163,6 @@ class LocalProvider(DesktopProvider):
             return path
         return local_home.ensure_home_template(self.state_dir / "home-template")
 
-    def _prepare(self, ddir: Path) -> None:
-        if ddir.exists():  # a stale record of a desktop that died: start clean
-            shutil.rmtree(ddir)
-        ddir.mkdir(parents=True)
-        local_home.restore_home(self._template(), ddir / "home")
-
-    def _record(self, desktop_id: str) -> st.DesktopRecord:
-        record = st.DesktopRecord.load(self.state_dir / st.check_desktop_id(desktop_id))
-        if record is None:
-            raise DesktopError(f"no local desktop {desktop_id!r} in {self.state_dir}")
-        return record
-
     def _limits(self) -> dict | None:
         """The limits the launcher applies (None: off), as the spec and `info` carry them."""
         limits = self.config.limits
@@ -201,44 +173,71 @@ class LocalProvider(DesktopProvider):
     def _handle(self, record: st.DesktopRecord) -> DesktopHandle:
         limits = self._limits()
         return DesktopHandle(
-            id=record.id, url=record.url, token=record.token, provider=self.type,
-            info={"display": f":{record.display}", "pid": record.pid,
-                  "home": st.live_home(record),
-                  "log": record.log, "alive": record_alive(record),
-                  "cdp_port": record.cdp_port,
-                  "limits": {**limits, "cgroup": f"v{cgroup_version()}"} if limits else None},
+            id=record.id,
+            url=record.url,
+            token=record.token,
+            provider=self.type,
+            info={
+                "display": f":{record.display}",
+                "pid": record.pid,
+                "home": st.live_home(record),
+                "log": record.log,
+                "alive": record_alive(record),
+                "cdp_port": record.cdp_port,
+                "limits": {**limits, "cgroup": f"v{cgroup_version()}"} if limits else None,
+            },
         )
 
     def _reserve(self, prefer: int | None) -> PortReservation:
         """A port held for a starting desktop (net_ports.py), not one another desktop
         of this process is starting on (a preferred port is shareable, so check)."""
-        if prefer in self._ports:
+        if prefer in self._ports.held:
             prefer = None
         try:
-            reservation = reserve_port("127.0.0.1", prefer=prefer, avoid=self._ports)
+            reservation = reserve_port("127.0.0.1", prefer=prefer, avoid=self._ports.held)
         except OSError as exc:
-            raise DesktopError(f"no free TCP port on 127.0.0.1 for a guest server: {exc}"
-                               ) from exc
-        self._ports.add(reservation.port)
+            raise DesktopError(f"no free TCP port on 127.0.0.1 for a guest server: {exc}") from exc
+        self._ports.held.add(reservation.port)
         return reservation
 
-    async def _launch(self, desktop_id: str, token: str, *, prefer_display: int | None,
-                      prefer_port: int | None, prefer_cdp: int | None = None
-                      ) -> DesktopHandle:
+    async def _launch(
+        self,
+        desktop_id: str,
+        token: str,
+        *,
+        prefer_display: int | None,
+        prefer_port: int | None,
+        prefer_cdp: int | None = None,
+    ) -> DesktopHandle:
         """Start the session launcher and wait for its guest; record it on success.
         A port taken by another socket before the desktop's forwarder bound it costs a
         start on fresh ports (the desktop's URL is new anyway until it is recorded)."""
-        async for attempt in retrying(f"start of desktop {desktop_id!r}",
-                                      attempts=START_ATTEMPTS, retry_on=port_taken,
-                                      delay=lambda _i: 0.0):
+        async for attempt in retrying(
+            f"start of desktop {desktop_id!r}",
+            attempts=START_ATTEMPTS,
+            retry_on=port_taken,
+            delay=lambda _i: 0.0,
+        ):
             with attempt:
-                return await self._launch_once(desktop_id, token, prefer_display=prefer_display,
-                                               prefer_port=prefer_port, prefer_cdp=prefer_cdp)
+                return await self._launch_once(
+                    desktop_id,
+                    token,
+                    prefer_display=prefer_display,
+                    prefer_port=prefer_port,
+                    prefer_cdp=prefer_cdp,
+                )
             prefer_port = prefer_cdp = None
         raise AssertionError("unreachable: retrying re-raises the last error")
 
-    async def _launch_once(self, desktop_id: str, token: str, *, prefer_display: int | None,
-                           prefer_port: int | None, prefer_cdp: int | None) -> DesktopHandle:
+    async def _launch_once(
+        self,
+        desktop_id: str,
+        token: str,
+        *,
+        prefer_display: int | None,
+        prefer_port: int | None,
+        prefer_cdp: int | None,
+    ) -> DesktopHandle:
         ddir = self.state_dir / desktop_id
         venv = await asyncio.to_thread(self._guest_venv)
         guest = self._reserve(prefer_port)
@@ -246,29 +245,47 @@ class LocalProvider(DesktopProvider):
             cdp = self._reserve(prefer_cdp)
         except BaseException:
             guest.release()
-            self._ports.discard(guest.port)
+            self._ports.release(guest.port)
             raise
         try:
-            return await self._launch_on(desktop_id, token, ddir, venv, guest.port, cdp.port,
-                                         prefer_display=prefer_display)
+            return await self._launch_on(
+                desktop_id, token, ddir, venv, guest.port, cdp.port, prefer_display=prefer_display
+            )
         finally:  # the forwarder holds the ports now, or the start failed
             guest.release()
             cdp.release()
-            self._ports.difference_update({guest.port, cdp.port})
+            self._ports.release(guest.port, cdp.port)
 
-    async def _launch_on(self, desktop_id: str, token: str, ddir: Path, venv: str, port: int,
-                         cdp_port: int, *, prefer_display: int | None) -> DesktopHandle:
-        lock = st.allocate_display(st.display_lock_root(), self.config.first_display,
-                                   prefer=prefer_display)
-        spec = {"id": desktop_id, "display": lock.number,
-                "ports": {"guest": port, "cdp": cdp_port},
-                "width": self.config.width, "height": self.config.height,
-                "window_manager": self.config.window_manager,
-                "guest_venv": venv, "network": self.config.network,
-                "user": self.config.user, "limits": self._limits(),
-                "seccomp": self.config.seccomp,
-                "home": str(ddir / "home"), "token_file": str(ddir / "token"),
-                "owner_pid": self.owner_pid}
+    async def _launch_on(
+        self,
+        desktop_id: str,
+        token: str,
+        ddir: Path,
+        venv: str,
+        port: int,
+        cdp_port: int,
+        *,
+        prefer_display: int | None,
+    ) -> DesktopHandle:
+        lock = st.allocate_display(
+            st.display_lock_root(), self.config.first_display, prefer=prefer_display
+        )
+        spec = {
+            "id": desktop_id,
+            "display": lock.number,
+            "ports": {"guest": port, "cdp": cdp_port},
+            "width": self.config.width,
+            "height": self.config.height,
+            "window_manager": self.config.window_manager,
+            "guest_venv": venv,
+            "network": self.config.network,
+            "user": self.config.user,
+            "limits": self._limits(),
+            "seccomp": self.config.seccomp,
+            "home": str(ddir / "home"),
+            "token_file": str(ddir / "token"),
+            "owner_pid": self.owner_pid,
+        }
         spec_path = ddir / "session.json"
         spec_path.write_text(json.dumps(spec))
         log_path = ddir / "session.log"
@@ -280,48 +297,51 @@ class LocalProvider(DesktopProvider):
         self._procs[desktop_id] = proc
         url = f"http://127.0.0.1:{port}"
         await self._clients.drop(desktop_id)  # its connections died with the guest
-        client = self.client(DesktopHandle(desktop_id, url, token, self.type))
+        handle = DesktopHandle(desktop_id, url, token, self.type)
         try:
-            await self._wait_ready(proc, client)
+            await self._process_ready(
+                proc,
+                handle,
+                "session launcher",
+                timeout_s=self.config.ready_timeout_s,
+                interval_s=0.05,
+            )
             record = st.DesktopRecord(
-                id=desktop_id, url=url, token=token, port=port, display=lock.number,
-                pid=proc.pid, pgid=proc.pid, start_time=process_start_time(proc.pid) or 0.0,
-                mnt_ns=os.readlink(f"/proc/{proc.pid}/ns/mnt"), home=spec["home"],
-                log=str(log_path), cdp_port=cdp_port,
+                id=desktop_id,
+                url=url,
+                token=token,
+                port=port,
+                display=lock.number,
+                pid=proc.pid,
+                pgid=proc.pid,
+                start_time=process_start_time(proc.pid) or 0.0,
+                mnt_ns=os.readlink(f"/proc/{proc.pid}/ns/mnt"),
+                home=spec["home"],
+                log=str(log_path),
+                cdp_port=cdp_port,
             )
         except (DesktopError, OSError) as exc:
             await asyncio.to_thread(self._kill_proc, proc)
             await self._clients.drop(desktop_id)
-            taken = _port_taken(_tail(log_path, 20000, log_start), (port, cdp_port),
-                                f"desktop {desktop_id!r} could not bind it")
+            taken = _port_taken(
+                _tail(log_path, 20000, log_start),
+                (port, cdp_port),
+                f"desktop {desktop_id!r} could not bind it",
+            )
             if taken is not None:
-                raise DesktopError(f"desktop {desktop_id!r} did not start: {taken} "
-                                   f"(log: {log_path})") from taken
-            raise DesktopError(f"desktop {desktop_id!r} did not start: {exc}\n"
-                               f"--- {log_path} (tail) ---\n{_tail(log_path)}") from exc
+                raise DesktopError(
+                    f"desktop {desktop_id!r} did not start: {taken} (log: {log_path})"
+                ) from taken
+            raise DesktopError(
+                f"desktop {desktop_id!r} did not start: {exc}\n"
+                f"--- {log_path} (tail) ---\n{_tail(log_path)}"
+            ) from exc
         except BaseException:  # cancelled while starting: leave nothing running
             self._kill_proc(proc)
             await asyncio.shield(self._clients.drop(desktop_id))  # nor an open session
             raise
         record.save(ddir)
         return self._handle(record)
-
-    async def _wait_ready(self, proc: subprocess.Popen, client: GuestClient) -> None:
-        """Poll /healthz with a deadline while watching the launcher, so a session
-        that dies while starting fails at once instead of at the deadline."""
-        ready = asyncio.create_task(client.wait_ready(self.config.ready_timeout_s))
-        try:
-            while not ready.done():
-                if proc.poll() is not None:
-                    raise DesktopError(f"session launcher exited with {proc.returncode}")
-                await asyncio.wait({ready}, timeout=0.1)
-            ready.result()
-        except GuestUnavailable as exc:
-            raise DesktopError(str(exc)) from exc
-        finally:
-            ready.cancel()
-            if ready.done() and not ready.cancelled():
-                ready.exception()  # the launcher died as the guest did: seen, not leaked
 
     def _kill_proc(self, proc: subprocess.Popen) -> None:
         """Kill a launcher that never became ready (its namespace may be half set up)."""
@@ -334,14 +354,6 @@ class LocalProvider(DesktopProvider):
             kill_session(record.pgid, record.start_time)
         self._reap(record.id)
 
-    def _reap(self, desktop_id: str) -> None:
-        proc = self._procs.pop(desktop_id, None)
-        if proc is not None:
-            try:
-                proc.wait(timeout=STOP_DEADLINE_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-
 
 def _spawn(spec_path: Path, log_path: Path, lock_fd: int) -> subprocess.Popen:
     """Start the session launcher as the leader of a new session, so it survives
@@ -349,10 +361,19 @@ def _spawn(spec_path: Path, log_path: Path, lock_fd: int) -> subprocess.Popen:
     trim_log(log_path)
     with open(log_path, "ab") as log:
         return subprocess.Popen(
-            [*UNSHARE, sys.executable, "-m", "cua_rl.desktop.providers.local.session",
-             str(spec_path)],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            pass_fds=(lock_fd,), start_new_session=True, cwd="/",
+            [
+                *UNSHARE,
+                sys.executable,
+                "-m",
+                "cua_rl.desktop.providers.local.session",
+                str(spec_path),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            pass_fds=(lock_fd,),
+            start_new_session=True,
+            cwd="/",
         )
 
 

@@ -4,7 +4,7 @@ how the host reaches its ports (docs/sandbox.md).
 `bwrap` runs as the desktop's unprivileged account with every namespace of its
 own (user, PID, IPC, mount, network, UTS, cgroup) and an environment built from
 an allowlist. The file system is assembled from nothing: read-only system
-directories (/usr, /etc minus its secrets, the fontconfig cache), the guest venv
+directories (/usr, an allowlist of /etc, the fontconfig cache), the guest venv
 read-only at /opt/cua-guest (and code-server at /opt/code-server when installed,
 `local.vscode`), a private /tmp and /run, an empty /home with this
 desktop's home at /home/user. The checkout, task sets, caches, run and state
@@ -36,9 +36,11 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from cua_rl.desktop.providers.local.etc_view import etc_args
+from cua_rl.images.openbox_keys import OPENBOX_KEYS
+from cua_rl.images.vscode_script import CODE_SERVER_MOUNT
+
 GUEST_MOUNT = "/opt/cua-guest"
-CODE_SERVER_MOUNT = "/opt/code-server"
-"""Where the code-server install (`local.vscode`) is bound read-only, for `code`."""
 SHIM_BIN = "/tmp/.cua-bin"
 CHROME_EXE = "/tmp/.cua-chrome/chrome"
 """Chromium's executable, bound read-only under the name `chrome` (off PATH) in a
@@ -57,20 +59,15 @@ CDP_PORT = 9222
 FORWARDED = ("guest", "cdp")
 """Names of the Unix sockets (`<name>.sock`) the launcher binds for the host forwarder."""
 
-SYSTEM_DIRS = ("/usr", "/etc", "/var/cache/fontconfig", "/var/lib/dbus", "/var/lib/dpkg")
+SYSTEM_DIRS = ("/usr", "/var/cache/fontconfig", "/var/lib/dbus", "/var/lib/dpkg")
 """Host directories bound read-only; /bin, /lib*, /sbin follow (symlinks on merged-/usr).
 The package database lets `dpkg -l` answer as on OSWorld's image, and the desktop's
-`sudo` (`local.sudo`) check that an `apt install` asks only for what the host has."""
+`sudo` (`local.sudo`) check that an `apt install` asks only for what the host has.
+/etc is an allowlist of its own (`local.etc_view`)."""
 MERGED_USR = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-ETC_SECRETS = ("shadow", "shadow-", "gshadow", "gshadow-", "sudoers", "sudoers.d", "ssh",
-               "docker", "containerd", "npmrc", "pip.conf", "gitconfig", "wgetrc",
-               "security/opasswd", "xdg/pip", "apt/apt.conf.d", "apt/auth.conf",
-               "apt/auth.conf.d")
-"""Under /etc but none of a desktop's business: files masked by /dev/null (unreadable:
-the bind is nodev), directories by an empty tmpfs. A denylist: package-manager and
-registry settings (`xdg/pip`, `apt/apt.conf.d`: proxies, mirrors, credentials) join
-it as found; an allowlist of /etc would be stricter but must first be checked
-against every app of the `full` profile (docs/sandbox.md)."""
+DEV_SHM_BYTES = 256 << 20
+"""Size of the desktop's /dev/shm (POSIX shared memory: Chromium's renderers, as the
+container provider's `shm_size`); /dev itself is read-only."""
 ENV_FROM_HOST = ("LANG", "LANGUAGE", "TZ", "SAL_USE_VCLPLUGIN", "CUA_GUEST_FAULT_HOOKS")
 """The only variables (with LC_*) taken from the launcher's environment
 (CUA_GUEST_FAULT_HOOKS arms the guest's fault hook for `cua-rl bench faults`)."""
@@ -85,12 +82,10 @@ bound into the sandbox."""
 # OSWorld's image has them; tasks run `python -c "import pyautogui; ..."`.
 PATH = f"{SHIM_BIN}:{GUEST_MOUNT}/bin:/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 OPENBOX_RC = "/etc/xdg/openbox/rc.xml"
-OPENBOX_KEYS = ('<keybind key="C-A-t"><action name="Execute"><command>gnome-terminal'
-                '</command></action></keybind>')
-"""Keys GNOME binds that openbox's default rc.xml lacks: Ctrl+Alt+T opens a terminal
-(OSWorld's tasks press it). The session writes openbox's default configuration plus
-these into its runtime directory and starts openbox on it (`--config-file`), so the
-home stays as the task left it; a user's ~/.config/openbox/rc.xml is not read."""
+# OPENBOX_KEYS (`images.openbox_keys`): GNOME's keys openbox's default rc.xml lacks.
+# The session writes openbox's default configuration plus these into its runtime
+# directory and starts openbox on it (`--config-file`), so the home stays as the task
+# left it; a user's ~/.config/openbox/rc.xml is not read.
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,14 +121,23 @@ def sandbox_env(base: Mapping[str, str], spec: SandboxSpec) -> dict[str, str]:
     env.setdefault("LANG", "C.UTF-8")
     env.setdefault("SAL_USE_VCLPLUGIN", "gtk3")
     env.update(
-        DISPLAY=f":{spec.display}", HOME="/home/user", USER=spec.user, LOGNAME=spec.user,
-        SHELL="/bin/bash", TMPDIR="/tmp", PATH=PATH, XDG_RUNTIME_DIR="/tmp/runtime-user",
-        XDG_CONFIG_HOME="/home/user/.config", XDG_DATA_HOME="/home/user/.local/share",
+        DISPLAY=f":{spec.display}",
+        HOME="/home/user",
+        USER=spec.user,
+        LOGNAME=spec.user,
+        SHELL="/bin/bash",
+        TMPDIR="/tmp",
+        PATH=PATH,
+        XDG_RUNTIME_DIR="/tmp/runtime-user",
+        XDG_CONFIG_HOME="/home/user/.config",
+        XDG_DATA_HOME="/home/user/.local/share",
         XDG_CACHE_HOME="/home/user/.cache",
         DBUS_SESSION_BUS_ADDRESS=f"unix:path={SESSION_BUS}",
         CUA_RL_DESKTOP_ID=spec.desktop_id,
         # Toolkits export their widgets to AT-SPI only when asked to.
-        GNOME_ACCESSIBILITY="1", QT_ACCESSIBILITY="1", QT_LINUX_ACCESSIBILITY_ALWAYS_ON="1",
+        GNOME_ACCESSIBILITY="1",
+        QT_ACCESSIBILITY="1",
+        QT_LINUX_ACCESSIBILITY_ALWAYS_ON="1",
     )
     return env
 
@@ -154,8 +158,11 @@ class SandboxFds:
     """The desktop's `code` (`local.vscode.code_script`), or None without VS Code."""
 
     def all(self) -> tuple[int, ...]:
-        return tuple(fd for fd in (self.token, self.shim, self.seccomp, self.sudo, self.code)
-                     if fd is not None)
+        return tuple(
+            fd
+            for fd in (self.token, self.shim, self.seccomp, self.sudo, self.code)
+            if fd is not None
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,17 +174,34 @@ class ListenFds:
     cdp: int
 
 
-def bwrap_argv(spec: SandboxSpec, env: Mapping[str, str], fds: SandboxFds,
-               stage: str, listen: ListenFds | None = None) -> list[str]:
+def bwrap_argv(
+    spec: SandboxSpec,
+    env: Mapping[str, str],
+    fds: SandboxFds,
+    stage: str,
+    listen: ListenFds | None = None,
+) -> list[str]:
     """The full `bwrap ... bash -c SESSION_SCRIPT` command line; `stage` holds
     home/ and guest/ (see `STAGE`); `listen` is required unless `spec.network`."""
     if listen is None and not spec.network:
         raise ValueError("a desktop without network needs its listening sockets (ListenFds)")
     # --disable-userns: no nested user namespace (`unshare -Ur` would give uid 0
     # inside one, and with it the kernel's namespace-only code paths).
-    argv = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns",
-            "--die-with-parent", "--new-session", "--uid", str(spec.uid), "--gid", str(spec.gid),
-            "--hostname", "cua-desktop", "--clearenv"]
+    argv = [
+        "bwrap",
+        "--unshare-all",
+        "--unshare-user",
+        "--disable-userns",
+        "--die-with-parent",
+        "--new-session",
+        "--uid",
+        str(spec.uid),
+        "--gid",
+        str(spec.gid),
+        "--hostname",
+        "cua-desktop",
+        "--clearenv",
+    ]
     if spec.network:
         argv.append("--share-net")
     for key, value in sorted(env.items()):
@@ -190,25 +214,73 @@ def bwrap_argv(spec: SandboxSpec, env: Mapping[str, str], fds: SandboxFds,
     for path in SYSTEM_DIRS:
         if os.path.isdir(path):
             argv += ["--ro-bind", path, path]
-    for name in ETC_SECRETS:
-        path = f"/etc/{name}"
-        if os.path.isdir(path) and not os.path.islink(path):
-            argv += ["--tmpfs", path]
-        elif os.path.lexists(path):
-            argv += ["--ro-bind", "/dev/null", path]
+    argv += etc_args(spec.network)
     size = ["--size", str(spec.tmp_bytes)] if spec.tmp_bytes else []
-    argv += ["--proc", "/proc", "--dev", "/dev", *size, "--tmpfs", "/tmp", *size, "--tmpfs",
-             "/run", *size, "--tmpfs", "/var/tmp", "--size", str(1 << 20), "--tmpfs", "/home",
-             "--bind", f"{stage}/home", "/home/user",
-             "--ro-bind", f"{stage}/guest", GUEST_MOUNT,
-             "--perms", "0700", "--dir", "/tmp/runtime-user",
-             "--perms", "1777", "--dir", "/tmp/.X11-unix",
-             "--perms", "1777", "--dir", "/tmp/.ICE-unix",
-             "--perms", "0700", "--dir", os.path.dirname(OSWORLD_BUS),
-             "--symlink", SESSION_BUS, OSWORLD_BUS,
-             "--perms", "0755", "--dir", SHIM_BIN,
-             "--perms", "0700", "--dir", os.path.dirname(TOKEN_PATH),
-             "--perms", "0600", "--file", str(fds.token), TOKEN_PATH]
+    shm = ["--size", str(DEV_SHM_BYTES)] if spec.tmp_bytes else []
+    # /dev: bwrap's tmpfs of device nodes, read-only once /dev/shm has a sized tmpfs
+    # of its own (it had no size: the memory limit was its only bound)
+    argv += [
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        *shm,
+        "--tmpfs",
+        "/dev/shm",
+        "--remount-ro",
+        "/dev",
+        *size,
+        "--tmpfs",
+        "/tmp",
+        *size,
+        "--tmpfs",
+        "/run",
+        *size,
+        "--tmpfs",
+        "/var/tmp",
+        "--size",
+        str(1 << 20),
+        "--tmpfs",
+        "/home",
+        "--bind",
+        f"{stage}/home",
+        "/home/user",
+        "--ro-bind",
+        f"{stage}/guest",
+        GUEST_MOUNT,
+        "--perms",
+        "0700",
+        "--dir",
+        "/tmp/runtime-user",
+        "--perms",
+        "1777",
+        "--dir",
+        "/tmp/.X11-unix",
+        "--perms",
+        "1777",
+        "--dir",
+        "/tmp/.ICE-unix",
+        "--perms",
+        "0700",
+        "--dir",
+        os.path.dirname(OSWORLD_BUS),
+        "--symlink",
+        SESSION_BUS,
+        OSWORLD_BUS,
+        "--perms",
+        "0755",
+        "--dir",
+        SHIM_BIN,
+        "--perms",
+        "0700",
+        "--dir",
+        os.path.dirname(TOKEN_PATH),
+        "--perms",
+        "0600",
+        "--file",
+        str(fds.token),
+        TOKEN_PATH,
+    ]
     if fds.shim is not None:
         argv += ["--perms", "0755", "--file", str(fds.shim), f"{SHIM_BIN}/google-chrome"]
         if spec.chrome_binary:
@@ -216,17 +288,37 @@ def bwrap_argv(spec: SandboxSpec, env: Mapping[str, str], fds: SandboxFds,
     if fds.sudo is not None:
         argv += ["--perms", "0755", "--file", str(fds.sudo), f"{SHIM_BIN}/sudo"]
     if fds.code is not None and spec.code_server:
-        argv += ["--ro-bind", spec.code_server, CODE_SERVER_MOUNT,
-                 "--perms", "0755", "--file", str(fds.code), f"{SHIM_BIN}/code"]
+        argv += [
+            "--ro-bind",
+            spec.code_server,
+            CODE_SERVER_MOUNT,
+            "--perms",
+            "0755",
+            "--file",
+            str(fds.code),
+            f"{SHIM_BIN}/code",
+        ]
     if fds.seccomp is not None:
         argv += ["--seccomp", str(fds.seccomp)]
     # The root itself (bwrap's tmpfs) read-only: no new top-level directories.
-    argv += ["--remount-ro", "/", "--chdir", "/home/user",
-             "--", "/bin/bash", "-c", SESSION_SCRIPT, "session", str(spec.display),
-             str(spec.width), str(spec.height), spec.window_manager,
-             str(spec.guest_port),
-             "" if listen is None else str(listen.guest),
-             "" if listen is None else str(listen.cdp)]
+    argv += [
+        "--remount-ro",
+        "/",
+        "--chdir",
+        "/home/user",
+        "--",
+        "/bin/bash",
+        "-c",
+        SESSION_SCRIPT,
+        "session",
+        str(spec.display),
+        str(spec.width),
+        str(spec.height),
+        spec.window_manager,
+        str(spec.guest_port),
+        "" if listen is None else str(listen.guest),
+        "" if listen is None else str(listen.cdp),
+    ]
     return argv
 
 
@@ -241,8 +333,9 @@ def _chrome_exe(binary: str) -> list[str]:
     return [*argv, "--ro-bind", binary, CHROME_EXE]
 
 
-def host_forwarder(python: str, ports: Mapping[str, int], sock_dir: str, uid: int,
-                   gid: int) -> list[str]:
+def host_forwarder(
+    python: str, ports: Mapping[str, int], sock_dir: str, uid: int, gid: int
+) -> list[str]:
     """The command that serves 127.0.0.1:port on the host from each Unix socket
     `sock_dir/<name>.sock` (`cua_rl.desktop.unix_forward`): it starts as root, from
     the launcher's interpreter (which `user` may not even be able to read), binds,

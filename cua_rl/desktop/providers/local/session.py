@@ -102,8 +102,7 @@ def _forwarder_env() -> dict[str, str]:
     return {**_HOST_ENV, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
 
 
-def _start(spec: dict, user: DesktopUser, log: Any,
-           cgroups: list[Cgroup]) -> dict[int, str]:
+def _start(spec: dict, user: DesktopUser, log: Any, cgroups: list[Cgroup]) -> dict[int, str]:
     """Start the sandbox (in its cgroup, which is appended to `cgroups` for the
     caller to remove) and the host forwarders; returns {pid: what} of the
     processes whose exit ends the desktop."""
@@ -111,29 +110,48 @@ def _start(spec: dict, user: DesktopUser, log: Any,
     chromium = chromium_binary()
     code_server = install_dir()
     box = SandboxSpec(
-        desktop_id=spec["id"], display=spec["display"], width=spec["width"],
-        height=spec["height"], window_manager=spec["window_manager"], uid=user.uid,
-        gid=user.gid, user=user.name, network=spec.get("network", False),
-        guest_port=spec["ports"]["guest"], chrome_binary=chromium or "",
-        tmp_bytes=limits["tmp_mb"] << 20 if limits else 0, code_server=code_server or "")
-    sock_dir = stage(spec["home"], spec["guest_venv"], user,
-                     limits["home_mb"] << 20 if limits else 0)
-    socks = {} if box.network else {
-        n: listen_socket(f"{sock_dir}/{n}.sock", user) for n in FORWARDED}
+        desktop_id=spec["id"],
+        display=spec["display"],
+        width=spec["width"],
+        height=spec["height"],
+        window_manager=spec["window_manager"],
+        uid=user.uid,
+        gid=user.gid,
+        user=user.name,
+        network=spec.get("network", False),
+        guest_port=spec["ports"]["guest"],
+        chrome_binary=chromium or "",
+        tmp_bytes=limits["tmp_mb"] << 20 if limits else 0,
+        code_server=code_server or "",
+    )
+    sock_dir = stage(
+        spec["home"], spec["guest_venv"], user, limits["home_mb"] << 20 if limits else 0
+    )
+    socks = (
+        {} if box.network else {n: listen_socket(f"{sock_dir}/{n}.sock", user) for n in FORWARDED}
+    )
     listen = ListenFds(socks["guest"].fileno(), socks["cdp"].fileno()) if socks else None
     if limits:
         # Named by the launcher's pid too: two state dirs may hold desktops of one id.
-        cgroups.append(create(f"{spec['id']}-{os.getpid()}", pids=limits["pids"],
-                              memory_bytes=limits["memory_mb"] << 20,
-                              cpu_weight=limits["cpu_weight"]))
+        cgroups.append(
+            create(
+                f"{spec['id']}-{os.getpid()}",
+                pids=limits["pids"],
+                memory_bytes=limits["memory_mb"] << 20,
+                cpu_weight=limits["cpu_weight"],
+            )
+        )
     token = data_fd(Path(spec["token_file"]).read_text().strip())
     seccomp = spec.get("seccomp", True) and local_seccomp.supported()
     if spec.get("seccomp", True) and not seccomp:
         log("no seccomp filter: no system call table for this machine's ABI")
-    fds = SandboxFds(token=token, shim=data_fd(chrome_shim()) if chromium else None,
-                     seccomp=data_fd(local_seccomp.program()) if seccomp else None,
-                     sudo=data_fd(SUDO_SHIM),
-                     code=data_fd(code_script()) if code_server else None)
+    fds = SandboxFds(
+        token=token,
+        shim=data_fd(chrome_shim()) if chromium else None,
+        seccomp=data_fd(local_seccomp.program(local_seccomp.machine())) if seccomp else None,
+        sudo=data_fd(SUDO_SHIM),
+        code=data_fd(code_script()) if code_server else None,
+    )
     out_r, out_w = os.pipe()  # the sandbox's stdout/stderr: never a host file
     try:
         argv = bwrap_argv(box, sandbox_env(os.environ, box), fds, STAGE, listen)
@@ -141,9 +159,16 @@ def _start(spec: dict, user: DesktopUser, log: Any,
         for cgroup in cgroups:  # bwrap is born in the desktop's cgroup, we step back out
             cgroup.enter()
         try:
-            sandbox = subprocess.Popen(argv, pass_fds=passed, env=_HOST_ENV, cwd="/",
-                                       stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w,
-                                       **user.popen_kwargs())
+            sandbox = subprocess.Popen(
+                argv,
+                pass_fds=passed,
+                env=_HOST_ENV,
+                cwd="/",
+                stdin=subprocess.DEVNULL,
+                stdout=out_w,
+                stderr=out_w,
+                **user.popen_kwargs(),
+            )
         finally:
             for cgroup in cgroups:
                 cgroup.leave()
@@ -156,15 +181,18 @@ def _start(spec: dict, user: DesktopUser, log: Any,
             os.close(fd)
         for sock in socks.values():  # the sandbox holds them now
             sock.close()
-    threading.Thread(target=copy_capped, args=(out_r, sys.stderr.buffer),
-                     kwargs={"label": f"session {spec['id']}"}, daemon=True,
-                     name="desktop-output").start()
+    threading.Thread(
+        target=copy_capped,
+        args=(out_r, sys.stderr.buffer),
+        kwargs={"label": f"session {spec['id']}"},
+        daemon=True,
+        name="desktop-output",
+    ).start()
     critical = {sandbox.pid: "sandbox (bwrap)"}
     if not box.network:
         ports = spec["ports"]
         fwd_argv = host_forwarder(sys.executable, ports, sock_dir, user.uid, user.gid)
-        fwd = subprocess.Popen(fwd_argv, env=_forwarder_env(), cwd="/",
-                               stdin=subprocess.DEVNULL)
+        fwd = subprocess.Popen(fwd_argv, env=_forwarder_env(), cwd="/", stdin=subprocess.DEVNULL)
         critical[fwd.pid] = f"host forwarder {ports}"
     log(f"sandbox: {quoted(argv)}")
     return critical
@@ -315,8 +343,7 @@ def _wait_gone(mnt_ns: str) -> None:
     deadline = time.monotonic() + STOP_DEADLINE_S
     while kill_namespace(mnt_ns):
         if time.monotonic() > deadline:
-            raise DesktopError(f"processes of {mnt_ns} survive SIGKILL: "
-                               f"{namespace_pids(mnt_ns)}")
+            raise DesktopError(f"processes of {mnt_ns} survive SIGKILL: {namespace_pids(mnt_ns)}")
         time.sleep(0.02)
 
 

@@ -57,8 +57,13 @@ def stage(home: str, guest_venv: str, user: DesktopUser, home_bytes: int = 0) ->
     target = f"{STAGE}/home"
     os.mkdir(target, 0o755)
     if home_bytes > 0:
-        _mount("tmpfs", target, "tmpfs", _MS_NOSUID | _MS_NODEV,
-               f"size={home_bytes},mode=755,uid={user.uid},gid={user.gid}")
+        _mount(
+            "tmpfs",
+            target,
+            "tmpfs",
+            _MS_NOSUID | _MS_NODEV,
+            f"size={home_bytes},mode=755,uid={user.uid},gid={user.gid}",
+        )
         shutil.copytree(home, target, symlinks=True, dirs_exist_ok=True)
     else:
         _mount(home, target, None, _MS_BIND, None)

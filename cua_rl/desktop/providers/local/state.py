@@ -25,14 +25,14 @@ import secrets
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from cua_rl.desktop.providers.local.sandbox import STAGE
+from cua_rl.desktop.providers.records import JsonRecord, load_all
 from cua_rl.net_ports import pick_port
 
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-
 
 
 def check_desktop_id(desktop_id: str) -> str:
@@ -46,7 +46,7 @@ def check_desktop_id(desktop_id: str) -> str:
 
 
 @dataclass(slots=True)
-class DesktopRecord:
+class DesktopRecord(JsonRecord):
     """What a later `cua-rl` process needs to find, reach and stop a desktop."""
 
     id: str
@@ -66,27 +66,10 @@ class DesktopRecord:
     cdp_port: int = 0
     """Host port forwarded to Chromium's DevTools port 9222 inside (0: none)."""
 
-    def save(self, desktop_dir: Path) -> None:
-        """Write atomically so a concurrent `vm list` never reads half a record."""
-        tmp = desktop_dir / "state.json.tmp"
-        tmp.write_text(json.dumps(asdict(self), indent=2))
-        tmp.replace(desktop_dir / "state.json")
-
-    @classmethod
-    def load(cls, desktop_dir: Path) -> DesktopRecord | None:
-        try:
-            data = json.loads((desktop_dir / "state.json").read_text())
-            return cls(**data)
-        except (OSError, ValueError, TypeError):
-            return None
-
 
 def list_records(state_dir: Path) -> list[DesktopRecord]:
     """Every recorded desktop (alive or not), sorted by id."""
-    if not state_dir.is_dir():
-        return []
-    records = (DesktopRecord.load(d) for d in sorted(state_dir.iterdir()) if d.is_dir())
-    return [r for r in records if r is not None]
+    return load_all(state_dir, DesktopRecord)
 
 
 RESERVED_DIRS = ("home-template", "locks", "container", "qemu")
@@ -129,8 +112,9 @@ class DesktopState:
     """Why the dir is stale ('' when it is not): its desktop is gone or its run is."""
 
 
-def desktop_states(state_dir: Path, launcher_alive: Callable[[DesktopRecord], bool],
-                   *, now: float | None = None) -> list[DesktopState]:
+def desktop_states(
+    state_dir: Path, launcher_alive: Callable[[DesktopRecord], bool], *, now: float | None = None
+) -> list[DesktopState]:
     """Every desktop dir of `state_dir` (recorded or not), sorted by id, with why it
     is stale: the launcher died, the run that owns it is gone (its desktops stop
     themselves but leave their dirs), or a start that never finished long ago."""
@@ -139,8 +123,7 @@ def desktop_states(state_dir: Path, launcher_alive: Callable[[DesktopRecord], bo
     now = time.time() if now is None else now
     out = []
     for ddir in sorted(state_dir.iterdir()):
-        if (not ddir.is_dir() or ddir.name in RESERVED_DIRS
-                or not _ID_RE.match(ddir.name)):
+        if not ddir.is_dir() or ddir.name in RESERVED_DIRS or not _ID_RE.match(ddir.name):
             continue
         record = DesktopRecord.load(ddir)
         owner = desktop_owner(ddir)
@@ -197,8 +180,10 @@ def x_displays_in_use() -> set[int]:
 def parse_x_sockets(proc_net_unix: str) -> set[int]:
     """Display numbers of the X sockets (`@/tmp/.X11-unix/X<n>` or the path form)
     listed in the text of /proc/net/unix."""
-    return {int(m.group(1)) for m in re.finditer(r"/tmp/\.X11-unix/X(\d+)$", proc_net_unix,
-                                                  re.MULTILINE)}
+    return {
+        int(m.group(1))
+        for m in re.finditer(r"/tmp/\.X11-unix/X(\d+)$", proc_net_unix, re.MULTILINE)
+    }
 
 
 class DisplayLock:
@@ -243,21 +228,6 @@ def allocate_display(
             continue
         return DisplayLock(number, fd)
     raise RuntimeError(f"no free X display number in {first}..{first + count - 1}")
-
-
-def display_locked(state_dir: Path, number: int) -> bool:
-    """True while some process holds the lock of display :number."""
-    path = state_dir / "locks" / f"display-{number}.lock"
-    if not path.exists():
-        return False
-    fd = os.open(path, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
 
 
 # ports and homes ------------------------------------------------------------------

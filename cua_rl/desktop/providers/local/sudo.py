@@ -1,68 +1,15 @@
-"""`sudo` on a local desktop: no root, and OSWorld's setup steps still run.
+"""`sudo` on a local desktop: the rootless script every cua-rl desktop gets
+(`images.sudo_script`, which says what it does), bound at `SHIM_BIN/sudo`.
 
-OSWorld's image gives `user` sudo with the password `password`, and some tasks'
-setups use it only to install a tool the task needs (`sudo -S apt install jq -y`,
-`unzip`, `sysstat`, `xsel`) or to create a folder in the home (`sudo -S mkdir
-~/Desktop/todo_list_Jan_1`). A local desktop never grants root: the desktop is
-untrusted, and root in its namespaces would open kernel paths the sandbox keeps
-shut (docs/sandbox.md). So the desktop's `sudo` is this script, first on PATH:
-
-- `-S` reads one line (the password) from stdin, as sudo does, so it does not
-  reach the command; any password is accepted (there is nothing to protect);
-- `apt`/`apt-get update` succeeds doing nothing; `install PKG...` succeeds when
-  the host has every package (the read-only package database is bound into the
-  desktop) and fails with apt's exit code 100 naming the missing ones otherwise;
-  other apt commands fail;
-- anything else runs as `user`: it works where the user may do it (the home,
-  /tmp) and fails with the usual "Permission denied" where only root could.
-
-So a folder made by `sudo mkdir` belongs to `user`, not root (the tasks that do
-it only rename or list it). `cua-rl tasks check` counts a task whose setup needs
-more than this as `needs_root` (`ROOTLESS_SUDO`, `tasks/preflight.py`).
-Stdlib only: the session launcher imports this.
+A local desktop never grants root, and OSWorld's setups that `sudo apt install`
+a tool the host has, or `sudo mkdir` a folder in the home, still run; the host's
+package database is bound read-only into the desktop, so `apt install` answers
+from the host's packages. Stdlib only: the session launcher imports this.
 """
 
 from __future__ import annotations
 
-SUDO_SHIM = r"""#!/bin/sh
-# sudo on a cua-rl local desktop: no root; see cua_rl/desktop/providers/local/sudo.py
-password_on_stdin=0
-while [ $# -gt 0 ]; do
-  case "$1" in
-    -S|--stdin) password_on_stdin=1; shift ;;
-    -E|-H|-k|-n|--preserve-env|--set-home|--reset-timestamp|--non-interactive) shift ;;
-    --) shift; break ;;
-    -*) echo "sudo: option $1: this desktop has no root (cua-rl local desktop)" >&2; exit 1 ;;
-    *) break ;;
-  esac
-done
-[ "$password_on_stdin" = 1 ] && read -r _ignored
-[ $# -gt 0 ] || { echo "usage: sudo [-S] command [arg ...]" >&2; exit 1; }
-case "${1##*/}" in
-  apt|apt-get)
-    tool=$1; shift
-    sub=""; packages=""
-    for word in "$@"; do
-      case "$word" in
-        -*) ;;
-        *) if [ -z "$sub" ]; then sub=$word; else packages="$packages $word"; fi ;;
-      esac
-    done
-    case "$sub" in
-      update) echo "(no root on this desktop: the package lists are the host's)"; exit 0 ;;
-      install)
-        missing=""
-        for package in $packages; do
-          dpkg-query -W -f='${Status}\n' "$package" 2>/dev/null | grep -q "install ok installed" \
-            || missing="$missing $package"
-        done
-        if [ -n "$missing" ]; then
-          echo "E: no root on this desktop to install:$missing" >&2; exit 100
-        fi
-        echo "$packages: already installed"; exit 0 ;;
-      *) echo "E: $tool $sub needs root, which this desktop does not have" >&2; exit 100 ;;
-    esac ;;
-esac
-exec "$@"
-"""
+from cua_rl.images.sudo_script import SUDO_SCRIPT
+
+SUDO_SHIM = SUDO_SCRIPT
 """The script bound at `SHIM_BIN/sudo` in every local desktop."""

@@ -22,21 +22,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from cua_rl.desktop.providers.local.sandbox import CHROME_EXE, SHIM_BIN
+from cua_rl.images.chrome_launcher import chrome_launcher
 
 DESKTOP_USER = "user"
 DESKTOP_PASSWORD = "password"
 """OSWorld's image has this account; tasks type the password into dialogs."""
 
-# Chromium flags that make it behave as OSWorld's google-chrome: the profile
-# where OSWorld's getters look, an accessibility tree for /accessibility, no
-# first-run or default-browser dialogs covering the page.
-CHROME_FLAGS = ("--user-data-dir=$HOME/.config/google-chrome", "--force-renderer-accessibility",
-                "--no-first-run", "--no-default-browser-check", "--password-store=basic",
-                "--no-sandbox", "--test-type")
-"""`--no-sandbox`: Chromium's own sandbox needs a nested user namespace, which the
-desktop's sandbox denies (`--disable-userns`, docs/sandbox.md); the desktop is the
-sandbox. `--test-type` keeps the "unsupported command-line flag" bar off the screen,
-so pages look as on OSWorld's Chrome."""
 CHROMIUM_NAMES = ("chromium", "chromium-browser")
 
 
@@ -53,8 +44,10 @@ class DesktopUser:
         try:
             entry = pwd.getpwnam(name)
         except KeyError:
-            raise RuntimeError(f"desktop user {name!r} does not exist (the local provider "
-                               "creates it on start; see docs/osworld-local.md)") from None
+            raise RuntimeError(
+                f"desktop user {name!r} does not exist (the local provider "
+                "creates it on start; see docs/osworld-local.md)"
+            ) from None
         return cls(name, entry.pw_uid, entry.pw_gid)
 
     def popen_kwargs(self) -> dict[str, Any]:
@@ -72,18 +65,33 @@ def ensure_desktop_user(name: str = DESKTOP_USER, password: str = DESKTOP_PASSWO
     except KeyError:
         pass
     steps = (
-        (["useradd", "--no-create-home", "--home-dir", "/home/user", "--shell", "/bin/bash",
-          "--user-group", name], None),
+        (
+            [
+                "useradd",
+                "--no-create-home",
+                "--home-dir",
+                "/home/user",
+                "--shell",
+                "/bin/bash",
+                "--user-group",
+                name,
+            ],
+            None,
+        ),
         (["chpasswd"], f"{name}:{password}\n"),
     )
     for argv, stdin in steps:
         if shutil.which(argv[0]) is None:
-            raise RuntimeError(f"cannot create desktop user {name!r}: `{argv[0]}` not found "
-                               "(apt-get install passwd)")
+            raise RuntimeError(
+                f"cannot create desktop user {name!r}: `{argv[0]}` not found "
+                "(apt-get install passwd)"
+            )
         done = subprocess.run(argv, input=stdin, capture_output=True, text=True, check=False)
         if done.returncode != 0 and not (argv[0] == "useradd" and done.returncode == 9):
-            raise RuntimeError(f"cannot create desktop user {name!r}: {' '.join(argv)} "
-                               f"exited {done.returncode}: {done.stderr.strip()}")
+            raise RuntimeError(
+                f"cannot create desktop user {name!r}: {' '.join(argv)} "
+                f"exited {done.returncode}: {done.stderr.strip()}"
+            )
 
 
 def chown_tree(root: str, user: DesktopUser) -> None:
@@ -94,33 +102,18 @@ def chown_tree(root: str, user: DesktopUser) -> None:
             os.lchown(os.path.join(parent, name), user.uid, user.gid)
 
 
-CHROMIUM_BINARIES = ("/usr/lib/chromium/chromium", "/usr/lib/chromium-browser/chromium-browser",
-                     "/usr/lib64/chromium-browser/chromium-browser")
+CHROMIUM_BINARIES = (
+    "/usr/lib/chromium/chromium",
+    "/usr/lib/chromium-browser/chromium-browser",
+    "/usr/lib64/chromium-browser/chromium-browser",
+)
 """Where distributions install Chromium's executable behind their `chromium` wrapper."""
 
 
 def chrome_shim() -> str:
-    """A `google-chrome` script that runs Chromium as OSWorld's Chrome.
-
-    It execs Chromium's executable as `CHROME_EXE`, so the browser's processes
-    are called `chrome` as Google Chrome's are (Chromium sets /proc/PID/comm,
-    which `pkill chrome` matches, to the name of its executable), and OSWorld's
-    postconfigs `pkill chrome` to make the browser write its profile before a
-    getter reads it. Debian's /usr/bin/chromium wrapper would
-    exec it as `chromium`, so the shim does what that wrapper does instead: it
-    sources /etc/chromium.d (the distribution's default flags) and exports
-    CHROME_WRAPPER and CHROME_DESKTOP. The caller's flags come last, so a task's
-    `--remote-debugging-port=1337` (which OSWorld forwards to 9222 with socat)
-    is honoured as given."""
-    flags = " ".join(f'"{flag}"' for flag in CHROME_FLAGS)
-    return ("#!/bin/sh\n"
-            'CHROMIUM_FLAGS=""\n'
-            "for file in /etc/chromium.d/*; do\n"
-            '  case "$file" in */README|*.dpkg*) continue ;; esac\n'
-            '  [ -f "$file" ] && . "$file"\n'
-            "done\n"
-            f"export CHROME_WRAPPER={SHIM_BIN}/google-chrome CHROME_DESKTOP=chromium.desktop\n"
-            f'exec {CHROME_EXE} $CHROMIUM_FLAGS {flags} "$@"\n')
+    """The desktop's `google-chrome` (`images.chrome_launcher`), execing Chromium's
+    executable bound at `CHROME_EXE`."""
+    return chrome_launcher(CHROME_EXE, f"{SHIM_BIN}/google-chrome")
 
 
 def chromium_binary() -> str | None:

@@ -88,3 +88,9 @@ class QemuProviderConfig(BaseModel):
     """Deadline for the guest to answer after QEMU starts (KVM boot: ~30-90 s)."""
     command_timeout_s: float = Field(60.0, gt=0)
     """Deadline of one `qemu-img` call."""
+
+    @property
+    def has_network(self) -> bool:
+        """Whether desktops reach the internet (read by `cua-rl tasks check`): only
+        without `restrict_network`."""
+        return not self.restrict_network

@@ -20,6 +20,8 @@ import threading
 import time
 from pathlib import Path
 
+from cua_rl.atomic_file import write_text_atomic
+
 log = logging.getLogger(__name__)
 
 KVM_PROBE_MARK = b"Linux version"
@@ -61,24 +63,25 @@ def _remember(path: Path, key: str, ok: bool) -> None:
     entries = {k: v for k, v in entries.items() if k.startswith(boot + "|")}  # this boot only
     entries[key] = ok
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(entries, indent=1))
-        tmp.replace(path)
+        write_text_atomic(path, json.dumps(entries, indent=1))
     except OSError as exc:
         log.debug("qemu provider: cannot keep the KVM probe's answer in %s: %s", path, exc)
 
 
-def kvm_boots(qemu: str, kernel: Path, initrd: Path, deadline_s: float,
-              cache: Path | None = None) -> bool:
+def kvm_boots(
+    qemu: str, kernel: Path, initrd: Path, deadline_s: float, cache: Path | None = None
+) -> bool:
     """Whether a KVM guest gets as far as the kernel's first console line within
     the deadline; asked once per machine boot (see the module docstring)."""
     cache = cache or probe_cache_file()
     key = _key(qemu, kernel)
     with _LOCK:
         if key and (known := _cached(cache, key)) is not None:
-            log.info("qemu provider: KVM %s on this machine (probed earlier this boot; "
-                     "%s)", "works" if known else "hangs", cache)
+            log.info(
+                "qemu provider: KVM %s on this machine (probed earlier this boot; %s)",
+                "works" if known else "hangs",
+                cache,
+            )
             return known
         ok = _probe(qemu, kernel, initrd, deadline_s)
         if key:
@@ -87,20 +90,38 @@ def kvm_boots(qemu: str, kernel: Path, initrd: Path, deadline_s: float,
 
 
 def _probe(qemu: str, kernel: Path, initrd: Path, deadline_s: float) -> bool:
-    argv = [qemu, "-enable-kvm", "-cpu", "host", "-m", "256", "-nodefaults",
-            "-display", "none", "-serial", "stdio", "-no-reboot", "-kernel", str(kernel),
-            "-initrd", str(initrd), "-append", "console=ttyS0 panic=-1"]
+    argv = [
+        qemu,
+        "-enable-kvm",
+        "-cpu",
+        "host",
+        "-m",
+        "256",
+        "-nodefaults",
+        "-display",
+        "none",
+        "-serial",
+        "stdio",
+        "-no-reboot",
+        "-kernel",
+        str(kernel),
+        "-initrd",
+        str(initrd),
+        "-append",
+        "console=ttyS0 panic=-1",
+    ]
     began, seen = time.monotonic(), b""
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
     try:
         import selectors
 
         sel = selectors.DefaultSelector()
-        sel.register(proc.stdout, selectors.EVENT_READ)  # type: ignore[arg-type]
+        sel.register(proc.stdout, selectors.EVENT_READ)  # type: ignore[arg-type]  # Popen(stdout=PIPE): stdout is a stream
         while KVM_PROBE_MARK not in seen and time.monotonic() - began < deadline_s:
             if sel.select(timeout=0.5):
-                chunk = proc.stdout.read1(4096)  # type: ignore[union-attr]
+                chunk = proc.stdout.read1(4096)  # type: ignore[union-attr]  # Popen(stdout=PIPE): stdout is a stream
                 if not chunk:
                     break
                 seen += chunk
@@ -108,7 +129,11 @@ def _probe(qemu: str, kernel: Path, initrd: Path, deadline_s: float) -> bool:
         proc.kill()
         proc.wait()
     ok = KVM_PROBE_MARK in seen
-    log.warning("qemu provider: %s", "KVM probe boot succeeded: using KVM" if ok else
-                "KVM probe boot did not reach the kernel's first line (within "
-                f"{deadline_s:.0f} s): using TCG (software emulation, several times slower)")
+    log.warning(
+        "qemu provider: %s",
+        "KVM probe boot succeeded: using KVM"
+        if ok
+        else "KVM probe boot did not reach the kernel's first line (within "
+        f"{deadline_s:.0f} s): using TCG (software emulation, several times slower)",
+    )
     return ok

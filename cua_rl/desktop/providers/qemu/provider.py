@@ -26,26 +26,17 @@ import logging
 import os
 import pwd
 import secrets
-import shutil
-import subprocess
 import time
 from pathlib import Path
 
-from cua_rl.desktop.client import GuestClient
-from cua_rl.desktop.providers.base import DesktopHandle, DesktopProvider, GuestClients
+from cua_rl.desktop.providers.base import DesktopHandle, ForkPoint
 from cua_rl.desktop.providers.local.session import process_start_time
-from cua_rl.desktop.providers.local.state import check_desktop_id
+from cua_rl.desktop.providers.process_core import ProcessDesktops
+from cua_rl.desktop.providers.qemu import forks
 from cua_rl.desktop.providers.qemu.config import QemuProviderConfig
 from cua_rl.desktop.providers.qemu.kvm import kvm_boots
 from cua_rl.desktop.providers.qemu.qmp import hmp
-from cua_rl.desktop.providers.qemu.state import (
-    STOP_DEADLINE_S,
-    QemuRecord,
-    bindable,
-    kill_vm,
-    spawn,
-    tail,
-)
+from cua_rl.desktop.providers.qemu.state import QemuRecord, bindable, kill_vm, spawn, tail
 from cua_rl.desktop.providers.vm_host import (
     KVM_DEVICE,
     require_image,
@@ -68,89 +59,59 @@ DESKTOP_ACCOUNT = "user"
 
 def overlay_argv(base: Path, overlay: Path) -> list[str]:
     """`qemu-img` command that makes a fresh COW overlay backed by `base`."""
-    return [QEMU_IMG, "create", "-q", "-f", "qcow2", "-b", str(base), "-F", "qcow2",
-            str(overlay)]
+    return [QEMU_IMG, "create", "-q", "-f", "qcow2", "-b", str(base), "-F", "qcow2", str(overlay)]
 
 
-class QemuProvider(DesktopProvider):
+class QemuProvider(ProcessDesktops[QemuRecord]):
     """Runs one QEMU process per desktop on a per-desktop overlay; see the module docstring."""
 
     type = "qemu"
+    record_type = QemuRecord
+    cannot_fork = None  # forks.py: memory and devices by migration, the disk frozen
 
     def __init__(self, config: QemuProviderConfig | None = None) -> None:
         self.config = config or QemuProviderConfig()
-        self.state_dir = Path(self.config.state_dir).expanduser()
-        self._procs: dict[str, subprocess.Popen] = {}
-        self._clients = GuestClients()
-        self._ports: set[int] = set()
+        super().__init__(Path(self.config.state_dir))
 
-    # public API ---------------------------------------------------------------
+    # what differs from other providers ----------------------------------------
 
     async def start(self, desktop_id: str) -> DesktopHandle:
-        ddir = self.state_dir / check_desktop_id(desktop_id)
         base = require_image(self.config.image, self.type)
         require_tool(QEMU, QEMU_HINT)
-        old = QemuRecord.load(ddir)
-        if old is not None and old.alive:
-            raise DesktopError(f"desktop {desktop_id!r} is already running (pid {old.pid}, "
-                               f"{ddir})")
-        if ddir.exists():  # a stale record of a VM that died: start clean
-            await asyncio.to_thread(shutil.rmtree, ddir)
-        ddir.mkdir(parents=True)
-        try:
+
+        async def launch(ddir: Path) -> DesktopHandle:
             await self._make_overlay(base, ddir / "overlay.qcow2")
             return await self._launch(desktop_id, base, prefer=None)
-        except BaseException:  # nothing of a VM that never ran is worth keeping
-            await asyncio.shield(asyncio.to_thread(shutil.rmtree, ddir, True))
-            raise
 
-    async def reset(self, handle: DesktopHandle) -> DesktopHandle:
-        """Kill QEMU, replace the overlay with a fresh one, boot again on the same ports."""
-        began = time.monotonic()
+        return await self._start_fresh(desktop_id, launch)
+
+    async def _reset(self, handle: DesktopHandle) -> DesktopHandle:
+        """Back to the `ready` snapshot (or the fork's home); else, or when the restore
+        fails (QEMU died), kill QEMU, replace the overlay with a fresh one, boot again on
+        the same ports."""
         record = self._record(handle.id)
         base = require_image(self.config.image, self.type)
-        await self._clients.drop(handle.id)
+        if record.active is not None:  # running a fork: back to its own overlay
+            return await forks.return_home(self, record)
         if record.snapshot and record.alive and record.qmp:
-            new = await self._restore(record)
-            new.info["reset_s"] = round(time.monotonic() - began, 3)
-            return new
+            try:
+                return await self._restore(record)
+            except DesktopError as exc:  # QEMU gone (unreaped, it still looks alive)
+                log.warning("qemu desktop %s: no restore (%s); booting it again", record.id, exc)
         await asyncio.to_thread(self._kill, record)
         overlay = Path(record.overlay)
         await asyncio.to_thread(overlay.unlink, True)
         await self._make_overlay(base, overlay)
-        new = await self._launch(record.id, base, prefer=record)
-        new.info["reset_s"] = round(time.monotonic() - began, 3)
-        return new
+        return await self._launch(record.id, base, prefer=record)
 
-    async def stop(self, handle: DesktopHandle) -> None:
-        await self._clients.drop(handle.id)
-        ddir = self.state_dir / check_desktop_id(handle.id)
-        record = QemuRecord.load(ddir)
-        if record is not None:
-            await asyncio.to_thread(self._kill, record)
-        self._reap(handle.id)
-        await asyncio.to_thread(shutil.rmtree, ddir, True)
+    async def save_fork(self, handle: DesktopHandle, name: str) -> ForkPoint:
+        return await forks.save_fork(self, handle, name)
 
-    async def health(self, handle: DesktopHandle) -> bool:
-        record = QemuRecord.load(self.state_dir / handle.id)
-        if record is None or not record.alive:
-            return False
-        return await self.client(handle).healthy(timeout=3.0)
+    async def restore_fork(self, handle: DesktopHandle, point: ForkPoint) -> DesktopHandle:
+        return await forks.restore_fork(self, handle, point)
 
-    async def list(self) -> list[DesktopHandle]:
-        if not self.state_dir.is_dir():
-            return []
-        records = (QemuRecord.load(d) for d in sorted(self.state_dir.iterdir()) if d.is_dir())
-        return [self._handle(r) for r in records if r is not None]
-
-    async def get(self, desktop_id: str) -> DesktopHandle:
-        return self._handle(self._record(desktop_id))
-
-    def client(self, handle: DesktopHandle) -> GuestClient:
-        return self._clients.get(handle)
-
-    async def close(self) -> None:
-        await self._clients.close()
+    async def drop_fork(self, point: ForkPoint) -> None:
+        await forks.drop_fork(self, point)
 
     def boot_files(self, base: Path) -> tuple[Path, Path] | None:
         """(kernel, initrd) for a direct boot, or None to boot the image's loader."""
@@ -161,8 +122,10 @@ class QemuProvider(DesktopProvider):
             return None
         for path in (kernel, initrd):
             if not Path(path).is_file():
-                raise DesktopError(f"qemu provider: {path} not found (kernel/initrd of the "
-                                   "image; rebuild it with `cua-rl image build --format qcow2`)")
+                raise DesktopError(
+                    f"qemu provider: {path} not found (kernel/initrd of the "
+                    "image; rebuild it with `cua-rl image build --format qcow2`)"
+                )
         return Path(kernel).absolute(), Path(initrd).absolute()
 
     def run_as(self) -> str | None:
@@ -176,127 +139,202 @@ class QemuProvider(DesktopProvider):
             pwd.getpwnam(wanted)
         except KeyError:
             if name == "auto":
-                log.warning("qemu provider: running QEMU as root (no account %r to drop to; "
-                            "set desktops.provider.run_as)", wanted)
+                log.warning(
+                    "qemu provider: running QEMU as root (no account %r to drop to; "
+                    "set desktops.provider.run_as)",
+                    wanted,
+                )
                 return None
-            raise DesktopError(f"qemu provider: run_as account {wanted!r} does not exist "
-                               "(create it, or set run_as: null)") from None
+            raise DesktopError(
+                f"qemu provider: run_as account {wanted!r} does not exist "
+                "(create it, or set run_as: null)"
+            ) from None
         return wanted
 
-    def qemu_argv(self, desktop_id: str, overlay: Path, *, port: int, cdp_port: int,
-                  vnc_port: int | None, kvm: bool, boot: tuple[Path, Path] | None = None,
-                  token: str | None = None, qmp: Path | None = None,
-                  run_as: str | None = None) -> list[str]:
+    def qemu_argv(
+        self,
+        desktop_id: str,
+        overlay: Path,
+        *,
+        port: int,
+        cdp_port: int,
+        vnc_port: int | None,
+        kvm: bool,
+        boot: tuple[Path, Path] | None = None,
+        token: str | None = None,
+        qmp: Path | None = None,
+        run_as: str | None = None,
+        more: tuple[str, ...] = (),
+    ) -> list[str]:
         """The QEMU command line of one desktop (a pure function, tested)."""
         cfg = self.config
-        argv = [QEMU, "-name", f"cua-rl-{desktop_id}", "-machine", "q35",
-                "-smp", str(cfg.cpus), "-m", str(cfg.memory_mb)]
+        argv = [
+            QEMU,
+            "-name",
+            f"cua-rl-{desktop_id}",
+            "-machine",
+            "q35",
+            "-smp",
+            str(cfg.cpus),
+            "-m",
+            str(cfg.memory_mb),
+        ]
         if run_as is not None:  # dropped after the disk, sockets and forwards are open
             argv += ["-runas", run_as]
         argv += ["-enable-kvm", "-cpu", "host"] if kvm else ["-cpu", "max"]
         if boot is not None:  # our image: its kernel, the session script as init
-            append = ("root=/dev/vda rw console=ttyS0 net.ifnames=0 quiet "
-                      "init=/usr/local/bin/cua-desktop")
+            append = (
+                "root=/dev/vda rw console=ttyS0 net.ifnames=0 quiet init=/usr/local/bin/cua-desktop"
+            )
             if token:
                 append += f" cua_guest_token={token}"
-            argv += ["-kernel", str(boot[0]), "-initrd", str(boot[1]), "-append", append,
-                     "-serial", f"file:{overlay.parent / 'console.log'}"]
+            argv += [
+                "-kernel",
+                str(boot[0]),
+                "-initrd",
+                str(boot[1]),
+                "-append",
+                append,
+                "-serial",
+                f"file:{overlay.parent / 'console.log'}",
+            ]
         elif cfg.firmware is not None:
             argv += ["-bios", str(cfg.firmware)]
-        argv += ["-drive", f"file={overlay},if=virtio,format=qcow2,discard=unmap",
-                 "-netdev", f"user,id=net0,hostfwd=tcp:{cfg.host}:{port}-:{cfg.guest_port},"
-                            f"hostfwd=tcp:{cfg.host}:{cdp_port}-:{CDP_PORT}"
-                            + (",restrict=on" if cfg.restrict_network else ""),
-                 "-device", "virtio-net-pci,netdev=net0",
-                 # a tablet gives absolute pointer coordinates (VNC and pyautogui agree)
-                 "-usb", "-device", "usb-tablet",
-                 "-display", "none", "-monitor", "none"]
+        argv += [
+            "-drive",
+            f"file={overlay},if=virtio,format=qcow2,discard=unmap",
+            "-netdev",
+            f"user,id=net0,hostfwd=tcp:{cfg.host}:{port}-:{cfg.guest_port},"
+            f"hostfwd=tcp:{cfg.host}:{cdp_port}-:{CDP_PORT}"
+            + (",restrict=on" if cfg.restrict_network else ""),
+            "-device",
+            "virtio-net-pci,netdev=net0",
+            # a tablet gives absolute pointer coordinates (VNC and pyautogui agree)
+            "-usb",
+            "-device",
+            "usb-tablet",
+            "-display",
+            "none",
+            "-monitor",
+            "none",
+        ]
         if vnc_port is not None:
             argv += ["-vnc", f"{cfg.host}:{vnc_port - 5900}"]
         if qmp is not None:
             argv += ["-qmp", f"unix:{qmp},server=on,wait=off"]
-        return [*argv, *cfg.extra_args]
+        return [*argv, *more, *cfg.extra_args]
 
     # internals ----------------------------------------------------------------
 
     async def _make_overlay(self, base: Path, overlay: Path) -> None:
-        result = await run_command(overlay_argv(base, overlay), hint=QEMU_HINT,
-                                   timeout=self.config.command_timeout_s)
+        result = await run_command(
+            overlay_argv(base, overlay), hint=QEMU_HINT, timeout=self.config.command_timeout_s
+        )
         if not result.ok:
-            raise DesktopError(f"qemu provider: cannot create overlay {overlay}: "
-                               f"{result.describe()}")
-
-    def _record(self, desktop_id: str) -> QemuRecord:
-        record = QemuRecord.load(self.state_dir / check_desktop_id(desktop_id))
-        if record is None:
-            raise DesktopError(f"no qemu desktop {desktop_id!r} in {self.state_dir}")
-        return record
+            raise DesktopError(
+                f"qemu provider: cannot create overlay {overlay}: {result.describe()}"
+            )
 
     def _handle(self, record: QemuRecord) -> DesktopHandle:
-        info: dict[str, object] = {"pid": record.pid, "overlay": record.overlay,
-                                   "log": record.log, "kvm": record.kvm,
-                                   "cdp_port": record.cdp_port, "alive": record.alive}
+        info: dict[str, object] = {
+            "pid": record.pid,
+            "overlay": record.overlay,
+            "log": record.log,
+            "kvm": record.kvm,
+            "cdp_port": record.cdp_port,
+            "alive": record.alive,
+            "limits": {"memory_mb": self.config.memory_mb, "cpus": self.config.cpus},
+        }
         if record.vnc_port is not None:
             info["vnc"] = f"{self.config.host}:{record.vnc_port}"
         info["snapshot"] = record.snapshot
-        return DesktopHandle(id=record.id, url=record.url, token=record.token,
-                             provider=self.type, info=info)
+        if record.fork is not None:
+            info["fork"] = record.fork
+        return DesktopHandle(
+            id=record.id, url=record.url, token=record.token, provider=self.type, info=info
+        )
 
     def _port(self, prefer: int | None, low: int | None = None) -> int:
         """A free port (`prefer` when free; at or above `low` when given, as VNC
         ports map to display numbers) not handed to another desktop meanwhile."""
         candidates = ([prefer] if prefer else []) + (
-            list(range(low, low + 100)) if low else [0] * 50)
-        for candidate in candidates:
-            port = bindable(self.config.host, candidate)
-            if port is not None and port not in self._ports:
-                self._ports.add(port)
-                return port
-        raise DesktopError(f"qemu provider: no free TCP port on {self.config.host}")
+            list(range(low, low + 100)) if low else [0] * 50
+        )
+        return self._ports.claim(
+            candidates,
+            lambda port: bindable(self.config.host, port),
+            f"qemu provider on {self.config.host}",
+        )
 
-    async def _launch(self, desktop_id: str, base: Path, *,
-                      prefer: QemuRecord | None) -> DesktopHandle:
+    async def _launch(
+        self, desktop_id: str, base: Path, *, prefer: QemuRecord | None
+    ) -> DesktopHandle:
         """Start QEMU and wait for the guest; record the VM on success, kill it on failure."""
         ddir = self.state_dir / desktop_id
         overlay, log_path = ddir / "overlay.qcow2", ddir / "qemu.log"
         boot = self.boot_files(base)
         kvm = await self._use_kvm(boot)
-        token = (prefer.token if prefer else None) or (
-            secrets.token_urlsafe(24) if boot else None)
+        token = (prefer.token if prefer else None) or (secrets.token_urlsafe(24) if boot else None)
         qmp = ddir / "qmp.sock"
         port = self._port(prefer.port if prefer else None)
         cdp_port = self._port(prefer.cdp_port if prefer else None)
-        vnc_port = (self._port(prefer.vnc_port if prefer else None, low=5900)
-                    if self.config.vnc else None)
-        argv = self.qemu_argv(desktop_id, overlay, port=port, cdp_port=cdp_port,
-                              vnc_port=vnc_port, kvm=kvm, boot=boot, token=token, qmp=qmp,
-                              run_as=self.run_as())
+        vnc_port = (
+            self._port(prefer.vnc_port if prefer else None, low=5900) if self.config.vnc else None
+        )
+        argv = self.qemu_argv(
+            desktop_id,
+            overlay,
+            port=port,
+            cdp_port=cdp_port,
+            vnc_port=vnc_port,
+            kvm=kvm,
+            boot=boot,
+            token=token,
+            qmp=qmp,
+            run_as=self.run_as(),
+        )
+        fds = forks.drive_fds(overlay)  # the disk as descriptors (forks.py says why)
+        argv = forks.fdset_argv(argv, overlay, fds)
         try:
-            proc = await asyncio.to_thread(spawn, argv, log_path)
-            self._procs[desktop_id] = proc
+            proc = await asyncio.to_thread(spawn, argv, log_path, fds)
+            self._track(desktop_id, proc, watch_owner=True)
             host = "127.0.0.1" if self.config.host == "0.0.0.0" else self.config.host
             url = f"http://{host}:{port}"
-            record = QemuRecord(id=desktop_id, url=url, port=port, cdp_port=cdp_port,
-                                vnc_port=vnc_port, pid=proc.pid,
-                                start_time=process_start_time(proc.pid) or 0.0,
-                                overlay=str(overlay), log=str(log_path), kvm=kvm,
-                                token=token, qmp=str(qmp))
+            record = QemuRecord(
+                id=desktop_id,
+                url=url,
+                port=port,
+                cdp_port=cdp_port,
+                vnc_port=vnc_port,
+                pid=proc.pid,
+                start_time=process_start_time(proc.pid) or 0.0,
+                overlay=str(overlay),
+                log=str(log_path),
+                kvm=kvm,
+                token=token,
+                qmp=str(qmp),
+            )
             handle = self._handle(record)
             try:
-                await self._wait_ready(proc, self.client(handle))
+                await self._process_ready(
+                    proc, handle, QEMU, timeout_s=self.config.ready_timeout_s, interval_s=0.2
+                )
             except (DesktopError, OSError) as exc:
                 await asyncio.to_thread(self._kill, record)
                 console = ddir / "console.log"
-                serial = (f"\n--- {console} (tail) ---\n{tail(console, 1500)}"
-                          if console.exists() else "")
-                raise DesktopError(f"qemu desktop {desktop_id!r} did not start: {exc}\n"
-                                   f"--- {log_path} (tail) ---\n{tail(log_path)}{serial}"
-                                   ) from exc
+                serial = (
+                    f"\n--- {console} (tail) ---\n{tail(console, 1500)}" if console.exists() else ""
+                )
+                raise DesktopError(
+                    f"qemu desktop {desktop_id!r} did not start: {exc}\n"
+                    f"--- {log_path} (tail) ---\n{tail(log_path)}{serial}"
+                ) from exc
             except BaseException:  # cancelled while booting: leave nothing running
                 self._kill(record)
                 raise
         finally:
-            self._ports.difference_update({port, cdp_port, vnc_port})
+            self._ports.release(port, cdp_port, vnc_port)
+            forks.close_fds(fds)
         if self.config.snapshot_reset:
             record.snapshot = await self._save_snapshot(record)
         record.save(ddir)
@@ -309,8 +347,7 @@ class QemuProvider(DesktopProvider):
             return use_kvm(self.config.kvm, self.type)
         if not KVM_DEVICE.exists():
             return use_kvm("off", self.type)
-        return await asyncio.to_thread(kvm_boots, QEMU, boot[0], boot[1],
-                                       self.config.kvm_probe_s)
+        return await asyncio.to_thread(kvm_boots, QEMU, boot[0], boot[1], self.config.kvm_probe_s)
 
     async def _save_snapshot(self, record: QemuRecord) -> bool:
         """Save the booted desktop as the `ready` snapshot; False (reset reboots)
@@ -324,8 +361,7 @@ class QemuProvider(DesktopProvider):
         if out:  # savevm prints only errors
             log.warning("qemu desktop %s: savevm failed, resets will reboot: %s", record.id, out)
             return False
-        log.info("qemu desktop %s: snapshot saved in %.1f s", record.id,
-                 time.monotonic() - began)
+        log.info("qemu desktop %s: snapshot saved in %.1f s", record.id, time.monotonic() - began)
         return True
 
     async def _restore(self, record: QemuRecord) -> DesktopHandle:
@@ -337,35 +373,9 @@ class QemuProvider(DesktopProvider):
         try:
             await self.client(handle).wait_ready(self.config.ready_timeout_s, interval_s=0.1)
         except GuestUnavailable as exc:
-            raise DesktopError(f"qemu desktop {record.id!r}: no guest after loadvm: {exc}"
-                               ) from exc
+            raise DesktopError(f"qemu desktop {record.id!r}: no guest after loadvm: {exc}") from exc
         return handle
-
-    async def _wait_ready(self, proc: subprocess.Popen, client: GuestClient) -> None:
-        """Poll the guest with a deadline while watching QEMU, so a VM that fails
-        to start (bad image, no KVM) fails at once instead of at the deadline."""
-        ready = asyncio.create_task(client.wait_ready(self.config.ready_timeout_s,
-                                                      interval_s=0.2))
-        try:
-            while not ready.done():
-                if proc.poll() is not None:
-                    raise DesktopError(f"{QEMU} exited with {proc.returncode}")
-                await asyncio.wait({ready}, timeout=0.1)
-            ready.result()
-        except GuestUnavailable as exc:
-            raise DesktopError(str(exc)) from exc
-        finally:
-            ready.cancel()
 
     def _kill(self, record: QemuRecord) -> None:
         kill_vm(record, self._procs.get(record.id))
         self._reap(record.id)
-
-    def _reap(self, desktop_id: str) -> None:
-        proc = self._procs.pop(desktop_id, None)
-        if proc is not None:
-            try:
-                proc.wait(timeout=STOP_DEADLINE_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-

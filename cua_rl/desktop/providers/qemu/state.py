@@ -12,24 +12,22 @@ killing the group leaves nothing behind.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
 import subprocess
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from cua_rl.desktop.providers.local.log import sanitize
-from cua_rl.desktop.providers.local.session import process_start_time
+from cua_rl.desktop.providers.process_core import STOP_DEADLINE_S
+from cua_rl.desktop.providers.records import JsonRecord
 from cua_rl.errors import DesktopError
-
-STOP_DEADLINE_S = 10.0
 
 
 @dataclass(slots=True)
-class QemuRecord:
+class QemuRecord(JsonRecord):
     """What a later `cua-rl` process needs to find, reach and stop a VM."""
 
     id: str
@@ -49,23 +47,15 @@ class QemuRecord:
     """QMP socket of the VM (snapshot save/restore)."""
     snapshot: bool = False
     """True once the `ready` snapshot of the booted desktop is saved in the overlay."""
-
-    def save(self, ddir: Path) -> None:
-        """Atomic, so a concurrent `vm list` never reads half a record."""
-        tmp = ddir / "state.json.tmp"
-        tmp.write_text(json.dumps(asdict(self), indent=2))
-        tmp.replace(ddir / "state.json")
-
-    @classmethod
-    def load(cls, ddir: Path) -> QemuRecord | None:
-        try:
-            return cls(**json.loads((ddir / "state.json").read_text()))
-        except (OSError, ValueError, TypeError):
-            return None
-
-    @property
-    def alive(self) -> bool:
-        return process_start_time(self.pid) == self.start_time
+    active: str | None = None
+    """The overlay the VM runs on when it was started from a fork point (`forks.py`):
+    a child of the fork's frozen disk; None: its own `overlay`, which still holds the
+    `ready` snapshot a reset returns to."""
+    fork: str | None = None
+    """The fork point the VM was restored from, while `active` is set."""
+    home_token: str | None = None
+    """The guest token of the VM's own boot (`token` is the fork point's while it runs
+    a fork: the restored memory holds the guest that was saved)."""
 
 
 def kill_vm(record: QemuRecord, child: subprocess.Popen | None = None) -> None:
@@ -90,12 +80,19 @@ def kill_vm(record: QemuRecord, child: subprocess.Popen | None = None) -> None:
         raise DesktopError(f"qemu pid {record.pid} survives SIGKILL")
 
 
-def spawn(argv: list[str], log_path: Path) -> subprocess.Popen:
+def spawn(argv: list[str], log_path: Path, pass_fds: tuple[int, ...] = ()) -> subprocess.Popen:
     """Start QEMU as the leader of a new session, so it survives the CLI that
-    started it and its process group is the VM."""
+    started it and its process group is the VM; `pass_fds` stay open in it."""
     with open(log_path, "ab") as log:
-        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True, cwd="/")
+        return subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd="/",
+            pass_fds=pass_fds,
+        )
 
 
 def bindable(host: str, port: int) -> int | None:

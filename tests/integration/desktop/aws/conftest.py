@@ -27,10 +27,14 @@ def moto_server() -> Iterator[str]:
     pytest.importorskip("moto.server")
 
     with pytest.MonkeyPatch.context() as patch:
-        for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                           "AWS_SESSION_TOKEN": "testing", "AWS_DEFAULT_REGION": REGION,
-                           "AWS_CONFIG_FILE": "/dev/null",
-                           "AWS_SHARED_CREDENTIALS_FILE": "/dev/null"}.items():
+        for key, value in {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_SESSION_TOKEN": "testing",
+            "AWS_DEFAULT_REGION": REGION,
+            "AWS_CONFIG_FILE": "/dev/null",
+            "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+        }.items():
             patch.setenv(key, value)
         port = free_port()
         server = SerializedMotoServer(port)
@@ -41,8 +45,9 @@ def moto_server() -> Iterator[str]:
 @pytest.fixture
 def moto_url(moto_server: str) -> str:
     """The moto server with empty state (moto keeps state per process)."""
-    with urllib.request.urlopen(urllib.request.Request(f"{moto_server}/moto-api/reset",
-                                                       method="POST"), timeout=10):
+    with urllib.request.urlopen(
+        urllib.request.Request(f"{moto_server}/moto-api/reset", method="POST"), timeout=10
+    ):
         pass
     return moto_server
 
@@ -55,11 +60,20 @@ def network(moto_url: str) -> dict[str, Any]:
     ec2 = boto3.client("ec2", region_name=REGION, endpoint_url=moto_url)
     vpc = ec2.create_vpc(CidrBlock="10.9.0.0/16")["Vpc"]["VpcId"]
     subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.9.1.0/24")["Subnet"]["SubnetId"]
-    group = ec2.create_security_group(GroupName="cua-rl-desktops", Description="guests",
-                                      VpcId=vpc)["GroupId"]
-    ec2.authorize_security_group_ingress(GroupId=group, IpPermissions=[{
-        "IpProtocol": "tcp", "FromPort": 5000, "ToPort": 5000,
-        "IpRanges": [{"CidrIp": "10.9.0.0/16"}]}])
+    group = ec2.create_security_group(GroupName="cua-rl-desktops", Description="guests", VpcId=vpc)[
+        "GroupId"
+    ]
+    ec2.authorize_security_group_ingress(
+        GroupId=group,
+        IpPermissions=[
+            {
+                "IpProtocol": "tcp",
+                "FromPort": 5000,
+                "ToPort": 5000,
+                "IpRanges": [{"CidrIp": "10.9.0.0/16"}],
+            }
+        ],
+    )
     ec2.create_key_pair(KeyName="cua-rl-test")
     ami = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
     return {"ec2": ec2, "subnet": subnet, "group": group, "ami": ami, "url": moto_url}
@@ -68,6 +82,7 @@ def network(moto_url: str) -> dict[str, Any]:
 @pytest.fixture
 async def guest_stub() -> AsyncIterator[str]:
     """A guest-protocol stub: what an OSWorld guest answers for readiness."""
+
     async def healthz(_: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
 
@@ -83,4 +98,3 @@ async def guest_stub() -> AsyncIterator[str]:
     await web.TCPSite(runner, "127.0.0.1", port).start()
     yield f"http://127.0.0.1:{port}"
     await runner.cleanup()
-

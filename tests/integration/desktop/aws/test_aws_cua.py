@@ -27,7 +27,8 @@ from cua_rl.errors import DesktopError, GuestError  # noqa: E402
 
 
 async def test_cua_instance_serving_another_certificate_fails_naming_it(
-        network: dict[str, Any], tmp_path: Path) -> None:
+    network: dict[str, Any], tmp_path: Path
+) -> None:
     """A guest with a certificate other than the one the provider made (a man in the
     middle, an image that ignored its user data) is never trusted: the launch fails
     with the fingerprint it got, and the instance is terminated."""
@@ -37,6 +38,7 @@ async def test_cua_instance_serving_another_certificate_fails_naming_it(
     key.write_text(impostor.key_pem)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert, key)
+
     async def platform(_: web.Request) -> web.Response:
         return web.Response(text="Linux")
 
@@ -46,9 +48,10 @@ async def test_cua_instance_serving_another_certificate_fails_naming_it(
     await runner.setup()
     port = free_port()
     await web.TCPSite(runner, "127.0.0.1", port, ssl_context=context).start()
-    provider = AwsProvider(make_config(network, image_kind="cua", guest_token="t" * 24,
-                                       ready_timeout_s=2),
-                           guest_url=lambda instance: f"https://127.0.0.1:{port}")
+    provider = AwsProvider(
+        make_config(network, image_kind="cua", guest_token="t" * 24, ready_timeout_s=2),
+        guest_url=lambda instance: f"https://127.0.0.1:{port}",
+    )
     try:
         with pytest.raises(DesktopError, match=f"not the pinned one.*{impostor.fingerprint}"):
             await provider.start("d-mitm")
@@ -60,23 +63,28 @@ async def test_cua_instance_serving_another_certificate_fails_naming_it(
 
 @pytest.mark.desktop
 async def test_cua_image_a_real_tls_guest_with_the_pair_from_the_user_data(
-        network: dict[str, Any], tmp_path: Path) -> None:
+    network: dict[str, Any], tmp_path: Path
+) -> None:
     """image_kind 'cua' end to end, EC2 faked only: the provider makes the pair, moto keeps
     the user data and tags, a real guest serves HTTPS with the pair from that user data,
     and clients built from handles (the pool's cache, health) pin its fingerprint."""
     from tests_support.guest_server import TOKEN, running_guest
 
     ec2 = network["ec2"]
-    launcher = AwsProvider(make_config(network, image_kind="cua", guest_token=TOKEN,
-                                       wait_ready=False))
+    launcher = AwsProvider(
+        make_config(network, image_kind="cua", guest_token=TOKEN, wait_ready=False)
+    )
     try:
         handle = await launcher.start("d-tls")
         instance_id = handle.info["instance_id"]
         assert handle.url == f"https://{handle.info['private_ip']}:5000"
         assert handle.token and handle.token != TOKEN  # the instance's own token
         assert tags_of(describe(ec2, instance_id))["cua-rl:tls-sha256"] == handle.tls_fingerprint
-        user_data = base64.b64decode(ec2.describe_instance_attribute(
-            InstanceId=instance_id, Attribute="userData")["UserData"]["Value"]).decode()
+        user_data = base64.b64decode(
+            ec2.describe_instance_attribute(InstanceId=instance_id, Attribute="userData")[
+                "UserData"
+            ]["Value"]
+        ).decode()
         files = {f["path"]: f["content"] for f in yaml.safe_load(user_data)["write_files"]}
         guest_dir = tmp_path / "etc"
         guest_dir.mkdir()
@@ -84,14 +92,21 @@ async def test_cua_image_a_real_tls_guest_with_the_pair_from_the_user_data(
             (guest_dir / Path(path).name).write_text(content)
         (guest_dir / "guest.key").chmod(0o600)
         assert (guest_dir / "token").read_text().strip() == handle.token
-        args = ("--tls-cert", str(guest_dir / "guest.crt"), "--tls-key",
-                str(guest_dir / "guest.key"))
+        args = (
+            "--tls-cert",
+            str(guest_dir / "guest.crt"),
+            "--tls-key",
+            str(guest_dir / "guest.key"),
+        )
         (tmp_path / "guest").mkdir()
-        with running_guest(tmp_path / "guest", args=args, scheme="https",
-                           token=handle.token) as guest:
+        with running_guest(
+            tmp_path / "guest", args=args, scheme="https", token=handle.token
+        ) as guest:
             # another process of the run: knows the instance from its tags only
-            other = AwsProvider(make_config(network, image_kind="cua", guest_token=TOKEN),
-                                guest_url=lambda instance: guest.url)
+            other = AwsProvider(
+                make_config(network, image_kind="cua", guest_token=TOKEN),
+                guest_url=lambda instance: guest.url,
+            )
             clients = GuestClients()
             try:
                 (listed,) = await other.list()

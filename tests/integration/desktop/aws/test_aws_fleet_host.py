@@ -17,13 +17,7 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import aiohttp  # noqa: E402
-from tests_support.moto_ec2 import (  # noqa: E402
-    FLEET_TOKEN,
-    FleetAgents,
-    describe,
-    make_config,
-    tags_of,
-)
+from tests_support.moto_ec2 import FLEET_TOKEN, FleetAgents, describe, make_config, tags_of  # noqa: E402
 from tests_support.servers import free_port_run  # noqa: E402
 
 from cua_rl.desktop.providers.aws.provider import AwsProvider  # noqa: E402
@@ -31,19 +25,30 @@ from cua_rl.desktop.providers.aws.tls import instance_token  # noqa: E402
 from cua_rl.errors import DesktopError  # noqa: E402
 
 
-def fleet_provider(network: dict[str, Any], agents: FleetAgents, k: int, guest_port: int,
-                   **kwargs: Any) -> AwsProvider:
+def fleet_provider(
+    network: dict[str, Any], agents: FleetAgents, k: int, guest_port: int, **kwargs: Any
+) -> AwsProvider:
     """A process of the run: its own provider (own EC2 client, own view of the slots)."""
     return AwsProvider(
-        make_config(network, image_kind="fleet-host", desktops_per_instance=k,
-                    guest_token=FLEET_TOKEN, fleet_image_pull="registry.example/desk:1",
-                    guest_port=guest_port, control_port=guest_port + k, wait_ready=False,
-                    poll_interval_s=0.05, **kwargs),
-        host_address=agents.address)
+        make_config(
+            network,
+            image_kind="fleet-host",
+            desktops_per_instance=k,
+            guest_token=FLEET_TOKEN,
+            fleet_image_pull="registry.example/desk:1",
+            guest_port=guest_port,
+            control_port=guest_port + k,
+            wait_ready=False,
+            poll_interval_s=0.05,
+            **kwargs,
+        ),
+        host_address=agents.address,
+    )
 
 
 async def test_fleet_hosts_hold_k_desktops_each_over_pinned_tls_and_are_reset_and_released(
-        network: dict[str, Any], tmp_path: Path) -> None:
+    network: dict[str, Any], tmp_path: Path
+) -> None:
     ec2 = network["ec2"]
     k = 3
     guest_port = free_port_run(k + 1)
@@ -56,22 +61,25 @@ async def test_fleet_hosts_hold_k_desktops_each_over_pinned_tls_and_are_reset_an
             await provider.close()
 
 
-async def _k_desktops_per_host(provider: AwsProvider, agents: FleetAgents, ec2: Any, k: int,
-                               guest_port: int) -> None:
+async def _k_desktops_per_host(
+    provider: AwsProvider, agents: FleetAgents, ec2: Any, k: int, guest_port: int
+) -> None:
     first = [await provider.start(f"d-{i}") for i in range(k + 1)]
     hosts = {h.info["instance_id"] for h in first}
     assert len(hosts) == 2, "K desktops share one instance, the K+1st gets a new one"
     host = first[0].info["instance_id"]
     assert [(h.info["instance_id"], h.info["slot"]) for h in first] == [
-        (host, 0), (host, 1), (host, 2), ((hosts - {host}).pop(), 0)]
+        (host, 0),
+        (host, 1),
+        (host, 2),
+        ((hosts - {host}).pop(), 0),
+    ]
     address = agents.addresses[host]
-    assert [h.url for h in first[:k]] == [f"https://{address}:{guest_port + s}"
-                                          for s in range(k)]
+    assert [h.url for h in first[:k]] == [f"https://{address}:{guest_port + s}" for s in range(k)]
     tags = tags_of(describe(ec2, host))
     assert tags["cua-rl:kind"] == "fleet-host" and tags["cua-rl:run"] == "run-1"
     assert [tags[f"cua-rl:slot-{s}"] for s in range(k)] == ["d-0", "d-1", "d-2"]
-    assert [h.tls_fingerprint for h in first[:k]] == [tags[f"cua-rl:tls-{s}"]
-                                                     for s in range(k)]
+    assert [h.tls_fingerprint for h in first[:k]] == [tags[f"cua-rl:tls-{s}"] for s in range(k)]
     assert len(set(tags[f"cua-rl:tls-{s}"] for s in range(k))) == k  # a pair per desktop
     with pytest.raises(DesktopError, match="already running"):
         await provider.start("d-1")
@@ -91,23 +99,26 @@ async def _k_desktops_per_host(provider: AwsProvider, agents: FleetAgents, ec2: 
         from cua_rl.desktop.client import tls_settings
 
         pinned = tls_settings(control, first[0].info["control_pin"], None)
-        async with session.post(f"{control}/slots/1/reset", ssl=pinned,
-                                headers={"Authorization": f"Bearer {FLEET_TOKEN}"}) as r:
+        async with session.post(
+            f"{control}/slots/1/reset",
+            ssl=pinned,
+            headers={"Authorization": f"Bearer {FLEET_TOKEN}"},
+        ) as r:
             assert r.status == 401  # the run's token is not the host's
         async with session.post(f"{control}/slots/1/reset", ssl=pinned) as r:
             assert r.status == 401
-        host_token = {"Authorization": "Bearer " + instance_token(
-            FLEET_TOKEN, first[0].info["control_pin"])}
-        async with session.post(f"{control}/slots/{k}/reset", ssl=pinned,
-                                headers=host_token) as r:
+        host_token = {
+            "Authorization": "Bearer " + instance_token(FLEET_TOKEN, first[0].info["control_pin"])
+        }
+        async with session.post(f"{control}/slots/{k}/reset", ssl=pinned, headers=host_token) as r:
             assert r.status == 404  # slots 0..K-1 only
-        async with session.get(f"{control}/slots/0/reset", ssl=pinned,
-                               headers=host_token) as r:
+        async with session.get(f"{control}/slots/0/reset", ssl=pinned, headers=host_token) as r:
             assert r.status == 404
         async with session.post(f"{control}/claim/d-9", ssl=pinned, headers=host_token) as r:
             assert r.status == 409  # every slot leased
-        async with session.post(f"{control}/slots/1/release/d-0", ssl=pinned,
-                                headers=host_token) as r:
+        async with session.post(
+            f"{control}/slots/1/release/d-0", ssl=pinned, headers=host_token
+        ) as r:
             assert r.status == 409  # d-1's lease: nobody else frees it
     assert agents.resets(host) == []
 
@@ -141,7 +152,8 @@ async def _k_desktops_per_host(provider: AwsProvider, agents: FleetAgents, ec2: 
 
 
 async def test_processes_racing_for_the_last_slots_never_share_one(
-        network: dict[str, Any], tmp_path: Path) -> None:
+    network: dict[str, Any], tmp_path: Path
+) -> None:
     """Four processes of a run (each its own provider: own EC2 client, own view) start a
     desktop at once while one host has two free slots. They all read the same tags;
     the host's agent leases each slot once, so two win a slot there and the other two
@@ -175,18 +187,23 @@ async def test_processes_racing_for_the_last_slots_never_share_one(
             assert {s: tags[f"cua-rl:slot-{s}"] for s in (1, 2)} == winners
             leases = agents.served[host][2].parent / "leases.json"
             assert json.loads(leases.read_text())["held"] == {
-                "0": "d-0", **{str(s): d for s, d in winners.items()}}
+                "0": "d-0",
+                **{str(s): d for s, d in winners.items()},
+            }
             for provider, handle in [(launcher, first), *zip(racers, handles, strict=True)]:
                 await provider.stop(handle)
-            assert all(describe(ec2, i)["State"]["Name"] in ("shutting-down", "terminated")
-                       for i in {host, *(i for i, _ in placed)})
+            assert all(
+                describe(ec2, i)["State"]["Name"] in ("shutting-down", "terminated")
+                for i in {host, *(i for i, _ in placed)}
+            )
         finally:
             for provider in (launcher, *racers):
                 await provider.close()
 
 
 async def test_pool_on_fleet_hosts_counts_k_per_instance_and_replaces_a_dead_host(
-        network: dict[str, Any], tmp_path: Path) -> None:
+    network: dict[str, Any], tmp_path: Path
+) -> None:
     """The real DesktopPool over fleet hosts (K=2, 4 desktops): two instances; one dies,
     its two desktops are replaced on one new instance; closing ends every instance.
     The dead host's agent goes with it, so its slots are retired; the live hosts'
@@ -197,17 +214,30 @@ async def test_pool_on_fleet_hosts_counts_k_per_instance_and_replaces_a_dead_hos
     guest_port = free_port_run(3)
 
     def live() -> dict[str, list[str]]:
-        found = ec2.describe_instances(Filters=[
-            {"Name": "tag:cua-rl:run", "Values": ["run-1"]},
-            {"Name": "instance-state-name", "Values": ["pending", "running"]}])
-        return {i["InstanceId"]: sorted(v for k, v in tags_of(i).items()
-                                        if k.startswith("cua-rl:slot-"))
-                for r in found["Reservations"] for i in r["Instances"]}
+        found = ec2.describe_instances(
+            Filters=[
+                {"Name": "tag:cua-rl:run", "Values": ["run-1"]},
+                {"Name": "instance-state-name", "Values": ["pending", "running"]},
+            ]
+        )
+        return {
+            i["InstanceId"]: sorted(
+                v for k, v in tags_of(i).items() if k.startswith("cua-rl:slot-")
+            )
+            for r in found["Reservations"]
+            for i in r["Instances"]
+        }
 
     async with FleetAgents(ec2, tmp_path, guest_port, guest_port + 2, 2) as agents:
         provider = fleet_provider(network, agents, 2, guest_port)
-        pool = DesktopPool(provider, 4, id_prefix="a", health_interval_s=0.05,
-                           failures_to_replace=1, retry_backoff_s=0.05)
+        pool = DesktopPool(
+            provider,
+            4,
+            id_prefix="a",
+            health_interval_s=0.05,
+            failures_to_replace=1,
+            retry_backoff_s=0.05,
+        )
         try:
             await pool.start()
             hosts = live()
