@@ -146,6 +146,15 @@ class GuestClient:
             raise GuestError(f"{method} {self.url}{route}: HTTP {resp.status}: {error_text(body)}")
         return resp.status, body, ctype
 
+    async def status_of(
+        self, method: str, route: str, *, ok_statuses: tuple[int, ...], **kwargs: Any
+    ) -> int:
+        """The status of one request whose answer only matters by its status (a
+        conformance check counts 401/403 as success), through the same path as every
+        other request: caps, TLS pin, GuestError outside `ok_statuses`."""
+        status, _, _ = await self._request(method, route, ok_statuses=ok_statuses, **kwargs)
+        return status
+
     async def _json(
         self, method: str, route: str, *, expect: type | tuple[type, ...] = dict, **kwargs: Any
     ) -> Any:
@@ -316,19 +325,6 @@ class GuestClient:
         )
         return ExecResult.from_json(data)
 
-    async def run_python(self, code: str, timeout: float = 60.0) -> ExecResult:
-        data = await self._json("POST", "/run_python", json={"code": code}, timeout=timeout)
-        return ExecResult.from_json(data)
-
-    async def run_bash_script(
-        self, script: str, *, timeout: float = 100.0, working_dir: str | None = None
-    ) -> ExecResult:
-        body: dict[str, Any] = {"script": script, "timeout": timeout}
-        if working_dir:
-            body["working_dir"] = working_dir
-        data = await self._json("POST", "/run_bash_script", json=body, timeout=timeout + 5.0)
-        return ExecResult.from_json(data)
-
     # setup routes --------------------------------------------------------------
 
     async def upload_file(self, path: str, data: bytes) -> None:
@@ -366,12 +362,6 @@ class GuestClient:
 
     async def change_wallpaper(self, path: str) -> None:
         await self._request("POST", "/setup/change_wallpaper", json={"path": path})
-
-    async def download_file(self, url: str, path: str, timeout: float = 600.0) -> None:
-        """The desktop fetches `url` into `path` itself (OSWorld's /setup/download_file)."""
-        await self._request(
-            "POST", "/setup/download_file", json={"url": url, "path": path}, timeout=timeout
-        )
 
     # recording -----------------------------------------------------------------
 

@@ -196,7 +196,7 @@ async def _auth(provider: DesktopProvider, a: DesktopHandle) -> None:
         ) as bare:
             for method, route, extra in PROTECTED:
                 try:  # the client's one request path (caps, TLS pin), 401/403 as success
-                    await bare._request(method, route, ok_statuses=(401, 403), **extra)
+                    await bare.status_of(method, route, ok_statuses=(401, 403), **extra)
                 except GuestError as exc:
                     status = re.search(r"HTTP (\d{3})", str(exc))
                     raise _Fail(

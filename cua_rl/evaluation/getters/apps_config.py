@@ -15,8 +15,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from cua_rl.atomic_file import write_bytes_atomic
 from cua_rl.errors import GuestError
-from cua_rl.evaluation.getters.files import _write_atomic
 from cua_rl.evaluation.registry import Finding, GetterContext, getter
 
 
@@ -36,7 +36,7 @@ async def fetch_to_cache(ctx: GetterContext, path: str, dest: str) -> str:
     if data is None:
         raise FileNotFoundError(f"{path} does not exist on the desktop")
     target = ctx.cache_dir / dest
-    await asyncio.to_thread(_write_atomic, target, data)
+    await asyncio.to_thread(write_bytes_atomic, target, data)
     return str(target)
 
 

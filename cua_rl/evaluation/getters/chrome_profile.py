@@ -16,8 +16,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from cua_rl.atomic_file import write_bytes_atomic
 from cua_rl.chrome.cdp import read_profile_file, read_profile_json
-from cua_rl.evaluation.getters.files import _write_atomic
 from cua_rl.evaluation.registry import GetterContext, getter
 
 _PREFS = "Default/Preferences"
@@ -190,7 +190,7 @@ async def _sqlite_rows(
     if data is None:
         raise FileNotFoundError(f"Chrome's {' or '.join(relatives)} does not exist on the desktop")
     target = ctx.cache_dir / config.get("dest", Path(relatives[0]).name)
-    await asyncio.to_thread(_write_atomic, target, data)
+    await asyncio.to_thread(write_bytes_atomic, target, data)
     return await asyncio.to_thread(_query, target, query)
 
 

@@ -75,8 +75,6 @@ def _entries(config: Mapping[str, Any]) -> tuple[list[str], list[str], set[int]]
     return [config["path"]], [config["dest"]], set(config.get("gives", [0]))
 
 
-
-
 def _place(source: Path, target: Path) -> None:
     """Put a cached download at its dest name: a hard link when possible (assets
     reach ~100 MB), else a copy."""
@@ -103,7 +101,7 @@ async def vm_file(ctx: GetterContext, config: dict[str, Any]) -> Any:
         data = await ctx.client.get_file(path)
         target = ctx.cache_dir / dest
         if data is not None:
-            await asyncio.to_thread(_write_atomic, target, data)
+            await asyncio.to_thread(write_bytes_atomic, target, data)
         if i in gives:
             out.append(str(target) if data is not None else None)
     missing = f"{paths[0]} does not exist on the desktop"

@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from xml.etree import ElementTree
 
-from cua_rl.evaluation.getters.files import _write_atomic
+from cua_rl.atomic_file import write_bytes_atomic
 from cua_rl.evaluation.registry import Finding, GetterContext, getter
 
 _REL = "{http://schemas.openxmlformats.org/package/2006/relationships}"
@@ -80,7 +80,7 @@ def _extract(pptx: Path, member: str, folder: Path) -> str | None:
         if member not in z.namelist():
             return None
         target = folder.joinpath(*PurePosixPath(member).parts)
-        _write_atomic(target, z.read(member))
+        write_bytes_atomic(target, z.read(member))
         return str(target)
 
 
@@ -90,7 +90,7 @@ async def _media(ctx: GetterContext, config: dict[str, Any], kind: str) -> str |
     if data is None:
         raise FileNotFoundError(f"{guest_path} does not exist on the desktop")
     local = ctx.cache_dir / PurePosixPath(guest_path).name
-    await asyncio.to_thread(_write_atomic, local, data)
+    await asyncio.to_thread(write_bytes_atomic, local, data)
     try:
         found = await asyncio.to_thread(_media_target, local, int(config["slide_index"]), kind)
     except (zipfile.BadZipFile, ElementTree.ParseError):
@@ -104,7 +104,7 @@ async def _media(ctx: GetterContext, config: dict[str, Any], kind: str) -> str |
     if media is None:
         return None
     target = ctx.cache_dir / config["dest"]
-    await asyncio.to_thread(_write_atomic, target, media)
+    await asyncio.to_thread(write_bytes_atomic, target, media)
     return str(target)
 
 

@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
+from cua_rl.atomic_file import write_bytes_atomic
 from cua_rl.eval_libraries import require
 from cua_rl.evaluation.getters.apps_config import check_dest, fetch_to_cache
-from cua_rl.evaluation.getters.files import _write_atomic
 from cua_rl.evaluation.registry import Finding, GetterContext, getter
 
 
@@ -23,7 +23,7 @@ async def vm_wallpaper(ctx: GetterContext, config: dict[str, Any]) -> str:
     if not data:
         raise FileNotFoundError("the desktop reports no wallpaper file")
     target = ctx.cache_dir / config["dest"]
-    await asyncio.to_thread(_write_atomic, target, data)
+    await asyncio.to_thread(write_bytes_atomic, target, data)
     return str(target)
 
 

@@ -16,9 +16,9 @@ import logging
 from collections import Counter
 from typing import Any
 
+from cua_rl.atomic_file import write_bytes_atomic
 from cua_rl.errors import GuestError, GuestUnavailable
 from cua_rl.evaluation.getters.apps_config import check_dest
-from cua_rl.evaluation.getters.files import _write_atomic
 from cua_rl.evaluation.registry import GetterContext, getter
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ async def vlc_playing_info(ctx: GetterContext, config: dict[str, Any]) -> str | 
     except binascii.Error:
         return None
     target = ctx.cache_dir / config["dest"]
-    await asyncio.to_thread(_write_atomic, target, body)
+    await asyncio.to_thread(write_bytes_atomic, target, body)
     return str(target)
 
 
