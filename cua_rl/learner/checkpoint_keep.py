@@ -17,13 +17,13 @@ by default only the last two are kept; docs/run-directory.md says how to keep mo
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cua_rl.atomic_file import write_text_atomic
 from cua_rl.errors import RunDirError
 
 KEEP_FILE = "keep.json"
@@ -83,9 +83,7 @@ def pin_version(checkpoint_dir: Path, role: str, version: int) -> None:
     root = checkpoint_dir / role
     root.mkdir(parents=True, exist_ok=True)
     versions = sorted(pinned(root) | {version})
-    tmp = root / f".{KEEP_FILE}.{os.getpid()}"
-    tmp.write_text(json.dumps({"versions": versions}))
-    os.replace(tmp, root / KEEP_FILE)
+    write_text_atomic(root / KEEP_FILE, json.dumps({"versions": versions}))
 
 
 def prune(root: Path, keeping: Keeping) -> list[int]:

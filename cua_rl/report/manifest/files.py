@@ -10,11 +10,11 @@ Resuming with another model is refused: the report would average two models.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from cua_rl.atomic_file import write_text_atomic
 from cua_rl.errors import RunDirError, naming_path
 from cua_rl.report.manifest.build import now_iso
 from cua_rl.report.manifest.differences import Difference, differences, summarize
@@ -42,11 +42,8 @@ def read_manifest(run_dir: Path) -> dict[str, Any] | None:
 def write_manifest(run_dir: Path, manifest: Mapping[str, Any]) -> Path:
     """Write the manifest through a temporary file, so a reader never sees half."""
     path = run_dir / MANIFEST_FILE
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    with naming_path(tmp):
-        tmp.write_text(json.dumps(manifest, indent=2, default=str) + "\n")
-    os.replace(tmp, path)
+    with naming_path(path):
+        write_text_atomic(path, json.dumps(manifest, indent=2, default=str) + "\n")
     return path
 
 
