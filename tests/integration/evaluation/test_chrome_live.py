@@ -9,23 +9,20 @@ itself wrote. This desktop has no AT-SPI, so the active tab comes from CDP.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import shutil
-import signal
-import socket
 import sqlite3
 import subprocess
 import threading
 from collections.abc import AsyncIterator, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 from aiohttp import web
+from tests_support.headless_chromium import stop_chromium, wait_for_devtools
+from tests_support.servers import free_port
 
 from cua_rl.chrome import cdp as chrome_cdp
 from cua_rl.desktop.client import GuestClient
@@ -43,12 +40,6 @@ FORM = """<html><head><title>Form page</title></head><body>
 <div class="route">SEA<span class="sep"></span>NYC</div>
 <p>Total: 3 items</p>
 <form><input id="who" value="Ada"/></form></body></html>"""
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +75,7 @@ def site() -> Iterator[str]:
     app.router.add_get("/{name}", page)
     loop = asyncio.new_event_loop()
     runner = web.AppRunner(app)
-    port = _free_port()
+    port = free_port()
     loop.run_until_complete(runner.setup())
     loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", port).start())
     thread = threading.Thread(target=loop.run_forever, daemon=True)
@@ -98,31 +89,13 @@ def site() -> Iterator[str]:
         loop.close()
 
 
-def _wait_for_devtools(port: int, proc: subprocess.Popen[bytes], deadline_s: float) -> None:
-    async def poll() -> None:
-        end = asyncio.get_running_loop().time() + deadline_s
-        async with aiohttp.ClientSession() as http:
-            while True:
-                try:
-                    async with http.get(f"http://127.0.0.1:{port}/json/version") as resp:
-                        if resp.status == 200:
-                            return
-                except aiohttp.ClientError:
-                    pass
-                if proc.poll() is not None or asyncio.get_running_loop().time() > end:
-                    pytest.fail(f"Chromium DevTools not ready (exit status {proc.poll()})")
-                await asyncio.sleep(0.1)
-
-    asyncio.run(poll())
-
-
 @pytest.fixture(scope="module")
 def chromium(
     home: Path, monkeypatch_module: pytest.MonkeyPatch
 ) -> Iterator[subprocess.Popen[bytes]]:
     if CHROMIUM is None:
         pytest.skip("Chromium is not installed (apt-get install chromium)")
-    port = _free_port()
+    port = free_port()
     monkeypatch_module.setenv("CUA_RL_CHROME_CDP_PORT", str(port))
     # Getters must only talk to this Chromium: never start google-chrome/chromium
     # (OSWorld's fallback, with a profile under the guest's HOME) on the desktop.
@@ -151,50 +124,10 @@ def chromium(
     )
     proc.cdp_port = port  # type: ignore[attr-defined]  # for stop_chromium
     try:
-        _wait_for_devtools(port, proc, 60.0)
+        wait_for_devtools(port, proc, 60.0)
         yield proc
     finally:
         stop_chromium(proc)
-
-
-def _close_over_cdp(port: int) -> None:
-    """Browser.close over DevTools: headless Chromium's orderly shutdown, the one that
-    writes the cookie store (SIGTERM makes headless Chromium exit without flushing it)."""
-
-    async def close() -> None:
-        limit = aiohttp.ClientTimeout(total=10)
-        async with aiohttp.ClientSession(timeout=limit) as http:
-            async with http.get(f"http://127.0.0.1:{port}/json/version") as resp:
-                ws_url = (await resp.json(content_type=None))["webSocketDebuggerUrl"]
-            async with http.ws_connect(ws_url) as ws:
-                await ws.send_json({"id": 1, "method": "Browser.close"})
-                with contextlib.suppress(Exception):
-                    await ws.receive(timeout=10)
-
-    # Its own thread and loop: callers may be sync fixtures or async tests (where
-    # asyncio.run would refuse to start and the browser would lose its cookies).
-    with ThreadPoolExecutor(1) as thread, contextlib.suppress(Exception):
-        thread.submit(asyncio.run, close()).result()  # already gone: signals do the rest
-
-
-def stop_chromium(proc: subprocess.Popen[bytes]) -> None:
-    """Close Chromium so it writes its cookies and history (Browser.close, then
-    SIGTERM, then SIGKILL), then kill whatever is left of its process group."""
-    if proc.poll() is None:
-        _close_over_cdp(getattr(proc, "cdp_port", 0))
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)  # stray helpers of the browser's session
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from tests_support.servers import free_port
 
 from cua_rl.reward.advantages import step_rewards
 from cua_rl.store.run_store import RunStore
@@ -41,15 +41,9 @@ sync_api = pytest.importorskip("playwright.sync_api")
 viewer_runs = pytest.importorskip("tests_support.viewer_runs")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextmanager
 def _serve(run_dir: Path) -> Iterator[str]:
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "cua_rl.cli", "view", str(run_dir), "--port", str(port)],
         stdout=subprocess.PIPE,
