@@ -13,21 +13,21 @@ import tempfile
 from pathlib import Path
 
 
-def write_bytes_atomic(target: Path, data: bytes, mode: int | None = None) -> None:
-    """Write `data` to `target` through a private temporary file and one rename;
-    `mode` sets the file's permissions (mkstemp creates it 0600)."""
+def write_bytes_atomic(target: Path, data: bytes, mode: int = 0o644) -> None:
+    """Write `data` to `target` through a private temporary file and one rename.
+    `mode`: the file's permissions; 0644 by default, what a plain write gives under
+    the usual umask (mkstemp alone would leave a manifest readable by its owner only)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(data)
-        if mode is not None:
-            os.chmod(tmp, mode)
+        os.chmod(tmp, mode)
         os.replace(tmp, target)
     finally:
         Path(tmp).unlink(missing_ok=True)
 
 
-def write_text_atomic(target: Path, text: str, mode: int | None = None) -> None:
+def write_text_atomic(target: Path, text: str, mode: int = 0o644) -> None:
     """`write_bytes_atomic` for UTF-8 text."""
     write_bytes_atomic(target, text.encode(), mode)
