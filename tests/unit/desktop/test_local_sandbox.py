@@ -3,6 +3,7 @@ suite checks the real thing: tests/integration/desktop/test_sandbox_escapes.py).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -105,18 +106,7 @@ def test_a_desktop_without_network_needs_its_listening_sockets() -> None:
 
 
 def test_network_option_shares_the_host_net_without_forwarders() -> None:
-    spec = SandboxSpec(
-        desktop_id="d1",
-        display=201,
-        width=800,
-        height=600,
-        window_manager="",
-        uid=1001,
-        gid=1001,
-        user="user",
-        network=True,
-        guest_port=4321,
-    )
+    spec = replace(SPEC, window_manager="", network=True)
     argv = bwrap_argv(spec, {}, SandboxFds(token=7, shim=8), "/stage")
     assert "--share-net" in argv and argv[-3:] == ["4321", "", ""]
 
@@ -128,17 +118,7 @@ def test_chrome_shim_execs_chromium_as_an_executable_named_chrome(tmp_path: Path
     install.mkdir()
     for name in ("chromium", "icudtl.dat", "locales"):
         (install / name).touch()
-    spec = SandboxSpec(
-        desktop_id="d1",
-        display=201,
-        width=800,
-        height=600,
-        window_manager="",
-        uid=1001,
-        gid=1001,
-        user="user",
-        chrome_binary=str(install / "chromium"),
-    )
+    spec = replace(SPEC, window_manager="", chrome_binary=str(install / "chromium"), guest_port=0)
     argv = bwrap_argv(spec, {}, SandboxFds(token=7, shim=8), "/stage", LISTEN)
     binds = [argv[i + 1 : i + 3] for i, a in enumerate(argv) if a == "--ro-bind"]
     assert [str(install / "chromium"), CHROME_EXE] in binds
@@ -174,17 +154,7 @@ def test_guest_venv_is_keyed_by_content(tmp_path: Path) -> None:
 
 
 def test_limits_size_every_tmpfs_and_no_nested_user_namespace() -> None:
-    spec = SandboxSpec(
-        desktop_id="d1",
-        display=201,
-        width=800,
-        height=600,
-        window_manager="",
-        uid=1001,
-        gid=1001,
-        user="user",
-        tmp_bytes=64 << 20,
-    )
+    spec = replace(SPEC, window_manager="", tmp_bytes=64 << 20, guest_port=0)
     argv = bwrap_argv(spec, {}, SandboxFds(token=7, shim=None), "/stage", LISTEN)
     sized = {
         argv[i + 3]: argv[i + 1]
@@ -217,16 +187,7 @@ def test_seccomp_program_denies_each_listed_call_and_other_abis() -> None:
     for index, (op, jt, _jf, k) in enumerate(insns[5:allow], start=5):
         assert op == 0x15 and index + 1 + jt == deny, (index, k)
     assert {k for op, *_, k in insns[5:allow]} == set(DENIED_X86_64.values())
-    spec = SandboxSpec(
-        desktop_id="d1",
-        display=201,
-        width=800,
-        height=600,
-        window_manager="",
-        uid=1001,
-        gid=1001,
-        user="user",
-    )
+    spec = replace(SPEC, window_manager="", guest_port=0)
     argv = bwrap_argv(spec, {}, SandboxFds(token=7, shim=None, seccomp=9), "/stage", LISTEN)
     assert argv[argv.index("--seccomp") + 1] == "9"
 
